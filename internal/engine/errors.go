@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Adapters map their own errors onto these (STYLE.md 7) so
+// callers test with errors.Is.
+var (
+	// ErrNotFound: no such state, version, run or artifact.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the request collides with existing data or a concurrent
+	// holder (a state that exists, a run in another status, a reservation).
+	ErrConflict = errors.New("conflict")
+	// ErrStalePlan: a version committed after the plan changed its write set
+	// (or, with --strict-since-plan, its read set); re-plan.
+	ErrStalePlan = errors.New("stale plan")
+	// ErrInvalid: the input is malformed (not a state v4 document, a corrupted
+	// saved plan, an unknown address form).
+	ErrInvalid = errors.New("invalid input")
+	// ErrIntentChanged: a re-plan against the head plans something else than
+	// the reviewed plan; the new plan needs review.
+	ErrIntentChanged = errors.New("intent changed")
+	// ErrLeaseLost: the run's reservations expired before it committed.
+	ErrLeaseLost = errors.New("lease lost")
+)
+
+// ConflictError is a refusal to reserve: the blocking runs and the
+// addresses they hold (STYLE.md 8: a refusal is a value the user can read).
+type ConflictError struct {
+	State    string
+	Run      string
+	Blockers []Blocker
+}
+
+func (e *ConflictError) Error() string {
+	var parts []string
+	for _, b := range e.Blockers {
+		who := "run " + b.Run
+		if b.PR != nil {
+			who += " (" + b.PR.String() + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%s holds %s", who, strings.Join(b.Addresses.Strings(), ", ")))
+	}
+	return fmt.Sprintf("reservations for run %s on state %s conflict: %s", e.Run, e.State, strings.Join(parts, "; "))
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// StatusError is a run found in a status that forbids the requested
+// transition (applying a run twice, applying an apply run).
+type StatusError struct {
+	Run    string
+	Kind   RunKind
+	Status RunStatus
+	Want   []RunStatus
+	// By is the run that holds or consumed it (ApplyRun of a plan), if any.
+	By string
+}
+
+func (e *StatusError) Error() string {
+	want := make([]string, len(e.Want))
+	for i, w := range e.Want {
+		want[i] = string(w)
+	}
+	msg := fmt.Sprintf("%s run %s is %s", e.Kind, e.Run, e.Status)
+	if e.By != "" {
+		msg += " (by run " + e.By + ")"
+	}
+	if len(want) > 0 {
+		msg += "; it must be " + strings.Join(want, " or ")
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) true.
+func (e *StatusError) Unwrap() error { return ErrConflict }
+
+// StaleError is a refusal by the since-plan check: the versions that changed
+// what the plan intended to write (or read, under strict policy).
+type StaleError struct {
+	Run     string
+	PlanRun string
+	Entries []SincePlanEntry
+	Strict  bool
+}
+
+func (e *StaleError) Error() string {
+	var parts []string
+	for _, v := range e.Entries {
+		p := fmt.Sprintf("version %d", v.Serial)
+		if v.Run != "" {
+			p += " (run " + v.Run
+			if v.PR != nil {
+				p += ", " + v.PR.String()
+			}
+			p += ")"
+		}
+		p += " changed " + strings.Join(v.Addresses.Strings(), ", ")
+		parts = append(parts, p)
+	}
+	what := "planned target changed"
+	if e.Strict {
+		what = "plan input or planned target changed (strict since-plan)"
+	}
+	return fmt.Sprintf("plan %s is stale: %s: %s; re-plan", e.PlanRun, what, strings.Join(parts, "; "))
+}
+
+// Unwrap makes errors.Is(err, ErrStalePlan) true.
+func (e *StaleError) Unwrap() error { return ErrStalePlan }

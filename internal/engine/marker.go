@@ -1,0 +1,116 @@
+package engine
+
+import "time"
+
+// MarkerKind is the type of a marker: a timestamped event on a run that
+// changes the meaning of the run and is therefore shown first-class (ADR D4).
+type MarkerKind string
+
+// Marker kinds (DESIGN.md "marker").
+const (
+	MarkerPlanned         MarkerKind = "planned"          // plan run stored its envelope
+	MarkerReserved        MarkerKind = "reserved"         // all reservations acquired
+	MarkerWaited          MarkerKind = "waited"           // blocked on Other over Addresses
+	MarkerPreflight       MarkerKind = "preflight"        // since-plan summary
+	MarkerStalenessPassed MarkerKind = "staleness-passed" // since-plan allowed the apply
+	MarkerStalenessFailed MarkerKind = "staleness-failed" // since-plan refused the apply
+	MarkerReplanned       MarkerKind = "replanned"        // re-plan against the head; IntentChanged says how it ended
+	MarkerWidened         MarkerKind = "widened"          // narrow lane → broader scope
+	MarkerFellBack        MarkerKind = "fell-back"        // native lane → full snapshot
+	MarkerApplied         MarkerKind = "applied"          // terraform apply finished
+	MarkerCommitted       MarkerKind = "committed"        // version Serial written
+	MarkerDrift           MarkerKind = "drift"            // committed ≠ planned
+	MarkerReleased        MarkerKind = "released"         // reservations released
+	MarkerLeaseExpired    MarkerKind = "lease-expired"    // holder stopped renewing
+	MarkerFailed          MarkerKind = "failed"           // Reason says why
+)
+
+// Marker is one typed, timestamped event on a run (ADR D4). Which fields are
+// set depends on Kind:
+//
+//	reserved          Addresses (all reserved), Count of reservations
+//	waited            Other (holding run), OtherPR, Addresses (overlap), Waited (how long, set when the wait ended)
+//	preflight         SincePlan (source/head serials and the three class counts)
+//	staleness-passed  SincePlan
+//	staleness-failed  Serial (offending version), Other (its run), OtherPR, Addresses (planned targets it changed)
+//	replanned         Other (the re-plan run), Serial (head planned against), IntentChanged, Addresses (intent differences)
+//	applied           Count (resources Terraform changed)
+//	committed         Serial (committed), FromSerial (source serial), Mode
+//	drift             Drift
+//	released          Count
+//	lease-expired     Addresses
+//	failed            Reason
+type Marker struct {
+	Seq           int64             `json:"seq"`
+	At            time.Time         `json:"at"`
+	Kind          MarkerKind        `json:"kind"`
+	Other         string            `json:"other_run,omitempty"`
+	OtherPR       *PullRequest      `json:"other_pr,omitempty"`
+	Addresses     AddressSet        `json:"addresses,omitempty"`
+	Serial        int64             `json:"serial,omitempty"`
+	FromSerial    int64             `json:"from_serial,omitempty"`
+	Mode          CommitMode        `json:"commit_mode,omitempty"`
+	Count         int               `json:"count,omitempty"`
+	SincePlan     *SincePlanSummary `json:"since_plan,omitempty"`
+	IntentChanged *bool             `json:"intent_changed,omitempty"`
+	Drift         *Drift            `json:"drift,omitempty"`
+	Waited        Duration          `json:"waited,omitempty"`
+	Reason        string            `json:"reason,omitempty"`
+	Extra         map[string]string `json:"extra,omitempty"`
+}
+
+// Duration is a time.Duration that marshals as Go's duration string
+// ("1.5s") so stored and printed JSON reads naturally.
+type Duration time.Duration
+
+// MarshalText renders the duration as "1m2.5s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// FactKind is the type of an allowed-because fact (ADR D2).
+type FactKind string
+
+// Fact kinds.
+const (
+	// FactDisjointWrites: Run held reservations when this run acquired its
+	// own, and their write sets are disjoint (and no write meets a read).
+	FactDisjointWrites FactKind = "disjoint-write-sets"
+	// FactReadRead: this run and Run both read Addresses; read/read is compatible.
+	FactReadRead FactKind = "compatible-read-read"
+	// FactStalenessPassed: the since-plan check passed over the versions in
+	// Serials, all independent of the footprint (or none: head unchanged).
+	FactStalenessPassed FactKind = "staleness-passed"
+	// FactReplanUnchanged: read-changed versions (Serials) were re-checked by
+	// re-planning against head Serial: the intent did not change.
+	FactReplanUnchanged FactKind = "replan-intent-unchanged"
+	// FactWaitedFor: the run waited for Run over Addresses, which released
+	// them before this run proceeded.
+	FactWaitedFor FactKind = "waited-for"
+	// FactSliceClosure: the native lane proved the fetched slice sufficient.
+	FactSliceClosure FactKind = "slice-closure-proved"
+)
+
+// Fact is one stored reason why a run could proceed beside others (ADR D2).
+// It is decided and stored when the decision is made, never re-derived from
+// logs.
+type Fact struct {
+	Kind         FactKind     `json:"kind"`
+	Run          string       `json:"run,omitempty"`
+	PR           *PullRequest `json:"pr,omitempty"`
+	Addresses    AddressSet   `json:"addresses,omitempty"`
+	Serials      []int64      `json:"serials,omitempty"`
+	SourceSerial int64        `json:"source_serial,omitempty"`
+	HeadSerial   int64        `json:"head_serial,omitempty"`
+	// OtherWrite and OwnWrite are the two write sets a disjointness fact compared.
+	OtherWrite AddressSet `json:"other_write,omitempty"`
+	OwnWrite   AddressSet `json:"own_write,omitempty"`
+}

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists states, versions, runs, markers, artifacts and
+// reservations. The sqlite and postgres adapters implement it and both pass
+// storetest.Run; a behaviour one has and the other lacks is a bug (STYLE.md 2).
+//
+// Errors: a missing record → ErrNotFound; a uniqueness or status collision →
+// ErrConflict (a *ConflictError for reservations, a *StatusError for runs).
+// Every method takes ctx first and honours its cancellation.
+type Store interface {
+	// CreateState stores a new state with its first version (serial
+	// init.Serial, CommitInit) and snapshot. ErrConflict if the name exists.
+	CreateState(ctx context.Context, init NewState) (State, error)
+	// GetState returns the named state with its current head serial.
+	GetState(ctx context.Context, name string) (State, error)
+	// ListStates returns every state, by name.
+	ListStates(ctx context.Context) ([]State, error)
+
+	// GetVersion returns one version (without its snapshot).
+	GetVersion(ctx context.Context, state string, serial int64) (Version, error)
+	// Snapshot returns the Terraform state v4 document of a version.
+	Snapshot(ctx context.Context, state string, serial int64) ([]byte, error)
+	// History returns versions newest first: serial < q.Before (0: from the
+	// head), at most q.Limit (0: 50).
+	History(ctx context.Context, state string, q HistoryQuery) ([]Version, error)
+	// VersionsAfter returns every version with serial > after, oldest first,
+	// with its changed addresses: the since-plan input (ADR D3).
+	VersionsAfter(ctx context.Context, state string, after int64) ([]Version, error)
+	// Commit writes version head+1 in ONE transaction (DESIGN.md apply step
+	// 6): lock the state head, call req.Merge with the head and its snapshot,
+	// insert the returned snapshot as head+1 with its changed addresses and
+	// provenance, apply req.Run's update and markers, and release the run's
+	// reservations (with a "released" marker). If Merge fails nothing is
+	// written. ErrLeaseLost if the run no longer holds reservations on the
+	// state and req.RequireReservations is set.
+	Commit(ctx context.Context, req CommitRequest) (Version, error)
+
+	// CreateRun stores a new run. ErrConflict if the id exists.
+	CreateRun(ctx context.Context, r Run) error
+	// GetRun returns a run. ErrNotFound if unknown.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// ListRuns returns runs newest first, filtered by q.
+	ListRuns(ctx context.Context, q RunQuery) ([]Run, error)
+	// UpdateRun reads run id under a row lock, checks its status is one of
+	// from (any if empty; otherwise a *StatusError), calls fn to change it,
+	// writes it back with UpdatedAt set, appends markers, and returns it —
+	// all in one transaction. This is how a plan is claimed by exactly one
+	// apply.
+	UpdateRun(ctx context.Context, id string, from []RunStatus, fn func(*Run) error, markers ...Marker) (Run, error)
+	// AddMarkers appends markers to a run; Seq and (if zero) At are set by the store.
+	AddMarkers(ctx context.Context, run string, markers ...Marker) error
+	// Markers returns a run's markers in Seq order.
+	Markers(ctx context.Context, run string) ([]Marker, error)
+
+	// PutArtifact stores a named blob of a run (saved plan, config archive,
+	// intent). Artifacts hold secrets: server-side only, never printed.
+	PutArtifact(ctx context.Context, run, name string, data []byte) error
+	// GetArtifact returns a blob stored by PutArtifact. ErrNotFound if absent.
+	GetArtifact(ctx context.Context, run, name string) ([]byte, error)
+
+	// Acquire takes all of req.Reservations for req.Run or none (ADR D2 /
+	// DESIGN.md apply step 2), in one transaction that also expires lapsed
+	// leases (writing "lease-expired" markers on their runs). On conflict it
+	// returns a *ConflictError naming the blocking runs and addresses. On
+	// success it returns the reservations held by other runs at that moment,
+	// for the allowed-because facts.
+	Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error)
+	// Renew extends every reservation of run by lease from now. ErrLeaseLost
+	// if the run holds none (they expired and were taken away).
+	Renew(ctx context.Context, run string, lease time.Duration) error
+	// Release drops every reservation of run and writes a "released" marker
+	// when it held any. Releasing nothing is not an error.
+	Release(ctx context.Context, run string) error
+	// Reservations lists live reservations (of one state, or all if "").
+	Reservations(ctx context.Context, state string) ([]Reservation, error)
+	// ExpireLeases drops reservations whose lease ended before now, marks
+	// their runs lease-expired (status and marker), and returns those runs.
+	ExpireLeases(ctx context.Context) ([]string, error)
+
+	// Close releases the store's connections.
+	Close() error
+}
+
+// NewState is the first version of a state.
+type NewState struct {
+	Name     string
+	Lineage  string
+	Serial   int64
+	Snapshot []byte
+	// Changed is the first version's changed set: every address in the snapshot.
+	Changed   AddressSet
+	Resources int
+	Actor     string
+}
+
+// HistoryQuery pages through versions newest first.
+type HistoryQuery struct {
+	Before int64 // only serials < Before; 0 = from the head
+	Limit  int   // 0 = 50
+}
+
+// RunQuery filters ListRuns.
+type RunQuery struct {
+	State    string      // "" = all states
+	Kind     RunKind     // "" = both kinds
+	Statuses []RunStatus // empty = any
+	Before   string      // only ids < Before (paging); "" = newest
+	Limit    int         // 0 = 50
+}
+
+// CommitRequest is one commit (see Store.Commit).
+type CommitRequest struct {
+	State string
+	Run   string
+	// RequireReservations makes the commit fail with ErrLeaseLost when the
+	// run's reservations have expired (another run may have taken them).
+	RequireReservations bool
+	// Merge computes the new version from the head inside the transaction.
+	Merge func(head Version, snapshot []byte) (CommitResult, error)
+}
+
+// CommitResult is what Merge returns: the new snapshot (serial head+1
+// already set in it), its changed addresses, its provenance, the update to
+// the committing run and the markers to append to it.
+type CommitResult struct {
+	Snapshot   []byte
+	Changed    AddressSet
+	Resources  int
+	Provenance Provenance
+	UpdateRun  func(*Run)
+	Markers    []Marker
+}
+
+// AcquireRequest asks for a run's whole reservation set.
+type AcquireRequest struct {
+	State        string
+	Run          string
+	Holder       Holder
+	Reservations []Reservation // Address and Mode; the rest is filled in
+	Lease        time.Duration
+}
+
+// AcquireResult is a successful acquisition.
+type AcquireResult struct {
+	Held   []Reservation // this run's reservations, as stored
+	Others []Reservation // other runs' live reservations on the state at that moment
+}

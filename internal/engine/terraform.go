@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Terraform runs the Terraform (or OpenTofu) binary for one run at a time in
+// an isolated work dir (its own TF_DATA_DIR and a local backend whose path is
+// the run's own snapshot file — TERRAFORM.md "Running many Terraform
+// processes on one state safely"). Implementations must be safe for
+// concurrent use by different runs.
+type Terraform interface {
+	// Plan materializes req.Snapshot, copies the configuration (req.Dir, or
+	// req.Config when re-planning from a stored archive), runs init, plan -out
+	// and show -json, and returns the saved plan with its footprint and intent.
+	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)
+	// Apply materializes req.Snapshot and applies req.PlanFile to it. On
+	// failure or cancellation it still returns the state Terraform wrote
+	// (ApplyResult.State non-nil) together with the error, so that what was
+	// applied is committed, not lost (DESIGN.md apply step 6).
+	Apply(ctx context.Context, req ApplyRequest) (*ApplyResult, error)
+	// InspectPlanFile reads the lineage and serial of the state snapshot a
+	// saved plan was made against (the plan file's "tfstate" entry).
+	// ErrInvalid if planFile is not a Terraform plan file.
+	InspectPlanFile(planFile []byte) (PlanFileInfo, error)
+}
+
+// PlanRequest is one plan.
+type PlanRequest struct {
+	Run      string // the plan run id: names the work dir
+	Dir      string // configuration directory (kl plan -C); or
+	Config   []byte // a configuration archive made by a previous Plan
+	Targets  []string
+	VarFiles []string
+	Snapshot []byte // Terraform state v4 of the source version
+	Progress func(Progress)
+}
+
+// PlanResult is a finished plan.
+type PlanResult struct {
+	PlanFile         []byte // the saved plan (a zip; holds secrets)
+	Digest           string // "sha256:<hex>" of PlanFile
+	Config           []byte // archive of the exact configuration planned, for apply and re-plan
+	Footprint        Footprint
+	Intent           Intent
+	Summary          PlanSummary
+	Lineage          string // of the snapshot planned against
+	Serial           int64
+	TerraformVersion string
+}
+
+// ApplyRequest is one apply of a saved plan against the snapshot it was
+// made from (Terraform compares lineage and serial only — TERRAFORM.md).
+type ApplyRequest struct {
+	Run      string // the apply run id: names the work dir
+	PlanFile []byte
+	Config   []byte // PlanResult.Config of the plan
+	Snapshot []byte
+	Progress func(Progress)
+}
+
+// ApplyResult is the state Terraform wrote. Changed counts resources
+// Terraform reported as done.
+type ApplyResult struct {
+	State   []byte
+	Changed int
+}
+
+// PlanFileInfo is what a saved plan file says about its base snapshot.
+type PlanFileInfo struct {
+	Lineage          string
+	Serial           int64
+	TerraformVersion string
+}
+
+// Progress is one progress report of a long Terraform step, for a terminal.
+type Progress struct {
+	Phase   string // "init", "plan", "show", "apply"
+	Elapsed time.Duration
+	Done    int // resources finished in this phase
+	Total   int // resources expected (0 if unknown)
+	Current string
+}

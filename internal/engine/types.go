@@ -1,0 +1,353 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is one Terraform state Kilolock owns (DESIGN.md "state"), named by
+// the user ("acme/infra/prod"). Its lineage is Terraform's: a saved plan only
+// applies to a snapshot of the same lineage (TERRAFORM.md "Staleness").
+type State struct {
+	Name       string    `json:"name"`
+	Lineage    string    `json:"lineage"`
+	HeadSerial int64     `json:"head_serial"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// CommitMode says how a version was produced (ADR D5).
+type CommitMode string
+
+// Commit modes.
+const (
+	// CommitInit is the first version of a state: empty, or adopted from a file.
+	CommitInit CommitMode = "init"
+	// CommitSnapshotMerge merges a run's written resources into the head
+	// (terraform lane, TERRAFORM.md "Snapshot-merge").
+	CommitSnapshotMerge CommitMode = "snapshot-merge"
+	// CommitDelta commits only a slice's changed resources (native lane).
+	CommitDelta CommitMode = "delta"
+)
+
+// Version is an immutable snapshot of a state. Serial grows by exactly one
+// per commit; the newest version is the head. Changed lists the addresses
+// this version changed relative to the previous one — the input of every
+// since-plan classification (ADR D3).
+type Version struct {
+	State      string     `json:"state"`
+	Serial     int64      `json:"serial"`
+	Lineage    string     `json:"lineage"`
+	CreatedAt  time.Time  `json:"created_at"`
+	Changed    AddressSet `json:"changed"`
+	Provenance Provenance `json:"provenance"`
+	// Resources counts the resource entries of the snapshot; Size is the
+	// snapshot's length in bytes (uncompressed).
+	Resources int   `json:"resources"`
+	Size      int64 `json:"size_bytes"`
+}
+
+// Provenance links a version to the run and plan that produced it (ADR D5):
+// apply run, reviewed plan run, the plan actually applied (a re-plan may
+// replace the reviewed one), source serial, committed serial, plan digest,
+// commit mode, and whether the committed changes matched the plan exactly.
+type Provenance struct {
+	Run             string     `json:"run,omitempty"`
+	PlanRun         string     `json:"plan_run,omitempty"`
+	AppliedPlanRun  string     `json:"applied_plan_run,omitempty"`
+	SourceSerial    int64      `json:"source_serial"`
+	CommittedSerial int64      `json:"committed_serial"`
+	PlanDigest      string     `json:"plan_digest,omitempty"`
+	Mode            CommitMode `json:"commit_mode"`
+	// Exact is true when the addresses Terraform changed equal the planned
+	// write set; otherwise Drift lists the difference.
+	Exact bool `json:"exact"`
+	// Drift: addresses changed but not planned (Unplanned) and planned but not
+	// changed (Unchanged).
+	Drift *Drift `json:"drift,omitempty"`
+	// Partial is true when the apply failed or was interrupted and this
+	// version holds only what Terraform wrote before it stopped.
+	Partial bool         `json:"partial"`
+	Actor   string       `json:"actor,omitempty"`
+	PR      *PullRequest `json:"pr,omitempty"`
+}
+
+// Drift is the difference between a plan's write set and what the apply
+// really changed (DESIGN.md apply step 5).
+type Drift struct {
+	Unplanned AddressSet `json:"unplanned,omitempty"`
+	Unchanged AddressSet `json:"unchanged,omitempty"`
+	// Kept lists unplanned changes NOT merged because the head had changed
+	// them since the plan's source serial (the head wins: no lost update).
+	Kept AddressSet `json:"kept,omitempty"`
+}
+
+// PullRequest identifies the pull request a run belongs to, when any.
+type PullRequest struct {
+	Repo    string `json:"repo"` // "owner/name"
+	Number  int    `json:"number"`
+	HeadSHA string `json:"head_sha,omitempty"`
+	URL     string `json:"url,omitempty"`
+}
+
+// String renders "owner/name#N".
+func (p *PullRequest) String() string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s#%d", p.Repo, p.Number)
+}
+
+// Holder is the process holding a run's reservations (DESIGN.md
+// "actor / holder"), renewed by lease.
+type Holder struct {
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+}
+
+// String renders "host:pid".
+func (h Holder) String() string { return fmt.Sprintf("%s:%d", h.Host, h.PID) }
+
+// RunKind is plan or apply (DESIGN.md "run": one plan or one apply).
+type RunKind string
+
+// Run kinds.
+const (
+	KindPlan  RunKind = "plan"
+	KindApply RunKind = "apply"
+)
+
+// RunStatus is where a run is in its life.
+type RunStatus string
+
+// Plan run statuses.
+const (
+	StatusPlanning RunStatus = "planning" // terraform plan in progress
+	StatusPlanned  RunStatus = "planned"  // open: may be applied
+	// StatusApplying: an apply run has claimed this plan (plan) or holds
+	// reservations and runs Terraform (apply).
+	StatusApplying   RunStatus = "applying"
+	StatusApplied    RunStatus = "applied"    // plan: consumed by a committed apply; apply: committed
+	StatusStale      RunStatus = "stale"      // plan: a later version changed its write set; re-plan
+	StatusSuperseded RunStatus = "superseded" // plan: replaced by a re-plan with a different intent
+)
+
+// Apply run statuses (and failure statuses shared by both kinds).
+const (
+	StatusWaiting      RunStatus = "waiting"       // apply: blocked on another run's reservations
+	StatusRefused      RunStatus = "refused"       // apply: a rule stopped it before Terraform ran
+	StatusFailed       RunStatus = "failed"        // Terraform or Kilolock failed; see Reason
+	StatusInterrupted  RunStatus = "interrupted"   // cancelled (Ctrl-C); what Terraform wrote is committed
+	StatusLeaseExpired RunStatus = "lease-expired" // its holder stopped renewing; reservations dropped
+)
+
+// Open reports whether the run is still in progress or, for a plan, still
+// applicable.
+func (s RunStatus) Open() bool {
+	switch s {
+	case StatusPlanning, StatusPlanned, StatusApplying, StatusWaiting:
+		return true
+	}
+	return false
+}
+
+// Run is one plan or one apply. IDs are ULIDs: sortable by creation time.
+type Run struct {
+	ID         string       `json:"id"`
+	Kind       RunKind      `json:"kind"`
+	State      string       `json:"state"`
+	Actor      string       `json:"actor"`
+	Holder     Holder       `json:"holder"`
+	Status     RunStatus    `json:"status"`
+	Reason     string       `json:"reason,omitempty"` // why refused / failed, in words
+	PR         *PullRequest `json:"pr,omitempty"`
+	CreatedAt  time.Time    `json:"created_at"`
+	UpdatedAt  time.Time    `json:"updated_at"`
+	FinishedAt *time.Time   `json:"finished_at,omitempty"`
+
+	// Plan runs.
+	Envelope *Envelope `json:"envelope,omitempty"`
+	ApplyRun string    `json:"apply_run,omitempty"` // the apply that claimed this plan
+	ReplanOf string    `json:"replan_of,omitempty"` // the reviewed plan this re-plan re-checks
+
+	// Apply runs.
+	PlanRun         string `json:"plan_run,omitempty"`         // the reviewed plan
+	AppliedPlanRun  string `json:"applied_plan_run,omitempty"` // what Terraform applied (a re-plan, or PlanRun)
+	CommittedSerial int64  `json:"committed_serial,omitempty"`
+	// AllowedBecause holds the facts, decided and stored at apply time, that
+	// let this run proceed beside others (ADR D2).
+	AllowedBecause []Fact `json:"allowed_because,omitempty"`
+	// SincePlan is the preflight classification this run acted on (ADR D3).
+	SincePlan *SincePlan `json:"since_plan,omitempty"`
+}
+
+// Scope holds the plan scope selectors (ADR D1).
+type Scope struct {
+	Dir          string   `json:"dir"`
+	Targets      []string `json:"targets,omitempty"`
+	ChangedFiles []string `json:"changed_files,omitempty"`
+	Workspace    string   `json:"workspace,omitempty"`
+	VarFiles     []string `json:"var_files,omitempty"`
+}
+
+// Lane is the execution path of a run (DESIGN.md "lane").
+type Lane string
+
+// Lanes.
+const (
+	LaneTerraform Lane = "terraform"
+	LaneNative    Lane = "native"
+)
+
+// Envelope is what a plan run believed it was doing (ADR D1): who, when,
+// which state at which serial, its scope, its footprint, the reservations an
+// apply of it takes, and the digest of the saved plan.
+type Envelope struct {
+	Actor            string        `json:"actor"`
+	Holder           Holder        `json:"holder"`
+	StartedAt        time.Time     `json:"started_at"`
+	FinishedAt       time.Time     `json:"finished_at"`
+	State            string        `json:"state"`
+	Lineage          string        `json:"lineage"`
+	SourceSerial     int64         `json:"source_serial"`
+	Scope            Scope         `json:"scope"`
+	Footprint        Footprint     `json:"footprint"`
+	Reservations     []Reservation `json:"reservations"` // Run/Holder/lease unset: the set an apply takes
+	Lane             Lane          `json:"lane"`
+	Slice            *Slice        `json:"slice,omitempty"`
+	PlanDigest       string        `json:"plan_digest"` // "sha256:<hex>" of the saved plan file
+	Summary          PlanSummary   `json:"summary"`
+	TerraformVersion string        `json:"terraform_version,omitempty"`
+	PR               *PullRequest  `json:"pr,omitempty"`
+	CommitSHA        string        `json:"commit_sha,omitempty"`
+}
+
+// Slice is the native lane's state-engine slice metadata (ADR D1, D7).
+type Slice struct {
+	Roots   AddressSet `json:"roots"`
+	Closure AddressSet `json:"closure"`
+	Proved  bool       `json:"proved"`
+}
+
+// PlanSummary counts a plan's changes by kind.
+type PlanSummary struct {
+	Add     int  `json:"add"`
+	Change  int  `json:"change"`
+	Destroy int  `json:"destroy"`
+	Replace int  `json:"replace"`
+	Move    int  `json:"move"`
+	Read    int  `json:"read"`
+	Outputs int  `json:"outputs"`
+	Targets bool `json:"targeted"` // Terraform's "complete" was false
+}
+
+// Empty reports whether the plan changes nothing.
+func (s PlanSummary) Empty() bool {
+	return s.Add+s.Change+s.Destroy+s.Replace+s.Move+s.Read+s.Outputs == 0
+}
+
+// Footprint is a plan's write set and read set (DESIGN.md "footprint").
+//
+// Write: every resource_changes entry whose actions are not no-op, both
+// addresses of a move, and root outputs that change. Read: addresses the
+// planned changes depend on; never narrower than the truth — where the
+// extractor could not resolve a reference it widened to a module prefix and
+// said so in Widened.
+type Footprint struct {
+	Write   AddressSet `json:"write"`
+	Read    AddressSet `json:"read"`
+	Widened []Widening `json:"widened,omitempty"`
+}
+
+// All returns write ∪ read.
+func (f Footprint) All() AddressSet { return f.Write.Union(f.Read) }
+
+// Reservations returns the reservation set of the footprint: the write set
+// in write mode, the read set minus the write set in read mode (DESIGN.md
+// plan step 3). Run, holder and lease are left for the store to fill.
+func (f Footprint) Reservations() []Reservation {
+	out := make([]Reservation, 0, len(f.Write)+len(f.Read))
+	for _, a := range f.Write {
+		out = append(out, Reservation{Address: a, Mode: ModeWrite})
+	}
+	for _, a := range f.Read.Minus(f.Write) {
+		out = append(out, Reservation{Address: a, Mode: ModeRead})
+	}
+	return out
+}
+
+// Widening records one place where the read set was widened to a prefix
+// because the reference could not be resolved exactly.
+type Widening struct {
+	Address Address `json:"address"` // the prefix that was added
+	From    string  `json:"from"`    // the reference or construct, e.g. "local.subnets in module.app"
+	Reason  string  `json:"reason"`
+}
+
+// ReservationMode is read or write. Read/read coexist; write conflicts with
+// anything on an overlapping address (DESIGN.md "reservation").
+type ReservationMode string
+
+// Reservation modes.
+const (
+	ModeRead  ReservationMode = "read"
+	ModeWrite ReservationMode = "write"
+)
+
+// Reservation is one (state, address, mode, holder run, lease) claim.
+type Reservation struct {
+	State      string          `json:"state,omitempty"`
+	Address    Address         `json:"address"`
+	Mode       ReservationMode `json:"mode"`
+	Run        string          `json:"run,omitempty"`
+	Holder     Holder          `json:"holder,omitzero"`
+	AcquiredAt time.Time       `json:"acquired_at,omitzero"`
+	ExpiresAt  time.Time       `json:"expires_at,omitzero"`
+}
+
+// ConflictsWith reports whether r and o cannot be held at once by different
+// runs: overlapping addresses and at least one write.
+func (r Reservation) ConflictsWith(o Reservation) bool {
+	if r.Mode == ModeRead && o.Mode == ModeRead {
+		return false
+	}
+	return r.Address.Overlaps(o.Address)
+}
+
+// Conflicts returns, for the requested reservations want, the held
+// reservations that block them (held by other runs), grouped by holding
+// run in the order first seen.
+func Conflicts(run string, want, held []Reservation) []Blocker {
+	var out []Blocker
+	idx := map[string]int{}
+	for _, h := range held {
+		if h.Run == run {
+			continue
+		}
+		for _, w := range want {
+			if !w.ConflictsWith(h) {
+				continue
+			}
+			i, ok := idx[h.Run]
+			if !ok {
+				i = len(out)
+				idx[h.Run] = i
+				out = append(out, Blocker{Run: h.Run, Holder: h.Holder})
+			}
+			out[i].Addresses = out[i].Addresses.Union(AddressSet{w.Address})
+			out[i].Held = append(out[i].Held, h)
+			break
+		}
+	}
+	return out
+}
+
+// Blocker is one run whose reservations block a request: the requested
+// addresses it blocks and its own conflicting reservations.
+type Blocker struct {
+	Run       string        `json:"run"`
+	PR        *PullRequest  `json:"pr,omitempty"`
+	Actor     string        `json:"actor,omitempty"`
+	Holder    Holder        `json:"holder"`
+	Addresses AddressSet    `json:"addresses"`
+	Held      []Reservation `json:"held"`
+}
