@@ -1,0 +1,236 @@
+package tfstate
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	version "github.com/hashicorp/go-version"
+)
+
+// ErrLineageMismatch: the head, the plan's base snapshot and the run's
+// result are not one state (different lineages); nothing can be merged.
+var ErrLineageMismatch = errors.New("lineage mismatch")
+
+// MergeReport says where each address of a merged state came from. All
+// lists are sorted resource-level addresses (or "output.NAME").
+type MergeReport struct {
+	// Merged: addresses whose entries were taken from the result (or dropped
+	// because the result has none): every written address, plus the
+	// unplanned ones the head had not changed since the plan.
+	Merged []string
+	// Kept: unplanned changes NOT merged, because the head changed the
+	// address since the plan's base; the head's entries stay (no lost update).
+	Kept []string
+	// Unplanned: addresses changed between base and result but not in the
+	// written list — refresh, a partial apply, dependencies Terraform
+	// rewrote. Unplanned = (Merged ∖ written) ∪ Kept.
+	Unplanned []string
+	// Overwritten: written addresses whose head entries differed from both
+	// the base's and the result's, i.e. another commit changed them after
+	// the plan and this merge replaced that change. The since-plan check
+	// refuses such applies (write-changed), so a non-empty list means a lost
+	// update to report.
+	Overwritten []string
+	// Changed: addresses whose entries differ between head and the merged
+	// state — the new version's changed set (engine.Version.Changed), equal
+	// to Changed(head, merged).
+	Changed []string
+}
+
+// Merge commits a terraform-lane run by snapshot-merge (TERRAFORM.md
+// "Snapshot-merge"; DESIGN.md apply step 6). head is the state's current
+// head, base the snapshot the run's plan was made from, result the state
+// Terraform wrote when applying it, written the run's write set, serial the
+// serial of the new version (head + 1).
+//
+// The merged state is a copy of head where:
+//   - for every written address (resource-level, or "output.NAME") ALL head
+//     entries of that address — every module instance — are replaced by the
+//     result's entries for it, as Terraform wrote them (instances,
+//     dependencies, sensitive_attributes, private); none in the result drops
+//     them (a destroy, or the old address of a move);
+//   - for every address in Changed(base, result) that is not written (an
+//     unplanned change: refresh, a failed partial apply, rewritten
+//     dependencies) the result's entries are taken only if head's entries
+//     for it still equal base's (or already equal the result's); otherwise
+//     head's stay and the address is reported in MergeReport.Kept;
+//   - serial is serial, lineage is head's, check_results is null,
+//     terraform_version is the newer of head's and result's (an unparsable
+//     one loses; both unparsable: head's).
+//
+// Resources come out in Terraform's own order (module, mode, type, name:
+// statefile's normalize), so the head's unchanged entries keep their places.
+// head, base and result are not modified; the merged state shares their
+// raw entries.
+//
+// written may be empty: then only the unplanned-change rule applies, which
+// is the safe merge when the run's reservations were lost before commit.
+//
+// Errors: ErrLineageMismatch (wrapped) when the three lineages differ; a
+// written address that is a prefix ("module.x.*", "*"), carries instance
+// keys or is empty (the engine writes resource-level addresses only); a nil
+// state.
+func Merge(head, base, result *State, written []string, serial int64) (*State, MergeReport, error) {
+	var rep MergeReport
+	if head == nil || base == nil || result == nil {
+		return nil, rep, errors.New("merging run state into head: nil state")
+	}
+	if head.Lineage != base.Lineage || head.Lineage != result.Lineage {
+		return nil, rep, fmt.Errorf("merging run state into head: %w: head %q, plan base %q, apply result %q",
+			ErrLineageMismatch, head.Lineage, base.Lineage, result.Lineage)
+	}
+	w := make(map[string]bool, len(written))
+	for _, a := range written {
+		if err := checkWritten(a); err != nil {
+			return nil, rep, fmt.Errorf("merging run state into head: %w", err)
+		}
+		w[a] = true
+	}
+
+	changed := changedSet(base, result)
+	// The entries of every address that may be taken, in head, base and
+	// result: one pass over each, hashing only addresses of interest.
+	interest := maps.Clone(changed)
+	maps.Copy(interest, w)
+	hg, bg, rg := groupsOf(head, interest), groupsOf(base, interest), groupsOf(result, interest)
+	headIs := func(a string, other *State, og map[string][]*Resource) bool {
+		if name, ok := strings.CutPrefix(a, OutputPrefix); ok {
+			h, inHead := head.Outputs[name]
+			o, inOther := other.Outputs[name]
+			return inHead == inOther && (!inHead || rawEqual(h.Raw, o.Raw))
+		}
+		return groupsEqual(hg[a], og[a])
+	}
+
+	take := make(map[string]bool, len(w)+len(changed))
+	for a := range w {
+		take[a] = true
+		if !headIs(a, base, bg) && !headIs(a, result, rg) {
+			rep.Overwritten = append(rep.Overwritten, a)
+		}
+	}
+	for a := range changed {
+		if w[a] {
+			continue
+		}
+		rep.Unplanned = append(rep.Unplanned, a)
+		// Take it if the head has not moved since the plan, or already
+		// holds exactly what the run wrote.
+		if headIs(a, base, bg) || headIs(a, result, rg) {
+			take[a] = true
+		} else {
+			rep.Kept = append(rep.Kept, a)
+		}
+	}
+	for a := range take {
+		if !headIs(a, result, rg) {
+			rep.Changed = append(rep.Changed, a)
+		}
+	}
+	rep.Merged = sortedKeys(take)
+	slices.Sort(rep.Overwritten)
+	slices.Sort(rep.Unplanned)
+	slices.Sort(rep.Kept)
+	slices.Sort(rep.Changed)
+
+	out := &State{
+		TerraformVersion: newerVersion(head.TerraformVersion, result.TerraformVersion),
+		Serial:           serial,
+		Lineage:          head.Lineage,
+		Outputs:          make(map[string]Output, len(head.Outputs)),
+		Resources:        make([]Resource, 0, len(head.Resources)+len(take)),
+		Extra:            maps.Clone(head.Extra),
+	}
+	// Head's kept entries and result's taken ones, each in Terraform's
+	// order, merged like two sorted runs (no sort in the normal case).
+	var kept, taken []*Resource
+	for _, r := range sortedView(head) {
+		if !take[r.Address()] {
+			kept = append(kept, r)
+		}
+	}
+	for _, r := range sortedView(result) {
+		if take[r.Address()] {
+			taken = append(taken, r)
+		}
+	}
+	for len(kept) > 0 || len(taken) > 0 {
+		if len(taken) == 0 || (len(kept) > 0 && compareEntries(kept[0], taken[0]) <= 0) {
+			out.Resources = append(out.Resources, *kept[0])
+			kept = kept[1:]
+		} else {
+			out.Resources = append(out.Resources, *taken[0])
+			taken = taken[1:]
+		}
+	}
+	maps.Copy(out.Outputs, head.Outputs)
+	for a := range take {
+		name, ok := strings.CutPrefix(a, OutputPrefix)
+		if !ok {
+			continue
+		}
+		if o, ok := result.Outputs[name]; ok {
+			out.Outputs[name] = o
+		} else {
+			delete(out.Outputs, name)
+		}
+	}
+	return out, rep, nil
+}
+
+// groupsOf returns the entries of s whose address is in set.
+func groupsOf(s *State, set map[string]bool) map[string][]*Resource {
+	out := make(map[string][]*Resource, len(set))
+	for i := range s.Resources {
+		r := &s.Resources[i]
+		if a := r.Address(); set[a] {
+			out[a] = append(out[a], r)
+		}
+	}
+	return out
+}
+
+// checkWritten rejects what the engine never writes: prefixes, instance
+// addresses, empty strings.
+func checkWritten(a string) error {
+	switch {
+	case a == "":
+		return errors.New("empty written address")
+	case a == "*" || strings.HasSuffix(a, ".*"):
+		return fmt.Errorf("written address %q is a prefix: snapshot-merge needs the exact resource-level addresses the run wrote", a)
+	case strings.ContainsAny(a, "[]\" \t\n"):
+		return fmt.Errorf("written address %q is not resource-level: drop instance keys (engine.ParseAddress)", a)
+	}
+	return nil
+}
+
+// sortEntries sorts entries in Terraform's order (compareEntries), keeping
+// the relative order of equal keys; already sorted input costs one pass.
+func sortEntries(rs []Resource) {
+	for i := 1; i < len(rs); i++ {
+		if compareEntries(&rs[i-1], &rs[i]) > 0 {
+			sort.SliceStable(rs, func(i, j int) bool { return compareEntries(&rs[i], &rs[j]) < 0 })
+			return
+		}
+	}
+}
+
+// newerVersion returns the newer of two Terraform versions; an unparsable
+// one loses, and with both unparsable the head's (a) wins.
+func newerVersion(a, b string) string {
+	va, errA := version.NewVersion(a)
+	vb, errB := version.NewVersion(b)
+	switch {
+	case errB != nil:
+		return a
+	case errA != nil:
+		return b
+	case vb.GreaterThan(va):
+		return b
+	}
+	return a
+}
