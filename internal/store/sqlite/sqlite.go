@@ -1,0 +1,257 @@
+// Package sqlite is the embedded engine.Store: one SQLite file, so kl works
+// on a laptop with nothing else installed (DESIGN.md "Two programs"). It uses
+// modernc.org/sqlite (pure Go, no cgo) through database/sql.
+//
+// Several kl PROCESSES may share one file. Safety comes from SQLite itself,
+// never from an in-process mutex: the database runs in WAL mode (readers do
+// not block the writer), every write transaction begins IMMEDIATE so it takes
+// the single write lock before it reads anything (no read-then-upgrade
+// deadlock, no lost update), and busy_timeout makes a writer wait for the
+// lock instead of failing. A commit's "lock the state head" (DESIGN.md apply
+// step 6) is that write lock.
+//
+// The schema is migrations/sqlite, applied with goose at Open.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/migrations"
+)
+
+// DefaultBusyTimeout is how long a write waits for another connection or
+// process to release SQLite's write lock before failing with ErrBusy.
+const DefaultBusyTimeout = 10 * time.Second
+
+// ErrBusy means SQLite's write lock stayed held by another connection —
+// usually another kl process sharing the file — for longer than the busy
+// timeout. Retrying later is safe: the failed transaction wrote nothing.
+var ErrBusy = errors.New("database is busy: another connection (often another kl process) held the write lock past the busy timeout")
+
+// SchemaTooNewError is returned by Open for a database migrated by a newer
+// kl: this binary does not know its schema and must not write to it.
+type SchemaTooNewError struct {
+	Version int64 // the database's goose version
+	Max     int64 // the newest migration this binary embeds
+}
+
+// Error says which versions and what to do: upgrade kl.
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("database schema version %d is newer than this kl (max %d): upgrade kl", e.Version, e.Max)
+}
+
+// Store is the SQLite engine.Store. It is safe for concurrent use by many
+// goroutines and, through the same file, by many processes.
+type Store struct {
+	db          *sql.DB
+	path        string
+	busyTimeout time.Duration
+	clock       func() time.Time
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	busyTimeout time.Duration
+	clock       func() time.Time
+}
+
+// WithBusyTimeout sets how long a write waits for the write lock
+// (DefaultBusyTimeout if unset; rounded to milliseconds, at least 1 ms).
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) { o.busyTimeout = d }
+}
+
+// WithClock sets the store's clock (time.Now if unset): it stamps versions,
+// runs, markers and reservation leases, and decides which leases have ended.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.clock = now }
+}
+
+// Open opens (creating if needed) the store at path, a file name. It creates
+// the parent directory with mode 0700 and the file with mode 0600 — the
+// database holds saved plans and state snapshots, which hold secrets — then
+// applies the embedded migrations. A database whose schema is newer than
+// this binary's migrations is refused with a *SchemaTooNewError.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{busyTimeout: DefaultBusyTimeout, clock: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.busyTimeout < time.Millisecond {
+		o.busyTimeout = time.Millisecond
+	}
+	if path == "" {
+		return nil, fmt.Errorf("opening store: empty database path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	dir := filepath.Dir(abs)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("opening store %s: creating directory %s: %w", path, dir, err)
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+
+	db, err := sql.Open("sqlite", dsn(abs, o.busyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	s := &Store{db: db, path: abs, busyTimeout: o.busyTimeout, clock: o.clock}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dsn builds the modernc.org/sqlite data source name: a file: URI (so a path
+// with '?' or '#' survives) with the connection settings every pooled
+// connection gets.
+func dsn(path string, busy time.Duration) string {
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_foreign_keys", "1")
+	// Every read-write transaction is BEGIN IMMEDIATE: it takes the write
+	// lock before its first read.
+	q.Set("_txlock", "immediate")
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// migrate applies the embedded goose migrations. Processes opening one new
+// file at the same moment may race: each migration runs in its own
+// IMMEDIATE transaction, so the loser fails ("table already exists") and
+// rolls back; migrate then re-reads the version and finds the work done.
+func (s *Store) migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
+	if err != nil {
+		return fmt.Errorf("migrating schema: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.db, fsys,
+		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false))
+	if err != nil {
+		return fmt.Errorf("migrating schema: %w", err)
+	}
+	sources := p.ListSources()
+	newest := sources[len(sources)-1].Version
+	for attempt := 1; ; attempt++ {
+		cur, err := p.GetDBVersion(ctx)
+		if err != nil {
+			return fmt.Errorf("reading schema version: %w", s.mapErr(err))
+		}
+		if cur > newest {
+			return &SchemaTooNewError{Version: cur, Max: newest}
+		}
+		if cur == newest {
+			return nil
+		}
+		_, err = p.Up(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			return fmt.Errorf("migrating schema from version %d to %d: %w", cur, newest, s.mapErr(err))
+		}
+	}
+}
+
+// Close closes the database. Further calls fail.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("closing store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// now is the store's clock in UTC.
+func (s *Store) now() time.Time { return s.clock().UTC() }
+
+// mapErr maps driver errors onto the engine's sentinels (STYLE.md 7), keeping
+// the driver error in the chain: no row → engine.ErrNotFound; a UNIQUE or
+// PRIMARY KEY violation → engine.ErrConflict; a FOREIGN KEY violation (the
+// referenced state or run is missing) → engine.ErrNotFound; SQLITE_BUSY or
+// SQLITE_LOCKED once the busy timeout has run out → ErrBusy.
+func (s *Store) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return engine.ErrNotFound
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch code := se.Code(); {
+	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("%w: %w", engine.ErrConflict, err)
+	case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return fmt.Errorf("%w: %w", engine.ErrNotFound, err)
+	case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
+		return fmt.Errorf("%w (busy timeout %s): %w", ErrBusy, s.busyTimeout, err)
+	}
+	return err
+}
+
+// withTx runs fn in one write transaction (BEGIN IMMEDIATE: the write lock
+// is taken first) and commits it when fn returns nil; otherwise, or on a
+// panic, it rolls back and nothing fn wrote stays.
+func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return s.mapErr(tx.Commit())
+}
+
+// querier is what *sql.DB and *sql.Tx share, for helpers used inside and
+// outside transactions.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// nanos and fromNanos convert times to and from the schema's INTEGER Unix
+// nanoseconds (UTC).
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// nullString stores "" as NULL (absent reference).
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

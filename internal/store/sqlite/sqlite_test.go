@@ -1,0 +1,297 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store/sqlite"
+	"github.com/kilolock/kilolock/internal/store/storetest"
+)
+
+// setup opens a fresh store at a temp path, closed at cleanup, and returns
+// it with its path.
+func setup(t *testing.T, opts ...sqlite.Option) (*sqlite.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kl.db")
+	s, err := sqlite.Open(t.Context(), path, opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s, path
+}
+
+func TestContract(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) engine.Store {
+		t.Helper()
+		s, _ := setup(t)
+		return s
+	})
+}
+
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "nested", "dir", "kl.db")
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.CreateState(t.Context(), storetest.NewState("s")); err != nil {
+		t.Fatalf("CreateState: %v", err)
+	}
+	tests := map[string]struct {
+		path string
+		mode os.FileMode
+	}{
+		"directory": {filepath.Dir(path), 0o700 | os.ModeDir},
+		"database":  {path, 0o600},
+		"wal":       {path + "-wal", 0o600},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fi, err := os.Stat(tc.path)
+			if err != nil {
+				t.Fatalf("stat: %v", err)
+			}
+			if fi.Mode() != tc.mode {
+				t.Fatalf("mode of %s = %v; want %v", tc.path, fi.Mode(), tc.mode)
+			}
+		})
+	}
+}
+
+func TestOpenReopens(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "kl.db")
+	for i := range 2 {
+		s, err := sqlite.Open(t.Context(), path)
+		if err != nil {
+			t.Fatalf("Open #%d: %v", i+1, err)
+		}
+		_, err = s.CreateState(t.Context(), storetest.NewState(fmt.Sprintf("s%d", i)))
+		if err != nil {
+			t.Fatalf("CreateState after Open #%d: %v", i+1, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	s, path := setup(t)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatalf("opening raw database: %v", err)
+	}
+	if _, err := db.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (9999, 1)`); err != nil {
+		t.Fatalf("faking a newer schema: %v", err)
+	}
+	db.Close()
+
+	_, err = sqlite.Open(t.Context(), path)
+	var se *sqlite.SchemaTooNewError
+	if !errors.As(err, &se) {
+		t.Fatalf("Open: %v; want a *SchemaTooNewError", err)
+	}
+	want := fmt.Sprintf("database schema version 9999 is newer than this kl (max %d): upgrade kl", se.Max)
+	if se.Version != 9999 || se.Max < 1 || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open: %q; want it to say %q", err, want)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(blocker, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notDB := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(notDB, []byte(strings.Repeat("not a database ", 300)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		path string
+		want string
+	}{
+		"directory cannot be created": {filepath.Join(blocker, "sub", "kl.db"), "creating directory " + filepath.Join(blocker, "sub")},
+		"path is a directory":         {dir, "opening store " + dir},
+		"empty path":                  {"", "empty database path"},
+		"not a database":              {notDB, "opening store " + notDB},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, err := sqlite.Open(t.Context(), tc.path)
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded; want an error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open: %q; want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBusyTimeout(t *testing.T) {
+	t.Parallel()
+	s, path := setup(t, sqlite.WithBusyTimeout(200*time.Millisecond))
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatalf("opening raw database: %v", err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatalf("taking the write lock: %v", err)
+	}
+	start := time.Now()
+	_, err = s.CreateState(t.Context(), storetest.NewState("s"))
+	if !errors.Is(err, sqlite.ErrBusy) {
+		t.Fatalf("CreateState while another connection writes: %v; want ErrBusy", err)
+	}
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Fatalf("gave up after %v; want it to wait for the busy timeout", waited)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// Readers are never blocked by a writer (WAL), and the lock is free now.
+	if _, err := s.CreateState(t.Context(), storetest.NewState("s")); err != nil {
+		t.Fatalf("CreateState after the lock was released: %v", err)
+	}
+}
+
+func TestContextCanceledWhileWaiting(t *testing.T) {
+	t.Parallel()
+	s, path := setup(t)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.CreateState(ctx, storetest.NewState("s"))
+	if err == nil {
+		t.Fatal("CreateState succeeded while another connection held the write lock")
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("a canceled context waited %v for the lock; want about 200ms", waited)
+	}
+}
+
+// The multi-process test re-executes this test binary: the children run
+// TestMultiProcessChild with these variables set.
+const (
+	envChildDB     = "KL_SQLITE_TEST_CHILD_DB"
+	envChildWorker = "KL_SQLITE_TEST_CHILD_WORKER"
+	childCommits   = 10
+	childProcesses = 4
+)
+
+// TestMultiProcessCommits runs 4 processes that open one new database file at
+// once (racing on its migrations and on creating the state) and each commit
+// 10 versions: the serials must come out contiguous, 1..40, with every
+// commit's change in the head snapshot.
+func TestMultiProcessCommits(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "shared", "kl.db")
+	var wg sync.WaitGroup
+	outs := make([][]byte, childProcesses)
+	errs := make([]error, childProcesses)
+	for i := range childProcesses {
+		wg.Go(func() {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMultiProcessChild$", "-test.count=1", "-test.timeout=120s")
+			cmd.Env = append(os.Environ(), envChildDB+"="+path, envChildWorker+"="+strconv.Itoa(i))
+			outs[i], errs[i] = cmd.CombinedOutput()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	storetest.CheckContiguous(t, t.Context(), s, "shared", childProcesses*childCommits, nil)
+	runs, err := s.ListRuns(t.Context(), engine.RunQuery{State: "shared", Statuses: []engine.RunStatus{engine.StatusApplied}, Limit: 100})
+	if err != nil || len(runs) != childProcesses*childCommits {
+		t.Fatalf("applied runs = %d, %v; want %d", len(runs), err, childProcesses*childCommits)
+	}
+}
+
+// TestMultiProcessChild is one child process of TestMultiProcessCommits; it
+// skips unless run by it.
+func TestMultiProcessChild(t *testing.T) {
+	path, worker := os.Getenv(envChildDB), os.Getenv(envChildWorker)
+	if path == "" {
+		t.Skip("a child of TestMultiProcessCommits")
+	}
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("worker %s: Open: %v", worker, err)
+	}
+	defer s.Close()
+	if _, err := s.CreateState(ctx, storetest.NewState("shared")); err != nil && !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("worker %s: CreateState: %v", worker, err)
+	}
+	for i := range childCommits {
+		id := fmt.Sprintf("01CHILD%sCOMMIT%02d", worker, i)
+		if err := s.CreateRun(ctx, engine.Run{ID: id, Kind: engine.KindApply, State: "shared", Actor: "worker-" + worker, Status: engine.StatusApplying}); err != nil {
+			t.Fatalf("worker %s: CreateRun: %v", worker, err)
+		}
+		addr := engine.Address(fmt.Sprintf("terraform_data.w%s_%02d", worker, i))
+		merge := storetest.Merge(id, addr)
+		if _, err := s.Commit(ctx, engine.CommitRequest{State: "shared", Run: id,
+			Merge: func(head engine.Version, snap []byte) (engine.CommitResult, error) {
+				res, err := merge(head, snap)
+				res.UpdateRun = func(r *engine.Run) { r.Status = engine.StatusApplied }
+				return res, err
+			}}); err != nil {
+			t.Fatalf("worker %s: Commit %d: %v", worker, i, err)
+		}
+	}
+}

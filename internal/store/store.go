@@ -1,0 +1,315 @@
+// Package store holds what Kilolock's store adapters (store/sqlite and the
+// coming store/postgres) share besides the engine.Store interface: snapshot
+// compression and checks, request validation, and the markers the store
+// itself writes. Both adapters call these so that they behave alike and pass
+// the same storetest contract suite (STYLE.md 2). It does no I/O.
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// DefaultLimit is the page size of History and ListRuns when the query's
+// Limit is 0 (engine.HistoryQuery, engine.RunQuery).
+const DefaultLimit = 50
+
+// Limit returns the page size for a query's limit n: DefaultLimit for 0,
+// n otherwise. A negative n is engine.ErrInvalid.
+func Limit(n int) (int, error) {
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("page size %d: %w", n, engine.ErrInvalid)
+	case n == 0:
+		return DefaultLimit, nil
+	}
+	return n, nil
+}
+
+// CompressSnapshot gzips a Terraform state document (compress/gzip,
+// BestSpeed) for storage. State documents are repetitive JSON; BestSpeed
+// keeps a commit's time inside the write transaction short.
+func CompressSnapshot(doc []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(doc)/4 + 64)
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if err != nil {
+		return nil, fmt.Errorf("compressing snapshot: %w", err)
+	}
+	if _, err := zw.Write(doc); err != nil {
+		return nil, fmt.Errorf("compressing snapshot: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compressing snapshot: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// DecompressSnapshot reverses CompressSnapshot. size, the stored
+// uncompressed length (engine.Version.Size), sizes the buffer and is checked:
+// a mismatch means a corrupted row.
+func DecompressSnapshot(z []byte, size int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		return nil, fmt.Errorf("decompressing snapshot: %w", err)
+	}
+	defer zr.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := io.Copy(buf, zr); err != nil {
+		return nil, fmt.Errorf("decompressing snapshot: %w", err)
+	}
+	if int64(buf.Len()) != size {
+		return nil, fmt.Errorf("decompressing snapshot: got %d bytes, stored size says %d", buf.Len(), size)
+	}
+	return buf.Bytes(), nil
+}
+
+// CheckSnapshot checks that a snapshot about to be stored as version serial
+// of a state with lineage says so itself: Terraform compares exactly these
+// two fields when it applies a saved plan (TERRAFORM.md "Staleness"), so a
+// version whose document disagrees would break every later apply. An empty
+// document (a state with no snapshot yet) and a document without the fields
+// pass; a document that is not a JSON object, or that disagrees, is
+// engine.ErrInvalid. It reads the top-level keys only until it has both
+// fields (Terraform writes them first), so a large state costs little.
+func CheckSnapshot(doc []byte, lineage string, serial int64) error {
+	if len(doc) == 0 {
+		return nil
+	}
+	gotSerial, gotLineage, err := snapshotHead(doc)
+	if err != nil {
+		return fmt.Errorf("checking snapshot of version %d: not a state document: %v: %w", serial, err, engine.ErrInvalid)
+	}
+	if gotSerial != nil && *gotSerial != serial {
+		return fmt.Errorf("checking snapshot of version %d: its serial is %d, want %d: %w", serial, *gotSerial, serial, engine.ErrInvalid)
+	}
+	if gotLineage != nil && *gotLineage != lineage {
+		return fmt.Errorf("checking snapshot of version %d: its lineage is %q, want the state's %q: %w", serial, *gotLineage, lineage, engine.ErrInvalid)
+	}
+	return nil
+}
+
+// snapshotHead reads the top-level "serial" and "lineage" of a JSON object,
+// stopping as soon as it has both.
+func snapshotHead(doc []byte) (serial *int64, lineage *string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if tok, err := dec.Token(); err != nil {
+		return nil, nil, err
+	} else if tok != json.Delim('{') {
+		return nil, nil, fmt.Errorf("want a JSON object, got %v", tok)
+	}
+	for dec.More() && (serial == nil || lineage == nil) {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		key, _ := tok.(string)
+		switch key {
+		case "serial":
+			var n int64
+			if err := dec.Decode(&n); err != nil {
+				return nil, nil, fmt.Errorf("serial: %w", err)
+			}
+			serial = &n
+		case "lineage":
+			var l string
+			if err := dec.Decode(&l); err != nil {
+				return nil, nil, fmt.Errorf("lineage: %w", err)
+			}
+			lineage = &l
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", key, err)
+			}
+		}
+	}
+	return serial, lineage, nil
+}
+
+// CheckNewState validates a CreateState request: a name, a lineage and a
+// non-negative serial, and a snapshot that agrees with them (CheckSnapshot).
+// Errors wrap engine.ErrInvalid.
+func CheckNewState(init engine.NewState) error {
+	switch {
+	case init.Name == "":
+		return fmt.Errorf("state name is empty: %w", engine.ErrInvalid)
+	case init.Lineage == "":
+		return fmt.Errorf("state %s: lineage is empty: %w", init.Name, engine.ErrInvalid)
+	case init.Serial < 0:
+		return fmt.Errorf("state %s: serial %d is negative: %w", init.Name, init.Serial, engine.ErrInvalid)
+	}
+	return CheckSnapshot(init.Snapshot, init.Lineage, init.Serial)
+}
+
+// CheckRun validates a run before CreateRun or after an UpdateRun callback:
+// an id, a known kind, a state and a status. Errors wrap engine.ErrInvalid.
+func CheckRun(r engine.Run) error {
+	switch {
+	case r.ID == "":
+		return fmt.Errorf("run id is empty: %w", engine.ErrInvalid)
+	case r.Kind != engine.KindPlan && r.Kind != engine.KindApply:
+		return fmt.Errorf("run %s: unknown kind %q: %w", r.ID, r.Kind, engine.ErrInvalid)
+	case r.State == "":
+		return fmt.Errorf("run %s: state is empty: %w", r.ID, engine.ErrInvalid)
+	case r.Status == "":
+		return fmt.Errorf("run %s: status is empty: %w", r.ID, engine.ErrInvalid)
+	}
+	return nil
+}
+
+// NewRun returns r as CreateRun stores it: times in UTC, CreatedAt now when
+// zero, UpdatedAt = CreatedAt when zero.
+func NewRun(r engine.Run, now time.Time) engine.Run {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if r.UpdatedAt.IsZero() {
+		r.UpdatedAt = r.CreatedAt
+	}
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	if r.FinishedAt != nil {
+		f := r.FinishedAt.UTC()
+		r.FinishedAt = &f
+	}
+	return r
+}
+
+// StatusAllowed returns a *engine.StatusError when r's status is not one of
+// from (any status passes when from is empty): the check that lets exactly
+// one of two concurrent applies claim a plan (engine.Store.UpdateRun).
+func StatusAllowed(r engine.Run, from []engine.RunStatus) error {
+	if len(from) == 0 {
+		return nil
+	}
+	for _, s := range from {
+		if r.Status == s {
+			return nil
+		}
+	}
+	return &engine.StatusError{Run: r.ID, Kind: r.Kind, Status: r.Status, Want: from, By: r.ApplyRun}
+}
+
+// CheckAcquire validates an Acquire request: state, run, a positive lease,
+// and each reservation with an address and mode read or write. Errors wrap
+// engine.ErrInvalid.
+func CheckAcquire(req engine.AcquireRequest) error {
+	switch {
+	case req.State == "":
+		return fmt.Errorf("state is empty: %w", engine.ErrInvalid)
+	case req.Run == "":
+		return fmt.Errorf("run is empty: %w", engine.ErrInvalid)
+	case req.Lease <= 0:
+		return fmt.Errorf("lease %s is not positive: %w", req.Lease, engine.ErrInvalid)
+	}
+	for _, r := range req.Reservations {
+		if r.Address == "" {
+			return fmt.Errorf("reservation with an empty address: %w", engine.ErrInvalid)
+		}
+		if r.Mode != engine.ModeRead && r.Mode != engine.ModeWrite {
+			return fmt.Errorf("reservation of %s: unknown mode %q: %w", r.Address, r.Mode, engine.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Wanted returns the rows an Acquire stores: req's reservations with state,
+// run, holder, acquired-at now and expires-at now+lease filled in, one per
+// (address, mode).
+func Wanted(req engine.AcquireRequest, now time.Time) []engine.Reservation {
+	seen := make(map[engine.Reservation]bool, len(req.Reservations))
+	out := make([]engine.Reservation, 0, len(req.Reservations))
+	for _, r := range req.Reservations {
+		key := engine.Reservation{Address: r.Address, Mode: r.Mode}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, engine.Reservation{
+			State:      req.State,
+			Address:    r.Address,
+			Mode:       r.Mode,
+			Run:        req.Run,
+			Holder:     req.Holder,
+			AcquiredAt: now,
+			ExpiresAt:  now.Add(req.Lease),
+		})
+	}
+	return out
+}
+
+// Blockers returns the runs whose held reservations block want for run:
+// engine.Conflicts, with each blocker's Addresses completed to every
+// requested address its reservations block. engine.Conflicts stops at the
+// first blocked address per held reservation, so a held "*" or "module.x.*"
+// would name only one of the addresses it blocks; a refusal must name them
+// all (STYLE.md 8).
+func Blockers(run string, want, held []engine.Reservation) []engine.Blocker {
+	out := engine.Conflicts(run, want, held)
+	for i := range out {
+		addrs := append(engine.AddressSet{}, out[i].Addresses...)
+		for _, h := range out[i].Held {
+			for _, w := range want {
+				if w.ConflictsWith(h) {
+					addrs = append(addrs, w.Address)
+				}
+			}
+		}
+		out[i].Addresses = engine.NewAddressSet(addrs...)
+	}
+	return out
+}
+
+// CommitProvenance returns the provenance a commit of run at serial stores:
+// Merge's, with CommittedSerial and Run filled in when Merge left them zero.
+// A CommittedSerial other than serial is engine.ErrInvalid: versions grow by
+// exactly one (DESIGN.md "version").
+func CommitProvenance(p engine.Provenance, run string, serial int64) (engine.Provenance, error) {
+	if p.CommittedSerial == 0 {
+		p.CommittedSerial = serial
+	}
+	if p.CommittedSerial != serial {
+		return p, fmt.Errorf("provenance says committed serial %d, but the commit writes %d: %w", p.CommittedSerial, serial, engine.ErrInvalid)
+	}
+	if p.Run == "" {
+		p.Run = run
+	}
+	return p, nil
+}
+
+// ReleasedMarker is the "released" marker the store appends when it drops
+// count reservations of a run (Release, Commit).
+func ReleasedMarker(count int, at time.Time) engine.Marker {
+	return engine.Marker{Kind: engine.MarkerReleased, At: at, Count: count}
+}
+
+// LeaseExpiredMarker is the "lease-expired" marker the store appends to a run
+// whose reservations on addrs were dropped because their lease ended.
+func LeaseExpiredMarker(addrs engine.AddressSet, at time.Time) engine.Marker {
+	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: at, Addresses: engine.NewAddressSet(addrs...)}
+}
+
+// ExpireRun changes r for a lease that ended at now: an open run becomes
+// lease-expired and finished, with a Reason naming the holder; a closed run
+// keeps its status. It reports whether r changed.
+func ExpireRun(r *engine.Run, holder engine.Holder, now time.Time) bool {
+	if !r.Status.Open() {
+		return false
+	}
+	r.Status = engine.StatusLeaseExpired
+	if r.Reason == "" {
+		r.Reason = fmt.Sprintf("the lease on its reservations expired: holder %s stopped renewing", holder)
+	}
+	if r.FinishedAt == nil {
+		t := now
+		r.FinishedAt = &t
+	}
+	r.UpdatedAt = now
+	return true
+}
