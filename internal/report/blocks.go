@@ -1,0 +1,327 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Blocks shared by several views, built from the words of words.go and
+// events.go.
+
+// scopeWords lists a plan's scope selectors (ADR D1).
+func scopeWords(sc engine.Scope) sentence {
+	parts := []sentence{words("dir ", code(sc.Dir))}
+	if len(sc.Targets) > 0 {
+		parts = append(parts, words("targets ", codes(sc.Targets)))
+	}
+	if len(sc.ChangedFiles) > 0 {
+		parts = append(parts, words("changed files ", codes(sc.ChangedFiles)))
+	}
+	if sc.Workspace != "" && sc.Workspace != "default" {
+		parts = append(parts, words("workspace ", code(sc.Workspace)))
+	}
+	if len(sc.VarFiles) > 0 {
+		parts = append(parts, words("var files ", codes(sc.VarFiles)))
+	}
+	return join(parts, "; ")
+}
+
+func codes(ss []string) sentence {
+	var out sentence
+	for i, s := range ss {
+		if i > 0 {
+			out = out.add(txt(", "))
+		}
+		out = out.add(code(s))
+	}
+	return out
+}
+
+// prField is a run's PR and commit: "acme/infra#42 at abc1234".
+func prField(pr *engine.PullRequest, sha string) sentence {
+	switch {
+	case pr == nil && sha == "":
+		return nil
+	case pr == nil:
+		return words("commit ", code(sha))
+	}
+	s := words(prWords(pr))
+	if sha == "" {
+		sha = pr.HeadSHA
+	}
+	if sha != "" {
+		s = s.add(txt(" at "), code(sha))
+	}
+	return s
+}
+
+// addField appends a field unless its value is empty.
+func (f fields) addField(key string, val sentence) fields {
+	if len(val) == 0 {
+		return f
+	}
+	return append(f, field{key, val})
+}
+
+// envelopeFields is a plan's envelope (ADR D1).
+func envelopeFields(r engine.Run, env *engine.Envelope) fields {
+	var f fields
+	f = f.addField("state", words(strong(env.State), fmt.Sprintf(" at source serial %d (lineage %s)", env.SourceSerial, env.Lineage)))
+	f = f.addField("actor", words(env.Actor))
+	f = f.addField("holder", words(env.Holder.String()))
+	f = f.addField("planned", words(fmtTime(env.StartedAt)+" → "+fmtTime(env.FinishedAt)))
+	f = f.addField("scope", scopeWords(env.Scope))
+	lane := words(string(env.Lane))
+	if sl := env.Slice; sl != nil {
+		proved := "not proved"
+		if sl.Proved {
+			proved = "proved sufficient"
+		}
+		lane = lane.add(txt(fmt.Sprintf(" (slice: %s, closure of %s, %s)",
+			plural(len(sl.Roots), "root", "roots"), plural(len(sl.Closure), "address", "addresses"), proved)))
+	}
+	f = f.addField("lane", lane)
+	digest := words(code(env.PlanDigest))
+	if env.TerraformVersion != "" {
+		digest = digest.add(txt(" (Terraform " + env.TerraformVersion + ")"))
+	}
+	f = f.addField("plan digest", digest)
+	f = f.addField("PR", prField(env.PR, env.CommitSHA))
+	f = f.addField("changes", summaryWords(env.Summary))
+	if r.ReplanOf != "" {
+		f = f.addField("re-plan of", words(runSpan(r.ReplanOf)))
+	}
+	return f
+}
+
+// footprintSections adds the write set, the read set (widened prefixes
+// marked with their reason) and the reservation counts (ADR D1).
+func footprintSections(d *doc, fp engine.Footprint, rs []engine.Reservation) {
+	wrows := make([]addrRow, len(fp.Write))
+	for i, a := range fp.Write {
+		wrows[i] = addrRow{addr: string(a)}
+	}
+	widened := map[engine.Address][]engine.Widening{}
+	for _, w := range fp.Widened {
+		widened[w.Address] = append(widened[w.Address], w)
+	}
+	rrows := make([]addrRow, len(fp.Read))
+	for i, a := range fp.Read {
+		rrows[i] = addrRow{addr: string(a)}
+		for j, w := range widened[a] {
+			if j > 0 {
+				rrows[i].note = rrows[i].note.add(txt("; "))
+			}
+			rrows[i].note = words(rrows[i].note, toned(toneWarn, "widened"), ": "+w.From+": "+w.Reason)
+		}
+	}
+	d.section(words(fmt.Sprintf("Write set (%d)", len(fp.Write))), nonEmpty(addrList{rows: wrows}, words("nothing")))
+	title := fmt.Sprintf("Read set (%d)", len(fp.Read))
+	if len(fp.Widened) > 0 {
+		title = fmt.Sprintf("Read set (%d, %d widened)", len(fp.Read), len(fp.Widened))
+	}
+	d.section(words(title), nonEmpty(addrList{rows: rrows}, words("nothing")))
+	if rs != nil {
+		d.section(words("Reservation set"), para(words(reservationWords(rs),
+			": the write set in write mode, the rest of the read set in read mode")))
+	}
+}
+
+// nonEmpty returns l, or a paragraph saying empty when l has no rows.
+func nonEmpty(l addrList, empty sentence) block {
+	if len(l.rows) == 0 {
+		return para(empty)
+	}
+	return l
+}
+
+// sincePlanTable lists the versions since a plan, one row each with its
+// class mark, then the legend of the marks used (ADR D3, D8). plan, when
+// set, labels the version its own apply committed.
+func sincePlanTable(sp *engine.SincePlan, plan *engine.Run) []block {
+	if len(sp.Entries) == 0 {
+		return []block{para(words(fmt.Sprintf("no version since serial %d: head unchanged since plan", sp.SourceSerial)))}
+	}
+	t := table{head: []string{"", "version", "class", "produced by", "addresses that matter"}}
+	used := map[string]bool{}
+	for _, e := range sp.Entries {
+		m := classMark(e.Class)
+		if plan != nil && ownApply(e, *plan) {
+			m = markOwnApply
+		}
+		used[m.sym] = true
+		matter := addrs(e.Addresses)
+		if len(e.Addresses) == 0 {
+			matter = words(toned(toneDim, fmt.Sprintf("none (changed %s)", plural(len(e.Changed), "address", "addresses"))))
+		}
+		if m == markOwnApply {
+			matter = words(toned(toneDim, fmt.Sprintf("changed %s", plural(len(e.Changed), "address", "addresses"))))
+		}
+		t.rows = append(t.rows, []sentence{
+			{markSpan(m)},
+			{txt(fmt.Sprint(e.Serial))},
+			{classLabel(m)},
+			who(e.Run, e.Actor, e.PR),
+			matter,
+		})
+	}
+	return []block{t, marksIn(used)}
+}
+
+// classLabel is a class's words; a planned target changed is also bold,
+// so that it stands out in Markdown, which has no colour.
+func classLabel(m mark) span {
+	if m == markWriteChange {
+		return strongT(m.tone, m.label)
+	}
+	return toned(m.tone, m.label)
+}
+
+// overlapTable lists overlapping open plans: one row per way they overlap.
+func overlapTable(ovs []engine.Overlap) []block {
+	if len(ovs) == 0 {
+		return nil
+	}
+	t := table{head: []string{"run", "PR", "actor", "how", "addresses"}}
+	for _, o := range ovs {
+		pr := sentence{}
+		if o.PR != nil {
+			pr = words(prWords(o.PR))
+		}
+		for _, r := range overlapRows(o) {
+			t.rows = append(t.rows, []sentence{{runSpan(o.Run)}, pr, words(o.Actor), words(r.how), addrs(r.addrs)})
+		}
+	}
+	return []block{t, para(overlapConsequence)}
+}
+
+// provenanceFields is a committed version's provenance (ADR D5).
+func provenanceFields(v *engine.Version) fields {
+	p := v.Provenance
+	var f fields
+	f = f.addField("version", commitWords(p))
+	f = f.addField("committed", words(fmtTime(v.CreatedAt)))
+	if p.Run != "" {
+		f = f.addField("applied by", who(p.Run, p.Actor, p.PR))
+	}
+	if p.PlanRun != "" {
+		pl := words("reviewed ", runSpan(p.PlanRun))
+		if p.AppliedPlanRun != "" && p.AppliedPlanRun != p.PlanRun {
+			pl = words(pl, "; applied its re-plan ", runSpan(p.AppliedPlanRun))
+		}
+		f = f.addField("plan", pl)
+	}
+	if p.PlanDigest != "" {
+		f = f.addField("plan digest", words(code(p.PlanDigest)))
+	}
+	f = f.addField("commit mode", words(string(p.Mode)))
+	f = f.addField("matches plan", matchWords(p))
+	if p.Partial {
+		f = f.addField("partial", words(toned(toneBad, "yes"), ": the apply stopped part-way; this version holds what Terraform wrote"))
+	}
+	f = f.addField("changed", words(plural(len(v.Changed), "address", "addresses")+fmt.Sprintf("; %s in the snapshot", plural(v.Resources, "resource", "resources"))))
+	return f
+}
+
+// driftSections lists a drift's addresses in full.
+func driftSections(d *doc, dr *engine.Drift) {
+	if dr == nil {
+		return
+	}
+	for _, g := range []struct {
+		title string
+		set   engine.AddressSet
+	}{
+		{"Drift: changed but not planned", dr.Unplanned},
+		{"Drift: planned but unchanged", dr.Unchanged},
+		{"Drift: kept at head (the head changed them since the plan)", dr.Kept},
+	} {
+		if len(g.set) > inlineMax {
+			rows := make([]addrRow, len(g.set))
+			for i, a := range g.set {
+				rows[i] = addrRow{addr: string(a)}
+			}
+			d.section(words(fmt.Sprintf("%s (%d)", g.title, len(g.set))), addrList{rows: rows})
+		}
+	}
+}
+
+// refusalFields is one refusal: rule, version, producing run and PR, and
+// the addresses.
+func refusalFields(r refusal) fields {
+	var f fields
+	f = f.addField("rule", words(r.policy))
+	switch r.rule {
+	case ruleStale, ruleStaleStrict:
+		f = f.addField("version", words(strong(fmt.Sprint(r.serial))))
+		f = f.addField("produced by", who(r.run, r.actor, r.pr))
+		f = f.addField("addresses", addrs(r.addrs))
+		f = f.addField("next", words("re-plan: ", code("kl plan"), " on the PR's current head"))
+	case ruleIntent:
+		f = f.addField("re-plan", words(runSpan(r.run), fmt.Sprintf(" against head %d", r.serial)))
+		f = f.addField("intent changed", addrs(r.addrs))
+		f = f.addField("next", words("review the re-plan, then ", code("kl apply "+r.run)))
+	case ruleConflict:
+		f = f.addField("held by", who(r.run, r.actor, r.pr))
+		f = f.addField("addresses", addrs(r.addrs))
+		f = f.addField("next", words("apply again when it is done, or wait for it: ", code("kl apply --wait 10m "+r.plan)))
+	}
+	return f
+}
+
+// roles names the runs of a story for its timeline: plan, re-plan, apply.
+func roles(s *engine.RunStory) map[string]string {
+	out := map[string]string{}
+	if s.Plan != nil {
+		out[s.Plan.ID] = "plan"
+	}
+	if s.AppliedPlan != nil {
+		out[s.AppliedPlan.ID] = "re-plan"
+	}
+	if s.Apply != nil {
+		out[s.Apply.ID] = "apply"
+	}
+	if s.Run.Kind == engine.KindApply {
+		out[s.Run.ID] = "apply"
+	}
+	return out
+}
+
+// timeline is every marker of a story in time order, each with the role of
+// the run it belongs to.
+func timeline(s *engine.RunStory) []block {
+	if len(s.Markers) == 0 {
+		return []block{para(words("no markers"))}
+	}
+	rl := roles(s)
+	t := table{head: []string{"time", "run", "event"}}
+	for _, m := range s.Markers {
+		role := rl[m.Run]
+		if role == "" {
+			role = m.Run
+		}
+		t.rows = append(t.rows, []sentence{{txt(fmtTime(m.At))}, {txt(role)}, markerWords(m)})
+	}
+	var parts []sentence
+	for _, r := range []struct{ role, id string }{{"plan", idOf(s.Plan)}, {"re-plan", idOf(s.AppliedPlan)}, {"apply", applyID(s)}} {
+		if r.id != "" {
+			parts = append(parts, words(r.role+" ", runSpan(r.id)))
+		}
+	}
+	return []block{para(words(toned(toneDim, "runs: "), join(parts, ", "))), t}
+}
+
+func idOf(r *engine.Run) string {
+	if r == nil {
+		return ""
+	}
+	return r.ID
+}
+
+func applyID(s *engine.RunStory) string {
+	if s.Run.Kind == engine.KindApply {
+		return s.Run.ID
+	}
+	return idOf(s.Apply)
+}

@@ -1,0 +1,212 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Words for allowed-because facts (ADR D2) and markers (ADR D4).
+
+// factWords puts one allowed-because fact into words. waited is the total
+// wait of the run (its "reserved" marker), named on a waited-for fact when
+// the run waited for that one run only.
+func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
+	switch f.Kind {
+	case engine.FactDisjointWrites:
+		s := words("disjoint write sets with ", who(f.Run, "", f.PR), ": you write ", addrs(f.OwnWrite))
+		if len(f.OtherWrite) == 0 {
+			return s.add(txt("; it writes nothing (it holds reads only)"))
+		}
+		return words(s, "; it writes ", addrs(f.OtherWrite))
+	case engine.FactReadRead:
+		return words("read/read on ", addrs(f.Addresses), " with ", who(f.Run, "", f.PR), ": compatible")
+	case engine.FactStalenessPassed:
+		switch {
+		case len(f.Serials) > 0:
+			return words(fmt.Sprintf("staleness check passed over %s (%s)",
+				plural(len(f.Serials), "independent version", "independent versions"), serials(f.Serials)))
+		case f.HeadSerial == f.SourceSerial:
+			return words(fmt.Sprintf("head unchanged since plan (serial %d)", f.SourceSerial))
+		}
+		return words(fmt.Sprintf("staleness check passed: no version between serial %d and head %d changed a planned target",
+			f.SourceSerial, f.HeadSerial))
+	case engine.FactReplanUnchanged:
+		s := words("re-plan ", runSpan(f.Run), fmt.Sprintf(" against head %d: intent unchanged", f.HeadSerial))
+		if len(f.Serials) > 0 {
+			s = s.add(txt(fmt.Sprintf(" (plan input changed in %s %s)", versionWord(len(f.Serials)), serials(f.Serials))))
+		}
+		return s
+	case engine.FactWaitedFor:
+		s := words("waited ")
+		if waits == 1 && waited > 0 {
+			s = words("waited ", durationWords(waited), " ")
+		}
+		return words(s, "for ", who(f.Run, "", f.PR), " over ", addrs(f.Addresses), ", which released it")
+	case engine.FactSliceClosure:
+		return words("state-engine slice closure proved sufficient", addrsSuffix(" over ", f.Addresses))
+	}
+	s := words(string(f.Kind))
+	if f.Run != "" {
+		s = words(s, " with ", who(f.Run, "", f.PR))
+	}
+	return words(s, addrsSuffix(" on ", f.Addresses))
+}
+
+// factShort is a fact compressed for a history "why" line.
+func factShort(f engine.Fact) sentence {
+	switch f.Kind {
+	case engine.FactDisjointWrites:
+		return words("disjoint writes with ", runSpan(f.Run))
+	case engine.FactReadRead:
+		return words("read/read with ", runSpan(f.Run))
+	case engine.FactStalenessPassed:
+		switch {
+		case len(f.Serials) > 0:
+			return words("staleness passed (" + serials(f.Serials) + " independent)")
+		case f.HeadSerial == f.SourceSerial:
+			return words(fmt.Sprintf("head unchanged (%d)", f.SourceSerial))
+		}
+		return words("staleness passed")
+	case engine.FactReplanUnchanged:
+		return words("re-plan ", runSpan(f.Run), ": intent unchanged")
+	case engine.FactWaitedFor:
+		return words("waited for ", runSpan(f.Run))
+	case engine.FactSliceClosure:
+		return words("slice closure proved")
+	}
+	return words(string(f.Kind))
+}
+
+func versionWord(n int) string {
+	if n == 1 {
+		return "version"
+	}
+	return "versions"
+}
+
+func addrsSuffix(prefix string, set engine.AddressSet) sentence {
+	if len(set) == 0 {
+		return nil
+	}
+	return words(prefix, addrs(set))
+}
+
+// allowedWords puts every fact of a run into words.
+func allowedWords(facts []engine.Fact, reserved *engine.Marker) []sentence {
+	var waited engine.Duration
+	if reserved != nil {
+		waited = reserved.Waited
+	}
+	waits := 0
+	for _, f := range facts {
+		if f.Kind == engine.FactWaitedFor {
+			waits++
+		}
+	}
+	out := make([]sentence, len(facts))
+	for i, f := range facts {
+		out[i] = factWords(f, waited, waits)
+	}
+	return out
+}
+
+// markerTone colours a marker by what it means for the run.
+func markerTone(m engine.Marker) tone {
+	switch m.Kind {
+	case engine.MarkerStalenessFailed, engine.MarkerFailed, engine.MarkerLeaseExpired:
+		return toneBad
+	case engine.MarkerWaited, engine.MarkerDrift, engine.MarkerWidened, engine.MarkerFellBack:
+		return toneWarn
+	case engine.MarkerReplanned:
+		if m.IntentChanged != nil && *m.IntentChanged {
+			return toneBad
+		}
+		return toneWarn
+	case engine.MarkerStalenessPassed, engine.MarkerCommitted, engine.MarkerReserved:
+		return toneGood
+	}
+	return toneNone
+}
+
+// markerWords puts one marker into words; the verb carries its tone.
+func markerWords(m engine.Marker) sentence {
+	v := func(s string) span { return toned(markerTone(m), s) }
+	switch m.Kind {
+	case engine.MarkerPlanned:
+		return words(v("planned"), fmt.Sprintf(" against serial %d; an apply takes %s", m.Serial, plural(m.Count, "reservation", "reservations")))
+	case engine.MarkerReserved:
+		s := words(v("reserved"), " "+plural(m.Count, "reservation", "reservations"))
+		if m.Waited > 0 {
+			s = s.add(txt(" after waiting " + durationWords(m.Waited)))
+		}
+		return s
+	case engine.MarkerWaited:
+		s := words(v("waiting"), " on ", who(m.Other, "", m.OtherPR), " over ", addrs(m.Addresses))
+		if m.Waited > 0 {
+			s = s.add(txt(" for " + durationWords(m.Waited)))
+		}
+		return s
+	case engine.MarkerPreflight:
+		s := words(v("since-plan preflight"))
+		if m.SincePlan != nil {
+			s = words(s, ": ", countsWords(*m.SincePlan, 0))
+		}
+		return s
+	case engine.MarkerStalenessPassed:
+		s := words(v("staleness check passed"))
+		if sp := m.SincePlan; sp != nil {
+			s = s.add(txt(fmt.Sprintf(" (serial %d → head %d)", sp.SourceSerial, sp.HeadSerial)))
+		}
+		return s
+	case engine.MarkerStalenessFailed:
+		what := "planned target"
+		if m.Reason == engine.ClassReadChanged.Label() {
+			what = "plan input"
+		}
+		return words(v("staleness check failed"), fmt.Sprintf(": version %d, by ", m.Serial), who(m.Other, "", m.OtherPR),
+			", changed "+what+" ", addrs(m.Addresses))
+	case engine.MarkerReplanned:
+		s := words(v("re-planned"), " as ", runSpan(m.Other), fmt.Sprintf(" against head %d", m.Serial))
+		switch {
+		case m.IntentChanged == nil:
+			return s
+		case *m.IntentChanged:
+			return words(s, ": ", strong("intent changed"), addrsSuffix(" for ", m.Addresses), "; review plan ", runSpan(m.Other))
+		}
+		return s.add(txt(": intent unchanged"))
+	case engine.MarkerWidened:
+		return words(v("read set widened"), " to ", addrs(m.Addresses), reasonSuffix(m.Reason))
+	case engine.MarkerFellBack:
+		return words(v("fell back"), " from the native lane to the full snapshot", reasonSuffix(m.Reason))
+	case engine.MarkerApplied:
+		s := words(v("terraform apply"), " changed "+plural(m.Count, "resource", "resources"))
+		if m.Reason != "" {
+			s = s.add(txt(" before it stopped: " + m.Reason))
+		}
+		return s
+	case engine.MarkerCommitted:
+		return words(v("committed"), " ", strong(fmt.Sprintf("version %d", m.Serial)),
+			fmt.Sprintf(" onto head %d (%s, %s)", m.FromSerial, m.Mode, plural(m.Count, "address changed", "addresses changed")))
+	case engine.MarkerDrift:
+		return words(v("drift"), ": ", driftWords(m.Drift))
+	case engine.MarkerReleased:
+		return words(v("released"), " "+plural(m.Count, "reservation", "reservations"))
+	case engine.MarkerLeaseExpired:
+		return words(v("lease expired"), ": reservations on ", addrs(m.Addresses), " dropped")
+	case engine.MarkerFailed:
+		return words(v("failed"), reasonSuffix(m.Reason))
+	}
+	s := words(v(string(m.Kind)))
+	if m.Other != "" {
+		s = words(s, " ", who(m.Other, "", m.OtherPR))
+	}
+	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(m.Reason))
+}
+
+func reasonSuffix(r string) sentence {
+	if r == "" {
+		return nil
+	}
+	return words(": " + r)
+}

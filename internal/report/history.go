@@ -1,0 +1,163 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// History renders `kl history --state STATE`: one block per version,
+// newest first as given — serial, time, producing run with its actor and
+// PR, commit mode, "exact" or the drift, partial, the why line (the
+// allowed-because facts compressed), the re-plan line and the waited line
+// (ADR D5, D6). The first version says how the state began: "init
+// (adopted from file)" or "init (empty)".
+func History(w io.Writer, state string, entries []engine.HistoryEntry, o Options) error {
+	return emit(w, o, func() *doc { return historyDoc(entries, state) }, func() any { return historyJSON(entries, state) })
+}
+
+// initWords says how a state began. The engine does not record it; a
+// first version with resources was adopted from a file.
+func initWords(v engine.Version) string {
+	if v.Resources > 0 || len(v.Changed) > 0 {
+		return fmt.Sprintf("init (adopted from file, %s)", plural(v.Resources, "resource", "resources"))
+	}
+	return "init (empty)"
+}
+
+// historyLine is what one version's block says, shared by text, Markdown
+// and JSON.
+type historyLine struct {
+	head      sentence // "version 15 · T · snapshot-merge · exact"
+	tone      tone
+	run       sentence
+	actor     sentence // who created the state (init version)
+	why       sentence
+	replan    sentence
+	waited    sentence
+	failed    sentence // the reason a partial apply stopped
+	failedKey string   // "failed" or "interrupted"
+}
+
+func historyOf(h engine.HistoryEntry) historyLine {
+	v, p := h.Version, h.Version.Provenance
+	l := historyLine{tone: toneGood}
+	head := words(strong(fmt.Sprintf("version %d", v.Serial)), " · "+fmtTime(v.CreatedAt)+" · ")
+	if p.Mode == engine.CommitInit || (h.Run == nil && p.Run == "") {
+		l.tone = toneInfo
+		l.head = words(head, initWords(v))
+		if p.Actor != "" {
+			l.actor = words(p.Actor)
+		}
+		return l
+	}
+	head = head.add(txt(string(p.Mode) + " · "))
+	if p.Exact {
+		head = head.add(toned(toneGood, "exact"))
+	} else {
+		l.tone = toneWarn
+		head = head.add(toned(toneWarn, driftShort(p.Drift)))
+	}
+	if p.Partial {
+		l.tone = toneBad
+		head = head.add(txt(" · "), toned(toneBad, "partial"))
+	}
+	l.head = head
+	l.run = who(p.Run, p.Actor, p.PR)
+	if p.PlanRun != "" {
+		l.run = words(l.run, ", plan ", runSpan(p.PlanRun))
+		if p.AppliedPlanRun != "" && p.AppliedPlanRun != p.PlanRun {
+			l.run = words(l.run, " (applied re-plan ", runSpan(p.AppliedPlanRun), ")")
+		}
+	}
+	if h.Run != nil {
+		var parts []sentence
+		for _, f := range h.Run.AllowedBecause {
+			parts = append(parts, factShort(f))
+		}
+		l.why = join(parts, "; ")
+		if h.Run.Status == engine.StatusFailed || h.Run.Status == engine.StatusInterrupted {
+			l.failedKey, l.failed = string(h.Run.Status), words(toned(toneBad, h.Run.Reason))
+		}
+	}
+	if h.Replan != nil {
+		l.replan = markerWords(*h.Replan)
+	}
+	var waits []sentence
+	for _, m := range h.Waited {
+		wait := words("for ", who(m.Other, "", m.OtherPR), " over ", addrs(m.Addresses))
+		if m.Waited > 0 {
+			wait = words(durationWords(m.Waited)+" ", wait)
+		}
+		waits = append(waits, wait)
+	}
+	l.waited = join(waits, "; ")
+	return l
+}
+
+func historyDoc(entries []engine.HistoryEntry, state string) *doc {
+	d := &doc{tone: toneInfo, more: "kl history --state " + state, title: words("History of ", strong(state))}
+	if len(entries) == 0 {
+		d.summary = append(d.summary, para(words("no versions")))
+		return d
+	}
+	head := entries[0].Version.Serial
+	d.summary = append(d.summary, para(words(fmt.Sprintf("%s, newest first; head is version %d", plural(len(entries), "version", "versions"), head))))
+	for _, h := range entries {
+		l := historyOf(h)
+		var f fields
+		f = f.addField("by", l.run)
+		f = f.addField("actor", l.actor)
+		f = f.addField("why", l.why)
+		f = f.addField("re-plan", l.replan)
+		f = f.addField("waited", l.waited)
+		f = f.addField(l.failedKey, l.failed)
+		if len(f) == 0 {
+			f = fields{{"changed", words(plural(len(h.Version.Changed), "address", "addresses"))}}
+		}
+		d.body = append(d.body, section{title: l.head, blocks: []block{f}})
+	}
+	return d
+}
+
+type historyDocument struct {
+	Schema  string         `json:"schema"`
+	State   string         `json:"state"`
+	Entries []historyEntry `json:"entries"`
+}
+
+type historyEntry struct {
+	Version  *jVersion `json:"version"`
+	Init     string    `json:"init,omitempty"`
+	Run      *jRun     `json:"run,omitempty"`
+	Why      string    `json:"why,omitempty"`
+	Facts    []jFact   `json:"allowed_because"`
+	Replan   *jMarker  `json:"replan,omitempty"`
+	Waited   []jMarker `json:"waited"`
+	Headline string    `json:"text"`
+}
+
+func historyJSON(entries []engine.HistoryEntry, state string) historyDocument {
+	j := historyDocument{Schema: SchemaHistory, State: state, Entries: []historyEntry{}}
+	for _, h := range entries {
+		l := historyOf(h)
+		e := historyEntry{Version: toVersion(&h.Version), Run: toRun(h.Run), Why: l.why.plain(), Facts: []jFact{},
+			Waited: toMarkers(h.Waited, nil), Headline: l.head.plain()}
+		if h.Version.Provenance.Mode == engine.CommitInit {
+			e.Init = "empty"
+			if h.Version.Resources > 0 || len(h.Version.Changed) > 0 {
+				e.Init = "file"
+			}
+		}
+		if h.Run != nil {
+			e.Facts = toFacts(h.Run.AllowedBecause, nil)
+		}
+		if h.Replan != nil {
+			m := toMarker(*h.Replan, "apply")
+			e.Replan = &m
+		}
+		j.Entries = append(j.Entries, e)
+	}
+	return j
+}

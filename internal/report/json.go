@@ -1,0 +1,432 @@
+package report
+
+import (
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// The JSON documents' shared parts (docs/json.md). They are the report's
+// own types, not the engine's, so that the store's encoding can change
+// without breaking v1: snake_case names, times as RFC 3339 in UTC, serials
+// as numbers, addresses as strings, durations in milliseconds, and the
+// words of each fact and marker in a "text" field.
+
+// jtime is a time encoded as RFC 3339 in UTC (with fractional seconds when
+// it has them).
+type jtime time.Time
+
+func (t jtime) MarshalText() ([]byte, error) {
+	return []byte(time.Time(t).UTC().Format(time.RFC3339Nano)), nil
+}
+
+func (t jtime) IsZero() bool { return time.Time(t).IsZero() }
+
+func jtimePtr(t *time.Time) *jtime {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	j := jtime(*t)
+	return &j
+}
+
+type jPR struct {
+	Repo    string `json:"repo"`
+	Number  int    `json:"number"`
+	Ref     string `json:"ref"`
+	HeadSHA string `json:"head_sha,omitempty"`
+	URL     string `json:"url,omitempty"`
+}
+
+func toPR(p *engine.PullRequest) *jPR {
+	if p == nil {
+		return nil
+	}
+	return &jPR{Repo: p.Repo, Number: p.Number, Ref: p.String(), HeadSHA: p.HeadSHA, URL: p.URL}
+}
+
+// strs returns the addresses as strings; never null.
+func strs(set engine.AddressSet) []string {
+	out := make([]string, len(set))
+	for i, a := range set {
+		out[i] = string(a)
+	}
+	return out
+}
+
+// optStrs is strs, but nil (omitted) when empty.
+func optStrs(set engine.AddressSet) []string {
+	if len(set) == 0 {
+		return nil
+	}
+	return strs(set)
+}
+
+type jRun struct {
+	ID              string `json:"id"`
+	Kind            string `json:"kind"`
+	State           string `json:"state"`
+	Actor           string `json:"actor"`
+	Holder          string `json:"holder,omitempty"`
+	Status          string `json:"status"`
+	Reason          string `json:"reason,omitempty"`
+	PR              *jPR   `json:"pr,omitempty"`
+	CreatedAt       jtime  `json:"created_at"`
+	UpdatedAt       jtime  `json:"updated_at,omitzero"`
+	FinishedAt      *jtime `json:"finished_at,omitempty"`
+	PlanRun         string `json:"plan_run,omitempty"`
+	AppliedPlanRun  string `json:"applied_plan_run,omitempty"`
+	ApplyRun        string `json:"apply_run,omitempty"`
+	ReplanOf        string `json:"replan_of,omitempty"`
+	CommittedSerial int64  `json:"committed_serial,omitempty"`
+}
+
+func toRun(r *engine.Run) *jRun {
+	if r == nil {
+		return nil
+	}
+	j := &jRun{
+		ID: r.ID, Kind: string(r.Kind), State: r.State, Actor: r.Actor, Status: string(r.Status), Reason: r.Reason,
+		PR: toPR(r.PR), CreatedAt: jtime(r.CreatedAt), UpdatedAt: jtime(r.UpdatedAt), FinishedAt: jtimePtr(r.FinishedAt),
+		PlanRun: r.PlanRun, AppliedPlanRun: r.AppliedPlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
+		CommittedSerial: r.CommittedSerial,
+	}
+	if r.Holder.Host != "" {
+		j.Holder = r.Holder.String()
+	}
+	return j
+}
+
+type jSummary struct {
+	Add      int    `json:"add"`
+	Change   int    `json:"change"`
+	Destroy  int    `json:"destroy"`
+	Replace  int    `json:"replace"`
+	Move     int    `json:"move"`
+	Read     int    `json:"read"`
+	Outputs  int    `json:"outputs"`
+	Targeted bool   `json:"targeted"`
+	Text     string `json:"text"`
+}
+
+func toSummary(s engine.PlanSummary) jSummary {
+	return jSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Replace: s.Replace, Move: s.Move, Read: s.Read,
+		Outputs: s.Outputs, Targeted: s.Targets, Text: summaryWords(s).plain()}
+}
+
+type jScope struct {
+	Dir          string   `json:"dir"`
+	Targets      []string `json:"targets"`
+	ChangedFiles []string `json:"changed_files"`
+	Workspace    string   `json:"workspace,omitempty"`
+	VarFiles     []string `json:"var_files"`
+}
+
+func orEmpty(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
+}
+
+type jSlice struct {
+	Roots   []string `json:"roots"`
+	Closure []string `json:"closure"`
+	Proved  bool     `json:"proved"`
+}
+
+type jEnvelope struct {
+	Actor            string  `json:"actor"`
+	Holder           string  `json:"holder"`
+	StartedAt        jtime   `json:"started_at"`
+	FinishedAt       jtime   `json:"finished_at"`
+	State            string  `json:"state"`
+	Lineage          string  `json:"lineage"`
+	SourceSerial     int64   `json:"source_serial"`
+	Scope            jScope  `json:"scope"`
+	Lane             string  `json:"lane"`
+	Slice            *jSlice `json:"slice,omitempty"`
+	PlanDigest       string  `json:"plan_digest"`
+	TerraformVersion string  `json:"terraform_version,omitempty"`
+	PR               *jPR    `json:"pr,omitempty"`
+	CommitSHA        string  `json:"commit_sha,omitempty"`
+}
+
+func toEnvelope(e *engine.Envelope) *jEnvelope {
+	if e == nil {
+		return nil
+	}
+	j := &jEnvelope{
+		Actor: e.Actor, Holder: e.Holder.String(), StartedAt: jtime(e.StartedAt), FinishedAt: jtime(e.FinishedAt),
+		State: e.State, Lineage: e.Lineage, SourceSerial: e.SourceSerial,
+		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
+			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles)},
+		Lane: string(e.Lane), PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
+	}
+	if e.Slice != nil {
+		j.Slice = &jSlice{Roots: strs(e.Slice.Roots), Closure: strs(e.Slice.Closure), Proved: e.Slice.Proved}
+	}
+	return j
+}
+
+type jWidening struct {
+	Address string `json:"address"`
+	From    string `json:"from"`
+	Reason  string `json:"reason"`
+}
+
+type jResCounts struct {
+	Total int `json:"total"`
+	Write int `json:"write"`
+	Read  int `json:"read"`
+}
+
+func toResCounts(rs []engine.Reservation) jResCounts {
+	w, r := reservationCounts(rs)
+	return jResCounts{Total: len(rs), Write: w, Read: r}
+}
+
+type jFootprint struct {
+	Write        []string    `json:"write"`
+	Read         []string    `json:"read"`
+	Widened      []jWidening `json:"widened"`
+	Reservations jResCounts  `json:"reservations"`
+}
+
+func toFootprint(fp engine.Footprint, rs []engine.Reservation) jFootprint {
+	j := jFootprint{Write: strs(fp.Write), Read: strs(fp.Read), Widened: []jWidening{}, Reservations: toResCounts(rs)}
+	for _, w := range fp.Widened {
+		j.Widened = append(j.Widened, jWidening{Address: string(w.Address), From: w.From, Reason: w.Reason})
+	}
+	return j
+}
+
+type jOverlap struct {
+	Run        string   `json:"run"`
+	Actor      string   `json:"actor"`
+	PR         *jPR     `json:"pr,omitempty"`
+	WriteWrite []string `json:"write_write"`
+	WriteRead  []string `json:"write_read"`
+	ReadWrite  []string `json:"read_write"`
+	Text       string   `json:"text"`
+}
+
+func toOverlaps(ovs []engine.Overlap) []jOverlap {
+	out := []jOverlap{}
+	for _, o := range ovs {
+		out = append(out, jOverlap{Run: o.Run, Actor: o.Actor, PR: toPR(o.PR), WriteWrite: strs(o.WriteWrite),
+			WriteRead: strs(o.WriteRead), ReadWrite: strs(o.ReadWrite), Text: overlapWords(o).plain()})
+	}
+	return out
+}
+
+type jFact struct {
+	Kind         string   `json:"kind"`
+	Text         string   `json:"text"`
+	Run          string   `json:"run,omitempty"`
+	PR           *jPR     `json:"pr,omitempty"`
+	Addresses    []string `json:"addresses,omitempty"`
+	Serials      []int64  `json:"serials,omitempty"`
+	SourceSerial int64    `json:"source_serial,omitempty"`
+	HeadSerial   int64    `json:"head_serial,omitempty"`
+	OwnWrite     []string `json:"own_write,omitempty"`
+	OtherWrite   []string `json:"other_write,omitempty"`
+}
+
+func toFacts(facts []engine.Fact, reserved *engine.Marker) []jFact {
+	out := []jFact{}
+	texts := allowedWords(facts, reserved)
+	for i, f := range facts {
+		out = append(out, jFact{Kind: string(f.Kind), Text: texts[i].plain(), Run: f.Run, PR: toPR(f.PR),
+			Addresses: optStrs(f.Addresses), Serials: f.Serials, SourceSerial: f.SourceSerial, HeadSerial: f.HeadSerial,
+			OwnWrite: optStrs(f.OwnWrite), OtherWrite: optStrs(f.OtherWrite)})
+	}
+	return out
+}
+
+type jCounts struct {
+	SourceSerial int64 `json:"source_serial"`
+	HeadSerial   int64 `json:"head_serial"`
+	Independent  int   `json:"independent"`
+	ReadChanged  int   `json:"read_changed"`
+	WriteChanged int   `json:"write_changed"`
+	OwnApply     int   `json:"own_apply"`
+}
+
+func toCounts(s engine.SincePlanSummary) jCounts {
+	return jCounts{SourceSerial: s.SourceSerial, HeadSerial: s.HeadSerial, Independent: s.Independent,
+		ReadChanged: s.ReadChanged, WriteChanged: s.WriteChanged}
+}
+
+type jDrift struct {
+	Unplanned []string `json:"unplanned"`
+	Unchanged []string `json:"unchanged"`
+	Kept      []string `json:"kept"`
+}
+
+func toDrift(d *engine.Drift) *jDrift {
+	if d == nil {
+		return nil
+	}
+	return &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept)}
+}
+
+type jMarker struct {
+	Run           string            `json:"run,omitempty"`
+	Role          string            `json:"role,omitempty"`
+	Seq           int64             `json:"seq"`
+	At            jtime             `json:"at"`
+	Kind          string            `json:"kind"`
+	Text          string            `json:"text"`
+	OtherRun      string            `json:"other_run,omitempty"`
+	OtherPR       *jPR              `json:"other_pr,omitempty"`
+	Addresses     []string          `json:"addresses,omitempty"`
+	Serial        int64             `json:"serial,omitempty"`
+	FromSerial    int64             `json:"from_serial,omitempty"`
+	CommitMode    string            `json:"commit_mode,omitempty"`
+	Count         int               `json:"count,omitempty"`
+	SincePlan     *jCounts          `json:"since_plan,omitempty"`
+	IntentChanged *bool             `json:"intent_changed,omitempty"`
+	Drift         *jDrift           `json:"drift,omitempty"`
+	WaitedMS      int64             `json:"waited_ms,omitempty"`
+	Reason        string            `json:"reason,omitempty"`
+	Extra         map[string]string `json:"extra,omitempty"`
+}
+
+func toMarker(m engine.Marker, role string) jMarker {
+	j := jMarker{Run: m.Run, Role: role, Seq: m.Seq, At: jtime(m.At), Kind: string(m.Kind), Text: markerWords(m).plain(),
+		OtherRun: m.Other, OtherPR: toPR(m.OtherPR), Addresses: optStrs(m.Addresses), Serial: m.Serial, FromSerial: m.FromSerial,
+		CommitMode: string(m.Mode), Count: m.Count, IntentChanged: m.IntentChanged, Drift: toDrift(m.Drift),
+		WaitedMS: time.Duration(m.Waited).Milliseconds(), Reason: m.Reason, Extra: m.Extra}
+	if m.SincePlan != nil {
+		c := toCounts(*m.SincePlan)
+		j.SincePlan = &c
+	}
+	return j
+}
+
+func toMarkers(ms []engine.Marker, roles map[string]string) []jMarker {
+	out := []jMarker{}
+	for _, m := range ms {
+		out = append(out, toMarker(m, roles[m.Run]))
+	}
+	return out
+}
+
+type jVerdict struct {
+	Action string `json:"action"`
+	Text   string `json:"text"`
+}
+
+type jEntry struct {
+	Serial      int64    `json:"serial"`
+	Class       string   `json:"class"`
+	Label       string   `json:"label"`
+	Mark        string   `json:"mark"`
+	OwnApply    bool     `json:"own_apply"`
+	Addresses   []string `json:"addresses"`
+	Changed     []string `json:"changed"`
+	Run         string   `json:"run,omitempty"`
+	PlanRun     string   `json:"plan_run,omitempty"`
+	Actor       string   `json:"actor,omitempty"`
+	PR          *jPR     `json:"pr,omitempty"`
+	CommittedAt jtime    `json:"committed_at"`
+	CommitMode  string   `json:"commit_mode"`
+}
+
+type jSincePlan struct {
+	PlanRun      string    `json:"plan_run"`
+	SourceSerial int64     `json:"source_serial"`
+	HeadSerial   int64     `json:"head_serial"`
+	Live         bool      `json:"live"`
+	Counts       jCounts   `json:"counts"`
+	Entries      []jEntry  `json:"entries"`
+	Verdict      *jVerdict `json:"verdict,omitempty"`
+}
+
+// toSincePlan encodes a since-plan classification; plan, when set, marks
+// its own apply's version, and with verdict adds what an apply of it would
+// do now under the default policy.
+func toSincePlan(sp *engine.SincePlan, plan *engine.Run, live, verdict bool) *jSincePlan {
+	if sp == nil {
+		return nil
+	}
+	sum, own := sinceCounts(sp, plan)
+	counts := toCounts(sum)
+	counts.OwnApply = own
+	j := &jSincePlan{PlanRun: sp.PlanRun, SourceSerial: sp.SourceSerial, HeadSerial: sp.HeadSerial, Live: live,
+		Counts: counts, Entries: []jEntry{}}
+	for _, e := range sp.Entries {
+		m := classMark(e.Class)
+		own := plan != nil && ownApply(e, *plan)
+		if own {
+			m = markOwnApply
+		}
+		j.Entries = append(j.Entries, jEntry{Serial: e.Serial, Class: string(e.Class), Label: e.Class.Label(), Mark: m.sym,
+			OwnApply: own, Addresses: strs(e.Addresses), Changed: strs(e.Changed), Run: e.Run, PlanRun: e.PlanRun,
+			Actor: e.Actor, PR: toPR(e.PR), CommittedAt: jtime(e.CommittedAt), CommitMode: string(e.Mode)})
+	}
+	if plan != nil && verdict {
+		action, v := sincePlanVerdict(sp, *plan)
+		j.Verdict = &jVerdict{Action: action, Text: v.words.plain()}
+	}
+	return j
+}
+
+type jProvenance struct {
+	Run             string  `json:"run,omitempty"`
+	PlanRun         string  `json:"plan_run,omitempty"`
+	AppliedPlanRun  string  `json:"applied_plan_run,omitempty"`
+	SourceSerial    int64   `json:"source_serial"`
+	CommittedSerial int64   `json:"committed_serial"`
+	PlanDigest      string  `json:"plan_digest,omitempty"`
+	CommitMode      string  `json:"commit_mode"`
+	Exact           bool    `json:"exact"`
+	Drift           *jDrift `json:"drift,omitempty"`
+	Partial         bool    `json:"partial"`
+	Actor           string  `json:"actor,omitempty"`
+	PR              *jPR    `json:"pr,omitempty"`
+}
+
+type jVersion struct {
+	State      string      `json:"state"`
+	Serial     int64       `json:"serial"`
+	Lineage    string      `json:"lineage"`
+	CreatedAt  jtime       `json:"created_at"`
+	Changed    []string    `json:"changed"`
+	Resources  int         `json:"resources"`
+	SizeBytes  int64       `json:"size_bytes"`
+	Provenance jProvenance `json:"provenance"`
+}
+
+func toVersion(v *engine.Version) *jVersion {
+	if v == nil {
+		return nil
+	}
+	p := v.Provenance
+	return &jVersion{State: v.State, Serial: v.Serial, Lineage: v.Lineage, CreatedAt: jtime(v.CreatedAt),
+		Changed: strs(v.Changed), Resources: v.Resources, SizeBytes: v.Size,
+		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, AppliedPlanRun: p.AppliedPlanRun, SourceSerial: p.SourceSerial,
+			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, CommitMode: string(p.Mode), Exact: p.Exact,
+			Drift: toDrift(p.Drift), Partial: p.Partial, Actor: p.Actor, PR: toPR(p.PR)}}
+}
+
+type jRefusal struct {
+	Rule      string   `json:"rule"`
+	Policy    string   `json:"policy"`
+	Text      string   `json:"text"`
+	Serial    int64    `json:"serial,omitempty"`
+	Run       string   `json:"run,omitempty"`
+	Actor     string   `json:"actor,omitempty"`
+	PR        *jPR     `json:"pr,omitempty"`
+	Addresses []string `json:"addresses"`
+}
+
+func toRefusals(rs []refusal) []jRefusal {
+	out := []jRefusal{}
+	for _, r := range rs {
+		out = append(out, jRefusal{Rule: r.rule, Policy: r.policy, Text: r.words.plain(), Serial: r.serial, Run: r.run,
+			Actor: r.actor, PR: toPR(r.pr), Addresses: strs(r.addrs)})
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Plan renders a stored plan run (`kl plan`, klbot's plan check run): its
+// envelope in brief (ADR D1), change summary, write set, read set with the
+// widened prefixes and why, reservation counts, the open plans it overlaps
+// and how (DESIGN.md plan step 4), and the command that applies it.
+func Plan(w io.Writer, out *engine.PlanOutcome, o Options) error {
+	if out == nil {
+		return fmt.Errorf("rendering plan: no plan outcome")
+	}
+	return emit(w, o, func() *doc { return planDoc(out) }, func() any { return planJSON(out) })
+}
+
+func planDoc(out *engine.PlanOutcome) *doc {
+	r := out.Run
+	d := &doc{tone: toneInfo, more: "kl run show " + r.ID,
+		title: words("Plan ", runSpan(r.ID), " on ", strong(r.State), ": ", string(r.Status))}
+	env := r.Envelope
+	if env == nil {
+		d.tone = toneBad
+		d.summary = append(d.summary, para(words(strongT(toneBad, string(r.Status)), reasonSuffix(r.Reason))))
+		return d
+	}
+	var f fields
+	f = f.addField("source serial", words(fmt.Sprint(env.SourceSerial)))
+	f = f.addField("actor", words(r.Actor))
+	f = f.addField("PR", prField(env.PR, env.CommitSHA))
+	f = f.addField("changes", summaryWords(env.Summary))
+	f = f.addField("write set", words(plural(len(env.Footprint.Write), "address", "addresses")))
+	read := plural(len(env.Footprint.Read), "address", "addresses")
+	if n := len(env.Footprint.Widened); n > 0 {
+		read += fmt.Sprintf(", %d widened to a prefix", n)
+	}
+	f = f.addField("read set", words(read))
+	f = f.addField("reservations", reservationWords(env.Reservations))
+	ov := words(toned(toneGood, "none"))
+	if n := len(out.Overlaps); n > 0 {
+		ov = words(toned(toneWarn, plural(n, "open plan", "open plans")), " share part of this footprint")
+	}
+	f = f.addField("overlaps", ov)
+	if r.Status == engine.StatusPlanned {
+		f = f.addField("next", words(code("kl apply "+r.ID)))
+	}
+	d.summary = append(d.summary, f)
+	if blocks := overlapTable(out.Overlaps); blocks != nil {
+		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(out.Overlaps))), blocks...)
+	}
+	footprintSections(d, env.Footprint, nil)
+	return d
+}
+
+type planDocument struct {
+	Schema    string      `json:"schema"`
+	Run       *jRun       `json:"run"`
+	Envelope  *jEnvelope  `json:"envelope"`
+	Summary   *jSummary   `json:"summary"`
+	Footprint *jFootprint `json:"footprint"`
+	Overlaps  []jOverlap  `json:"overlaps"`
+	Next      string      `json:"next,omitempty"`
+}
+
+func planJSON(out *engine.PlanOutcome) planDocument {
+	j := planDocument{Schema: SchemaPlan, Run: toRun(&out.Run), Envelope: toEnvelope(out.Run.Envelope), Overlaps: toOverlaps(out.Overlaps)}
+	if env := out.Run.Envelope; env != nil {
+		s := toSummary(env.Summary)
+		fp := toFootprint(env.Footprint, env.Reservations)
+		j.Summary, j.Footprint = &s, &fp
+	}
+	if out.Run.Status == engine.StatusPlanned {
+		j.Next = "kl apply " + out.Run.ID
+	}
+	return j
+}
+
+// Footprint renders `kl footprint PLAN.json`: the change summary, write
+// set, read set, the widened prefixes with their reasons, and the
+// reservation set an apply would take (DESIGN.md "footprint",
+// "reservation"). source names the plan JSON file as given.
+func Footprint(w io.Writer, source string, fp engine.Footprint, sum engine.PlanSummary, o Options) error {
+	rs := fp.Reservations()
+	return emit(w, o, func() *doc { return footprintDoc(source, fp, sum, rs) }, func() any {
+		res := make([]jReservation, len(rs))
+		for i, r := range rs {
+			res[i] = jReservation{Address: string(r.Address), Mode: string(r.Mode)}
+		}
+		return footprintDocument{Schema: SchemaFootprint, Source: source, Summary: toSummary(sum),
+			Footprint: toFootprint(fp, rs), Reservations: res}
+	})
+}
+
+type jReservation struct {
+	Address string `json:"address"`
+	Mode    string `json:"mode"`
+}
+
+type footprintDocument struct {
+	Schema       string         `json:"schema"`
+	Source       string         `json:"source"`
+	Summary      jSummary       `json:"summary"`
+	Footprint    jFootprint     `json:"footprint"`
+	Reservations []jReservation `json:"reservations"`
+}
+
+func footprintDoc(source string, fp engine.Footprint, sum engine.PlanSummary, rs []engine.Reservation) *doc {
+	d := &doc{tone: toneInfo, title: words("Footprint of ", code(source))}
+	var f fields
+	f = f.addField("changes", summaryWords(sum))
+	f = f.addField("write set", words(plural(len(fp.Write), "address", "addresses")))
+	f = f.addField("read set", words(plural(len(fp.Read), "address", "addresses")))
+	f = f.addField("widened", words(plural(len(fp.Widened), "prefix", "prefixes")))
+	f = f.addField("reservations", reservationWords(rs))
+	d.summary = append(d.summary, f)
+	footprintSections(d, fp, nil)
+	if len(fp.Widened) > 0 {
+		t := table{head: []string{"prefix", "from", "reason"}}
+		for _, w := range fp.Widened {
+			t.rows = append(t.rows, []sentence{{code(string(w.Address))}, words(w.From), words(w.Reason)})
+		}
+		d.section(words(fmt.Sprintf("Widened (%d)", len(fp.Widened))), t,
+			para(words(toned(toneDim, "a widened prefix covers every resource below it: never narrower than the truth"))))
+	}
+	rows := make([]addrRow, len(rs))
+	for i, r := range rs {
+		rows[i] = addrRow{addr: string(r.Address), note: words(toned(modeTone(r.Mode), string(r.Mode)))}
+	}
+	d.section(words("Reservation set: ", reservationWords(rs)), nonEmpty(addrList{rows: rows}, words("nothing to reserve")))
+	return d
+}
+
+func modeTone(m engine.ReservationMode) tone {
+	if m == engine.ModeWrite {
+		return toneWarn
+	}
+	return toneDim
+}

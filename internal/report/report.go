@@ -1,0 +1,141 @@
+// Package report renders Kilolock's operator views (ADR 0033 D6) — plan,
+// apply, run story, history, since-plan, runs, why, status, footprint,
+// states and state init — three ways from one report model per view:
+//
+//   - Text for a terminal (`kl`): plain and aligned, with ANSI colour only
+//     when Options.Color says the output is a TTY;
+//   - Markdown for GitHub (check-run summary, sticky PR comment, Actions job
+//     summary), cut to GitHub's limits by Truncate (shared/GITHUB.md);
+//   - JSON: one versioned document per view ("schema": "kilolock/<view>/v1",
+//     documented in docs/json.md; fields are only ever added within v1).
+//
+// The words of every fact, marker and since-plan class are written once
+// (words.go) as sentences of styled spans; the text and Markdown renderers
+// only lay them out, and the JSON documents carry the same words in their
+// "text" fields. The three since-plan classes always look different (ADR
+// D3, D8): "=" independent, "~" plan input changed, "!" planned target
+// changed, and "*" for the version a plan's own apply produced.
+//
+// Output is deterministic: views keep the engine's order (which is itself
+// sorted: address sets, serials, marker time) and never range over a map
+// unsorted, so golden files are stable.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Format selects how a view is rendered.
+type Format int
+
+// Formats.
+const (
+	// Text is for a terminal; ANSI colour only with Options.Color.
+	Text Format = iota
+	// Markdown is GitHub-flavoured Markdown for check runs, PR comments and
+	// Actions job summaries.
+	Markdown
+	// JSON is the versioned document of docs/json.md.
+	JSON
+)
+
+// String returns "text", "markdown" or "json".
+func (f Format) String() string {
+	switch f {
+	case Text:
+		return "text"
+	case Markdown:
+		return "markdown"
+	case JSON:
+		return "json"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// ParseFormat parses a --format flag value: "text", "markdown" (or "md")
+// or "json".
+func ParseFormat(s string) (Format, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "text", "":
+		return Text, nil
+	case "markdown", "md":
+		return Markdown, nil
+	case "json":
+		return JSON, nil
+	}
+	return Text, fmt.Errorf("parsing output format %q: want text, markdown or json", s)
+}
+
+// Options says how to render a view.
+type Options struct {
+	Format Format
+	// Color enables ANSI colour in Text output. Set it only when the output
+	// is a terminal; it is ignored by Markdown and JSON.
+	Color bool
+	// Now, when set, makes Runs and Status print relative ages ("5m ago")
+	// next to times. Zero prints times only.
+	Now time.Time
+	// RunURL, when set, links run ids in Markdown (e.g. to klbot's check
+	// run). It may be nil.
+	RunURL func(runID string) string
+	// MaxMarkdown, when > 0, cuts Markdown output with Truncate to at most
+	// this many bytes (GitHub: check-run summary 65535, comment 65536).
+	MaxMarkdown int
+}
+
+// JSON schema identifiers, one per view (docs/json.md). Within v1 fields
+// are only added, never renamed, retyped or removed.
+const (
+	SchemaPlan      = "kilolock/plan/v1"
+	SchemaApply     = "kilolock/apply/v1"
+	SchemaRun       = "kilolock/run/v1"
+	SchemaHistory   = "kilolock/history/v1"
+	SchemaSincePlan = "kilolock/since-plan/v1"
+	SchemaRuns      = "kilolock/runs/v1"
+	SchemaWhy       = "kilolock/why/v1"
+	SchemaStatus    = "kilolock/status/v1"
+	SchemaFootprint = "kilolock/footprint/v1"
+	SchemaStates    = "kilolock/states/v1"
+	SchemaStateInit = "kilolock/state-init/v1"
+)
+
+// GitHub's Markdown limits (shared/GITHUB.md).
+const (
+	// CheckRunSummaryLimit is the most characters of a check run's
+	// output.summary (and output.text).
+	CheckRunSummaryLimit = 65535
+	// CommentLimit is the most characters of an issue or PR comment body.
+	CommentLimit = 65536
+)
+
+// emit renders one view: the document model for Text and Markdown, the
+// JSON document otherwise. Both are built lazily: a JSON caller pays for
+// no layout, a text caller for no JSON.
+func emit(w io.Writer, o Options, model func() *doc, document func() any) error {
+	var out string
+	switch o.Format {
+	case Text:
+		out = renderText(model(), o)
+	case Markdown:
+		out = renderMarkdown(model(), o)
+		if o.MaxMarkdown > 0 {
+			out = Truncate(out, o.MaxMarkdown)
+		}
+	case JSON:
+		b, err := json.MarshalIndent(document(), "", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding report as JSON: %w", err)
+		}
+		out = string(b) + "\n"
+	default:
+		return fmt.Errorf("rendering report: unknown format %d", int(o.Format))
+	}
+	if _, err := io.WriteString(w, out); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	return nil
+}

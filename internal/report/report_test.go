@@ -1,0 +1,266 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// goldenCase is one view rendered from one fixture. view is the JSON
+// schema's view name and the testdata directory.
+type goldenCase struct {
+	view, name string
+	render     func(w io.Writer, o Options) error
+}
+
+// now is "an hour after the fixtures began" for relative ages.
+var now = t0.Add(time.Hour)
+
+func runURL(id string) string { return "https://klbot.example.com/runs/" + id }
+
+func goldenCases() []goldenCase {
+	story := func(f func() *engine.RunStory) func(io.Writer, Options) error {
+		return func(w io.Writer, o Options) error { return RunStory(w, f(), o) }
+	}
+	apply := func(f func() *engine.RunStory) func(io.Writer, Options) error {
+		return func(w io.Writer, o Options) error { return Apply(w, f(), o) }
+	}
+	since := func(f func() (*engine.SincePlan, engine.Run)) func(io.Writer, Options) error {
+		return func(w io.Writer, o Options) error { sp, p := f(); return SincePlan(w, sp, p, o) }
+	}
+	why := func(f func() *engine.Why) func(io.Writer, Options) error {
+		return func(w io.Writer, o Options) error { return Why(w, f(), o) }
+	}
+	return []goldenCase{
+		{"plan", "overlaps-widening", func(w io.Writer, o Options) error {
+			return Plan(w, &engine.PlanOutcome{Run: planRunA(engine.StatusPlanned, ""), Overlaps: overlapsA()}, o)
+		}},
+		{"plan", "failed", func(w io.Writer, o Options) error {
+			r := engine.Run{ID: planA, Kind: engine.KindPlan, State: stateName, Actor: "alice", Status: engine.StatusFailed, PR: pr(42),
+				Reason: "terraform plan: exit status 1: Error: Reference to undeclared resource \"terraform_data.nope\"", CreatedAt: at(0)}
+			return Plan(w, &engine.PlanOutcome{Run: r}, o)
+		}},
+		{"apply", "allowed-concurrent", apply(storyAllowedConcurrent)},
+		{"apply", "waited-replanned", apply(storyWaitedReplanned)},
+		{"apply", "refused-stale", apply(storyRefusedStale)},
+		{"apply", "refused-intent", apply(storyRefusedIntent)},
+		{"apply", "refused-conflict", apply(storyRefusedConflict)},
+		{"apply", "partial-drift", apply(storyPartialDrift)},
+		{"run", "apply-waited-replanned", story(storyWaitedReplanned)},
+		{"run", "apply-refused-stale", story(storyRefusedStale)},
+		{"run", "apply-partial-drift", story(storyPartialDrift)},
+		{"run", "plan-open", story(storyPlanOpen)},
+		{"run", "plan-applied", story(storyPlanApplied)},
+		{"history", "prod", func(w io.Writer, o Options) error { return History(w, stateName, historyProd(), o) }},
+		{"history", "empty", func(w io.Writer, o Options) error { return History(w, stateName, nil, o) }},
+		{"since-plan", "own-apply", since(sincePlanOwnApply)},
+		{"since-plan", "open-refused", since(sincePlanOpenRefused)},
+		{"since-plan", "open-replan", since(sincePlanOpenReplan)},
+		{"since-plan", "open-independent", since(sincePlanIndependent)},
+		{"runs", "recent", func(w io.Writer, o Options) error { return Runs(w, recentRuns(), o) }},
+		{"why", "allowed", why(whyAllowed)},
+		{"why", "refused-stale", why(func() *engine.Why { return whyFrom(storyRefusedStale(), engine.VerdictRefused) })},
+		{"why", "refused-intent", why(func() *engine.Why { return whyFrom(storyRefusedIntent(), engine.VerdictRefused) })},
+		{"why", "refused-conflict", why(func() *engine.Why { return whyFrom(storyRefusedConflict(), engine.VerdictRefused) })},
+		{"why", "failed", why(func() *engine.Why { return whyFrom(storyPartialDrift(), engine.VerdictFailed) })},
+		{"why", "interrupted", why(whyInterrupted)},
+		{"why", "waiting", why(whyWaiting)},
+		{"why", "pending", why(whyPending)},
+		{"status", "waiter", func(w io.Writer, o Options) error { return Status(w, statusWaiter(), o) }},
+		{"footprint", "widening", func(w io.Writer, o Options) error {
+			return Footprint(w, "plan.json", footprintWidened(), engine.PlanSummary{Add: 1, Change: 1, Outputs: 1}, o)
+		}},
+		{"states", "list", func(w io.Writer, o Options) error { return States(w, statesList(), o) }},
+		{"state-init", "empty", func(w io.Writer, o Options) error { return StateInit(w, statesList()[1], "", o) }},
+		{"state-init", "file", func(w io.Writer, o Options) error { return StateInit(w, statesList()[0], "terraform.tfstate", o) }},
+	}
+}
+
+var formats = []struct {
+	ext string
+	o   Options
+}{
+	{"txt", Options{Format: Text, Now: now}},
+	{"md", Options{Format: Markdown, Now: now, RunURL: runURL}},
+	{"json", Options{Format: JSON, Now: now}},
+}
+
+// golden compares got with testdata/path, or rewrites it with -update.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	path = filepath.Join("testdata", path)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test -update to create it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the rendered output (run go test -update, then review the diff):\n--- got\n%s", path, got)
+	}
+}
+
+func render(t *testing.T, c goldenCase, o Options) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := c.render(&b, o); err != nil {
+		t.Fatalf("rendering %s/%s: %v", c.view, c.name, err)
+	}
+	return b.String()
+}
+
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	for _, c := range goldenCases() {
+		for _, f := range formats {
+			t.Run(c.view+"/"+c.name+"."+f.ext, func(t *testing.T) {
+				t.Parallel()
+				golden(t, filepath.Join(c.view, c.name+"."+f.ext), render(t, c, f.o))
+			})
+		}
+	}
+}
+
+// TestGoldenColor pins the ANSI form of two apply reports: the since-plan
+// classes and the verdict in colour, the symbols unchanged.
+func TestGoldenColor(t *testing.T) {
+	t.Parallel()
+	for _, c := range goldenCases() {
+		if c.view != "apply" || (c.name != "refused-stale" && c.name != "waited-replanned") {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got := render(t, c, Options{Format: Text, Color: true})
+			golden(t, filepath.Join(c.view, c.name+".color.txt"), got)
+			plain := render(t, c, Options{Format: Text})
+			if strings.Contains(plain, "\x1b[") {
+				t.Errorf("text without Color holds ANSI escapes")
+			}
+			if stripANSI(got) != plain {
+				t.Errorf("colour changed more than colour:\n%s\n---\n%s", stripANSI(got), plain)
+			}
+		})
+	}
+}
+
+func stripANSI(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x1b {
+			for i < len(s) && s[i] != 'm' {
+				i++
+			}
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// TestJSONSchema checks that every JSON document parses and names its view's
+// v1 schema.
+func TestJSONSchema(t *testing.T) {
+	t.Parallel()
+	for _, c := range goldenCases() {
+		t.Run(c.view+"/"+c.name, func(t *testing.T) {
+			t.Parallel()
+			var doc map[string]any
+			if err := json.Unmarshal([]byte(render(t, c, Options{Format: JSON})), &doc); err != nil {
+				t.Fatalf("output is not JSON: %v", err)
+			}
+			if got, want := doc["schema"], "kilolock/"+c.view+"/v1"; got != want {
+				t.Errorf("schema = %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]Format{"text": Text, "": Text, "markdown": Markdown, "MD": Markdown, "json": JSON} {
+		got, err := ParseFormat(in)
+		if err != nil || got != want {
+			t.Errorf("ParseFormat(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseFormat("yaml"); err == nil {
+		t.Errorf("ParseFormat(yaml) did not fail")
+	}
+}
+
+// TestJSONDocumented checks that docs/json.md documents every schema.
+func TestJSONDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "json.md"))
+	if err != nil {
+		t.Fatalf("reading docs/json.md: %v", err)
+	}
+	for _, s := range []string{SchemaPlan, SchemaApply, SchemaRun, SchemaHistory, SchemaSincePlan, SchemaRuns,
+		SchemaWhy, SchemaStatus, SchemaFootprint, SchemaStates, SchemaStateInit} {
+		if !strings.Contains(string(b), "### `"+s+"`") {
+			t.Errorf("docs/json.md has no section for %s", s)
+		}
+	}
+}
+
+// TestSparseViews renders views built from the least the engine may hand
+// over — no envelope, no markers, no PR — in every format: no panic, no
+// error.
+func TestSparseViews(t *testing.T) {
+	t.Parallel()
+	bare := engine.Run{ID: "R", Kind: engine.KindApply, State: "s", Status: engine.StatusRefused}
+	renders := map[string]func(io.Writer, Options) error{
+		"plan": func(w io.Writer, o Options) error {
+			return Plan(w, &engine.PlanOutcome{Run: engine.Run{ID: "P", Kind: engine.KindPlan}}, o)
+		},
+		"apply": func(w io.Writer, o Options) error { return Apply(w, &engine.RunStory{Run: bare}, o) },
+		"story": func(w io.Writer, o Options) error {
+			return RunStory(w, &engine.RunStory{Run: engine.Run{ID: "P", Kind: engine.KindPlan}}, o)
+		},
+		"failed": func(w io.Writer, o Options) error {
+			r := bare
+			r.Status = engine.StatusFailed
+			return Apply(w, &engine.RunStory{Run: r}, o)
+		},
+		"why": func(w io.Writer, o Options) error {
+			return Why(w, &engine.Why{Run: bare, Verdict: engine.VerdictRefused}, o)
+		},
+		"status":  func(w io.Writer, o Options) error { return Status(w, &engine.Status{}, o) },
+		"since":   func(w io.Writer, o Options) error { return SincePlan(w, &engine.SincePlan{}, engine.Run{}, o) },
+		"history": func(w io.Writer, o Options) error { return History(w, "s", []engine.HistoryEntry{{}}, o) },
+		"runs":    func(w io.Writer, o Options) error { return Runs(w, []engine.Run{{}}, o) },
+		"states":  func(w io.Writer, o Options) error { return States(w, nil, o) },
+		"fp": func(w io.Writer, o Options) error {
+			return Footprint(w, "-", engine.Footprint{}, engine.PlanSummary{}, o)
+		},
+	}
+	for name, r := range renders {
+		for _, f := range formats {
+			var b bytes.Buffer
+			if err := r(&b, f.o); err != nil {
+				t.Errorf("%s as %s: %v", name, f.ext, err)
+			}
+		}
+	}
+	if err := Apply(io.Discard, &engine.RunStory{Run: engine.Run{Kind: engine.KindPlan}}, Options{}); err == nil {
+		t.Errorf("Apply accepted the story of a plan run")
+	}
+}

@@ -1,0 +1,171 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Runs renders `kl runs`: one row per run, newest first as given — id,
+// kind, state, actor, PR, status, created (with its age when Options.Now
+// is set) and what it did: a plan's change summary and write-set size, an
+// apply's plan run and committed serial.
+func Runs(w io.Writer, runs []engine.Run, o Options) error {
+	return emit(w, o, func() *doc { return runsDoc(runs, o.Now) }, func() any {
+		j := runsDocument{Schema: SchemaRuns, Runs: []runRow{}}
+		for i := range runs {
+			j.Runs = append(j.Runs, runRow{jRun: toRun(&runs[i]), What: whatWords(runs[i]).plain()})
+		}
+		return j
+	})
+}
+
+type runsDocument struct {
+	Schema string   `json:"schema"`
+	Runs   []runRow `json:"runs"`
+}
+
+type runRow struct {
+	*jRun
+	What string `json:"what"`
+}
+
+// whatWords is what a run did, in brief.
+func whatWords(r engine.Run) sentence {
+	switch r.Kind {
+	case engine.KindPlan:
+		if r.Envelope == nil {
+			if r.Status == engine.StatusPlanning {
+				return words(toned(toneDim, "planning"))
+			}
+			return words(toned(toneDim, "no envelope: "+clip(r.Reason, 60)))
+		}
+		s := words(summaryWords(r.Envelope.Summary), "; writes "+plural(len(r.Envelope.Footprint.Write), "address", "addresses"))
+		if r.ReplanOf != "" {
+			s = words(s, "; re-plan of ", runSpan(r.ReplanOf))
+		}
+		return s
+	case engine.KindApply:
+		s := words("plan ", runSpan(r.PlanRun))
+		if r.CommittedSerial > 0 {
+			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", r.CommittedSerial)))
+		}
+		return s
+	}
+	return nil
+}
+
+// clip shortens s to at most n runes, marking the cut with "…".
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// statusTone colours a run status.
+func statusTone(s engine.RunStatus) tone {
+	switch s {
+	case engine.StatusApplied:
+		return toneGood
+	case engine.StatusWaiting, engine.StatusStale, engine.StatusSuperseded:
+		return toneWarn
+	case engine.StatusRefused, engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
+		return toneBad
+	}
+	return toneInfo
+}
+
+func whenWords(t, now time.Time) sentence {
+	if now.IsZero() {
+		return words(fmtTime(t))
+	}
+	return words(fmtTime(t)+" ", toned(toneDim, "("+fmtAge(now, t)+")"))
+}
+
+func runsDoc(runs []engine.Run, now time.Time) *doc {
+	d := &doc{tone: toneInfo, title: words(fmt.Sprintf("Runs (%d)", len(runs))), more: "kl runs"}
+	if len(runs) == 0 {
+		d.summary = append(d.summary, para(words("no runs")))
+		return d
+	}
+	t := table{head: []string{"id", "kind", "state", "actor", "PR", "status", "created", "what"}}
+	for _, r := range runs {
+		pr := sentence{}
+		if r.PR != nil {
+			pr = words(prWords(r.PR))
+		}
+		t.rows = append(t.rows, []sentence{{runSpan(r.ID)}, words(string(r.Kind)), words(r.State), words(r.Actor), pr,
+			{toned(statusTone(r.Status), string(r.Status))}, whenWords(r.CreatedAt, now), whatWords(r)})
+	}
+	d.summary = append(d.summary, t)
+	return d
+}
+
+// States renders `kl state list`: every state with its head serial,
+// lineage and creation time.
+func States(w io.Writer, states []engine.State, o Options) error {
+	return emit(w, o, func() *doc {
+		d := &doc{tone: toneInfo, title: words(fmt.Sprintf("States (%d)", len(states)))}
+		if len(states) == 0 {
+			d.summary = append(d.summary, para(words("no states: create one with ", code("kl state init NAME"))))
+			return d
+		}
+		t := table{head: []string{"state", "head", "lineage", "created"}}
+		for _, s := range states {
+			t.rows = append(t.rows, []sentence{{strong(s.Name)}, words(fmt.Sprint(s.HeadSerial)), {code(s.Lineage)}, whenWords(s.CreatedAt, o.Now)})
+		}
+		d.summary = append(d.summary, t)
+		return d
+	}, func() any {
+		j := statesDocument{Schema: SchemaStates, States: []jState{}}
+		for _, s := range states {
+			j.States = append(j.States, toState(s))
+		}
+		return j
+	})
+}
+
+type jState struct {
+	Name       string `json:"name"`
+	Lineage    string `json:"lineage"`
+	HeadSerial int64  `json:"head_serial"`
+	CreatedAt  jtime  `json:"created_at"`
+}
+
+func toState(s engine.State) jState {
+	return jState{Name: s.Name, Lineage: s.Lineage, HeadSerial: s.HeadSerial, CreatedAt: jtime(s.CreatedAt)}
+}
+
+type statesDocument struct {
+	Schema string   `json:"schema"`
+	States []jState `json:"states"`
+}
+
+// StateInit renders the one-line result of `kl state init`: the new
+// state, adopted from the file from, or empty when from is "".
+func StateInit(w io.Writer, st engine.State, from string, o Options) error {
+	line := words(toned(toneGood, "created"), " state ", strong(st.Name), ": ")
+	source := "empty"
+	if from != "" {
+		source = "file"
+		line = words(line, "adopted from ", code(from))
+	} else {
+		line = line.add(txt("empty"))
+	}
+	line = words(line, fmt.Sprintf(", head version %d, lineage ", st.HeadSerial), code(st.Lineage))
+	return emit(w, o, func() *doc { return &doc{tone: toneGood, title: line} }, func() any {
+		return stateInitDocument{Schema: SchemaStateInit, State: toState(st), Source: source, From: from, Text: line.plain()}
+	})
+}
+
+type stateInitDocument struct {
+	Schema string `json:"schema"`
+	State  jState `json:"state"`
+	Source string `json:"source"`
+	From   string `json:"from,omitempty"`
+	Text   string `json:"text"`
+}

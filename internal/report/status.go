@@ -1,0 +1,161 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// statusMax is how many held addresses Status names per mode before it
+// counts the rest.
+const statusMax = 8
+
+// Status renders `kl status` (ADR D6 "what is running now"): each active
+// run with what it holds (write and read counts and the addresses, the
+// first statusMax of each named), who waits on whom ("run B waits on run A
+// over X"), the open plans, and leases this call found expired.
+func Status(w io.Writer, st *engine.Status, o Options) error {
+	if st == nil {
+		return fmt.Errorf("rendering status: no status")
+	}
+	return emit(w, o, func() *doc { return statusDoc(st, o) }, func() any { return statusJSON(st) })
+}
+
+// holdsOf splits a run's reservations by mode.
+func holdsOf(rs []engine.Reservation) (write, read engine.AddressSet) {
+	var w, r []engine.Address
+	for _, h := range rs {
+		if h.Mode == engine.ModeWrite {
+			w = append(w, h.Address)
+		} else {
+			r = append(r, h.Address)
+		}
+	}
+	return engine.NewAddressSet(w...), engine.NewAddressSet(r...)
+}
+
+// waitWords: "run B (PR) waits on run A (PR) over X".
+func waitWords(a engine.ActiveRun, b engine.Blocker) sentence {
+	return words(who(a.Run.ID, "", a.Run.PR), toned(toneWarn, " waits on "), who(b.Run, b.Actor, b.PR), " over ", addrs(b.Addresses))
+}
+
+func statusDoc(st *engine.Status, o Options) *doc {
+	d := &doc{tone: toneInfo, more: "kl status",
+		title: words(fmt.Sprintf("Status: %s, %s", plural(len(st.Active), "active run", "active runs"), plural(len(st.OpenPlans), "open plan", "open plans")))}
+	var waits list
+	for _, a := range st.Active {
+		for _, b := range a.WaitingOn {
+			waits = append(waits, item{s: waitWords(a, b)})
+		}
+	}
+	if len(waits) > 0 {
+		d.summary = append(d.summary, waits)
+	} else if len(st.Active) > 0 {
+		d.summary = append(d.summary, para(words(toned(toneGood, "nobody waits"), ": the active runs' reservations are compatible")))
+	}
+	if len(st.Expired) > 0 {
+		var l list
+		for _, id := range st.Expired {
+			l = append(l, item{s: words(who(id, "", nil), toned(toneBad, " lease expired"), ": its reservations were dropped")})
+		}
+		d.summary = append(d.summary, l)
+	}
+	for _, a := range st.Active {
+		r := a.Run
+		title := words(string(r.Kind)+" ", runSpan(r.ID), " · "+r.Actor)
+		if r.PR != nil {
+			title = words(title, " · ", prWords(r.PR))
+		}
+		title = words(title, " · ", toned(statusTone(r.Status), string(r.Status)), " since ", whenWords(a.Since, o.Now))
+		w, rd := holdsOf(a.Holds)
+		var f fields
+		if r.Kind == engine.KindApply {
+			f = f.addField("plan", words(runSpan(r.PlanRun)))
+		}
+		f = f.addField("holds", words(fmt.Sprintf("%d write, %d read", len(w), len(rd))))
+		f = f.addField("write", heldWords(w))
+		f = f.addField("read", heldWords(rd))
+		for _, b := range a.WaitingOn {
+			f = f.addField("waits on", words(who(b.Run, b.Actor, b.PR), " over ", addrs(b.Addresses)))
+		}
+		d.body = append(d.body, section{title: title, blocks: []block{f}})
+	}
+	if len(st.OpenPlans) > 0 {
+		t := table{head: []string{"plan", "state", "actor", "PR", "source serial", "what"}}
+		for _, p := range st.OpenPlans {
+			pr, serial := sentence{}, sentence{}
+			if p.PR != nil {
+				pr = words(prWords(p.PR))
+			}
+			if p.Envelope != nil {
+				serial = words(fmt.Sprint(p.Envelope.SourceSerial))
+			}
+			t.rows = append(t.rows, []sentence{{runSpan(p.ID)}, words(p.State), words(p.Actor), pr, serial, whatWords(p)})
+		}
+		d.section(words(fmt.Sprintf("Open plans (%d)", len(st.OpenPlans))), t)
+	}
+	return d
+}
+
+// heldWords names up to statusMax addresses and counts the rest.
+func heldWords(set engine.AddressSet) sentence {
+	if len(set) == 0 {
+		return nil
+	}
+	var s sentence
+	n := min(len(set), statusMax)
+	for i, a := range set[:n] {
+		if i > 0 {
+			s = s.add(txt(", "))
+		}
+		s = s.add(code(string(a)))
+	}
+	if rest := len(set) - n; rest > 0 {
+		s = s.add(toned(toneDim, fmt.Sprintf(" and %d more", rest)))
+	}
+	return s
+}
+
+type statusDocument struct {
+	Schema    string       `json:"schema"`
+	Active    []jActiveRun `json:"active"`
+	Waits     []jWait      `json:"waits"`
+	OpenPlans []runRow     `json:"open_plans"`
+	Expired   []string     `json:"expired"`
+}
+
+type jActiveRun struct {
+	Run       *jRun    `json:"run"`
+	Since     jtime    `json:"since"`
+	Write     []string `json:"write"`
+	Read      []string `json:"read"`
+	WaitingOn []jWait  `json:"waiting_on"`
+}
+
+type jWait struct {
+	Run       string   `json:"run"`
+	On        string   `json:"on"`
+	OnPR      *jPR     `json:"on_pr,omitempty"`
+	Addresses []string `json:"addresses"`
+	Text      string   `json:"text"`
+}
+
+func statusJSON(st *engine.Status) statusDocument {
+	j := statusDocument{Schema: SchemaStatus, Active: []jActiveRun{}, Waits: []jWait{}, OpenPlans: []runRow{}, Expired: orEmpty(st.Expired)}
+	for i := range st.Active {
+		a := st.Active[i]
+		w, r := holdsOf(a.Holds)
+		ja := jActiveRun{Run: toRun(&a.Run), Since: jtime(a.Since), Write: strs(w), Read: strs(r), WaitingOn: []jWait{}}
+		for _, b := range a.WaitingOn {
+			jw := jWait{Run: a.Run.ID, On: b.Run, OnPR: toPR(b.PR), Addresses: strs(b.Addresses), Text: waitWords(a, b).plain()}
+			ja.WaitingOn = append(ja.WaitingOn, jw)
+			j.Waits = append(j.Waits, jw)
+		}
+		j.Active = append(j.Active, ja)
+	}
+	for i := range st.OpenPlans {
+		j.OpenPlans = append(j.OpenPlans, runRow{jRun: toRun(&st.OpenPlans[i]), What: whatWords(st.OpenPlans[i]).plain()})
+	}
+	return j
+}

@@ -1,0 +1,186 @@
+package report
+
+import (
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Fixtures of the views other than plan, apply and run story.
+
+// historyProd is acme/infra/prod newest first: alice's waited-and-
+// re-planned apply (15), erin's (14), carol's partial one (13), bob's (12)
+// and the adopted first version (11).
+func historyProd() []engine.HistoryEntry {
+	s := storyWaitedReplanned()
+	alice := s.Run
+	var replan *engine.Marker
+	var waited []engine.Marker
+	for _, m := range s.Markers {
+		switch {
+		case m.Run == applyA && m.Kind == engine.MarkerReplanned:
+			mm := m
+			replan = &mm
+		case m.Run == applyA && m.Kind == engine.MarkerWaited:
+			waited = append(waited, m)
+		}
+	}
+	erin := engine.Run{ID: applyE, Kind: engine.KindApply, State: stateName, Actor: "erin", Status: engine.StatusApplied, PR: pr(44),
+		CreatedAt: at(590), PlanRun: planE, AppliedPlanRun: planE, CommittedSerial: 14,
+		AllowedBecause: []engine.Fact{
+			{Kind: engine.FactDisjointWrites, Run: applyB, PR: pr(41), OwnWrite: set(vpc), OtherWrite: set(dbMain)},
+			{Kind: engine.FactStalenessPassed, SourceSerial: 13, HeadSerial: 13},
+		}}
+	carol := engine.Run{ID: applyC, Kind: engine.KindApply, State: stateName, Actor: "carol", Status: engine.StatusFailed, PR: pr(43),
+		Reason:    "terraform apply: exit status 1: Error: creating record: timeout while waiting for state",
+		CreatedAt: at(280), PlanRun: planC, AppliedPlanRun: planC, CommittedSerial: 13,
+		AllowedBecause: []engine.Fact{
+			{Kind: engine.FactReadRead, Run: applyB, PR: pr(41), Addresses: set(vpc)},
+			{Kind: engine.FactStalenessPassed, Serials: []int64{12}, SourceSerial: 11, HeadSerial: 12},
+		}}
+	bob := engine.Run{ID: applyB, Kind: engine.KindApply, State: stateName, Actor: "bob", Status: engine.StatusApplied, PR: pr(41),
+		CreatedAt: at(100), PlanRun: planB, AppliedPlanRun: planB, CommittedSerial: 12,
+		AllowedBecause: []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 11, HeadSerial: 11}}}
+	v14 := version(14, engine.Provenance{Run: applyE, PlanRun: planE, AppliedPlanRun: planE, SourceSerial: 13,
+		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "erin", PR: pr(44)}, set(vpc), 604.2)
+	v13 := version(13, engine.Provenance{Run: applyC, PlanRun: planC, AppliedPlanRun: planC, SourceSerial: 11,
+		Mode: engine.CommitSnapshotMerge, Partial: true, Drift: &engine.Drift{Unchanged: set(record), Kept: set(subnet)},
+		Actor: "carol", PR: pr(43)}, set(zone), 300)
+	v12 := version(12, engine.Provenance{Run: applyB, PlanRun: planB, AppliedPlanRun: planB, SourceSerial: 11,
+		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "bob", PR: pr(41)}, set(dbMain), 160)
+	v11 := version(11, engine.Provenance{Mode: engine.CommitInit, SourceSerial: 11, Exact: true, Actor: "dave"},
+		set(web, worker, vpc, subnet, dbMain, zone, record), -86400)
+	v11.Resources = 24
+	return []engine.HistoryEntry{
+		{Version: *s.Version, Run: &alice, Replan: replan, Waited: waited},
+		{Version: *v14, Run: &erin},
+		{Version: *v13, Run: &carol},
+		{Version: *v12, Run: &bob},
+		{Version: *v11},
+	}
+}
+
+// sincePlanOwnApply: alice's plan was applied as version 15 after a re-plan
+// (14 changed its input); frank then changed the web server (16).
+func sincePlanOwnApply() (*engine.SincePlan, engine.Run) {
+	plan := planRunA(engine.StatusApplied, applyA)
+	own := engine.SincePlanEntry{Serial: 15, Class: engine.ClassWriteChanged, Addresses: set(web, worker, webURL),
+		Changed: set(web, worker, webURL), Run: applyA, PlanRun: planA, Actor: "alice", PR: pr(42), CommittedAt: at(639.5),
+		Mode: engine.CommitSnapshotMerge}
+	later := entry15Write()
+	later.Serial, later.CommittedAt = 16, at(900)
+	return sincePlan(16, entry13(), entry14(), own, later), plan
+}
+
+func sincePlanOpenRefused() (*engine.SincePlan, engine.Run) {
+	return sincePlan(15, entry13(), entry14(), entry15Write()), planRunA(engine.StatusPlanned, "")
+}
+
+func sincePlanOpenReplan() (*engine.SincePlan, engine.Run) {
+	return sincePlan(14, entry13(), entry14()), planRunA(engine.StatusPlanned, "")
+}
+
+func sincePlanIndependent() (*engine.SincePlan, engine.Run) {
+	return sincePlan(13, entry13()), planRunA(engine.StatusPlanned, "")
+}
+
+func recentRuns() []engine.Run {
+	s := storyWaitedReplanned()
+	failed := engine.Run{ID: "01J2ZP0F4A0C0000000FAILED0", Kind: engine.KindPlan, State: stateName, Actor: "frank", Status: engine.StatusFailed,
+		Reason: "terraform plan: exit status 1: Error: Reference to undeclared resource", PR: pr(45), CreatedAt: at(1200), FinishedAt: atp(1210)}
+	planB := engine.Run{ID: planB, Kind: engine.KindPlan, State: stateName, Actor: "bob", Status: engine.StatusPlanned, PR: pr(41),
+		CreatedAt: at(700), Envelope: envelope("bob", pr(41), 15, engine.Footprint{Write: set(dbMain), Read: set(vpc)}, 700)}
+	planB.Envelope.Summary = engine.PlanSummary{Change: 1, Replace: 1}
+	stale := storyRefusedStale().Run
+	stale.ID = "01J2ZP0A11CE00000000APPLY2"
+	return []engine.Run{failed, stale, planB, s.Run, *s.AppliedPlan, *s.Plan}
+}
+
+func whyAllowed() *engine.Why {
+	s := storyAllowedConcurrent()
+	a := s.Run
+	return &engine.Why{Run: *s.Plan, Apply: &a, Verdict: engine.VerdictAllowed, Facts: a.AllowedBecause,
+		Reserved: lastOf(s.Markers, applyA, engine.MarkerReserved), SincePlan: a.SincePlan}
+}
+
+// whyFrom builds the answer engine.Why gives for an apply run's story.
+func whyFrom(s *engine.RunStory, v engine.Verdict) *engine.Why {
+	w := &engine.Why{Run: s.Run, Verdict: v, Reason: s.Run.Reason, Facts: s.Run.AllowedBecause, SincePlan: s.Run.SincePlan}
+	for _, m := range s.Markers {
+		if m.Run != s.Run.ID {
+			continue
+		}
+		switch m.Kind {
+		case engine.MarkerWaited:
+			w.Waited = append(w.Waited, m)
+		case engine.MarkerReserved:
+			mm := m
+			w.Reserved = &mm
+		case engine.MarkerStalenessFailed, engine.MarkerReplanned, engine.MarkerFailed, engine.MarkerLeaseExpired, engine.MarkerDrift:
+			w.Decisive = append(w.Decisive, m)
+		}
+	}
+	return w
+}
+
+func whyWaiting() *engine.Why {
+	s := storyRefusedConflict()
+	s.Run.Status, s.Run.Reason, s.Run.FinishedAt = engine.StatusWaiting, "waiting: "+conflictReason[len("reservations conflict: "):], nil
+	return whyFrom(s, engine.VerdictWaiting)
+}
+
+func whyInterrupted() *engine.Why {
+	s := storyRefusedConflict()
+	s.Run.Status, s.Run.Reason = engine.StatusInterrupted, "interrupted while waiting for reservations"
+	s.Markers = append(s.Markers, engine.Marker{Run: applyA, Seq: 2, At: at(612), Kind: engine.MarkerFailed, Reason: s.Run.Reason})
+	return whyFrom(s, engine.VerdictInterrupted)
+}
+
+func whyPending() *engine.Why {
+	s := storyPlanOpen()
+	return &engine.Why{Run: s.Run, Verdict: engine.VerdictPending, Reason: "plan not applied yet", SincePlan: s.SincePlan, Overlaps: s.Overlaps}
+}
+
+func statusWaiter() *engine.Status {
+	bobWrites := []engine.Address{vpc, subnet}
+	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
+		bobWrites = append(bobWrites, engine.Address("module.net.terraform_data.route_"+n))
+	}
+	var holds []engine.Reservation
+	for _, a := range set(bobWrites...) {
+		holds = append(holds, engine.Reservation{State: stateName, Address: a, Mode: engine.ModeWrite, Run: applyB, Holder: holder,
+			AcquiredAt: at(100), ExpiresAt: at(220)})
+	}
+	holds = append(holds, engine.Reservation{State: stateName, Address: dbMain, Mode: engine.ModeRead, Run: applyB, Holder: holder,
+		AcquiredAt: at(100), ExpiresAt: at(220)})
+	bob := engine.Run{ID: applyB, Kind: engine.KindApply, State: stateName, Actor: "bob", Holder: holder, Status: engine.StatusApplying,
+		PR: pr(41), CreatedAt: at(100), PlanRun: planB}
+	alice := applyRunA(engine.StatusWaiting, "waiting: run "+applyB+" (acme/infra#41) holds module.net.terraform_data.subnet, module.net.terraform_data.vpc")
+	alice.FinishedAt = nil
+	dave := engine.Run{ID: planDave, Kind: engine.KindPlan, State: stateName, Actor: "dave", Holder: holder, Status: engine.StatusPlanning,
+		CreatedAt: at(610)}
+	open := planRunA(engine.StatusPlanned, "")
+	open.ID, open.Actor, open.PR = planC, "carol", pr(43)
+	return &engine.Status{
+		Active: []engine.ActiveRun{
+			{Run: bob, Holds: holds, Since: at(100)},
+			{Run: alice, Since: at(600), WaitingOn: []engine.Blocker{{Run: applyB, PR: pr(41), Addresses: set(vpc, subnet), Held: holds[:2]}}},
+			{Run: dave, Since: at(610)},
+		},
+		OpenPlans: []engine.Run{open},
+		Expired:   []string{applyE},
+	}
+}
+
+func footprintWidened() engine.Footprint {
+	fp := footprintA()
+	fp.Read = fp.Read.Union(set("module.dns.*"))
+	fp.Widened = append(fp.Widened, engine.Widening{Address: "module.dns.*", From: "module.dns.zone_ids",
+		Reason: "module output built with for_each over a local; widened to the module prefix"})
+	return fp
+}
+
+func statesList() []engine.State {
+	return []engine.State{
+		{Name: stateName, Lineage: lineage, HeadSerial: 15, CreatedAt: at(-86400)},
+		{Name: "acme/infra/staging", Lineage: "8a1f9c2e-6b3d-4e5f-a7c8-0d9e1f2a3b4c", HeadSerial: 0, CreatedAt: at(-3600)},
+	}
+}

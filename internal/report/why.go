@@ -1,0 +1,148 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Why renders `kl why RUN` (ADR D2, D6): the verdict first, in one line;
+// then the allowed-because facts, the waits, the decisive markers
+// (staleness failed, re-planned, failed, lease expired, drift) and the
+// since-plan classification, all in words.
+func Why(w io.Writer, y *engine.Why, o Options) error {
+	if y == nil {
+		return fmt.Errorf("rendering why: no answer")
+	}
+	return emit(w, o, func() *doc { return whyDoc(y) }, func() any { return whyJSON(y) })
+}
+
+// whyTarget is the run the answer is about: the apply, when a plan was
+// asked about and has one.
+func whyTarget(y *engine.Why) engine.Run {
+	if y.Apply != nil {
+		return *y.Apply
+	}
+	return y.Run
+}
+
+// whyMarkers is every marker the answer holds, in time order as given.
+func whyMarkers(y *engine.Why) []engine.Marker {
+	ms := append([]engine.Marker{}, y.Waited...)
+	if y.Reserved != nil {
+		ms = append(ms, *y.Reserved)
+	}
+	return append(ms, y.Decisive...)
+}
+
+// whyVerdict is the one-line answer.
+func whyVerdict(y *engine.Why) verdict {
+	t := whyTarget(y)
+	switch y.Verdict {
+	case engine.VerdictPending:
+		if y.SincePlan != nil && y.Run.Status.Open() {
+			_, v := sincePlanVerdict(y.SincePlan, y.Run)
+			return verdict{string(y.Verdict), v.tone, words(strongT(toneInfo, "pending"), ": "+y.Reason+"; ", v.words)}
+		}
+		return verdict{string(y.Verdict), toneInfo, words(strongT(toneInfo, "pending"), reasonSuffix(y.Reason))}
+	case engine.VerdictAllowed:
+		s := words(strongT(toneGood, "allowed"))
+		if len(y.Facts) > 0 {
+			s = s.add(txt(": " + plural(len(y.Facts), "stored fact says", "stored facts say") + " why it could proceed"))
+		}
+		if t.CommittedSerial > 0 {
+			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", t.CommittedSerial)))
+		}
+		return verdict{string(y.Verdict), toneGood, s}
+	}
+	// Refused, failed, interrupted, waiting: the apply verdict says which
+	// rule, version, run and address.
+	v := applyVerdict(t, whyMarkers(y), y.SincePlan, nil)
+	v.word = string(y.Verdict)
+	return v
+}
+
+func whyDoc(y *engine.Why) *doc {
+	t := whyTarget(y)
+	v := whyVerdict(y)
+	d := &doc{tone: v.tone, more: "kl run show " + y.Run.ID, title: words("Why run ", runSpan(y.Run.ID), ": ", string(y.Verdict))}
+	d.summary = append(d.summary, para(v.words))
+	if y.Apply != nil {
+		d.summary = append(d.summary, fields{{"apply", who(t.ID, t.Actor, t.PR).add(txt(", " + string(t.Status)))}})
+	}
+	ms := whyMarkers(y)
+	for _, r := range refusals(t, ms, y.SincePlan) {
+		d.section(words(toned(toneBad, "Refused: "+ruleTitle[r.rule])), refusalFields(r))
+	}
+	if len(y.Facts) > 0 {
+		var l list
+		for _, s := range allowedWords(y.Facts, y.Reserved) {
+			l = append(l, item{s: s})
+		}
+		d.section(words(toned(toneGood, "Allowed because")), l)
+	}
+	// The waits, unless the verdict line is already about them.
+	conflict := len(refusals(t, ms, y.SincePlan)) > 0 && refusals(t, ms, y.SincePlan)[0].rule == ruleConflict
+	if (len(y.Waited) > 0 || (y.Reserved != nil && y.Reserved.Waited > 0)) && y.Verdict != engine.VerdictWaiting && !conflict {
+		var l list
+		for _, m := range y.Waited {
+			l = append(l, item{s: markerWords(m)})
+		}
+		if y.Reserved != nil {
+			l = append(l, item{s: markerWords(*y.Reserved)})
+		}
+		d.section(words("Waited"), l)
+	}
+	if len(y.Decisive) > 0 {
+		var l list
+		for _, m := range y.Decisive {
+			l = append(l, item{s: words(fmtTime(m.At)+"  ", markerWords(m))})
+		}
+		d.section(words("Decisive markers"), l)
+	}
+	if sp := y.SincePlan; sp != nil {
+		plan := y.Run
+		if y.Run.Kind == engine.KindApply {
+			plan = engine.Run{ID: sp.PlanRun, ApplyRun: y.Run.ID}
+		}
+		d.section(words(fmt.Sprintf("Since plan: serial %d → head %d", sp.SourceSerial, sp.HeadSerial)), sincePlanTable(sp, &plan)...)
+	}
+	if blocks := overlapTable(y.Overlaps); blocks != nil {
+		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(y.Overlaps))), blocks...)
+	}
+	return d
+}
+
+type whyDocument struct {
+	Schema         string      `json:"schema"`
+	Verdict        string      `json:"verdict"`
+	Text           string      `json:"text"`
+	Reason         string      `json:"reason,omitempty"`
+	Run            *jRun       `json:"run"`
+	Apply          *jRun       `json:"apply,omitempty"`
+	AllowedBecause []jFact     `json:"allowed_because"`
+	Waited         []jMarker   `json:"waited"`
+	Reserved       *jMarker    `json:"reserved,omitempty"`
+	Decisive       []jMarker   `json:"decisive"`
+	Refusals       []jRefusal  `json:"refusals"`
+	SincePlan      *jSincePlan `json:"since_plan,omitempty"`
+	Overlaps       []jOverlap  `json:"overlaps"`
+}
+
+func whyJSON(y *engine.Why) whyDocument {
+	v := whyVerdict(y)
+	t := whyTarget(y)
+	j := whyDocument{Schema: SchemaWhy, Verdict: string(y.Verdict), Text: v.words.plain(), Reason: y.Reason, Run: toRun(&y.Run),
+		Apply: toRun(y.Apply), AllowedBecause: toFacts(y.Facts, y.Reserved), Waited: toMarkers(y.Waited, nil),
+		Decisive: toMarkers(y.Decisive, nil), Refusals: toRefusals(refusals(t, whyMarkers(y), y.SincePlan)),
+		Overlaps: toOverlaps(y.Overlaps)}
+	if y.Reserved != nil {
+		m := toMarker(*y.Reserved, "")
+		j.Reserved = &m
+	}
+	pending := y.Verdict == engine.VerdictPending
+	plan := y.Run
+	j.SincePlan = toSincePlan(y.SincePlan, &plan, pending, pending)
+	return j
+}

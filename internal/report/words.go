@@ -1,0 +1,297 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// The words of Kilolock's reports, written once. Every fact, marker,
+// since-plan entry, overlap and drift is put into words here; the text and
+// Markdown renderers lay the sentences out and the JSON documents carry
+// their plain text. Terms are DESIGN.md's "Words".
+
+// inlineMax is how many addresses a sentence names before "and N more";
+// the full lists are in the footprint sections.
+const inlineMax = 8
+
+// fmtTime prints a time as RFC 3339 in UTC; zero prints "-".
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// fmtAge prints how long before now t was ("5m ago"), coarse on purpose.
+func fmtAge(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "in the future"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
+}
+
+// plural returns "1 version", "2 versions".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+func serials(ss []int64) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = strconv.FormatInt(s, 10)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// prWords names a pull request, linked when its URL is known.
+func prWords(pr *engine.PullRequest) span {
+	return linkSpan(pr.String(), pr.URL)
+}
+
+// who names a run with its PR and actor: "run 01J… (acme/infra#42, alice)".
+func who(id, actor string, pr *engine.PullRequest) sentence {
+	s := words("run ", runSpan(id))
+	var in []span
+	if pr != nil {
+		in = append(in, prWords(pr))
+	}
+	if actor != "" {
+		in = append(in, txt(actor))
+	}
+	if len(in) == 0 {
+		return s
+	}
+	s = s.add(txt(" ("))
+	for i, p := range in {
+		if i > 0 {
+			s = s.add(txt(", "))
+		}
+		s = s.add(p)
+	}
+	return s.add(txt(")"))
+}
+
+// addrs names up to inlineMax addresses: "`a`, `b` and 3 more".
+func addrs(set engine.AddressSet) sentence {
+	if len(set) == 0 {
+		return words("nothing")
+	}
+	var s sentence
+	n := min(len(set), inlineMax)
+	for i, a := range set[:n] {
+		if i > 0 {
+			s = s.add(txt(", "))
+		}
+		s = s.add(code(string(a)))
+	}
+	if rest := len(set) - n; rest > 0 {
+		s = s.add(txt(fmt.Sprintf(" and %d more", rest)))
+	}
+	return s
+}
+
+// summaryWords is a plan's change summary: "+2 ~1 -0 ±1, 1 moved, 2 outputs".
+func summaryWords(s engine.PlanSummary) sentence {
+	if s.Empty() {
+		return words("no changes")
+	}
+	out := words(
+		toned(toneGood, fmt.Sprintf("+%d", s.Add)), " ",
+		toned(toneWarn, fmt.Sprintf("~%d", s.Change)), " ",
+		toned(toneBad, fmt.Sprintf("-%d", s.Destroy)), " ",
+		toned(toneBad, fmt.Sprintf("±%d", s.Replace)),
+	)
+	if s.Move > 0 {
+		out = out.add(txt(", " + plural(s.Move, "moved", "moved")))
+	}
+	if s.Read > 0 {
+		out = out.add(txt(", " + plural(s.Read, "data read", "data reads")))
+	}
+	if s.Outputs > 0 {
+		out = out.add(txt(", " + plural(s.Outputs, "output changed", "outputs changed")))
+	}
+	if s.Targets {
+		out = out.add(txt(" (targeted: not the whole configuration)"))
+	}
+	return out
+}
+
+// reservationCounts counts a reservation set by mode.
+func reservationCounts(rs []engine.Reservation) (write, read int) {
+	for _, r := range rs {
+		if r.Mode == engine.ModeWrite {
+			write++
+		} else {
+			read++
+		}
+	}
+	return write, read
+}
+
+func reservationWords(rs []engine.Reservation) sentence {
+	w, r := reservationCounts(rs)
+	return words(fmt.Sprintf("%s (%d write, %d read)", plural(len(rs), "reservation", "reservations"), w, r))
+}
+
+// The three ways two plans' footprints overlap (engine.Overlap).
+const (
+	howBothWrite = "both write"
+	howYouWrite  = "you write what it reads"
+	howItWrites  = "it writes what you read"
+)
+
+// overlapConsequence says what each way of overlapping means at apply time.
+var overlapConsequence = words(
+	strong(howBothWrite), ": they cannot apply at once, and whichever applies second is refused as stale (planned target changed). ",
+	strong(howYouWrite), " / ", strong(howItWrites),
+	": they apply one after the other, and the reader re-plans (plan input changed).",
+)
+
+// overlapRows returns one (how, addresses) row per way o overlaps.
+func overlapRows(o engine.Overlap) []struct {
+	how   string
+	addrs engine.AddressSet
+} {
+	var out []struct {
+		how   string
+		addrs engine.AddressSet
+	}
+	for _, r := range []struct {
+		how   string
+		addrs engine.AddressSet
+	}{{howBothWrite, o.WriteWrite}, {howYouWrite, o.WriteRead}, {howItWrites, o.ReadWrite}} {
+		if len(r.addrs) > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// overlapWords puts one overlap into a sentence: "run X (PR, bob): both
+// write `a`; it writes what you read `b`".
+func overlapWords(o engine.Overlap) sentence {
+	s := who(o.Run, o.Actor, o.PR).add(txt(": "))
+	for i, r := range overlapRows(o) {
+		if i > 0 {
+			s = s.add(txt("; "))
+		}
+		s = append(s.add(txt(r.how+" ")), addrs(r.addrs)...)
+	}
+	return s
+}
+
+// driftWords says how a commit differs from its plan.
+func driftWords(d *engine.Drift) sentence {
+	if d == nil {
+		return words("drift")
+	}
+	var parts []sentence
+	if len(d.Unplanned) > 0 {
+		parts = append(parts, words("unplanned ", addrs(d.Unplanned)))
+	}
+	if len(d.Unchanged) > 0 {
+		parts = append(parts, words("planned but unchanged ", addrs(d.Unchanged)))
+	}
+	if len(d.Kept) > 0 {
+		parts = append(parts, words("kept at head ", addrs(d.Kept)))
+	}
+	if len(parts) == 0 {
+		return words("drift")
+	}
+	return join(parts, "; ")
+}
+
+// driftShort counts a drift: "drift (1 unplanned, 1 planned but unchanged)".
+func driftShort(d *engine.Drift) string {
+	if d == nil {
+		return "drift"
+	}
+	var parts []string
+	if n := len(d.Unplanned); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d unplanned", n))
+	}
+	if n := len(d.Unchanged); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d planned but unchanged", n))
+	}
+	if n := len(d.Kept); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d kept at head", n))
+	}
+	return "drift (" + strings.Join(parts, ", ") + ")"
+}
+
+// matchWords says whether a version matched its plan: "exact" or the drift.
+func matchWords(p engine.Provenance) sentence {
+	if p.Exact {
+		return words(toned(toneGood, "exact"), ": committed exactly the planned write set")
+	}
+	return words(toned(toneWarn, driftShort(p.Drift)), ": ", driftWords(p.Drift))
+}
+
+// classMark returns the mark of a since-plan class.
+func classMark(c engine.SincePlanClass) mark {
+	switch c {
+	case engine.ClassReadChanged:
+		return markReadChanged
+	case engine.ClassWriteChanged:
+		return markWriteChange
+	}
+	return markIndependent
+}
+
+// countsWords is a since-plan summary: "serial 12 → head 15: = 1
+// independent, ~ 1 plan input changed, ! 1 planned target changed", and
+// "* 1 own apply" when own > 0 (own is not counted in the classes).
+func countsWords(s engine.SincePlanSummary, own int) sentence {
+	if s.HeadSerial == s.SourceSerial {
+		return words(fmt.Sprintf("head unchanged since plan (serial %d)", s.SourceSerial))
+	}
+	out := words(fmt.Sprintf("serial %d → head %d: ", s.SourceSerial, s.HeadSerial),
+		markSpan(markIndependent), fmt.Sprintf(" %d independent, ", s.Independent),
+		markSpan(markReadChanged), fmt.Sprintf(" %d plan input changed, ", s.ReadChanged),
+		markSpan(markWriteChange), fmt.Sprintf(" %d planned target changed", s.WriteChanged))
+	if own > 0 {
+		out = words(out, ", ", markSpan(markOwnApply), fmt.Sprintf(" %d own apply", own))
+	}
+	return out
+}
+
+// sinceCounts counts a since-plan's entries by class, leaving out the
+// version plan's own apply committed, which it counts apart.
+func sinceCounts(sp *engine.SincePlan, plan *engine.Run) (engine.SincePlanSummary, int) {
+	rest := *sp
+	rest.Entries = nil
+	own := 0
+	for _, e := range sp.Entries {
+		if plan != nil && ownApply(e, *plan) {
+			own++
+			continue
+		}
+		rest.Entries = append(rest.Entries, e)
+	}
+	return rest.Summary(), own
+}
+
+// commitWords is a committed version in brief: "version 15 (serial 12 →
+// 15, snapshot-merge)", where 12 is the serial the applied plan was made
+// against.
+func commitWords(p engine.Provenance) sentence {
+	return words(strong(fmt.Sprintf("version %d", p.CommittedSerial)),
+		fmt.Sprintf(" (serial %d → %d, %s)", p.SourceSerial, p.CommittedSerial, p.Mode))
+}
+
+func durationWords(d engine.Duration) string { return time.Duration(d).String() }
