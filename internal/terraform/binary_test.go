@@ -1,0 +1,72 @@
+package terraform
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFindBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	exe := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bin := filepath.Join(dir, "bin")
+	tofuOnly := filepath.Join(dir, "tofu-only")
+	empty := filepath.Join(dir, "empty")
+	for _, d := range []string{bin, tofuOnly, empty} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tfPath := exe("bin/terraform")
+	tofuPath1 := exe("bin/tofu")
+	tofuPath2 := exe("tofu-only/tofu")
+	custom := exe("custom-terraform")
+	if err := os.WriteFile(filepath.Join(empty, "terraform"), []byte("x"), 0o644); err != nil { // not executable
+		t.Fatal(err)
+	}
+	_ = tofuPath1
+
+	tests := map[string]struct {
+		env     map[string]string
+		want    string
+		wantErr string
+	}{
+		"terraform on PATH":          {env: map[string]string{"PATH": empty + ":" + bin}, want: tfPath},
+		"tofu when no terraform":     {env: map[string]string{"PATH": empty + ":" + tofuOnly}, want: tofuPath2},
+		"KL_TERRAFORM path wins":     {env: map[string]string{"PATH": bin, "KL_TERRAFORM": custom}, want: custom},
+		"KL_TERRAFORM name on PATH":  {env: map[string]string{"PATH": tofuOnly, "KL_TERRAFORM": "tofu"}, want: tofuPath2},
+		"KL_TERRAFORM missing fails": {env: map[string]string{"PATH": bin, "KL_TERRAFORM": filepath.Join(dir, "nope")}, wantErr: "KL_TERRAFORM"},
+		"nothing found":              {env: map[string]string{"PATH": empty}, wantErr: "make tools"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := FindBinary(func(k string) string { return tc.env[k] })
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrNoBinary) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("FindBinary() error = %v, want ErrNoBinary mentioning %q", err, tc.wantErr)
+				}
+				if name == "nothing found" {
+					for _, w := range []string{"KL_TERRAFORM", "terraform", "tofu"} {
+						if !strings.Contains(err.Error(), w) {
+							t.Errorf("error %q does not name %s", err, w)
+						}
+					}
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("FindBinary() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

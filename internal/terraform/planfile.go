@@ -1,0 +1,74 @@
+package terraform
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// maxPlanStateBytes caps the "tfstate" entry InspectPlanFile reads: it is the
+// whole prior state (TERRAFORM.md: 1.25 MB for 2000 resources).
+const maxPlanStateBytes = 512 << 20
+
+// InspectPlanFile reads the lineage, serial and terraform_version of the
+// state snapshot a saved plan was made against: the JSON "tfstate" entry of
+// the plan file, which is a zip (TERRAFORM.md "Plan JSON": the plan JSON has
+// no serial or lineage, the saved plan file does). A plan made with no prior
+// state has lineage "" and serial 0. Errors wrap engine.ErrInvalid and say
+// what is wrong: not a zip, no tfstate entry, tfstate not JSON.
+func (r *Runner) InspectPlanFile(planFile []byte) (engine.PlanFileInfo, error) {
+	return inspectPlanFile(planFile)
+}
+
+func inspectPlanFile(planFile []byte) (engine.PlanFileInfo, error) {
+	var info engine.PlanFileInfo
+	zr, err := zip.NewReader(bytes.NewReader(planFile), int64(len(planFile)))
+	if err != nil {
+		return info, fmt.Errorf("inspecting plan file: not a zip archive (%v): %w", err, engine.ErrInvalid)
+	}
+	b, err := readZipEntry(zr, "tfstate", maxPlanStateBytes)
+	if err != nil {
+		return info, fmt.Errorf("inspecting plan file: %w", err)
+	}
+	var st struct {
+		Version          int    `json:"version"`
+		Lineage          string `json:"lineage"`
+		Serial           *int64 `json:"serial"`
+		TerraformVersion string `json:"terraform_version"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return info, fmt.Errorf("inspecting plan file: tfstate entry is not a state JSON document (%v): %w", err, engine.ErrInvalid)
+	}
+	if st.Serial == nil || st.Version == 0 {
+		return info, fmt.Errorf("inspecting plan file: tfstate entry has no version or serial: %w", engine.ErrInvalid)
+	}
+	return engine.PlanFileInfo{Lineage: st.Lineage, Serial: *st.Serial, TerraformVersion: st.TerraformVersion}, nil
+}
+
+// readZipEntry reads the entry called name, at most limit bytes. A missing
+// or oversized entry is an error wrapping engine.ErrInvalid.
+func readZipEntry(zr *zip.Reader, name string, limit int64) ([]byte, error) {
+	for _, f := range zr.File {
+		if f.Name != name {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("opening %s entry (%v): %w", name, err, engine.ErrInvalid)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading %s entry (%v): %w", name, err, engine.ErrInvalid)
+		}
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("%s entry is larger than %d MiB: %w", name, limit>>20, engine.ErrInvalid)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("no %s entry: not a Terraform plan file: %w", name, engine.ErrInvalid)
+}

@@ -1,0 +1,376 @@
+package terraform
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// progressInterval is the least time between two progress reports of one
+// phase (at most ~5 a second: a terminal cannot show more).
+const progressInterval = 200 * time.Millisecond
+
+// Progress phases (engine.Progress.Phase).
+const (
+	phaseInit  = "init"
+	phasePlan  = "plan"
+	phaseShow  = "show"
+	phaseApply = "apply"
+)
+
+// progressReporter throttles progress reports of a run to one per
+// progressInterval: a phase change is reported at once; an update within
+// progressInterval of the last report is held back and sent when the
+// interval has passed (a timer), so the latest state is never more than
+// progressInterval late; flush sends a held-back report at once and stop
+// ends all reporting (no callback runs after it returns). A nil fn reports
+// nothing. Reports are sent one at a time, in order. Safe for concurrent use.
+type progressReporter struct {
+	fn        func(engine.Progress)
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) *time.Timer
+
+	mu      sync.Mutex // held while fn runs: reports are serialized
+	cur     engine.Progress
+	start   time.Time
+	last    time.Time
+	pending bool
+	timer   *time.Timer
+	stopped bool
+}
+
+func newProgressReporter(fn func(engine.Progress)) *progressReporter {
+	return &progressReporter{fn: fn, now: time.Now, afterFunc: time.AfterFunc}
+}
+
+// phase starts a new phase and reports it at once.
+func (p *progressReporter) phase(name string) {
+	if p == nil || p.fn == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	now := p.now()
+	p.cur = engine.Progress{Phase: name}
+	p.start = now
+	p.emitLocked(now)
+}
+
+// update changes the current report and sends it, or holds it back until
+// progressInterval has passed since the last report.
+func (p *progressReporter) update(change func(*engine.Progress)) {
+	if p == nil || p.fn == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	change(&p.cur)
+	now := p.now()
+	if wait := progressInterval - now.Sub(p.last); wait > 0 {
+		p.pending = true
+		if p.timer == nil {
+			p.timer = p.afterFunc(wait, p.flush)
+		}
+		return
+	}
+	p.emitLocked(now)
+}
+
+// flush sends the current report if one was held back.
+func (p *progressReporter) flush() {
+	if p == nil || p.fn == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending && !p.stopped {
+		p.emitLocked(p.now())
+	}
+}
+
+// stop flushes and ends reporting.
+func (p *progressReporter) stop() {
+	if p == nil || p.fn == nil {
+		return
+	}
+	p.flush()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+}
+
+// emitLocked sends the current report; p.mu is held.
+func (p *progressReporter) emitLocked(now time.Time) {
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.cur.Elapsed = now.Sub(p.start)
+	p.last, p.pending = now, false
+	p.fn(p.cur)
+}
+
+// Diagnostic is one diagnostic Terraform reported in its machine-readable
+// UI stream (`-json`; its "diagnostic" message type).
+type Diagnostic struct {
+	Severity string `json:"severity"` // "error" or "warning"
+	Summary  string `json:"summary"`
+	Detail   string `json:"detail,omitempty"`
+	Address  string `json:"address,omitempty"` // the resource instance, when any
+	File     string `json:"file,omitempty"`    // relative to the root module
+	Line     int    `json:"line,omitempty"`
+}
+
+// String renders "summary: detail (address, file:line)".
+func (d Diagnostic) String() string {
+	s := strings.TrimSpace(d.Summary)
+	if det := strings.TrimSpace(d.Detail); det != "" {
+		s += ": " + det
+	}
+	var where []string
+	if d.Address != "" {
+		where = append(where, d.Address)
+	}
+	if d.File != "" {
+		where = append(where, fmt.Sprintf("%s:%d", d.File, d.Line))
+	}
+	if len(where) > 0 {
+		s += " (" + strings.Join(where, ", ") + ")"
+	}
+	return s
+}
+
+// CommandError is a failed Terraform command. Diagnostics holds the error
+// diagnostics of its -json UI stream (plan with progress, apply); for
+// commands run without -json (init, show, plain plan), terraform-exec puts
+// Terraform's stderr — the same diagnostics as text — into Err. Err is
+// terraform-exec's error, or the context's error when the run was
+// cancelled: errors.Is(err, context.Canceled) holds then.
+type CommandError struct {
+	Command     string // "init", "plan", "show", "apply"
+	Diagnostics []Diagnostic
+	Err         error
+}
+
+// Error renders "terraform COMMAND: DIAGNOSTIC; …: CAUSE".
+func (e *CommandError) Error() string {
+	var b strings.Builder
+	b.WriteString("terraform ")
+	b.WriteString(e.Command)
+	for i, d := range e.Diagnostics {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(d.String())
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.TrimSpace(e.Err.Error()))
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// uiMessage is the part of one line of Terraform's machine-readable UI
+// stream that Kilolock reads (https://developer.hashicorp.com/terraform/internals/machine-readable-ui).
+type uiMessage struct {
+	Level   string `json:"@level"`
+	Message string `json:"@message"`
+	Type    string `json:"type"`
+	Hook    *struct {
+		Resource uiResource `json:"resource"`
+		Action   string     `json:"action"`
+	} `json:"hook"`
+	Change *struct {
+		Resource uiResource `json:"resource"`
+		Action   string     `json:"action"`
+	} `json:"change"`
+	Changes *struct {
+		Add       int    `json:"add"`
+		Change    int    `json:"change"`
+		Import    int    `json:"import"`
+		Remove    int    `json:"remove"`
+		Operation string `json:"operation"`
+	} `json:"changes"`
+	Diagnostic *struct {
+		Severity string `json:"severity"`
+		Summary  string `json:"summary"`
+		Detail   string `json:"detail"`
+		Address  string `json:"address"`
+		Range    *struct {
+			Filename string `json:"filename"`
+			Start    struct {
+				Line int `json:"line"`
+			} `json:"start"`
+		} `json:"range"`
+	} `json:"diagnostic"`
+}
+
+type uiResource struct {
+	Addr string `json:"addr"`
+}
+
+// uiStream is an io.Writer for Terraform's -json UI stream (plan, apply):
+// it splits lines, keeps the diagnostics, collects the resource instances
+// planned, refreshed, applied and errored, and reports progress. Lines that are not
+// JSON are logged and skipped. terraform-exec writes from one goroutine and
+// finishes before the command returns, so reading the counters after the
+// command is safe.
+type uiStream struct {
+	phase string
+	rep   *progressReporter
+	log   *slog.Logger
+
+	buf   []byte
+	diags []Diagnostic
+	// Resource instance addresses seen per kind of message. Sets, not
+	// counters: a replace is one planned_change but two apply_complete
+	// (destroy, then create).
+	planned   map[string]bool // planned_change other than no-op and move
+	refreshed map[string]bool // refresh_complete
+	applied   map[string]bool // apply_complete: done
+	errored   map[string]bool // apply_errored
+}
+
+func newUIStream(phase string, rep *progressReporter, log *slog.Logger) *uiStream {
+	return &uiStream{phase: phase, rep: rep, log: log,
+		planned: map[string]bool{}, refreshed: map[string]bool{}, applied: map[string]bool{}, errored: map[string]bool{}}
+}
+
+// finished counts the resources applied or errored.
+func (s *uiStream) finished() int {
+	n := len(s.applied)
+	for a := range s.errored {
+		if !s.applied[a] {
+			n++
+		}
+	}
+	return n
+}
+
+// Write implements io.Writer.
+func (s *uiStream) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			break
+		}
+		s.line(s.buf[:i])
+		s.buf = s.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// close handles a last line without a newline and sends a held-back
+// progress report.
+func (s *uiStream) close() {
+	if len(bytes.TrimSpace(s.buf)) > 0 {
+		s.line(s.buf)
+	}
+	s.buf = nil
+	s.rep.flush()
+}
+
+// errorDiagnostics returns the diagnostics of severity "error", each once
+// (an interrupted apply repeats "execution halted" per graph walk).
+func (s *uiStream) errorDiagnostics() []Diagnostic {
+	var out []Diagnostic
+	seen := map[Diagnostic]bool{}
+	for _, d := range s.diags {
+		if d.Severity == "error" && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (s *uiStream) line(b []byte) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return
+	}
+	var m uiMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		s.log.Debug("terraform output is not a UI message", "line", string(b))
+		return
+	}
+	switch m.Type {
+	case "diagnostic":
+		if m.Diagnostic == nil {
+			return
+		}
+		d := Diagnostic{
+			Severity: m.Diagnostic.Severity,
+			Summary:  m.Diagnostic.Summary,
+			Detail:   m.Diagnostic.Detail,
+			Address:  m.Diagnostic.Address,
+		}
+		if r := m.Diagnostic.Range; r != nil {
+			d.File, d.Line = r.Filename, r.Start.Line
+		}
+		s.diags = append(s.diags, d)
+		if d.Severity == "warning" {
+			s.log.Warn("terraform warning", "phase", s.phase, "diagnostic", d.String())
+		}
+	case "planned_change":
+		if m.Change == nil || m.Change.Action == "noop" || m.Change.Action == "move" {
+			return
+		}
+		s.planned[m.Change.Resource.Addr] = true
+		s.progress(m.Change.Resource.Addr)
+	case "refresh_start", "apply_start", "refresh_complete", "apply_complete", "apply_errored":
+		if m.Hook == nil {
+			return
+		}
+		addr := m.Hook.Resource.Addr
+		switch m.Type {
+		case "refresh_complete":
+			s.refreshed[addr] = true
+		case "apply_complete":
+			s.applied[addr] = true
+		case "apply_errored":
+			s.errored[addr] = true
+		}
+		s.progress(addr)
+	case "change_summary":
+		if m.Changes != nil {
+			s.log.Debug("terraform change summary", "phase", s.phase, "message", m.Message)
+		}
+	}
+}
+
+// progress reports the counters: in the apply phase Done counts finished
+// resources (applied or errored) of Total planned changes (the apply stream
+// lists the planned changes before applying them); in the plan phase Done
+// counts refreshed resources and Total is unknown.
+func (s *uiStream) progress(current string) {
+	s.rep.update(func(p *engine.Progress) {
+		p.Current = current
+		switch s.phase {
+		case phaseApply:
+			p.Done, p.Total = s.finished(), len(s.planned)
+		default:
+			p.Done, p.Total = len(s.refreshed), 0
+		}
+	})
+}

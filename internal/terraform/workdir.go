@@ -1,0 +1,185 @@
+package terraform
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/terraform-exec/tfexec"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// overrideFileName is the override file Kilolock writes into the root module
+// copy. An override file replaces the user's own backend block (s3, …):
+// Kilolock owns the state, and the run's state is its snapshot file
+// (TERRAFORM.md "Running many Terraform processes on one state safely").
+const overrideFileName = "zz_kilolock_backend_override.tf"
+
+// overrideFile is its content. The backend block must be on its own line:
+// `terraform { backend "local" {} }` on one line is a syntax error.
+const overrideFile = "# Written by Kilolock: the run's state is its own snapshot file.\n" +
+	"terraform {\n  backend \"local\" {}\n}\n"
+
+// workDir is the isolated directory of one run, WorkRoot/<run id>/:
+//
+//	cfg/               the restored configuration archive
+//	cfg/<root sub>/    the root module copy: Terraform's working directory
+//	data/              TF_DATA_DIR
+//	snapshot.tfstate   the run's state: the local backend's path
+//	plan.tfplan        the saved plan
+//
+// Directories are 0700 and files 0600: the snapshot and the plan hold secrets.
+type workDir struct {
+	Dir      string
+	Cfg      string
+	Root     string // set once the archive is restored
+	Data     string
+	Snapshot string
+	PlanFile string
+}
+
+// newWorkDir creates WorkRoot/<run>/ with cfg/ and data/. The run id must be
+// one plain path element (engine.ErrInvalid otherwise). A directory already
+// there means another call for the same run is in progress or a kept work
+// dir is in the way: engine.ErrConflict, never a shared dir.
+func newWorkDir(workRoot, run string) (workDir, error) {
+	if run == "" || run == "." || run == ".." || strings.ContainsAny(run, `/\`) || !filepath.IsLocal(run) {
+		return workDir{}, fmt.Errorf("creating work dir: run id %q is not a plain name: %w", run, engine.ErrInvalid)
+	}
+	if err := os.MkdirAll(workRoot, 0o700); err != nil {
+		return workDir{}, fmt.Errorf("creating work root: %w", err)
+	}
+	dir := filepath.Join(workRoot, run)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return workDir{}, fmt.Errorf("creating work dir %s: it exists (another call for run %s, or a kept work dir): %w",
+				dir, run, engine.ErrConflict)
+		}
+		return workDir{}, fmt.Errorf("creating work dir: %w", err)
+	}
+	w := workDir{
+		Dir:      dir,
+		Cfg:      filepath.Join(dir, "cfg"),
+		Data:     filepath.Join(dir, "data"),
+		Snapshot: filepath.Join(dir, "snapshot.tfstate"),
+		PlanFile: filepath.Join(dir, "plan.tfplan"),
+	}
+	for _, d := range []string{w.Cfg, w.Data} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			_ = os.RemoveAll(dir)
+			return workDir{}, fmt.Errorf("creating work dir: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// restore extracts a configuration archive into cfg/, sets Root and writes
+// the backend override into it.
+func (w *workDir) restore(archive []byte) (restoredConfig, error) {
+	rc, err := restoreConfigArchive(archive, w.Cfg)
+	if err != nil {
+		return rc, err
+	}
+	w.Root = filepath.Join(w.Cfg, filepath.FromSlash(rc.RootSub))
+	if err := os.WriteFile(filepath.Join(w.Root, overrideFileName), []byte(overrideFile), 0o600); err != nil {
+		return rc, fmt.Errorf("writing backend override: %w", err)
+	}
+	return rc, nil
+}
+
+// writeSnapshot writes the run's state file; an empty snapshot writes
+// nothing (Terraform then starts a new state with a new lineage).
+func (w workDir) writeSnapshot(snapshot []byte) error {
+	if len(snapshot) == 0 {
+		return nil
+	}
+	if err := os.WriteFile(w.Snapshot, snapshot, 0o600); err != nil {
+		return fmt.Errorf("writing snapshot: %w", err)
+	}
+	return nil
+}
+
+// rel returns target relative to the root module copy, slash-separated:
+// the form recorded in the plan, identical in every work dir of the same
+// archive. A plan records a relative backend path and `apply PLANFILE` from
+// another work dir with the same layout writes that work dir's snapshot
+// (TERRAFORM.md facts, verified with 1.11.4).
+func (w workDir) rel(target string) string {
+	r, err := filepath.Rel(w.Root, target)
+	if err != nil { // both are absolute below Dir: cannot happen
+		return target
+	}
+	return filepath.ToSlash(r)
+}
+
+// modulesManifest returns TF_DATA_DIR/modules/modules.json, or "" when init
+// wrote none.
+func (w workDir) modulesManifest() string {
+	p := filepath.Join(w.Data, "modules", "modules.json")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// initOptions are the options of `terraform init` in a work dir:
+// -backend-config=path=<snapshot relative to the root copy> -reconfigure
+// (tfexec adds -input=false).
+func initOptions(w workDir) []tfexec.InitOption {
+	return []tfexec.InitOption{
+		tfexec.BackendConfig("path=" + w.rel(w.Snapshot)),
+		tfexec.Reconfigure(true),
+	}
+}
+
+// planOptions are the options of `terraform plan`: -out=<plan file,
+// relative>, -var-file for each archived var file (archive names, relative
+// to cfg/), -target for each target (tfexec adds -input=false and
+// -detailed-exitcode).
+func planOptions(w workDir, varFiles, targets []string) []tfexec.PlanOption {
+	opts := []tfexec.PlanOption{tfexec.Out(w.rel(w.PlanFile))}
+	for _, vf := range varFiles {
+		opts = append(opts, tfexec.VarFile(w.rel(filepath.Join(w.Cfg, filepath.FromSlash(vf)))))
+	}
+	for _, t := range targets {
+		opts = append(opts, tfexec.Target(t))
+	}
+	return opts
+}
+
+// applyOptions are the options of `terraform apply PLANFILE` (tfexec adds
+// -auto-approve and -input=false).
+func applyOptions(w workDir) []tfexec.ApplyOption {
+	return []tfexec.ApplyOption{tfexec.DirOrPlan(w.rel(w.PlanFile))}
+}
+
+// terraformEnv builds the environment of every Terraform process of a run
+// from the caller's environment (KEY=VALUE entries): terraform-exec's SetEnv
+// REPLACES the environment and refuses TF_IN_AUTOMATION, TF_INPUT,
+// TF_CLI_ARGS*, TF_VAR_*, TF_WORKSPACE, TF_LOG* and a few more
+// (TERRAFORM.md), so those are dropped (returned sorted in dropped);
+// TF_DATA_DIR is the run's data dir; CHECKPOINT_DISABLE=1 unless the caller
+// set it (no version check call per run).
+func terraformEnv(base []string, dataDir string) (env map[string]string, dropped []string) {
+	env = make(map[string]string, len(base)+2)
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		env[k] = v
+	}
+	dropped = tfexec.ProhibitedEnv(env)
+	sort.Strings(dropped)
+	env = tfexec.CleanEnv(env)
+	env["TF_DATA_DIR"] = dataDir
+	if _, ok := env["CHECKPOINT_DISABLE"]; !ok {
+		env["CHECKPOINT_DISABLE"] = "1"
+	}
+	return env, dropped
+}

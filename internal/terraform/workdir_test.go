@@ -1,0 +1,175 @@
+package terraform
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-exec/tfexec"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+func testWorkDir(rootSub string) workDir {
+	dir := "/work/.kl/runs/01RUN"
+	return workDir{
+		Dir:      dir,
+		Cfg:      dir + "/cfg",
+		Root:     filepath.Join(dir+"/cfg", rootSub),
+		Data:     dir + "/data",
+		Snapshot: dir + "/snapshot.tfstate",
+		PlanFile: dir + "/plan.tfplan",
+	}
+}
+
+func TestOptions(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		rootSub  string
+		varFiles []string
+		targets  []string
+		init     []tfexec.InitOption
+		plan     []tfexec.PlanOption
+		apply    []tfexec.ApplyOption
+	}{
+		"root at the top": {
+			rootSub: ".",
+			init:    []tfexec.InitOption{tfexec.BackendConfig("path=../snapshot.tfstate"), tfexec.Reconfigure(true)},
+			plan:    []tfexec.PlanOption{tfexec.Out("../plan.tfplan")},
+			apply:   []tfexec.ApplyOption{tfexec.DirOrPlan("../plan.tfplan")},
+		},
+		"root below an ancestor, var files and targets": {
+			rootSub:  "envs/prod",
+			varFiles: []string{".kl-varfiles/000-common.tfvars", ".kl-varfiles/001-prod.tfvars"},
+			targets:  []string{"module.app", `terraform_data.x["a"]`},
+			init:     []tfexec.InitOption{tfexec.BackendConfig("path=../../../snapshot.tfstate"), tfexec.Reconfigure(true)},
+			plan: []tfexec.PlanOption{
+				tfexec.Out("../../../plan.tfplan"),
+				tfexec.VarFile("../../.kl-varfiles/000-common.tfvars"),
+				tfexec.VarFile("../../.kl-varfiles/001-prod.tfvars"),
+				tfexec.Target("module.app"),
+				tfexec.Target(`terraform_data.x["a"]`),
+			},
+			apply: []tfexec.ApplyOption{tfexec.DirOrPlan("../../../plan.tfplan")},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w := testWorkDir(tc.rootSub)
+			if got := initOptions(w); !reflect.DeepEqual(got, tc.init) {
+				t.Errorf("initOptions = %#v, want %#v", got, tc.init)
+			}
+			if got := planOptions(w, tc.varFiles, tc.targets); !reflect.DeepEqual(got, tc.plan) {
+				t.Errorf("planOptions = %#v, want %#v", got, tc.plan)
+			}
+			if got := applyOptions(w); !reflect.DeepEqual(got, tc.apply) {
+				t.Errorf("applyOptions = %#v, want %#v", got, tc.apply)
+			}
+		})
+	}
+}
+
+func TestTerraformEnv(t *testing.T) {
+	t.Parallel()
+	base := []string{
+		"PATH=/usr/bin:/bin",
+		"HOME=/home/u",
+		"TF_CLI_CONFIG_FILE=/dev/null",
+		"TF_PLUGIN_CACHE_DIR=/cache",
+		"HTTPS_PROXY=http://proxy:3128",
+		"AWS_PROFILE=prod",
+		"EMPTY=",
+		"WITH_EQUALS=a=b",
+		"TF_DATA_DIR=/somewhere/else",
+		"TF_IN_AUTOMATION=1",
+		"TF_INPUT=0",
+		"TF_VAR_region=eu",
+		"TF_CLI_ARGS=-no-color",
+		"TF_CLI_ARGS_plan=-refresh=false",
+		"TF_WORKSPACE=staging",
+		"TF_LOG=TRACE",
+		"noequals",
+	}
+	env, dropped := terraformEnv(base, "/run/data")
+	want := map[string]string{
+		"PATH":                "/usr/bin:/bin",
+		"HOME":                "/home/u",
+		"TF_CLI_CONFIG_FILE":  "/dev/null",
+		"TF_PLUGIN_CACHE_DIR": "/cache",
+		"HTTPS_PROXY":         "http://proxy:3128",
+		"AWS_PROFILE":         "prod",
+		"EMPTY":               "",
+		"WITH_EQUALS":         "a=b",
+		"TF_DATA_DIR":         "/run/data",
+		"CHECKPOINT_DISABLE":  "1",
+	}
+	if !reflect.DeepEqual(env, want) {
+		t.Errorf("terraformEnv() =\n%v\nwant\n%v", env, want)
+	}
+	wantDropped := []string{"TF_CLI_ARGS", "TF_CLI_ARGS_plan", "TF_INPUT", "TF_IN_AUTOMATION", "TF_LOG", "TF_VAR_region", "TF_WORKSPACE"}
+	if !reflect.DeepEqual(dropped, wantDropped) {
+		t.Errorf("dropped = %v, want %v", dropped, wantDropped)
+	}
+	// terraform-exec accepts the result.
+	tf, err := tfexec.NewTerraform(t.TempDir(), "/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tf.SetEnv(env); err != nil {
+		t.Errorf("SetEnv refused the filtered environment: %v", err)
+	}
+	// The caller's CHECKPOINT_DISABLE wins.
+	env, _ = terraformEnv([]string{"CHECKPOINT_DISABLE="}, "/d")
+	if v, ok := env["CHECKPOINT_DISABLE"]; !ok || v != "" {
+		t.Errorf("CHECKPOINT_DISABLE = %q, %v; want the caller's empty value", v, ok)
+	}
+}
+
+func TestNewWorkDir(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join(t.TempDir(), "runs")
+	w, err := newWorkDir(root, "01JABC")
+	if err != nil {
+		t.Fatalf("newWorkDir: %v", err)
+	}
+	for _, d := range []string{root, w.Dir, w.Cfg, w.Data} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s mode %v, want 0700", d, fi.Mode().Perm())
+		}
+	}
+	if err := w.writeSnapshot([]byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(w.Snapshot); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("snapshot: %v, %v; want mode 0600", fi, err)
+	}
+	if _, err := newWorkDir(root, "01JABC"); !errors.Is(err, engine.ErrConflict) {
+		t.Errorf("second work dir for one run: error = %v, want ErrConflict", err)
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", `a\b`, "../x"} {
+		if _, err := newWorkDir(root, bad); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("newWorkDir(%q) error = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestSameVarFiles(t *testing.T) {
+	t.Parallel()
+	archived := []string{".kl-varfiles/000-common.tfvars", ".kl-varfiles/001-prod.tfvars"}
+	if err := sameVarFiles([]string{"../common.tfvars", "/abs/prod.tfvars"}, archived); err != nil {
+		t.Errorf("same files by base name: %v", err)
+	}
+	for _, req := range [][]string{{"common.tfvars"}, {"prod.tfvars", "common.tfvars"}, {"common.tfvars", "dev.tfvars"}} {
+		if err := sameVarFiles(req, archived); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "differ") {
+			t.Errorf("sameVarFiles(%v) = %v, want ErrInvalid", req, err)
+		}
+	}
+}
