@@ -74,6 +74,18 @@ func (a Address) Overlaps(b Address) bool {
 	return false
 }
 
+// Covers reports whether every address o names is also named by a: equal,
+// o under prefix a, or o a prefix nested in prefix a.
+func (a Address) Covers(o Address) bool {
+	switch {
+	case a == o || a == AllAddresses:
+		return true
+	case !a.IsPrefix() || o == AllAddresses || o.IsOutput():
+		return false
+	}
+	return strings.HasPrefix(strings.TrimSuffix(string(o), "*"), strings.TrimSuffix(string(a), "*"))
+}
+
 // ModulePrefix returns the widened address covering every resource of the
 // module path mod ("" → "*", the whole state).
 func ModulePrefix(mod string) Address {
@@ -135,6 +147,9 @@ func ParseAddress(s string) (Address, error) {
 			return "", fmt.Errorf("parsing address %q: an output address is \"output.NAME\"", s)
 		}
 		return Address("output." + rest[1].name), nil
+	}
+	if len(rest) > 0 && rest[0].name == "output" {
+		return "", fmt.Errorf("parsing address %q: only root outputs are addresses (\"output.NAME\")", s)
 	}
 	if len(rest) > 0 && rest[0].name == "data" {
 		out = append(out, "data")

@@ -323,20 +323,23 @@ func Conflicts(run string, want, held []Reservation) []Blocker {
 		if h.Run == run {
 			continue
 		}
+		var blocked []Address
 		for _, w := range want {
-			if !w.ConflictsWith(h) {
-				continue
+			if w.ConflictsWith(h) {
+				blocked = append(blocked, w.Address)
 			}
-			i, ok := idx[h.Run]
-			if !ok {
-				i = len(out)
-				idx[h.Run] = i
-				out = append(out, Blocker{Run: h.Run, Holder: h.Holder})
-			}
-			out[i].Addresses = out[i].Addresses.Union(AddressSet{w.Address})
-			out[i].Held = append(out[i].Held, h)
-			break
 		}
+		if len(blocked) == 0 {
+			continue
+		}
+		i, ok := idx[h.Run]
+		if !ok {
+			i = len(out)
+			idx[h.Run] = i
+			out = append(out, Blocker{Run: h.Run, Holder: h.Holder})
+		}
+		out[i].Addresses = out[i].Addresses.Union(NewAddressSet(blocked...))
+		out[i].Held = append(out[i].Held, h)
 	}
 	return out
 }

@@ -244,28 +244,6 @@ func Wanted(req engine.AcquireRequest, now time.Time) []engine.Reservation {
 	return out
 }
 
-// Blockers returns the runs whose held reservations block want for run:
-// engine.Conflicts, with each blocker's Addresses completed to every
-// requested address its reservations block. engine.Conflicts stops at the
-// first blocked address per held reservation, so a held "*" or "module.x.*"
-// would name only one of the addresses it blocks; a refusal must name them
-// all (STYLE.md 8).
-func Blockers(run string, want, held []engine.Reservation) []engine.Blocker {
-	out := engine.Conflicts(run, want, held)
-	for i := range out {
-		addrs := append(engine.AddressSet{}, out[i].Addresses...)
-		for _, h := range out[i].Held {
-			for _, w := range want {
-				if w.ConflictsWith(h) {
-					addrs = append(addrs, w.Address)
-				}
-			}
-		}
-		out[i].Addresses = engine.NewAddressSet(addrs...)
-	}
-	return out
-}
-
 // CommitProvenance returns the provenance a commit of run at serial stores:
 // Merge's, with CommittedSerial and Run filled in when Merge left them zero.
 // A CommittedSerial other than serial is engine.ErrInvalid: versions grow by

@@ -63,37 +63,6 @@ func TestSnapshotCompression(t *testing.T) {
 	}
 }
 
-func TestBlockersNameEveryAddress(t *testing.T) {
-	t.Parallel()
-	held := []engine.Reservation{
-		{Address: "*", Mode: engine.ModeRead, Run: "A"},
-		{Address: "module.app.*", Mode: engine.ModeWrite, Run: "B"},
-		{Address: "terraform_data.mine", Mode: engine.ModeWrite, Run: "ME"},
-	}
-	want := []engine.Reservation{
-		{Address: "terraform_data.x", Mode: engine.ModeWrite},
-		{Address: "module.app.terraform_data.y", Mode: engine.ModeRead},
-		{Address: "module.app.terraform_data.z", Mode: engine.ModeWrite},
-		{Address: "terraform_data.mine", Mode: engine.ModeWrite},
-	}
-	got := map[string]engine.AddressSet{}
-	for _, b := range store.Blockers("ME", want, held) {
-		got[b.Run] = b.Addresses
-	}
-	wantBlocked := map[string]engine.AddressSet{
-		"A": engine.NewAddressSet("terraform_data.x", "module.app.terraform_data.z", "terraform_data.mine"),
-		"B": engine.NewAddressSet("module.app.terraform_data.y", "module.app.terraform_data.z"),
-	}
-	for run, addrs := range wantBlocked {
-		if !equal(got[run], addrs) {
-			t.Errorf("run %s blocks %v; want %v", run, got[run], addrs)
-		}
-	}
-	if len(got) != len(wantBlocked) {
-		t.Errorf("blockers %v; want runs A and B only", got)
-	}
-}
-
 func TestWanted(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 7, 10, 12, 0, 0, 0, time.UTC)

@@ -21,7 +21,7 @@ import (
 // (ADR D2, DESIGN.md apply step 2). In one write transaction it first drops
 // every lapsed reservation (marking their runs lease-expired), then checks
 // the request against the live reservations of other runs with
-// engine.Conflicts (store.Blockers): read/read coexist, write conflicts with any overlapping
+// engine.Conflicts: read/read coexist, write conflicts with any overlapping
 // address, prefixes and "*" included. On conflict it returns a
 // *engine.ConflictError naming each blocking run with its actor, PR and the
 // blocked addresses (the lease sweep still commits). Otherwise it stores the
@@ -51,7 +51,7 @@ func (s *Store) Acquire(ctx context.Context, req engine.AcquireRequest) (engine.
 			return err
 		}
 		want := store.Wanted(req, now)
-		if blockers := store.Blockers(req.Run, want, held); len(blockers) > 0 {
+		if blockers := engine.Conflicts(req.Run, want, held); len(blockers) > 0 {
 			if err := s.describeBlockers(ctx, tx, blockers); err != nil {
 				return err
 			}
