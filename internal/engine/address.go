@@ -74,18 +74,6 @@ func (a Address) Overlaps(b Address) bool {
 	return false
 }
 
-// Covers reports whether every address o names is also named by a: equal,
-// o under prefix a, or o a prefix nested in prefix a.
-func (a Address) Covers(o Address) bool {
-	switch {
-	case a == o || a == AllAddresses:
-		return true
-	case !a.IsPrefix() || o == AllAddresses || o.IsOutput():
-		return false
-	}
-	return strings.HasPrefix(strings.TrimSuffix(string(o), "*"), strings.TrimSuffix(string(a), "*"))
-}
-
 // ModulePrefix returns the widened address covering every resource of the
 // module path mod ("" → "*", the whole state).
 func ModulePrefix(mod string) Address {

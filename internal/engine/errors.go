@@ -111,3 +111,15 @@ func (e *StaleError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrStalePlan) true.
 func (e *StaleError) Unwrap() error { return ErrStalePlan }
+
+// RunError attaches the run an error happened in, so that a caller can show
+// that run's story (`kl run show`) beside the error.
+type RunError struct {
+	Run string
+	Err error
+}
+
+func (e *RunError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *RunError) Unwrap() error { return e.Err }

@@ -32,15 +32,18 @@ const (
 //	waited            Other (holding run), OtherPR, Addresses (overlap), Waited (how long, set when the wait ended)
 //	preflight         SincePlan (source/head serials and the three class counts)
 //	staleness-passed  SincePlan
-//	staleness-failed  Serial (offending version), Other (its run), OtherPR, Addresses (planned targets it changed)
+//	staleness-failed  Serial (offending version), Other (its run), OtherPR, Class, Addresses (what it changed in the footprint)
 //	replanned         Other (the re-plan run), Serial (head planned against), IntentChanged, Addresses (intent differences)
 //	applied           Count (resources Terraform changed)
-//	committed         Serial (committed), FromSerial (source serial), Mode
+//	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
 //	drift             Drift
 //	released          Count
 //	lease-expired     Addresses
 //	failed            Reason
 type Marker struct {
+	// Run is the run the marker belongs to; set on read by the engine's
+	// views (the store keys markers by run).
+	Run           string            `json:"run,omitempty"`
 	Seq           int64             `json:"seq"`
 	At            time.Time         `json:"at"`
 	Kind          MarkerKind        `json:"kind"`
@@ -52,6 +55,7 @@ type Marker struct {
 	Mode          CommitMode        `json:"commit_mode,omitempty"`
 	Count         int               `json:"count,omitempty"`
 	SincePlan     *SincePlanSummary `json:"since_plan,omitempty"`
+	Class         SincePlanClass    `json:"class,omitempty"`
 	IntentChanged *bool             `json:"intent_changed,omitempty"`
 	Drift         *Drift            `json:"drift,omitempty"`
 	Waited        Duration          `json:"waited,omitempty"`
@@ -110,6 +114,8 @@ type Fact struct {
 	Serials      []int64      `json:"serials,omitempty"`
 	SourceSerial int64        `json:"source_serial,omitempty"`
 	HeadSerial   int64        `json:"head_serial,omitempty"`
+	// Waited is how long this run waited for Run (waited-for facts).
+	Waited Duration `json:"waited,omitempty"`
 	// OtherWrite and OwnWrite are the two write sets a disjointness fact compared.
 	OtherWrite AddressSet `json:"other_write,omitempty"`
 	OwnWrite   AddressSet `json:"own_write,omitempty"`

@@ -45,6 +45,9 @@ type SincePlanEntry struct {
 	PR          *PullRequest   `json:"pr,omitempty"`
 	CommittedAt time.Time      `json:"committed_at"`
 	Mode        CommitMode     `json:"commit_mode"`
+	// OwnApply marks the version committed by the plan's own apply: not a
+	// conflict, and not counted in the three classes.
+	OwnApply bool `json:"own_apply,omitempty"`
 }
 
 // SincePlan is the classification of every version after a plan's source
@@ -63,12 +66,17 @@ type SincePlanSummary struct {
 	Independent  int   `json:"independent"`
 	ReadChanged  int   `json:"read_changed"`
 	WriteChanged int   `json:"write_changed"`
+	OwnApply     int   `json:"own_apply,omitempty"`
 }
 
 // Summary counts the entries by class.
 func (s SincePlan) Summary() SincePlanSummary {
 	out := SincePlanSummary{SourceSerial: s.SourceSerial, HeadSerial: s.HeadSerial}
 	for _, e := range s.Entries {
+		if e.OwnApply {
+			out.OwnApply++
+			continue
+		}
 		switch e.Class {
 		case ClassIndependent:
 			out.Independent++
@@ -85,7 +93,7 @@ func (s SincePlan) Summary() SincePlanSummary {
 func (s SincePlan) Of(c SincePlanClass) []SincePlanEntry {
 	var out []SincePlanEntry
 	for _, e := range s.Entries {
-		if e.Class == c {
+		if e.Class == c && !e.OwnApply {
 			out = append(out, e)
 		}
 	}

@@ -96,6 +96,8 @@ type NewState struct {
 	Changed   AddressSet
 	Resources int
 	Actor     string
+	// Origin is "empty" or "file" (Provenance.Origin of the init version).
+	Origin string
 }
 
 // HistoryQuery pages through versions newest first.
@@ -132,7 +134,7 @@ type CommitResult struct {
 	Changed    AddressSet
 	Resources  int
 	Provenance Provenance
-	UpdateRun  func(*Run)
+	UpdateRun  func(*Run) error
 	Markers    []Marker
 }
 

@@ -33,6 +33,9 @@ type PlanRequest struct {
 	Config   []byte // a configuration archive made by a previous Plan
 	Targets  []string
 	VarFiles []string
+	// Replace forces replacement of these instance addresses
+	// (terraform plan -replace).
+	Replace  []string
 	Snapshot []byte // Terraform state v4 of the source version
 	Progress func(Progress)
 }

@@ -66,9 +66,11 @@ type Provenance struct {
 	Drift *Drift `json:"drift,omitempty"`
 	// Partial is true when the apply failed or was interrupted and this
 	// version holds only what Terraform wrote before it stopped.
-	Partial bool         `json:"partial"`
-	Actor   string       `json:"actor,omitempty"`
-	PR      *PullRequest `json:"pr,omitempty"`
+	Partial bool `json:"partial"`
+	// Origin says how an init version began: "empty" or "file" (adopted).
+	Origin string       `json:"origin,omitempty"`
+	Actor  string       `json:"actor,omitempty"`
+	PR     *PullRequest `json:"pr,omitempty"`
 }
 
 // Drift is the difference between a plan's write set and what the apply
@@ -79,6 +81,10 @@ type Drift struct {
 	// Kept lists unplanned changes NOT merged because the head had changed
 	// them since the plan's source serial (the head wins: no lost update).
 	Kept AddressSet `json:"kept,omitempty"`
+	// Overwritten lists planned writes merged over a change the head made
+	// after the plan's source serial. Reservations and the since-plan check
+	// exist to keep it empty; it is recorded if they ever failed to.
+	Overwritten AddressSet `json:"overwritten,omitempty"`
 }
 
 // PullRequest identifies the pull request a run belongs to, when any.
@@ -184,6 +190,7 @@ type Run struct {
 type Scope struct {
 	Dir          string   `json:"dir"`
 	Targets      []string `json:"targets,omitempty"`
+	Replace      []string `json:"replace,omitempty"`
 	ChangedFiles []string `json:"changed_files,omitempty"`
 	Workspace    string   `json:"workspace,omitempty"`
 	VarFiles     []string `json:"var_files,omitempty"`
@@ -237,12 +244,14 @@ type PlanSummary struct {
 	Move    int  `json:"move"`
 	Read    int  `json:"read"`
 	Outputs int  `json:"outputs"`
+	Import  int  `json:"import,omitempty"`
+	Forget  int  `json:"forget,omitempty"`
 	Targets bool `json:"targeted"` // Terraform's "complete" was false
 }
 
 // Empty reports whether the plan changes nothing.
 func (s PlanSummary) Empty() bool {
-	return s.Add+s.Change+s.Destroy+s.Replace+s.Move+s.Read+s.Outputs == 0
+	return s.Add+s.Change+s.Destroy+s.Replace+s.Move+s.Read+s.Outputs+s.Import+s.Forget == 0
 }
 
 // Footprint is a plan's write set and read set (DESIGN.md "footprint").

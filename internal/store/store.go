@@ -244,6 +244,28 @@ func Wanted(req engine.AcquireRequest, now time.Time) []engine.Reservation {
 	return out
 }
 
+// InitVersion is the first version of a new state (Store.CreateState): its
+// provenance says commit mode init, exact, and where it began (Origin).
+func InitVersion(init engine.NewState, now time.Time) engine.Version {
+	return engine.Version{
+		State:     init.Name,
+		Serial:    init.Serial,
+		Lineage:   init.Lineage,
+		CreatedAt: now,
+		Changed:   engine.NewAddressSet(init.Changed...),
+		Provenance: engine.Provenance{
+			SourceSerial:    init.Serial,
+			CommittedSerial: init.Serial,
+			Mode:            engine.CommitInit,
+			Exact:           true,
+			Actor:           init.Actor,
+			Origin:          init.Origin,
+		},
+		Resources: init.Resources,
+		Size:      int64(len(init.Snapshot)),
+	}
+}
+
 // CommitProvenance returns the provenance a commit of run at serial stores:
 // Merge's, with CommittedSerial and Run filled in when Merge left them zero.
 // A CommittedSerial other than serial is engine.ErrInvalid: versions grow by

@@ -164,7 +164,7 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 
 	t := time.Now()
 	rep.phase(phasePlan)
-	opts := planOptions(w, rc.VarFiles, req.Targets)
+	opts := planOptions(w, rc.VarFiles, req.Targets, req.Replace)
 	if req.Progress != nil {
 		stream := newUIStream(phasePlan, rep, log)
 		_, err = tf.PlanJSON(ctx, stream, opts...)

@@ -13,7 +13,8 @@ import (
 // action), Outputs for root output changes that are not no-op. Targets is
 // true when Terraform said the plan is incomplete ("complete": false, from
 // Terraform 1.8; a targeted plan, shared/TERRAFORM.md "Plan JSON"). Forget
-// and no-op imports have no counter. Refresh-only changes (resource_drift)
+// counts "forget" (removed blocks that keep the object), Import every entry
+// with change.importing (counted besides its action). Refresh-only changes (resource_drift)
 // are not counted. A nil plan is empty.
 func Summarize(plan *tfjson.Plan) engine.PlanSummary {
 	var s engine.PlanSummary
@@ -30,6 +31,9 @@ func Summarize(plan *tfjson.Plan) engine.PlanSummary {
 		if rc.Change == nil {
 			continue
 		}
+		if rc.Change.Importing != nil {
+			s.Import++
+		}
 		a := rc.Change.Actions
 		switch {
 		case a.Create():
@@ -42,6 +46,8 @@ func Summarize(plan *tfjson.Plan) engine.PlanSummary {
 			s.Replace++
 		case a.Read():
 			s.Read++
+		case a.Forget():
+			s.Forget++
 		}
 	}
 	for _, ch := range plan.OutputChanges {

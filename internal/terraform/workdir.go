@@ -139,15 +139,18 @@ func initOptions(w workDir) []tfexec.InitOption {
 
 // planOptions are the options of `terraform plan`: -out=<plan file,
 // relative>, -var-file for each archived var file (archive names, relative
-// to cfg/), -target for each target (tfexec adds -input=false and
-// -detailed-exitcode).
-func planOptions(w workDir, varFiles, targets []string) []tfexec.PlanOption {
+// to cfg/), -target for each target, -replace for each forced replacement
+// (tfexec adds -input=false and -detailed-exitcode).
+func planOptions(w workDir, varFiles, targets, replace []string) []tfexec.PlanOption {
 	opts := []tfexec.PlanOption{tfexec.Out(w.rel(w.PlanFile))}
 	for _, vf := range varFiles {
 		opts = append(opts, tfexec.VarFile(w.rel(filepath.Join(w.Cfg, filepath.FromSlash(vf)))))
 	}
 	for _, t := range targets {
 		opts = append(opts, tfexec.Target(t))
+	}
+	for _, r := range replace {
+		opts = append(opts, tfexec.Replace(r))
 	}
 	return opts
 }

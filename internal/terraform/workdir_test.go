@@ -31,6 +31,7 @@ func TestOptions(t *testing.T) {
 		rootSub  string
 		varFiles []string
 		targets  []string
+		replace  []string
 		init     []tfexec.InitOption
 		plan     []tfexec.PlanOption
 		apply    []tfexec.ApplyOption
@@ -45,6 +46,7 @@ func TestOptions(t *testing.T) {
 			rootSub:  "envs/prod",
 			varFiles: []string{".kl-varfiles/000-common.tfvars", ".kl-varfiles/001-prod.tfvars"},
 			targets:  []string{"module.app", `terraform_data.x["a"]`},
+			replace:  []string{`terraform_data.x["b"]`},
 			init:     []tfexec.InitOption{tfexec.BackendConfig("path=../../../snapshot.tfstate"), tfexec.Reconfigure(true)},
 			plan: []tfexec.PlanOption{
 				tfexec.Out("../../../plan.tfplan"),
@@ -52,6 +54,7 @@ func TestOptions(t *testing.T) {
 				tfexec.VarFile("../../.kl-varfiles/001-prod.tfvars"),
 				tfexec.Target("module.app"),
 				tfexec.Target(`terraform_data.x["a"]`),
+				tfexec.Replace(`terraform_data.x["b"]`),
 			},
 			apply: []tfexec.ApplyOption{tfexec.DirOrPlan("../../../plan.tfplan")},
 		},
@@ -63,7 +66,7 @@ func TestOptions(t *testing.T) {
 			if got := initOptions(w); !reflect.DeepEqual(got, tc.init) {
 				t.Errorf("initOptions = %#v, want %#v", got, tc.init)
 			}
-			if got := planOptions(w, tc.varFiles, tc.targets); !reflect.DeepEqual(got, tc.plan) {
+			if got := planOptions(w, tc.varFiles, tc.targets, tc.replace); !reflect.DeepEqual(got, tc.plan) {
 				t.Errorf("planOptions = %#v, want %#v", got, tc.plan)
 			}
 			if got := applyOptions(w); !reflect.DeepEqual(got, tc.apply) {

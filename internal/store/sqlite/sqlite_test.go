@@ -288,7 +288,7 @@ func TestMultiProcessChild(t *testing.T) {
 		if _, err := s.Commit(ctx, engine.CommitRequest{State: "shared", Run: id,
 			Merge: func(head engine.Version, snap []byte) (engine.CommitResult, error) {
 				res, err := merge(head, snap)
-				res.UpdateRun = func(r *engine.Run) { r.Status = engine.StatusApplied }
+				res.UpdateRun = func(r *engine.Run) error { r.Status = engine.StatusApplied; return nil }
 				return res, err
 			}}); err != nil {
 			t.Fatalf("worker %s: Commit %d: %v", worker, i, err)

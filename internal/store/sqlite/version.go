@@ -20,22 +20,7 @@ func (s *Store) CreateState(ctx context.Context, init engine.NewState) (engine.S
 	}
 	now := s.now()
 	st := engine.State{Name: init.Name, Lineage: init.Lineage, HeadSerial: init.Serial, CreatedAt: now}
-	v := engine.Version{
-		State:     init.Name,
-		Serial:    init.Serial,
-		Lineage:   init.Lineage,
-		CreatedAt: now,
-		Changed:   engine.NewAddressSet(init.Changed...),
-		Provenance: engine.Provenance{
-			SourceSerial:    init.Serial,
-			CommittedSerial: init.Serial,
-			Mode:            engine.CommitInit,
-			Exact:           true,
-			Actor:           init.Actor,
-		},
-		Resources: init.Resources,
-		Size:      int64(len(init.Snapshot)),
-	}
+	v := store.InitVersion(init, now)
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO states (name, lineage, head_serial, created_at) VALUES (?, ?, ?, ?)`,
@@ -391,7 +376,9 @@ func (s *Store) commit(ctx context.Context, tx *sql.Tx, req engine.CommitRequest
 		return engine.Version{}, fmt.Errorf("moving head to %d: head moved during the commit (rows %d, %v): %w", serial, n, err, engine.ErrConflict)
 	}
 	if res.UpdateRun != nil {
-		res.UpdateRun(&run)
+		if err := res.UpdateRun(&run); err != nil {
+			return engine.Version{}, fmt.Errorf("updating run %s: %w", req.Run, err)
+		}
 	}
 	if run.ID != req.Run {
 		return engine.Version{}, fmt.Errorf("run update changed the run id to %q: %w", run.ID, engine.ErrInvalid)

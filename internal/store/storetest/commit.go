@@ -105,10 +105,11 @@ func testCommit(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			Merge: func(head engine.Version, snap []byte) (engine.CommitResult, error) {
 				res, err := Merge("x", "terraform_data.a")(head, snap)
 				serial := head.Serial + 1
-				res.UpdateRun = func(run *engine.Run) {
+				res.UpdateRun = func(run *engine.Run) error {
 					run.Status = engine.StatusApplied
 					run.CommittedSerial = serial
 					run.FinishedAt = &finished
+					return nil
 				}
 				res.Markers = []engine.Marker{
 					{Kind: engine.MarkerApplied, Count: 1},
@@ -213,7 +214,7 @@ func testCommit(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				_, err := f.s.Commit(f.ctx, engine.CommitRequest{State: "s", Run: other.ID, RequireReservations: tc.require,
 					Merge: func(head engine.Version, snap []byte) (engine.CommitResult, error) {
 						res, err := tc.merge(head, snap)
-						res.UpdateRun = func(run *engine.Run) { run.Status = engine.StatusApplied }
+						res.UpdateRun = func(run *engine.Run) error { run.Status = engine.StatusApplied; return nil }
 						res.Markers = []engine.Marker{{Kind: engine.MarkerCommitted}}
 						return res, err
 					}})
@@ -304,7 +305,7 @@ func testCommit(t *testing.T, newStore func(t *testing.T) engine.Store) {
 					Merge: func(head engine.Version, snap []byte) (engine.CommitResult, error) {
 						res, err := Merge(runs[i].ID, addr)(head, snap)
 						serial := head.Serial + 1
-						res.UpdateRun = func(r *engine.Run) { r.Status, r.CommittedSerial = engine.StatusApplied, serial }
+						res.UpdateRun = func(r *engine.Run) error { r.Status, r.CommittedSerial = engine.StatusApplied, serial; return nil }
 						return res, err
 					}})
 			})

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
+	"github.com/kilolock/kilolock/internal/terraform"
+)
+
+func (a *app) planCommand() *cobra.Command {
+	var in engine.PlanInput
+	cmd := &cobra.Command{
+		Use:   "plan --state NAME [-C DIR] [--target ADDR]...",
+		Short: "Plan DIR against the head of state NAME and store the plan run with its envelope",
+		Long: `Plan runs terraform init/plan/show in an isolated work dir against the head version of
+the state, stores the saved plan (server-side: it holds secrets) and the envelope — source
+serial, scope, write set, read set, reservation set, plan digest — and lists the other open
+plans whose footprints overlap this one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if in.State == "" {
+				return fmt.Errorf("kl plan: --state is required")
+			}
+			e, err := a.engine(true)
+			if err != nil {
+				return err
+			}
+			in.Actor = a.actor()
+			p := a.progress()
+			in.Progress = p.update
+			out, err := e.Plan(cmd.Context(), in)
+			p.done()
+			if err != nil {
+				return err
+			}
+			return report.Plan(a.io.Out, out, a.reportOptions())
+		},
+	}
+	cmd.Flags().StringVar(&in.State, "state", "", "state to plan against (required)")
+	cmd.Flags().StringVarP(&in.Dir, "dir", "C", ".", "Terraform root module directory")
+	cmd.Flags().StringArrayVar(&in.Targets, "target", nil, "resource address to target (repeatable), as terraform plan -target")
+	cmd.Flags().StringArrayVar(&in.VarFiles, "var-file", nil, "variables file (repeatable), as terraform plan -var-file")
+	cmd.Flags().StringArrayVar(&in.Replace, "replace", nil, "resource instance to replace (repeatable), as terraform plan -replace")
+	return cmd
+}
+
+func (a *app) applyCommand() *cobra.Command {
+	var in engine.ApplyInput
+	cmd := &cobra.Command{
+		Use:   "apply RUN",
+		Short: "Apply plan run RUN: reserve its footprint, check what changed since plan, apply, commit",
+		Long: `Apply takes every reservation of the plan's envelope at once (or none), waiting up to --wait
+for runs that hold overlapping ones; classifies the versions committed since the plan
+(independent / plan input changed / planned target changed): a changed planned target
+refuses, a changed plan input re-plans against the head and proceeds only if the intent is
+unchanged (--strict-since-plan refuses instead); applies the saved plan to the snapshot it was
+made from; and commits the result into the head as a new version in one transaction.
+
+Exit status: 0 committed; 3 refused (reservation conflict, stale plan, intent changed, plan
+not applicable); 1 any other failure (a failed Terraform apply commits what it wrote).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.PlanRun = args[0]
+			e, err := a.engine(true)
+			if err != nil {
+				return err
+			}
+			in.Actor = a.actor()
+			p := a.progress()
+			in.Progress = p.update
+			in.OnWait = func(bs []engine.Blocker) { p.waiting(bs) }
+			out, err := e.Apply(cmd.Context(), in)
+			p.done()
+			// Whenever an apply run exists, it tells its story — refused,
+			// failed or committed.
+			id := runOf(err)
+			if out != nil {
+				id = out.Run.ID
+			}
+			if id != "" {
+				story, serr := e.RunStory(context.WithoutCancel(cmd.Context()), id)
+				if serr != nil {
+					return errors.Join(err, serr)
+				}
+				if rerr := report.Apply(a.io.Out, story, a.reportOptions()); rerr != nil {
+					return errors.Join(err, rerr)
+				}
+			}
+			return refusal(err)
+		},
+	}
+	cmd.Flags().StringVar(&in.State, "state", "", "refuse unless the plan belongs to this state")
+	cmd.Flags().BoolVar(&in.Strict, "strict-since-plan", false, "refuse when a version since the plan changed its read set, instead of re-planning")
+	cmd.Flags().DurationVar(&in.Wait, "wait", 0, "wait this long for conflicting reservations to be released (e.g. 5m); 0 refuses at once")
+	return cmd
+}
+
+// runOf returns the apply run id carried by a refusal, if any.
+func runOf(err error) string {
+	var re *engine.RunError
+	if errors.As(err, &re) {
+		return re.Run
+	}
+	return ""
+}
+
+func (a *app) footprintCommand() *cobra.Command {
+	var configDir string
+	cmd := &cobra.Command{
+		Use:   "footprint PLAN.json",
+		Short: "Print the write set, read set and reservation set of a `terraform show -json` plan",
+		Long: `Footprint reads the JSON of any saved plan (terraform show -json PLANFILE > plan.json),
+including plans made elsewhere with real cloud providers, and prints what Kilolock would
+reserve for it. Without --config-dir, references through locals widen to their module prefix
+(locals are not in plan JSON); with it, they are resolved from the .tf files.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := readInput(args[0], a.io.In)
+			if err != nil {
+				return err
+			}
+			fp, sum, err := terraform.Footprint(b, terraform.ExtractOptions{ConfigDir: configDir})
+			if err != nil {
+				return fmt.Errorf("reading plan %s: %w", args[0], err)
+			}
+			return report.Footprint(a.io.Out, args[0], fp, sum, a.reportOptions())
+		},
+	}
+	cmd.Flags().StringVar(&configDir, "config-dir", "", "root module directory of the plan, to resolve locals exactly")
+	return cmd
+}
+
+// progress returns a progress line for stderr, active only on a terminal
+// and without --json.
+func (a *app) progress() *progressLine {
+	return newProgressLine(a.io.Err, !a.jsonOut && isTTY(a.io.Err), time.Now)
+}

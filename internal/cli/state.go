@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilolock/kilolock/internal/report"
+)
+
+func (a *app) stateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "Create, list and read the Terraform states Kilolock owns",
+	}
+	cmd.AddCommand(a.stateInitCommand(), a.statePullCommand(), a.stateListCommand())
+	return cmd
+}
+
+func (a *app) stateInitCommand() *cobra.Command {
+	var from string
+	cmd := &cobra.Command{
+		Use:   "init NAME",
+		Short: "Create state NAME: empty, or adopted from a Terraform state v4 file (keeping its lineage and serial)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var doc []byte
+			if from != "" {
+				b, err := readInput(from, a.io.In)
+				if err != nil {
+					return err
+				}
+				doc = b
+			}
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			st, err := e.InitState(cmd.Context(), args[0], doc, a.actor())
+			if err != nil {
+				return err
+			}
+			return report.StateInit(a.io.Out, st, from, a.reportOptions())
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "adopt this Terraform state v4 file (\"-\" reads stdin)")
+	return cmd
+}
+
+func (a *app) statePullCommand() *cobra.Command {
+	var serial int64
+	var out string
+	cmd := &cobra.Command{
+		Use:   "pull NAME",
+		Short: "Print a version of state NAME as a Terraform state v4 document (the head by default)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			doc, _, err := e.Pull(cmd.Context(), args[0], serial)
+			if err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				_, err = a.io.Out.Write(doc)
+				return err
+			}
+			// The state holds secrets: owner-only permissions.
+			if err := os.WriteFile(out, doc, 0o600); err != nil {
+				return fmt.Errorf("writing %s: %w", out, err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&serial, "serial", -1, "version serial to pull (default: the head)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "write to this file (mode 0600) instead of stdout")
+	return cmd
+}
+
+func (a *app) stateListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List states with their lineage and head serial",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			states, err := e.Store.ListStates(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("listing states: %w", err)
+			}
+			return report.States(a.io.Out, states, a.reportOptions())
+		},
+	}
+}
+
+// readInput reads a file, or stdin for "-".
+func readInput(path string, stdin io.Reader) ([]byte, error) {
+	if path == "-" {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
+)
+
+func (a *app) historyCommand() *cobra.Command {
+	var state, sincePlan string
+	var q engine.HistoryQuery
+	cmd := &cobra.Command{
+		Use:   "history (--state NAME | --since-plan RUN)",
+		Short: "Versions of a state with their producing runs, or what changed since a plan",
+		Long: `With --state, history lists the versions of a state newest first, each with its producing
+run, why it was allowed, any re-plan, its commit mode and whether it matched the plan exactly.
+
+With --since-plan RUN, it lists every version committed after the plan's source serial with
+its class against the plan's footprint — independent, plan input changed (read set), or
+planned target changed (write set) — and its producing run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (state == "") == (sincePlan == "") {
+				return fmt.Errorf("kl history: give exactly one of --state NAME or --since-plan RUN")
+			}
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			if sincePlan != "" {
+				sp, err := e.SincePlan(cmd.Context(), sincePlan)
+				if err != nil {
+					return err
+				}
+				story, err := e.RunStory(cmd.Context(), sincePlan)
+				if err != nil {
+					return err
+				}
+				return report.SincePlan(a.io.Out, sp, *story.Plan, a.reportOptions())
+			}
+			hs, err := e.History(cmd.Context(), state, q)
+			if err != nil {
+				return err
+			}
+			return report.History(a.io.Out, state, hs, a.reportOptions())
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "state whose versions to list")
+	cmd.Flags().StringVar(&sincePlan, "since-plan", "", "plan (or apply) run whose since-plan versions to classify")
+	cmd.Flags().IntVar(&q.Limit, "limit", 50, "at most this many versions")
+	cmd.Flags().Int64Var(&q.Before, "before", 0, "only versions with a serial below this (paging)")
+	return cmd
+}
+
+func (a *app) runsCommand() *cobra.Command {
+	var q engine.RunQuery
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "Recent runs: who, what, which state, outcome",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			rs, err := e.Runs(cmd.Context(), q)
+			if err != nil {
+				return err
+			}
+			return report.Runs(a.io.Out, rs, a.reportOptions())
+		},
+	}
+	cmd.Flags().StringVar(&q.State, "state", "", "only runs of this state")
+	cmd.Flags().IntVar(&q.Limit, "limit", 20, "at most this many runs")
+	cmd.Flags().StringVar(&q.Before, "before", "", "only runs older than this run id (paging)")
+	return cmd
+}
+
+func (a *app) runCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "run", Short: "Inspect one run"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "show RUN",
+		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			s, err := e.RunStory(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return report.RunStory(a.io.Out, s, a.reportOptions())
+		},
+	})
+	return cmd
+}
+
+func (a *app) whyCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "why RUN",
+		Short: "Why RUN was allowed, waited or was refused, from stored facts",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			w, err := e.Why(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return report.Why(a.io.Out, w, a.reportOptions())
+		},
+	}
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "What is running now, what each run holds, who waits on whom",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			s, err := e.Status(cmd.Context(), state)
+			if err != nil {
+				return err
+			}
+			return report.Status(a.io.Out, s, a.reportOptions())
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only this state")
+	return cmd
+}

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// PlanInput is one `kl plan` (or klbot's plan on push).
+type PlanInput struct {
+	State        string
+	Dir          string   // root module directory
+	Targets      []string // -target addresses, recorded in the scope (Terraform's JSON does not list them)
+	Replace      []string // -replace instance addresses (forced replacement)
+	VarFiles     []string
+	Actor        string
+	PR           *PullRequest
+	CommitSHA    string
+	ChangedFiles []string
+	Progress     func(Progress)
+}
+
+// PlanOutcome is a stored plan run and the other open plans of the same
+// state whose footprints overlap it (DESIGN.md plan step 4: surfaced before
+// anyone applies).
+type PlanOutcome struct {
+	Run      Run
+	Overlaps []Overlap
+}
+
+// Overlap is another open plan sharing part of this plan's footprint.
+// WriteWrite: both write (they cannot apply at once, and the later one will
+// be stale); WriteRead / ReadWrite: this plan writes what the other reads,
+// or the reverse (they serialize; the reader re-plans).
+type Overlap struct {
+	Run        string       `json:"run"`
+	Actor      string       `json:"actor"`
+	PR         *PullRequest `json:"pr,omitempty"`
+	WriteWrite AddressSet   `json:"write_write,omitempty"`
+	WriteRead  AddressSet   `json:"write_read,omitempty"`
+	ReadWrite  AddressSet   `json:"read_write,omitempty"`
+}
+
+// Plan makes a plan run (DESIGN.md "How a run flows", plan): read the head
+// serial N, plan against version N in an isolated work dir, derive the
+// envelope (ADR D1), store it with the saved plan, and list overlapping open
+// plans. A failed plan is stored as a failed run with a "failed" marker.
+func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
+	st, err := e.getState(ctx, in.State)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range in.Targets {
+		if err := validateTarget(t); err != nil {
+			return nil, fmt.Errorf("%w: --target %q: %v", ErrInvalid, t, err)
+		}
+	}
+	for _, r := range in.Replace {
+		if _, err := ParseAddress(r); err != nil || strings.HasSuffix(r, "*") {
+			return nil, fmt.Errorf("%w: --replace %q: want a resource instance address", ErrInvalid, r)
+		}
+	}
+	dir := in.Dir
+	if dir == "" {
+		dir = "."
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	snapshot, err := e.Store.Snapshot(ctx, st.Name, st.HeadSerial)
+	if err != nil {
+		return nil, fmt.Errorf("reading head %d of state %s: %w", st.HeadSerial, st.Name, err)
+	}
+	started := e.now()
+	run := Run{
+		ID: NewRunID(), Kind: KindPlan, State: st.Name, Actor: in.Actor, Holder: e.Holder,
+		Status: StatusPlanning, PR: in.PR, CreatedAt: started, UpdatedAt: started,
+	}
+	if err := e.Store.CreateRun(ctx, run); err != nil {
+		return nil, fmt.Errorf("creating plan run: %w", err)
+	}
+	scope := Scope{Dir: dir, Targets: in.Targets, Replace: in.Replace, ChangedFiles: in.ChangedFiles, VarFiles: in.VarFiles, Workspace: "default"}
+	res, err := e.Terraform.Plan(ctx, PlanRequest{
+		Run: run.ID, Dir: dir, Targets: in.Targets, VarFiles: in.VarFiles, Replace: in.Replace, Snapshot: snapshot, Progress: in.Progress,
+	})
+	if err != nil {
+		e.failRun(ctx, run.ID, nil, fmt.Sprintf("terraform plan: %v", err))
+		return nil, fmt.Errorf("planning run %s on state %s: %w", run.ID, st.Name, err)
+	}
+	run, err = e.storePlan(ctx, run, st, scope, res, in.PR, in.CommitSHA, "")
+	if err != nil {
+		return nil, err
+	}
+	overlaps, err := e.Overlaps(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return &PlanOutcome{Run: run, Overlaps: overlaps}, nil
+}
+
+// validateTarget accepts what terraform plan -target accepts: a resource or
+// instance address, or a module path ("module.app", `module.app["eu"]`).
+func validateTarget(t string) error {
+	if _, err := ParseAddress(t); err == nil && t != "*" && !strings.HasSuffix(t, "*") {
+		return nil
+	}
+	if strings.HasPrefix(t, "module.") {
+		if _, err := ParseAddress(t + ".*"); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("want a resource, instance or module address")
+}
+
+// storePlan stores a finished plan's artifacts and envelope and marks it
+// planned. replanOf names the reviewed plan when this is a re-plan.
+func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, res *PlanResult, pr *PullRequest, sha, replanOf string) (Run, error) {
+	if res.Lineage != st.Lineage {
+		e.failRun(ctx, run.ID, nil, fmt.Sprintf("plan made against lineage %s, state has %s", res.Lineage, st.Lineage))
+		return Run{}, fmt.Errorf("%w: plan %s was made against lineage %s, but state %s has lineage %s", ErrInvalid, run.ID, res.Lineage, st.Name, st.Lineage)
+	}
+	intent, err := json.Marshal(res.Intent)
+	if err != nil {
+		return Run{}, fmt.Errorf("encoding intent of run %s: %w", run.ID, err)
+	}
+	for name, data := range map[string][]byte{ArtifactPlanFile: res.PlanFile, ArtifactConfig: res.Config, ArtifactIntent: intent} {
+		if err := e.Store.PutArtifact(ctx, run.ID, name, data); err != nil {
+			e.failRun(ctx, run.ID, nil, fmt.Sprintf("storing %s: %v", name, err))
+			return Run{}, fmt.Errorf("storing %s of run %s: %w", name, run.ID, err)
+		}
+	}
+	env := &Envelope{
+		Actor: run.Actor, Holder: run.Holder, StartedAt: run.CreatedAt, FinishedAt: e.now(),
+		State: st.Name, Lineage: res.Lineage, SourceSerial: res.Serial, Scope: scope,
+		Footprint: res.Footprint, Lane: LaneTerraform, PlanDigest: res.Digest, Summary: res.Summary,
+		TerraformVersion: res.TerraformVersion, PR: pr, CommitSHA: sha,
+	}
+	env.Reservations = res.Footprint.Reservations()
+	marker := Marker{Kind: MarkerPlanned, Serial: res.Serial, Count: len(env.Reservations)}
+	var widenMarkers []Marker
+	for _, w := range res.Footprint.Widened {
+		widenMarkers = append(widenMarkers, Marker{Kind: MarkerWidened, Addresses: AddressSet{w.Address}, Reason: w.From + ": " + w.Reason})
+	}
+	run, err = e.Store.UpdateRun(ctx, run.ID, []RunStatus{StatusPlanning}, func(r *Run) error {
+		r.Envelope = env
+		r.Status = StatusPlanned
+		r.ReplanOf = replanOf
+		t := env.FinishedAt
+		r.FinishedAt = &t
+		return nil
+	}, append(widenMarkers, marker)...)
+	if err != nil {
+		return Run{}, fmt.Errorf("storing envelope of run %s: %w", run.ID, err)
+	}
+	return run, nil
+}
+
+// Overlaps lists the other open plans of run's state whose footprints
+// overlap run's (DESIGN.md plan step 4).
+func (e *Engine) Overlaps(ctx context.Context, run Run) ([]Overlap, error) {
+	if run.Envelope == nil {
+		return nil, nil
+	}
+	open, err := e.Store.ListRuns(ctx, RunQuery{State: run.State, Kind: KindPlan, Statuses: []RunStatus{StatusPlanned, StatusApplying}, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("listing open plans of state %s: %w", run.State, err)
+	}
+	fp := run.Envelope.Footprint
+	var out []Overlap
+	for _, o := range open {
+		if o.ID == run.ID || o.Envelope == nil || o.ID == run.ReplanOf || o.ReplanOf == run.ID {
+			continue
+		}
+		ofp := o.Envelope.Footprint
+		ov := Overlap{
+			Run: o.ID, Actor: o.Actor, PR: o.PR,
+			WriteWrite: fp.Write.Overlapping(ofp.Write),
+			WriteRead:  fp.Write.Overlapping(ofp.Read.Minus(ofp.Write)),
+			ReadWrite:  fp.Read.Minus(fp.Write).Overlapping(ofp.Write),
+		}
+		if len(ov.WriteWrite)+len(ov.WriteRead)+len(ov.ReadWrite) > 0 {
+			out = append(out, ov)
+		}
+	}
+	return out, nil
+}
+
+// failRun marks a run failed with a "failed" marker, using a context that
+// survives ctx's cancellation. It logs instead of returning: it runs on an
+// error path whose own error is what the caller reports.
+func (e *Engine) failRun(ctx context.Context, id string, update func(*Run), reason string) {
+	bctx, cancel := background(ctx)
+	defer cancel()
+	status := StatusFailed
+	if ctx.Err() != nil {
+		status = StatusInterrupted
+	}
+	_, err := e.Store.UpdateRun(bctx, id, nil, func(r *Run) error {
+		r.Status = status
+		r.Reason = reason
+		t := e.now()
+		r.FinishedAt = &t
+		if update != nil {
+			update(r)
+		}
+		return nil
+	}, Marker{Kind: MarkerFailed, Reason: reason})
+	if err != nil {
+		e.log().Error("recording failure of run", "run", id, "reason", reason, "err", err)
+	}
+}

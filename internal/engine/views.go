@@ -1,0 +1,405 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The operator views of ADR D6, assembled from stored facts only (ADR D2:
+// never from logs). internal/report renders them for a terminal, Markdown
+// and JSON.
+
+// RunStory is the run-centric view (`kl run show`): the envelope, every
+// marker of the runs involved in time order, the allowed-because facts,
+// the since-plan classification and the provenance of what was committed.
+type RunStory struct {
+	Run Run `json:"run"`
+	// Plan is the reviewed plan: the run itself for a plan run, its plan for
+	// an apply run.
+	Plan *Run `json:"plan,omitempty"`
+	// AppliedPlan is the re-plan Terraform applied, when not Plan.
+	AppliedPlan *Run `json:"applied_plan,omitempty"`
+	// Apply is the apply run that claimed a plan run, if any.
+	Apply *Run `json:"apply,omitempty"`
+	// Replans are the re-plans the apply made to re-check its plan (named
+	// by its "replanned" markers); one may be open for review.
+	Replans []Run `json:"replans,omitempty"`
+	// Markers of Plan, AppliedPlan and Apply/Run, merged in time order.
+	Markers []Marker `json:"markers"`
+	// SincePlan: the classification the apply acted on (stored), or for a
+	// plan not yet applied the live classification against the head.
+	SincePlan *SincePlan `json:"since_plan,omitempty"`
+	// SincePlanLive is true when SincePlan was computed now, not stored.
+	SincePlanLive bool `json:"since_plan_live"`
+	// Version is the committed version (provenance), if any.
+	Version *Version `json:"version,omitempty"`
+	// Overlaps lists open plans overlapping an open plan.
+	Overlaps []Overlap `json:"overlaps,omitempty"`
+}
+
+// RunStory assembles the story of run id.
+func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s := &RunStory{Run: run}
+	var apply *Run
+	switch run.Kind {
+	case KindPlan:
+		p := run
+		s.Plan = &p
+		if run.ApplyRun != "" {
+			ar, err := e.getRun(ctx, run.ApplyRun)
+			if err != nil {
+				return nil, err
+			}
+			s.Apply, apply = &ar, &ar
+		}
+	case KindApply:
+		a := run
+		apply = &a
+		pr, err := e.getRun(ctx, run.PlanRun)
+		if err != nil {
+			return nil, err
+		}
+		s.Plan = &pr
+	}
+	if apply != nil && apply.AppliedPlanRun != "" && apply.AppliedPlanRun != apply.PlanRun {
+		ap, err := e.getRun(ctx, apply.AppliedPlanRun)
+		if err != nil {
+			return nil, err
+		}
+		s.AppliedPlan = &ap
+	}
+	ids := []string{s.Plan.ID}
+	if s.AppliedPlan != nil {
+		ids = append(ids, s.AppliedPlan.ID)
+	}
+	if apply != nil {
+		ids = append(ids, apply.ID)
+	}
+	if apply != nil {
+		ms, err := e.Store.Markers(ctx, apply.ID)
+		if err != nil {
+			return nil, fmt.Errorf("reading markers of run %s: %w", apply.ID, err)
+		}
+		for _, m := range ms {
+			if m.Kind == MarkerReplanned && m.Other != "" {
+				rp, err := e.getRun(ctx, m.Other)
+				if err != nil {
+					return nil, err
+				}
+				s.Replans = append(s.Replans, rp)
+				ids = append(ids, rp.ID)
+			}
+		}
+	}
+	for _, rid := range ids {
+		ms, err := e.Store.Markers(ctx, rid)
+		if err != nil {
+			return nil, fmt.Errorf("reading markers of run %s: %w", rid, err)
+		}
+		for _, m := range ms {
+			m.Run = rid
+			s.Markers = append(s.Markers, m)
+		}
+	}
+	sort.SliceStable(s.Markers, func(i, j int) bool { return s.Markers[i].At.Before(s.Markers[j].At) })
+	if apply != nil && apply.SincePlan != nil {
+		s.SincePlan = apply.SincePlan
+	} else if s.Plan.Envelope != nil && s.Plan.Status.Open() {
+		sp, err := e.SincePlan(ctx, s.Plan.ID)
+		if err != nil {
+			return nil, err
+		}
+		s.SincePlan, s.SincePlanLive = sp, true
+		if s.Overlaps, err = e.Overlaps(ctx, *s.Plan); err != nil {
+			return nil, err
+		}
+	}
+	if apply != nil && apply.CommittedSerial > 0 {
+		v, err := e.Store.GetVersion(ctx, apply.State, apply.CommittedSerial)
+		if err != nil {
+			return nil, fmt.Errorf("reading version %d of state %s: %w", apply.CommittedSerial, apply.State, err)
+		}
+		s.Version = &v
+	}
+	return s, nil
+}
+
+// SincePlan classifies, now, every version committed after the source
+// serial of plan run id (or of an apply run's plan) against its footprint
+// (`kl history --since-plan`, ADR D3/D8).
+func (e *Engine) SincePlan(ctx context.Context, id string) (*SincePlan, error) {
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if run.Kind == KindApply {
+		if run, err = e.getRun(ctx, run.PlanRun); err != nil {
+			return nil, err
+		}
+	}
+	if run.Envelope == nil {
+		return nil, fmt.Errorf("%w: plan run %s has no envelope (status %s: %s)", ErrInvalid, run.ID, run.Status, run.Reason)
+	}
+	env := run.Envelope
+	versions, err := e.Store.VersionsAfter(ctx, run.State, env.SourceSerial)
+	if err != nil {
+		return nil, fmt.Errorf("reading versions after %d of state %s: %w", env.SourceSerial, run.State, err)
+	}
+	sp := ClassifySincePlan(run.ID, env.SourceSerial, env.Footprint, versions)
+	if run.ApplyRun != "" {
+		for i := range sp.Entries {
+			sp.Entries[i].OwnApply = sp.Entries[i].Run == run.ApplyRun
+		}
+	}
+	return &sp, nil
+}
+
+// HistoryEntry is one version with its producing run's story in brief: the
+// why line (allowed-because), the re-plan line and the commit provenance.
+type HistoryEntry struct {
+	Version Version  `json:"version"`
+	Run     *Run     `json:"run,omitempty"` // the apply run; nil for the init version
+	Replan  *Marker  `json:"replan,omitempty"`
+	Waited  []Marker `json:"waited,omitempty"`
+}
+
+// History returns versions of state newest first, each with its producing
+// run (`kl history --state`).
+func (e *Engine) History(ctx context.Context, state string, q HistoryQuery) ([]HistoryEntry, error) {
+	if _, err := e.getState(ctx, state); err != nil {
+		return nil, err
+	}
+	vs, err := e.Store.History(ctx, state, q)
+	if err != nil {
+		return nil, fmt.Errorf("reading history of state %s: %w", state, err)
+	}
+	out := make([]HistoryEntry, 0, len(vs))
+	for _, v := range vs {
+		h := HistoryEntry{Version: v}
+		if v.Provenance.Run != "" {
+			r, err := e.getRun(ctx, v.Provenance.Run)
+			if err != nil {
+				return nil, err
+			}
+			h.Run = &r
+			ms, err := e.Store.Markers(ctx, r.ID)
+			if err != nil {
+				return nil, fmt.Errorf("reading markers of run %s: %w", r.ID, err)
+			}
+			for i := range ms {
+				ms[i].Run = r.ID
+				switch ms[i].Kind {
+				case MarkerReplanned:
+					m := ms[i]
+					h.Replan = &m
+				case MarkerWaited:
+					h.Waited = append(h.Waited, ms[i])
+				}
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// Verdict is the one-word answer of `kl why`.
+type Verdict string
+
+// Verdicts.
+const (
+	VerdictAllowed     Verdict = "allowed"     // the apply proceeded (it may have waited first)
+	VerdictRefused     Verdict = "refused"     // a rule stopped it; Reason and markers say which
+	VerdictFailed      Verdict = "failed"      // Terraform or Kilolock failed
+	VerdictInterrupted Verdict = "interrupted" // cancelled; what Terraform wrote is committed
+	VerdictWaiting     Verdict = "waiting"     // blocked now on other runs
+	VerdictPending     Verdict = "pending"     // a plan not applied yet
+)
+
+// Why answers "why was this run allowed, why did it wait, why was it
+// refused" from stored facts (ADR D2, D6).
+type Why struct {
+	Run     Run     `json:"run"`
+	Apply   *Run    `json:"apply,omitempty"` // for a plan run: its apply
+	Verdict Verdict `json:"verdict"`
+	Reason  string  `json:"reason,omitempty"`
+	// Facts are the stored allowed-because facts.
+	Facts []Fact `json:"allowed_because,omitempty"`
+	// Waited are the "waited" markers: whom it waited on, over what.
+	Waited []Marker `json:"waited,omitempty"`
+	// Reserved is the "reserved" marker (with how long it waited), if any.
+	Reserved *Marker `json:"reserved,omitempty"`
+	// Decisive are the markers that decided a refusal or a re-plan:
+	// staleness-failed, replanned, failed, lease-expired.
+	Decisive  []Marker   `json:"decisive,omitempty"`
+	SincePlan *SincePlan `json:"since_plan,omitempty"`
+	// Overlaps: for a pending plan, the open plans it would contend with.
+	Overlaps []Overlap `json:"overlaps,omitempty"`
+}
+
+// Why explains run id. For a plan run it explains the apply that claimed
+// it, or, if none, what an apply would face now.
+func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	w := &Why{Run: run}
+	target := run
+	if run.Kind == KindPlan {
+		if run.ApplyRun == "" {
+			w.Verdict, w.Reason = VerdictPending, planPendingReason(run)
+			if run.Envelope != nil {
+				if w.SincePlan, err = e.SincePlan(ctx, run.ID); err != nil {
+					return nil, err
+				}
+				if w.Overlaps, err = e.Overlaps(ctx, run); err != nil {
+					return nil, err
+				}
+			}
+			return w, nil
+		}
+		if target, err = e.getRun(ctx, run.ApplyRun); err != nil {
+			return nil, err
+		}
+		w.Apply = &target
+	}
+	ms, err := e.Store.Markers(ctx, target.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading markers of run %s: %w", target.ID, err)
+	}
+	for i := range ms {
+		m := ms[i]
+		m.Run = target.ID
+		switch m.Kind {
+		case MarkerWaited:
+			w.Waited = append(w.Waited, m)
+		case MarkerReserved:
+			w.Reserved = &m
+		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDrift:
+			w.Decisive = append(w.Decisive, m)
+		}
+	}
+	w.Facts = target.AllowedBecause
+	w.SincePlan = target.SincePlan
+	w.Reason = target.Reason
+	switch target.Status {
+	case StatusApplied, StatusApplying:
+		w.Verdict = VerdictAllowed
+	case StatusWaiting:
+		w.Verdict = VerdictWaiting
+	case StatusRefused:
+		w.Verdict = VerdictRefused
+	case StatusInterrupted:
+		w.Verdict = VerdictInterrupted
+	default:
+		// Failed or lease-expired. Facts, if any, say it was allowed first.
+		w.Verdict = VerdictFailed
+	}
+	return w, nil
+}
+
+func planPendingReason(r Run) string {
+	switch r.Status {
+	case StatusPlanned:
+		return "plan not applied yet"
+	case StatusStale, StatusSuperseded, StatusFailed:
+		if r.Reason != "" {
+			return fmt.Sprintf("plan is %s: %s", r.Status, r.Reason)
+		}
+		return fmt.Sprintf("plan is %s", r.Status)
+	}
+	return fmt.Sprintf("plan is %s", r.Status)
+}
+
+// ActiveRun is a run in progress with what it holds and whom it waits on.
+type ActiveRun struct {
+	Run       Run           `json:"run"`
+	Holds     []Reservation `json:"holds"`
+	WaitingOn []Blocker     `json:"waiting_on,omitempty"`
+	Since     time.Time     `json:"since"`
+}
+
+// Status is `kl status`: what is running now, what each run holds, who
+// waits on whom, and the open plans (ADR D6 "what is running now").
+type Status struct {
+	Active    []ActiveRun `json:"active"`
+	OpenPlans []Run       `json:"open_plans"`
+	// Expired lists runs whose leases this call found expired.
+	Expired []string `json:"expired,omitempty"`
+}
+
+// Status reports the runs in progress on state ("" = every state).
+func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
+	expired, err := e.Store.ExpireLeases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("expiring leases: %w", err)
+	}
+	res, err := e.Store.Reservations(ctx, state)
+	if err != nil {
+		return nil, fmt.Errorf("reading reservations: %w", err)
+	}
+	holds := map[string][]Reservation{}
+	for _, r := range res {
+		holds[r.Run] = append(holds[r.Run], r)
+	}
+	active, err := e.Store.ListRuns(ctx, RunQuery{State: state, Statuses: []RunStatus{StatusPlanning, StatusWaiting, StatusApplying}, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("listing active runs: %w", err)
+	}
+	out := &Status{Active: []ActiveRun{}, OpenPlans: []Run{}, Expired: expired}
+	for _, r := range active {
+		if r.Kind == KindPlan && r.Status == StatusApplying {
+			continue // claimed by an apply run, which is listed itself
+		}
+		ar := ActiveRun{Run: r, Holds: holds[r.ID], Since: r.CreatedAt}
+		if r.Status == StatusWaiting {
+			ms, err := e.Store.Markers(ctx, r.ID)
+			if err != nil {
+				return nil, fmt.Errorf("reading markers of run %s: %w", r.ID, err)
+			}
+			for _, m := range ms {
+				if m.Kind == MarkerWaited && len(holds[m.Other]) > 0 {
+					b := Blocker{Run: m.Other, PR: m.OtherPR, Addresses: m.Addresses, Held: holds[m.Other]}
+					if o, err := e.Store.GetRun(ctx, m.Other); err == nil {
+						b.Actor, b.Holder = o.Actor, o.Holder
+					}
+					ar.WaitingOn = append(ar.WaitingOn, b)
+				}
+			}
+		}
+		out.Active = append(out.Active, ar)
+	}
+	open, err := e.Store.ListRuns(ctx, RunQuery{State: state, Kind: KindPlan, Statuses: []RunStatus{StatusPlanned}, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("listing open plans: %w", err)
+	}
+	out.OpenPlans = append(out.OpenPlans, open...)
+	return out, nil
+}
+
+// Runs lists recent runs (`kl runs`).
+func (e *Engine) Runs(ctx context.Context, q RunQuery) ([]Run, error) {
+	rs, err := e.Store.ListRuns(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	return rs, nil
+}
+
+func (e *Engine) getRun(ctx context.Context, id string) (Run, error) {
+	r, err := e.Store.GetRun(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Run{}, fmt.Errorf("run %s does not exist (see `kl runs`): %w", id, err)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("reading run %s: %w", id, err)
+	}
+	return r, nil
+}
