@@ -239,7 +239,14 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 					}
 				}
 			}
-			if err := e.Store.AddMarkers(ctx, a.run.ID, m); err != nil {
+			// It holds its reservations and waits on nobody now: applying
+			// (not "waiting", which Status and Why would report through the
+			// preflight and re-plan).
+			if _, err := e.Store.UpdateRun(ctx, a.run.ID, nil, func(r *Run) error {
+				r.Status = StatusApplying
+				r.Reason = ""
+				return nil
+			}, m); err != nil {
 				a.abort(ctx, StatusFailed, fmt.Sprintf("recording reservations: %v", err), StatusPlanned)
 				return AcquireResult{}, fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err)
 			}
@@ -263,7 +270,7 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 		if a.in.Wait <= 0 || !e.now().Before(deadline) {
 			reason := "reservations conflict: " + blockersText(ce.Blockers)
 			if waited {
-				reason = fmt.Sprintf("waited %s for reservations; %s", e.now().Sub(started).Round(time.Millisecond), reason)
+				reason = fmt.Sprintf("waited %s for reservations; %s", e.now().Sub(started).Round(100*time.Millisecond), reason)
 			}
 			a.abort(ctx, StatusRefused, reason, StatusPlanned, fresh...)
 			return AcquireResult{}, fmt.Errorf("run %s: %w", a.run.ID, ce)
@@ -423,7 +430,8 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 	case len(cmp.Read) > 0:
 		reason := fmt.Sprintf("re-plan %s against head %d would also change %s, which this plan reads (changed in %s): the configuration is behind the head there and would revert that change; update it with the head and plan again",
 			rp.ID, st.HeadSerial, abbreviate(cmp.Read, 8), versions)
-		m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &changed, Addresses: instanceAddresses(cmp.Read), Reason: reason}
+		m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &changed, Class: ClassReadChanged,
+			Addresses: instanceAddresses(cmp.Read), Reason: reason, Extra: outsideExtra(cmp.Outside)}
 		e.closeReplan(ctx, rp.ID, StatusSuperseded, "not applicable: it would revert changes of newer versions to what plan "+a.plan.ID+" reads")
 		sp := a.sp
 		a.abortWith(ctx, StatusRefused, reason, StatusStale, func(r *Run) { r.SincePlan = &sp }, m)
@@ -431,17 +439,18 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 	case len(cmp.Write) > 0:
 		reason := fmt.Sprintf("re-plan %s against head %d plans something else for %s (plan input changed in %s)%s; review plan %s and apply it",
 			rp.ID, st.HeadSerial, abbreviate(cmp.Write, 8), versions, outside, rp.ID)
-		m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &changed, Addresses: instanceAddresses(cmp.Write), Reason: reason}
+		m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &changed, Class: ClassWriteChanged,
+			Addresses: instanceAddresses(cmp.Write), Reason: reason, Extra: outsideExtra(cmp.Outside)}
 		sp := a.sp
 		a.abortWith(ctx, StatusRefused, reason, StatusSuperseded, func(r *Run) { r.SincePlan = &sp }, m)
 		return fmt.Errorf("applying run %s: %w: %s", a.run.ID, ErrIntentChanged, reason)
 	}
-	e.closeReplan(ctx, rp.ID, StatusSuperseded, fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s was applied", a.run.ID, a.plan.ID))
+	e.closeReplan(ctx, rp.ID, StatusSuperseded, fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s goes ahead", a.run.ID, a.plan.ID))
 	a.facts = append(a.facts, Fact{Kind: FactReplanUnchanged, Run: rp.ID, Serials: serials, SourceSerial: env.SourceSerial, HeadSerial: st.HeadSerial})
 	unchanged := false
 	sum := a.sp.Summary()
 	return e.Store.AddMarkers(ctx, a.run.ID,
-		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &unchanged,
+		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &unchanged, Extra: outsideExtra(cmp.Outside),
 			Reason: fmt.Sprintf("plan input changed in %s; re-plan %s against head %d plans the same for the reviewed write set and changes nothing this plan reads: applying the reviewed plan%s", versions, rp.ID, st.HeadSerial, outside)},
 		Marker{Kind: MarkerStalenessPassed, SincePlan: &sum})
 }
@@ -503,6 +512,15 @@ func CompareReplan(reviewed, replan Intent, fp Footprint) ReplanComparison {
 	sort.Strings(out.Read)
 	sort.Strings(out.Outside)
 	return out
+}
+
+// outsideExtra records a re-plan's changes outside the reviewed footprint
+// in a marker's Extra["outside"] (instance addresses, comma-separated).
+func outsideExtra(outside []string) map[string]string {
+	if len(outside) == 0 {
+		return nil
+	}
+	return map[string]string{"outside": strings.Join(outside, ",")}
 }
 
 // abbreviate joins up to n items and says how many more there are.

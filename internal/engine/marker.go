@@ -29,11 +29,14 @@ const (
 // set depends on Kind:
 //
 //	reserved          Addresses (all reserved), Count of reservations
-//	waited            Other (holding run), OtherPR, Addresses (overlap), Waited (how long, set when the wait ended)
+//	waited            Other (holding run), OtherPR, Addresses (overlap); written when the wait starts (the
+//	                  reserved marker and the waited-for facts say how long it lasted)
 //	preflight         SincePlan (source/head serials and the three class counts)
 //	staleness-passed  SincePlan
 //	staleness-failed  Serial (offending version), Other (its run), OtherPR, Class, Addresses (what it changed in the footprint)
-//	replanned         Other (the re-plan run), Serial (head planned against), IntentChanged, Addresses (intent differences)
+//	replanned         Other (the re-plan run), Serial (head planned against), IntentChanged, Class (where the
+//	                  re-plan differed: write-changed = the intent, read-changed = what the plan reads),
+//	                  Addresses (those differences), Extra["outside"] (instances it changes outside the footprint)
 //	applied           Count (resources Terraform changed)
 //	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
 //	drift             Drift

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -9,11 +10,16 @@ import (
 // Blocks shared by several views, built from the words of words.go and
 // events.go.
 
-// scopeWords lists a plan's scope selectors (ADR D1).
+// scopeWords lists a plan's scope selectors (ADR D1): dir, -target
+// addresses, -replace addresses (forced replacements), changed files,
+// workspace and var files.
 func scopeWords(sc engine.Scope) sentence {
 	parts := []sentence{words("dir ", code(sc.Dir))}
 	if len(sc.Targets) > 0 {
 		parts = append(parts, words("targets ", codes(sc.Targets)))
+	}
+	if len(sc.Replace) > 0 {
+		parts = append(parts, words("forced replacements ", codes(sc.Replace)))
 	}
 	if len(sc.ChangedFiles) > 0 {
 		parts = append(parts, words("changed files ", codes(sc.ChangedFiles)))
@@ -88,11 +94,59 @@ func envelopeFields(r engine.Run, env *engine.Envelope) fields {
 	}
 	f = f.addField("plan digest", digest)
 	f = f.addField("PR", prField(env.PR, env.CommitSHA))
-	f = f.addField("changes", summaryWords(env.Summary))
+	f = f.addField("changes", changesWords(env.Summary))
 	if r.ReplanOf != "" {
 		f = f.addField("re-plan of", words(runSpan(r.ReplanOf)))
 	}
 	return f
+}
+
+// changesWords is a change summary labelled as counted per resource
+// instance, where it sits beside write-set counts per resource address.
+func changesWords(sum engine.PlanSummary) sentence {
+	if sum.Empty() {
+		return summaryWords(sum)
+	}
+	return words("per instance: ", summaryWords(sum))
+}
+
+// writeSetWords counts a write set per address (resource level, plus root
+// outputs) beside the instances the plan changes, which the change summary
+// counts: "19 resource addresses (286 instances change)".
+func writeSetWords(write engine.AddressSet, sum engine.PlanSummary) sentence {
+	outputs := 0
+	for _, a := range write {
+		if a.IsOutput() {
+			outputs++
+		}
+	}
+	res := len(write) - outputs
+	var s string
+	switch {
+	case len(write) == 0:
+		return words("nothing")
+	case outputs == 0:
+		s = plural(res, "resource address", "resource addresses")
+	case res == 0:
+		s = plural(outputs, "output", "outputs")
+	default:
+		s = fmt.Sprintf("%s: %s, %s", plural(len(write), "address", "addresses"),
+			plural(res, "resource", "resources"), plural(outputs, "output", "outputs"))
+	}
+	var counts []string
+	if n := sum.Add + sum.Change + sum.Destroy + sum.Replace + sum.Forget; n > 0 {
+		counts = append(counts, plural(n, "instance changes", "instances change"))
+	}
+	if sum.Move > 0 {
+		counts = append(counts, plural(sum.Move, "instance moves", "instances move"))
+	}
+	if sum.Import > 0 {
+		counts = append(counts, plural(sum.Import, "instance imported", "instances imported"))
+	}
+	if len(counts) > 0 {
+		s += " (" + strings.Join(counts, ", ") + ")"
+	}
+	return words(s)
 }
 
 // footprintSections adds the write set, the read set (widened prefixes
@@ -137,19 +191,17 @@ func nonEmpty(l addrList, empty sentence) block {
 }
 
 // sincePlanTable lists the versions since a plan, one row each with its
-// class mark, then the legend of the marks used (ADR D3, D8). plan, when
-// set, labels the version its own apply committed.
-func sincePlanTable(sp *engine.SincePlan, plan *engine.Run) []block {
+// class mark — "*" for the version the plan's own apply committed
+// (engine.SincePlanEntry.OwnApply) — then the legend of the marks used
+// (ADR D3, D8).
+func sincePlanTable(sp *engine.SincePlan) []block {
 	if len(sp.Entries) == 0 {
 		return []block{para(words(fmt.Sprintf("no version since serial %d: head unchanged since plan", sp.SourceSerial)))}
 	}
 	t := table{head: []string{"", "version", "class", "produced by", "addresses that matter"}}
 	used := map[string]bool{}
 	for _, e := range sp.Entries {
-		m := classMark(e.Class)
-		if plan != nil && ownApply(e, *plan) {
-			m = markOwnApply
-		}
+		m := entryMark(e)
 		used[m.sym] = true
 		matter := addrs(e.Addresses)
 		if len(e.Addresses) == 0 {
@@ -178,26 +230,37 @@ func classLabel(m mark) span {
 	return toned(m.tone, m.label)
 }
 
-// overlapTable lists overlapping open plans: one row per way they overlap.
+// overlapTable lists overlapping open plans: one row per way they overlap,
+// then one line per way that appears saying what it means at apply time.
 func overlapTable(ovs []engine.Overlap) []block {
 	if len(ovs) == 0 {
 		return nil
 	}
 	t := table{head: []string{"run", "PR", "actor", "how", "addresses"}}
+	used := map[string]bool{}
 	for _, o := range ovs {
 		pr := sentence{}
 		if o.PR != nil {
 			pr = words(prWords(o.PR))
 		}
 		for _, r := range overlapRows(o) {
+			used[r.how] = true
 			t.rows = append(t.rows, []sentence{{runSpan(o.Run)}, pr, words(o.Actor), words(r.how), addrs(r.addrs)})
 		}
 	}
-	return []block{t, para(overlapConsequence)}
+	out := []block{t}
+	for _, how := range []string{howBothWrite, howYouWrite, howItWrites} {
+		if used[how] {
+			out = append(out, para(overlapConsequence(how)))
+		}
+	}
+	return out
 }
 
-// provenanceFields is a committed version's provenance (ADR D5).
-func provenanceFields(v *engine.Version) fields {
+// provenanceFields is a committed version's provenance (ADR D5). check,
+// when set, is the "replanned: intent unchanged" marker of the apply that
+// committed it: the re-plan that re-checked the reviewed plan.
+func provenanceFields(v *engine.Version, check *engine.Marker) fields {
 	p := v.Provenance
 	var f fields
 	f = f.addField("version", commitWords(p))
@@ -206,22 +269,49 @@ func provenanceFields(v *engine.Version) fields {
 		f = f.addField("applied by", who(p.Run, p.Actor, p.PR))
 	}
 	if p.PlanRun != "" {
-		pl := words("reviewed ", runSpan(p.PlanRun))
-		if p.AppliedPlanRun != "" && p.AppliedPlanRun != p.PlanRun {
-			pl = words(pl, "; applied its re-plan ", runSpan(p.AppliedPlanRun))
-		}
-		f = f.addField("plan", pl)
+		f = f.addField("plan", appliedPlanWords(p.PlanRun, p.AppliedPlanRun, check))
 	}
 	if p.PlanDigest != "" {
 		f = f.addField("plan digest", words(code(p.PlanDigest)))
 	}
 	f = f.addField("commit mode", words(string(p.Mode)))
 	f = f.addField("matches plan", matchWords(p))
+	if overwritten(p.Drift) {
+		f = f.addField("WARNING", overwrittenWarning(p))
+	}
 	if p.Partial {
 		f = f.addField("partial", words(toned(toneBad, "yes"), ": the apply stopped part-way; this version holds what Terraform wrote"))
 	}
 	f = f.addField("changed", words(plural(len(v.Changed), "address", "addresses")+fmt.Sprintf("; %s in the snapshot", plural(v.Resources, "resource", "resources"))))
 	return f
+}
+
+// appliedPlanWords says which plan an apply applied: "reviewed P; re-checked
+// by re-plan R against head N: intent unchanged; applied the reviewed plan".
+// A re-plan is a check, never what gets applied (engine apply.go replan);
+// a record whose applied plan differs from the reviewed one says so.
+func appliedPlanWords(plan, applied string, check *engine.Marker) sentence {
+	s := words("reviewed ", runSpan(plan))
+	if applied != "" && applied != plan {
+		return words(s, "; Terraform applied re-plan ", runSpan(applied), " instead")
+	}
+	if check == nil {
+		return s
+	}
+	return words(s, "; re-checked by re-plan ", runSpan(check.Other), fmt.Sprintf(" against head %d: intent unchanged; applied the reviewed plan", check.Serial))
+}
+
+// replanCheck returns the last "replanned: intent unchanged" marker of
+// apply run id: the re-check its committed version went through.
+func replanCheck(ms []engine.Marker, id string) *engine.Marker {
+	var out *engine.Marker
+	for _, m := range ofKind(ms, id, engine.MarkerReplanned) {
+		if outcomeOf(m) == replanUnchanged {
+			mm := m
+			out = &mm
+		}
+	}
+	return out
 }
 
 // driftSections lists a drift's addresses in full.
@@ -233,6 +323,7 @@ func driftSections(d *doc, dr *engine.Drift) {
 		title string
 		set   engine.AddressSet
 	}{
+		{"Drift: OVERWRITTEN (planned writes merged over changes the head made after the plan)", dr.Overwritten},
 		{"Drift: changed but not planned", dr.Unplanned},
 		{"Drift: planned but unchanged", dr.Unchanged},
 		{"Drift: kept at head (the head changed them since the plan)", dr.Kept},
@@ -248,7 +339,8 @@ func driftSections(d *doc, dr *engine.Drift) {
 }
 
 // refusalFields is one refusal: rule, version, producing run and PR, and
-// the addresses.
+// the addresses; for a re-plan, the re-plan as it is now and what it went
+// over.
 func refusalFields(r refusal) fields {
 	var f fields
 	f = f.addField("rule", words(r.policy))
@@ -257,16 +349,23 @@ func refusalFields(r refusal) fields {
 		f = f.addField("version", words(strong(fmt.Sprint(r.serial))))
 		f = f.addField("produced by", who(r.run, r.actor, r.pr))
 		f = f.addField("addresses", addrs(r.addrs))
-		f = f.addField("next", words("re-plan: ", code("kl plan"), " on the PR's current head"))
-	case ruleIntent:
+	case ruleIntent, ruleBehindHead:
 		f = f.addField("re-plan", words(runSpan(r.run), fmt.Sprintf(" against head %d", r.serial)))
-		f = f.addField("intent changed", addrs(r.addrs))
-		f = f.addField("next", words("review the re-plan, then ", code("kl apply "+r.run)))
+		f = f.addField("plan input changed in", changedIn(r.changed))
+		switch r.outcome {
+		case replanRead:
+			f = f.addField("would change", words(addrs(r.addrs), ", which this plan reads: applying would revert what ", versionsWords(r.changed), " changed there"))
+		case replanWrite:
+			f = f.addField("intent changed", addrs(r.addrs))
+		default:
+			f = f.addField("differs on", addrs(r.addrs))
+		}
+		f = f.addField("re-plan status", replanStatusWords(r.replan))
 	case ruleConflict:
 		f = f.addField("held by", who(r.run, r.actor, r.pr))
 		f = f.addField("addresses", addrs(r.addrs))
-		f = f.addField("next", words("apply again when it is done, or wait for it: ", code("kl apply --wait 10m "+r.plan)))
 	}
+	f = f.addField("next", r.next)
 	return f
 }
 
@@ -275,6 +374,12 @@ func roles(s *engine.RunStory) map[string]string {
 	out := map[string]string{}
 	if s.Plan != nil {
 		out[s.Plan.ID] = "plan"
+		if s.Plan.ReplanOf != "" {
+			out[s.Plan.ID] = "re-plan"
+		}
+	}
+	for _, rp := range s.Replans {
+		out[rp.ID] = "re-plan"
 	}
 	if s.AppliedPlan != nil {
 		out[s.AppliedPlan.ID] = "re-plan"
@@ -304,10 +409,21 @@ func timeline(s *engine.RunStory) []block {
 		t.rows = append(t.rows, []sentence{{txt(fmtTime(m.At))}, {txt(role)}, markerWords(m)})
 	}
 	var parts []sentence
-	for _, r := range []struct{ role, id string }{{"plan", idOf(s.Plan)}, {"re-plan", idOf(s.AppliedPlan)}, {"apply", applyID(s)}} {
-		if r.id != "" {
-			parts = append(parts, words(r.role+" ", runSpan(r.id)))
+	if id := idOf(s.Plan); id != "" {
+		parts = append(parts, words(rl[id]+" ", runSpan(id)))
+	}
+	seen := map[string]bool{}
+	for _, rp := range s.Replans {
+		if !seen[rp.ID] {
+			seen[rp.ID] = true
+			parts = append(parts, words("re-plan ", runSpan(rp.ID)))
 		}
+	}
+	if id := idOf(s.AppliedPlan); id != "" && !seen[id] {
+		parts = append(parts, words("re-plan ", runSpan(id)))
+	}
+	if id := applyID(s); id != "" {
+		parts = append(parts, words("apply ", runSpan(id)))
 	}
 	return []block{para(words(toned(toneDim, "runs: "), join(parts, ", "))), t}
 }

@@ -8,9 +8,10 @@ import (
 
 // Words for allowed-because facts (ADR D2) and markers (ADR D4).
 
-// factWords puts one allowed-because fact into words. waited is the total
-// wait of the run (its "reserved" marker), named on a waited-for fact when
-// the run waited for that one run only.
+// factWords puts one allowed-because fact into words. A waited-for fact
+// names its own wait (engine.Fact.Waited); facts stored before it existed
+// fall back to the run's total wait (its "reserved" marker) when the run
+// waited for that one run only.
 func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 	switch f.Kind {
 	case engine.FactDisjointWrites:
@@ -32,14 +33,17 @@ func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 		return words(fmt.Sprintf("staleness check passed: no version between serial %d and head %d changed a planned target",
 			f.SourceSerial, f.HeadSerial))
 	case engine.FactReplanUnchanged:
-		s := words("re-plan ", runSpan(f.Run), fmt.Sprintf(" against head %d: intent unchanged", f.HeadSerial))
+		s := words("re-checked by re-plan ", runSpan(f.Run), fmt.Sprintf(" against head %d", f.HeadSerial))
 		if len(f.Serials) > 0 {
 			s = s.add(txt(fmt.Sprintf(" (plan input changed in %s %s)", versionWord(len(f.Serials)), serials(f.Serials))))
 		}
-		return s
+		return s.add(txt(": intent unchanged and nothing this plan reads would change, so the reviewed plan could be applied"))
 	case engine.FactWaitedFor:
 		s := words("waited ")
-		if waits == 1 && waited > 0 {
+		switch {
+		case f.Waited > 0:
+			s = words("waited ", durationWords(f.Waited), " ")
+		case waits == 1 && waited > 0:
 			s = words("waited ", durationWords(waited), " ")
 		}
 		return words(s, "for ", who(f.Run, "", f.PR), " over ", addrs(f.Addresses), ", which released it")
@@ -69,8 +73,11 @@ func factShort(f engine.Fact) sentence {
 		}
 		return words("staleness passed")
 	case engine.FactReplanUnchanged:
-		return words("re-plan ", runSpan(f.Run), ": intent unchanged")
+		return words("re-checked by re-plan ", runSpan(f.Run), ": intent unchanged")
 	case engine.FactWaitedFor:
+		if f.Waited > 0 {
+			return words("waited "+durationWords(f.Waited)+" for ", runSpan(f.Run))
+		}
 		return words("waited for ", runSpan(f.Run))
 	case engine.FactSliceClosure:
 		return words("slice closure proved")
@@ -116,7 +123,12 @@ func markerTone(m engine.Marker) tone {
 	switch m.Kind {
 	case engine.MarkerStalenessFailed, engine.MarkerFailed, engine.MarkerLeaseExpired:
 		return toneBad
-	case engine.MarkerWaited, engine.MarkerDrift, engine.MarkerWidened, engine.MarkerFellBack:
+	case engine.MarkerDrift:
+		if overwritten(m.Drift) {
+			return toneBad
+		}
+		return toneWarn
+	case engine.MarkerWaited, engine.MarkerWidened, engine.MarkerFellBack:
 		return toneWarn
 	case engine.MarkerReplanned:
 		if m.IntentChanged != nil && *m.IntentChanged {
@@ -150,7 +162,7 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerPreflight:
 		s := words(v("since-plan preflight"))
 		if m.SincePlan != nil {
-			s = words(s, ": ", countsWords(*m.SincePlan, 0))
+			s = words(s, ": ", countsWords(*m.SincePlan))
 		}
 		return s
 	case engine.MarkerStalenessPassed:
@@ -161,20 +173,27 @@ func markerWords(m engine.Marker) sentence {
 		return s
 	case engine.MarkerStalenessFailed:
 		what := "planned target"
-		if m.Reason == engine.ClassReadChanged.Label() {
+		if m.Class == engine.ClassReadChanged {
 			what = "plan input"
 		}
 		return words(v("staleness check failed"), fmt.Sprintf(": version %d, by ", m.Serial), who(m.Other, "", m.OtherPR),
 			", changed "+what+" ", addrs(m.Addresses))
 	case engine.MarkerReplanned:
-		s := words(v("re-planned"), " as ", runSpan(m.Other), fmt.Sprintf(" against head %d", m.Serial))
-		switch {
-		case m.IntentChanged == nil:
-			return s
-		case *m.IntentChanged:
-			return words(s, ": ", strong("intent changed"), addrsSuffix(" for ", m.Addresses), "; review plan ", runSpan(m.Other))
+		head := fmt.Sprintf(" against head %d", m.Serial)
+		switch outcomeOf(m) {
+		case replanUnchanged:
+			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": intent unchanged; the reviewed plan proceeds")
+		case replanWrite:
+			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": ", strong("intent changed"),
+				addrsSuffix(" for ", m.Addresses), "; stopped: review and apply ", runSpan(m.Other))
+		case replanRead:
+			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it would also change ", addrs(m.Addresses),
+				", which this plan reads (", strong("configuration behind the head"), "); stopped")
+		case replanDiffers:
+			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it differs from the reviewed plan",
+				addrsSuffix(" on ", m.Addresses), "; stopped")
 		}
-		return s.add(txt(": intent unchanged"))
+		return words(v("re-planned"), " as ", runSpan(m.Other), head)
 	case engine.MarkerWidened:
 		return words(v("read set widened"), " to ", addrs(m.Addresses), reasonSuffix(m.Reason))
 	case engine.MarkerFellBack:

@@ -11,19 +11,23 @@ import (
 // newest first as given — serial, time, producing run with its actor and
 // PR, commit mode, "exact" or the drift, partial, the why line (the
 // allowed-because facts compressed), the re-plan line and the waited line
-// (ADR D5, D6). The first version says how the state began: "init
-// (adopted from file)" or "init (empty)".
+// (ADR D5, D6). The first version says how the state began, as its
+// provenance records it (engine.Provenance.Origin): "init (adopted from
+// file, N resources)" or "init (empty)".
 func History(w io.Writer, state string, entries []engine.HistoryEntry, o Options) error {
 	return emit(w, o, func() *doc { return historyDoc(entries, state) }, func() any { return historyJSON(entries, state) })
 }
 
-// initWords says how a state began. The engine does not record it; a
-// first version with resources was adopted from a file.
+// initWords says how a state began, from the init version's recorded
+// origin; a version stored without one says only what it holds.
 func initWords(v engine.Version) string {
-	if v.Resources > 0 || len(v.Changed) > 0 {
+	switch v.Provenance.Origin {
+	case "file":
 		return fmt.Sprintf("init (adopted from file, %s)", plural(v.Resources, "resource", "resources"))
+	case "empty":
+		return "init (empty)"
 	}
-	return "init (empty)"
+	return fmt.Sprintf("init (%s)", plural(v.Resources, "resource", "resources"))
 }
 
 // historyLine is what one version's block says, shared by text, Markdown
@@ -38,6 +42,7 @@ type historyLine struct {
 	waited    sentence
 	failed    sentence // the reason a partial apply stopped
 	failedKey string   // "failed" or "interrupted"
+	warning   sentence // overwritten addresses
 }
 
 func historyOf(h engine.HistoryEntry) historyLine {
@@ -56,8 +61,8 @@ func historyOf(h engine.HistoryEntry) historyLine {
 	if p.Exact {
 		head = head.add(toned(toneGood, "exact"))
 	} else {
-		l.tone = toneWarn
-		head = head.add(toned(toneWarn, driftShort(p.Drift)))
+		l.tone = driftTone(p)
+		head = head.add(toned(driftTone(p), driftShort(p.Drift)))
 	}
 	if p.Partial {
 		l.tone = toneBad
@@ -68,8 +73,11 @@ func historyOf(h engine.HistoryEntry) historyLine {
 	if p.PlanRun != "" {
 		l.run = words(l.run, ", plan ", runSpan(p.PlanRun))
 		if p.AppliedPlanRun != "" && p.AppliedPlanRun != p.PlanRun {
-			l.run = words(l.run, " (applied re-plan ", runSpan(p.AppliedPlanRun), ")")
+			l.run = words(l.run, " (Terraform applied re-plan ", runSpan(p.AppliedPlanRun), " instead)")
 		}
+	}
+	if overwritten(p.Drift) {
+		l.warning = overwrittenWarning(p)
 	}
 	if h.Run != nil {
 		var parts []sentence
@@ -107,6 +115,7 @@ func historyDoc(entries []engine.HistoryEntry, state string) *doc {
 	for _, h := range entries {
 		l := historyOf(h)
 		var f fields
+		f = f.addField("WARNING", l.warning)
 		f = f.addField("by", l.run)
 		f = f.addField("actor", l.actor)
 		f = f.addField("why", l.why)
@@ -145,10 +154,7 @@ func historyJSON(entries []engine.HistoryEntry, state string) historyDocument {
 		e := historyEntry{Version: toVersion(&h.Version), Run: toRun(h.Run), Why: l.why.plain(), Facts: []jFact{},
 			Waited: toMarkers(h.Waited, nil), Headline: l.head.plain()}
 		if h.Version.Provenance.Mode == engine.CommitInit {
-			e.Init = "empty"
-			if h.Version.Resources > 0 || len(h.Version.Changed) > 0 {
-				e.Init = "file"
-			}
+			e.Init = h.Version.Provenance.Origin
 		}
 		if h.Run != nil {
 			e.Facts = toFacts(h.Run.AllowedBecause, nil)

@@ -105,18 +105,21 @@ type jSummary struct {
 	Move     int    `json:"move"`
 	Read     int    `json:"read"`
 	Outputs  int    `json:"outputs"`
+	Import   int    `json:"import"`
+	Forget   int    `json:"forget"`
 	Targeted bool   `json:"targeted"`
 	Text     string `json:"text"`
 }
 
 func toSummary(s engine.PlanSummary) jSummary {
 	return jSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Replace: s.Replace, Move: s.Move, Read: s.Read,
-		Outputs: s.Outputs, Targeted: s.Targets, Text: summaryWords(s).plain()}
+		Outputs: s.Outputs, Import: s.Import, Forget: s.Forget, Targeted: s.Targets, Text: summaryWords(s).plain()}
 }
 
 type jScope struct {
 	Dir          string   `json:"dir"`
 	Targets      []string `json:"targets"`
+	Replace      []string `json:"replace"`
 	ChangedFiles []string `json:"changed_files"`
 	Workspace    string   `json:"workspace,omitempty"`
 	VarFiles     []string `json:"var_files"`
@@ -159,7 +162,7 @@ func toEnvelope(e *engine.Envelope) *jEnvelope {
 	j := &jEnvelope{
 		Actor: e.Actor, Holder: e.Holder.String(), StartedAt: jtime(e.StartedAt), FinishedAt: jtime(e.FinishedAt),
 		State: e.State, Lineage: e.Lineage, SourceSerial: e.SourceSerial,
-		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
+		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), Replace: orEmpty(e.Scope.Replace), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
 			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles)},
 		Lane: string(e.Lane), PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
 	}
@@ -229,6 +232,7 @@ type jFact struct {
 	Serials      []int64  `json:"serials,omitempty"`
 	SourceSerial int64    `json:"source_serial,omitempty"`
 	HeadSerial   int64    `json:"head_serial,omitempty"`
+	WaitedMS     int64    `json:"waited_ms,omitempty"`
 	OwnWrite     []string `json:"own_write,omitempty"`
 	OtherWrite   []string `json:"other_write,omitempty"`
 }
@@ -239,7 +243,7 @@ func toFacts(facts []engine.Fact, reserved *engine.Marker) []jFact {
 	for i, f := range facts {
 		out = append(out, jFact{Kind: string(f.Kind), Text: texts[i].plain(), Run: f.Run, PR: toPR(f.PR),
 			Addresses: optStrs(f.Addresses), Serials: f.Serials, SourceSerial: f.SourceSerial, HeadSerial: f.HeadSerial,
-			OwnWrite: optStrs(f.OwnWrite), OtherWrite: optStrs(f.OtherWrite)})
+			WaitedMS: time.Duration(f.Waited).Milliseconds(), OwnWrite: optStrs(f.OwnWrite), OtherWrite: optStrs(f.OtherWrite)})
 	}
 	return out
 }
@@ -255,20 +259,21 @@ type jCounts struct {
 
 func toCounts(s engine.SincePlanSummary) jCounts {
 	return jCounts{SourceSerial: s.SourceSerial, HeadSerial: s.HeadSerial, Independent: s.Independent,
-		ReadChanged: s.ReadChanged, WriteChanged: s.WriteChanged}
+		ReadChanged: s.ReadChanged, WriteChanged: s.WriteChanged, OwnApply: s.OwnApply}
 }
 
 type jDrift struct {
-	Unplanned []string `json:"unplanned"`
-	Unchanged []string `json:"unchanged"`
-	Kept      []string `json:"kept"`
+	Unplanned   []string `json:"unplanned"`
+	Unchanged   []string `json:"unchanged"`
+	Kept        []string `json:"kept"`
+	Overwritten []string `json:"overwritten"`
 }
 
 func toDrift(d *engine.Drift) *jDrift {
 	if d == nil {
 		return nil
 	}
-	return &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept)}
+	return &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept), Overwritten: strs(d.Overwritten)}
 }
 
 type jMarker struct {
@@ -286,6 +291,7 @@ type jMarker struct {
 	CommitMode    string            `json:"commit_mode,omitempty"`
 	Count         int               `json:"count,omitempty"`
 	SincePlan     *jCounts          `json:"since_plan,omitempty"`
+	Class         string            `json:"class,omitempty"`
 	IntentChanged *bool             `json:"intent_changed,omitempty"`
 	Drift         *jDrift           `json:"drift,omitempty"`
 	WaitedMS      int64             `json:"waited_ms,omitempty"`
@@ -296,7 +302,7 @@ type jMarker struct {
 func toMarker(m engine.Marker, role string) jMarker {
 	j := jMarker{Run: m.Run, Role: role, Seq: m.Seq, At: jtime(m.At), Kind: string(m.Kind), Text: markerWords(m).plain(),
 		OtherRun: m.Other, OtherPR: toPR(m.OtherPR), Addresses: optStrs(m.Addresses), Serial: m.Serial, FromSerial: m.FromSerial,
-		CommitMode: string(m.Mode), Count: m.Count, IntentChanged: m.IntentChanged, Drift: toDrift(m.Drift),
+		CommitMode: string(m.Mode), Count: m.Count, Class: string(m.Class), IntentChanged: m.IntentChanged, Drift: toDrift(m.Drift),
 		WaitedMS: time.Duration(m.Waited).Milliseconds(), Reason: m.Reason, Extra: m.Extra}
 	if m.SincePlan != nil {
 		c := toCounts(*m.SincePlan)
@@ -344,26 +350,19 @@ type jSincePlan struct {
 	Verdict      *jVerdict `json:"verdict,omitempty"`
 }
 
-// toSincePlan encodes a since-plan classification; plan, when set, marks
-// its own apply's version, and with verdict adds what an apply of it would
-// do now under the default policy.
+// toSincePlan encodes a since-plan classification; with verdict and plan
+// it adds what an apply of plan would do now under the default policy.
+// The version the plan's own apply committed is the engine's
+// (engine.SincePlanEntry.OwnApply), counted apart from the classes.
 func toSincePlan(sp *engine.SincePlan, plan *engine.Run, live, verdict bool) *jSincePlan {
 	if sp == nil {
 		return nil
 	}
-	sum, own := sinceCounts(sp, plan)
-	counts := toCounts(sum)
-	counts.OwnApply = own
 	j := &jSincePlan{PlanRun: sp.PlanRun, SourceSerial: sp.SourceSerial, HeadSerial: sp.HeadSerial, Live: live,
-		Counts: counts, Entries: []jEntry{}}
+		Counts: toCounts(sp.Summary()), Entries: []jEntry{}}
 	for _, e := range sp.Entries {
-		m := classMark(e.Class)
-		own := plan != nil && ownApply(e, *plan)
-		if own {
-			m = markOwnApply
-		}
-		j.Entries = append(j.Entries, jEntry{Serial: e.Serial, Class: string(e.Class), Label: e.Class.Label(), Mark: m.sym,
-			OwnApply: own, Addresses: strs(e.Addresses), Changed: strs(e.Changed), Run: e.Run, PlanRun: e.PlanRun,
+		j.Entries = append(j.Entries, jEntry{Serial: e.Serial, Class: string(e.Class), Label: e.Class.Label(), Mark: entryMark(e).sym,
+			OwnApply: e.OwnApply, Addresses: strs(e.Addresses), Changed: strs(e.Changed), Run: e.Run, PlanRun: e.PlanRun,
 			Actor: e.Actor, PR: toPR(e.PR), CommittedAt: jtime(e.CommittedAt), CommitMode: string(e.Mode)})
 	}
 	if plan != nil && verdict {
@@ -384,6 +383,7 @@ type jProvenance struct {
 	Exact           bool    `json:"exact"`
 	Drift           *jDrift `json:"drift,omitempty"`
 	Partial         bool    `json:"partial"`
+	Origin          string  `json:"origin,omitempty"`
 	Actor           string  `json:"actor,omitempty"`
 	PR              *jPR    `json:"pr,omitempty"`
 }
@@ -408,25 +408,39 @@ func toVersion(v *engine.Version) *jVersion {
 		Changed: strs(v.Changed), Resources: v.Resources, SizeBytes: v.Size,
 		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, AppliedPlanRun: p.AppliedPlanRun, SourceSerial: p.SourceSerial,
 			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, CommitMode: string(p.Mode), Exact: p.Exact,
-			Drift: toDrift(p.Drift), Partial: p.Partial, Actor: p.Actor, PR: toPR(p.PR)}}
+			Drift: toDrift(p.Drift), Partial: p.Partial, Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
 }
 
 type jRefusal struct {
-	Rule      string   `json:"rule"`
-	Policy    string   `json:"policy"`
-	Text      string   `json:"text"`
-	Serial    int64    `json:"serial,omitempty"`
-	Run       string   `json:"run,omitempty"`
-	Actor     string   `json:"actor,omitempty"`
-	PR        *jPR     `json:"pr,omitempty"`
-	Addresses []string `json:"addresses"`
+	Rule         string   `json:"rule"`
+	Policy       string   `json:"policy"`
+	Text         string   `json:"text"`
+	Serial       int64    `json:"serial,omitempty"`
+	Run          string   `json:"run,omitempty"`
+	Actor        string   `json:"actor,omitempty"`
+	PR           *jPR     `json:"pr,omitempty"`
+	Addresses    []string `json:"addresses"`
+	ReplanStatus string   `json:"replan_status,omitempty"`
+	ReplanReason string   `json:"replan_reason,omitempty"`
+	ChangedIn    []int64  `json:"changed_in,omitempty"`
+	Next         string   `json:"next,omitempty"`
+	NextCommand  string   `json:"next_command,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
 }
 
 func toRefusals(rs []refusal) []jRefusal {
 	out := []jRefusal{}
 	for _, r := range rs {
-		out = append(out, jRefusal{Rule: r.rule, Policy: r.policy, Text: r.words.plain(), Serial: r.serial, Run: r.run,
-			Actor: r.actor, PR: toPR(r.pr), Addresses: strs(r.addrs)})
+		j := jRefusal{Rule: r.rule, Policy: r.policy, Text: r.words.plain(), Serial: r.serial, Run: r.run,
+			Actor: r.actor, PR: toPR(r.pr), Addresses: strs(r.addrs), Next: r.next.plain(), NextCommand: r.nextCmd}
+		if r.rule == ruleIntent || r.rule == ruleBehindHead {
+			j.ChangedIn = engine.Serials(r.changed)
+			j.Reason = r.reason
+			if r.replan != nil {
+				j.ReplanStatus, j.ReplanReason = string(r.replan.Status), r.replan.Reason
+			}
+		}
+		out = append(out, j)
 	}
 	return out
 }

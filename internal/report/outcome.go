@@ -41,6 +41,7 @@ const (
 	ruleStale       = "stale-plan"           // a later version changed the write set
 	ruleStaleStrict = "stale-plan-strict"    // --strict-since-plan: it changed the read set
 	ruleIntent      = "intent-changed"       // the re-plan against the head plans something else
+	ruleBehindHead  = "config-behind-head"   // the re-plan would change the read set: revert newer versions
 	ruleConflict    = "reservation-conflict" // another run held overlapping reservations
 	ruleOther       = "other"
 )
@@ -50,8 +51,107 @@ var ruleTitle = map[string]string{
 	ruleStale:       "stale plan (planned target changed)",
 	ruleStaleStrict: "stale plan (plan input changed, strict)",
 	ruleIntent:      "intent changed on re-plan",
+	ruleBehindHead:  "configuration behind the head (the re-plan would change what this plan reads)",
 	ruleConflict:    "reservation conflict",
 	ruleOther:       "other",
+}
+
+// replanOutcome is how a re-check by re-planning ended (engine apply.go
+// replan, engine.CompareReplan).
+type replanOutcome int
+
+const (
+	// replanUnknown: a marker that does not say (no IntentChanged).
+	replanUnknown replanOutcome = iota
+	// replanUnchanged: same intent on the reviewed write set and nothing
+	// the plan reads would change: the REVIEWED plan is applied; the
+	// re-plan was a check only.
+	replanUnchanged
+	// replanWrite: another intent on the write set: stop; the re-plan is
+	// open for review.
+	replanWrite
+	// replanRead: the re-plan would change what the plan reads: the
+	// configuration is behind the head there; stop.
+	replanRead
+	// replanDiffers: the intent changed, but the marker does not say where
+	// and the view has no footprint to tell (kl why).
+	replanDiffers
+)
+
+// outcomeOf reads a "replanned" marker annotated by annotate.
+func outcomeOf(m engine.Marker) replanOutcome {
+	switch {
+	case m.IntentChanged == nil:
+		return replanUnknown
+	case !*m.IntentChanged:
+		return replanUnchanged
+	case m.Class == engine.ClassReadChanged:
+		return replanRead
+	case m.Class == engine.ClassWriteChanged:
+		return replanWrite
+	}
+	return replanDiffers
+}
+
+// annotate returns a copy of ms in which markers the engine stored without
+// a class get one from stored facts (never from Reason text):
+//
+//   - staleness-failed: the class of its version in sp (markers stored
+//     before engine.Marker.Class existed);
+//   - replanned with a changed intent: where the differences fall on the
+//     reviewed footprint fp, as engine.CompareReplan sorted them —
+//     read-changed when every address is outside the write set and in the
+//     read set (the configuration would revert what the plan reads),
+//     write-changed otherwise. Without fp the class stays empty.
+func annotate(ms []engine.Marker, fp *engine.Footprint, sp *engine.SincePlan) []engine.Marker {
+	if ms == nil {
+		return nil
+	}
+	out := make([]engine.Marker, len(ms))
+	copy(out, ms)
+	for i := range out {
+		m := &out[i]
+		if m.Class != "" {
+			continue
+		}
+		switch m.Kind {
+		case engine.MarkerStalenessFailed:
+			if sp != nil {
+				for _, e := range sp.Entries {
+					if e.Serial == m.Serial {
+						m.Class = e.Class
+					}
+				}
+			}
+		case engine.MarkerReplanned:
+			if m.IntentChanged == nil || !*m.IntentChanged || fp == nil {
+				continue
+			}
+			m.Class = engine.ClassWriteChanged
+			if len(m.Addresses) > 0 && len(m.Addresses.Overlapping(fp.Write)) == 0 {
+				read := true
+				for _, a := range m.Addresses {
+					if len(engine.AddressSet{a}.Overlapping(fp.Read)) == 0 {
+						read = false
+					}
+				}
+				if read {
+					m.Class = engine.ClassReadChanged
+				}
+			}
+		}
+	}
+	return out
+}
+
+// findRun returns the run with id among rs, if any.
+func findRun(rs []engine.Run, id string) *engine.Run {
+	for i := range rs {
+		if rs[i].ID == id {
+			return &rs[i]
+		}
+	}
+	return nil
 }
 
 // refusal is why an apply was refused, with the version, its producing
@@ -60,29 +160,142 @@ type refusal struct {
 	rule   string
 	policy string // the rule in words
 	serial int64  // the offending version (stale), or the head re-planned against
-	run    string // producing run (stale), re-plan (intent), holder (conflict)
+	run    string // producing run (stale), re-plan (intent, behind head), holder (conflict)
 	plan   string // the refused apply's plan run
 	actor  string
 	pr     *engine.PullRequest
 	addrs  engine.AddressSet
 	words  sentence
+	// Re-plan refusals: the re-plan run as it is now (nil when the view
+	// does not hold it), the read-changed versions re-planned over, the
+	// engine's stored reason, and the next step.
+	outcome replanOutcome
+	replan  *engine.Run
+	changed []engine.SincePlanEntry
+	reason  string
+	next    sentence
+	nextCmd string // the command of next, for JSON
 }
 
-// refusals reads the refusal of apply run a from its markers; sp supplies
-// the producing run's actor.
-func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan) []refusal {
+// replanStatusWords says where a re-plan stands now: "planned: open for
+// review", "superseded: REASON", "applied by apply X".
+func replanStatusWords(rp *engine.Run) sentence {
+	if rp == nil {
+		return nil
+	}
+	switch rp.Status {
+	case engine.StatusPlanned:
+		return words(toned(toneInfo, "planned"), ": open for review")
+	case engine.StatusApplying, engine.StatusApplied:
+		s := words(toned(statusTone(rp.Status), string(rp.Status)))
+		if rp.ApplyRun != "" {
+			s = words(s, " by apply ", runSpan(rp.ApplyRun))
+		}
+		return s
+	}
+	return words(toned(statusTone(rp.Status), string(rp.Status)), reasonSuffix(rp.Reason))
+}
+
+// changedIn names the read-changed versions a re-plan went over: "version
+// 14 by run X (PR, erin)".
+func changedIn(es []engine.SincePlanEntry) sentence {
+	var parts []sentence
+	for _, e := range es {
+		parts = append(parts, words(fmt.Sprintf("version %d by ", e.Serial), who(e.Run, e.Actor, e.PR)))
+	}
+	return join(parts, "; ")
+}
+
+// readChangedOver returns the read-changed entries of sp that changed
+// addresses in set, or every read-changed entry when none does (the
+// re-plan may differ on an address that depends on the changed one).
+func readChangedOver(sp *engine.SincePlan, set engine.AddressSet) []engine.SincePlanEntry {
+	if sp == nil {
+		return nil
+	}
+	all := sp.Of(engine.ClassReadChanged)
+	var hit []engine.SincePlanEntry
+	for _, e := range all {
+		if len(e.Addresses.Overlapping(set)) > 0 {
+			hit = append(hit, e)
+		}
+	}
+	if len(hit) == 0 {
+		return all
+	}
+	return hit
+}
+
+// replanRefusal is the refusal an intent-changed "replanned" marker m
+// decided, told by its outcome.
+func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans []engine.Run) refusal {
+	rp := findRun(replans, m.Other)
+	r := refusal{rule: ruleIntent, serial: m.Serial, run: m.Other, plan: a.PlanRun, addrs: m.Addresses, replan: rp,
+		changed: readChangedOver(sp, m.Addresses), reason: m.Reason, outcome: outcomeOf(m)}
+	head := fmt.Sprintf(" against head %d", m.Serial)
+	switch r.outcome {
+	case replanRead:
+		r.rule = ruleBehindHead
+		r.policy = "plan input changed → re-plan against the head; the re-plan would change what the plan reads → stop: the configuration is behind the head there, so no comparison can vouch for the plan"
+		r.nextCmd = "kl plan"
+		r.next = words("update the configuration with the head (merge the base branch into the PR), then plan again: ", code(r.nextCmd))
+		r.words = words(strongT(toneBad, "configuration behind the head"), ": re-plan ", runSpan(m.Other), head,
+			" would also change ", addrs(m.Addresses), ", which this plan reads: applying would revert what ",
+			versionsWords(r.changed), " changed there; update the configuration with the head and plan again")
+	case replanWrite:
+		r.policy = "plan input changed → re-plan against the head; intent changed on the write set → stop for review"
+		r.nextCmd = "kl apply " + m.Other
+		r.words = words(strongT(toneBad, "intent changed"), ": re-plan ", runSpan(m.Other), head,
+			" plans something else for ", addrs(m.Addresses))
+		if rp == nil || rp.Status == engine.StatusPlanned {
+			r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", code(r.nextCmd))
+			r.words = words(r.words, "; review and apply ", runSpan(m.Other), " (", code(r.nextCmd), ")")
+		} else {
+			r.nextCmd = ""
+			r.next = words("re-plan ", runSpan(m.Other), " is ", replanStatusWords(rp))
+			r.words = words(r.words, "; re-plan ", runSpan(m.Other), " is now "+string(rp.Status))
+		}
+	default:
+		// The view cannot tell where the difference falls: say what the
+		// engine stored, word for word.
+		r.policy = "plan input changed → re-plan against the head; intent changed → stop"
+		r.nextCmd = "kl run show " + a.ID
+		r.next = words(code(r.nextCmd), " tells whether the re-plan is open for review or the configuration is behind the head")
+		r.words = words(strongT(toneBad, "stopped by re-plan"), ": ")
+		if m.Reason != "" {
+			r.words = r.words.add(txt(m.Reason))
+		} else {
+			r.words = words(r.words, "re-plan ", runSpan(m.Other), head, " differs from the reviewed plan on ", addrs(m.Addresses))
+		}
+	}
+	return r
+}
+
+// versionsWords: "version 14" / "versions 14, 15" ("newer versions" when none).
+func versionsWords(es []engine.SincePlanEntry) string {
+	if len(es) == 0 {
+		return "newer versions"
+	}
+	return versionWord(len(es)) + " " + serials(engine.Serials(es))
+}
+
+// refusals reads the refusal of apply run a from its markers (annotated);
+// sp supplies the producing run's actor and the read-changed versions,
+// replans the re-plans as they are now.
+func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []engine.Run) []refusal {
 	if a.Status != engine.StatusRefused {
 		return nil
 	}
 	var out []refusal
 	for _, m := range ofKind(ms, a.ID, engine.MarkerStalenessFailed) {
-		r := refusal{rule: ruleStale, serial: m.Serial, run: m.Other, pr: m.OtherPR, addrs: m.Addresses,
-			policy: "planned target changed → refuse (stale plan; re-plan needed)"}
+		r := refusal{rule: ruleStale, serial: m.Serial, run: m.Other, pr: m.OtherPR, addrs: m.Addresses, plan: a.PlanRun,
+			policy: "planned target changed → refuse (stale plan; re-plan needed)", nextCmd: "kl plan"}
 		what := "planned target"
-		if m.Reason == engine.ClassReadChanged.Label() {
+		if m.Class == engine.ClassReadChanged {
 			r.rule, what = ruleStaleStrict, "plan input"
 			r.policy = "--strict-since-plan: plan input changed → refuse (re-plan needed)"
 		}
+		r.next = words("re-plan: ", code("kl plan"), " on the PR's current head")
 		if sp != nil {
 			for _, e := range sp.Entries {
 				if e.Serial == m.Serial {
@@ -98,19 +311,19 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan) []refusal 
 		if m.IntentChanged == nil || !*m.IntentChanged {
 			continue
 		}
-		out = append(out, refusal{rule: ruleIntent, serial: m.Serial, run: m.Other, addrs: m.Addresses,
-			policy: "plan input changed → re-plan against the head; intent changed → stop for review",
-			words: words(strongT(toneBad, "intent changed"), ": re-plan ", runSpan(m.Other), fmt.Sprintf(" against head %d plans something else", m.Serial),
-				addrsSuffix(" for ", m.Addresses), "; review it and apply it with ", code("kl apply "+m.Other))})
+		out = append(out, replanRefusal(a, m, sp, replans))
 	}
 	if len(out) > 0 {
 		return out
 	}
 	if waits := ofKind(ms, a.ID, engine.MarkerWaited); len(waits) > 0 && lastOf(ms, a.ID, engine.MarkerReserved) == nil {
 		for _, m := range waits {
+			cmd := "kl apply --wait 10m " + a.PlanRun
 			out = append(out, refusal{rule: ruleConflict, run: m.Other, pr: m.OtherPR, addrs: m.Addresses, plan: a.PlanRun,
-				policy: "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
-				words:  words(strongT(toneBad, "reservations conflict"), ": ", who(m.Other, "", m.OtherPR), " holds ", addrs(m.Addresses))})
+				policy:  "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
+				words:   words(strongT(toneBad, "reservations conflict"), ": ", who(m.Other, "", m.OtherPR), " holds ", addrs(m.Addresses)),
+				next:    words("apply again when it is done, or wait for it: ", code(cmd)),
+				nextCmd: cmd})
 		}
 		return out
 	}
@@ -128,8 +341,9 @@ type verdict struct {
 	words sentence
 }
 
-// applyVerdict is the verdict line of an apply run.
-func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *engine.Version) verdict {
+// applyVerdict is the verdict line of an apply run; ms are its story's
+// markers (annotated), replans its re-plans as they are now.
+func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *engine.Version, replans []engine.Run) verdict {
 	switch a.Status {
 	case engine.StatusApplied:
 		s := words(strongT(toneGood, "applied"), ": committed ")
@@ -139,7 +353,7 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 			if p.Exact {
 				return verdict{"allowed", toneGood, s.add(toned(toneGood, "exact"))}
 			}
-			return verdict{"allowed", toneWarn, s.add(toned(toneWarn, driftShort(p.Drift)))}
+			return verdict{"allowed", driftTone(p), s.add(toned(driftTone(p), driftShort(p.Drift)))}
 		}
 		return verdict{"allowed", toneGood, s.add(txt(fmt.Sprintf("version %d", a.CommittedSerial)))}
 	case engine.StatusApplying:
@@ -151,7 +365,7 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 		}
 		return verdict{"waiting", toneWarn, words(strongT(toneWarn, "waiting"), " on ", join(parts, "; "))}
 	case engine.StatusRefused:
-		rs := refusals(a, ms, sp)
+		rs := refusals(a, ms, sp, replans)
 		s := words(toned(toneBad, "refused: "), rs[0].words)
 		if len(rs) > 1 {
 			s = s.add(txt(fmt.Sprintf(" (and %d more)", len(rs)-1)))
@@ -177,14 +391,10 @@ const (
 	actionClosed  = "closed" // the plan can no longer be applied
 )
 
-// ownApply reports whether e is the version plan's own apply committed.
-func ownApply(e engine.SincePlanEntry, plan engine.Run) bool {
-	return plan.ApplyRun != "" && e.Run == plan.ApplyRun
-}
-
 // sincePlanVerdict says what an apply of plan would do now under the
 // default policy: refuse on a planned target changed, re-plan on a plan
-// input changed, proceed otherwise. The plan's own apply is not a conflict.
+// input changed, proceed otherwise. The plan's own apply
+// (engine.SincePlanEntry.OwnApply) is not a conflict.
 func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 	if !plan.Status.Open() {
 		s := words(strongT(toneInfo, "closed"), fmt.Sprintf(": plan is %s", plan.Status))
@@ -193,7 +403,7 @@ func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 		}
 		if sp != nil {
 			for _, e := range sp.Entries {
-				if ownApply(e, plan) {
+				if e.OwnApply {
 					s = s.add(txt(fmt.Sprintf(" (version %d)", e.Serial)))
 				}
 			}
@@ -206,7 +416,7 @@ func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 	var write, read, indep []engine.SincePlanEntry
 	for _, e := range sp.Entries {
 		switch {
-		case ownApply(e, plan):
+		case e.OwnApply:
 		case e.Class == engine.ClassWriteChanged:
 			write = append(write, e)
 		case e.Class == engine.ClassReadChanged:
@@ -223,7 +433,7 @@ func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 			", changed planned target ", addrs(e.Addresses), "; re-plan with ", code("kl plan"))}
 	case len(read) > 0:
 		return actionReplan, verdict{actionReplan, toneWarn, words(strongT(toneWarn, "re-plan"),
-			fmt.Sprintf(": an apply now re-plans against head %d (plan input changed in %s %s) and proceeds only if the intent is unchanged",
+			fmt.Sprintf(": an apply now re-checks by re-planning against head %d (plan input changed in %s %s); it applies this plan only if the re-plan's intent is unchanged and it changes nothing this plan reads",
 				sp.HeadSerial, versionWord(len(read)), serials(engine.Serials(read))))}
 	case len(indep) > 0:
 		return actionProceed, verdict{actionProceed, toneGood, words(strongT(toneGood, "proceed"),

@@ -8,9 +8,11 @@ import (
 )
 
 // Plan renders a stored plan run (`kl plan`, klbot's plan check run): its
-// envelope in brief (ADR D1), change summary, write set, read set with the
-// widened prefixes and why, reservation counts, the open plans it overlaps
-// and how (DESIGN.md plan step 4), and the command that applies it.
+// envelope in brief (ADR D1) with the scope (targets, forced
+// replacements), change summary (per resource instance), write set and
+// read set (per resource address) with the widened prefixes and why,
+// reservation counts, the open plans it overlaps and how (DESIGN.md plan
+// step 4), and the command that applies it.
 func Plan(w io.Writer, out *engine.PlanOutcome, o Options) error {
 	if out == nil {
 		return fmt.Errorf("rendering plan: no plan outcome")
@@ -32,8 +34,9 @@ func planDoc(out *engine.PlanOutcome) *doc {
 	f = f.addField("source serial", words(fmt.Sprint(env.SourceSerial)))
 	f = f.addField("actor", words(r.Actor))
 	f = f.addField("PR", prField(env.PR, env.CommitSHA))
-	f = f.addField("changes", summaryWords(env.Summary))
-	f = f.addField("write set", words(plural(len(env.Footprint.Write), "address", "addresses")))
+	f = f.addField("scope", scopeWords(env.Scope))
+	f = f.addField("changes", changesWords(env.Summary))
+	f = f.addField("write set", writeSetWords(env.Footprint.Write, env.Summary))
 	read := plural(len(env.Footprint.Read), "address", "addresses")
 	if n := len(env.Footprint.Widened); n > 0 {
 		read += fmt.Sprintf(", %d widened to a prefix", n)
@@ -42,7 +45,11 @@ func planDoc(out *engine.PlanOutcome) *doc {
 	f = f.addField("reservations", reservationWords(env.Reservations))
 	ov := words(toned(toneGood, "none"))
 	if n := len(out.Overlaps); n > 0 {
-		ov = words(toned(toneWarn, plural(n, "open plan", "open plans")), " share part of this footprint")
+		verb := " share"
+		if n == 1 {
+			verb = " shares"
+		}
+		ov = words(toned(toneWarn, plural(n, "open plan", "open plans")), verb+" part of this footprint")
 	}
 	f = f.addField("overlaps", ov)
 	if r.Status == engine.StatusPlanned {
@@ -111,8 +118,8 @@ type footprintDocument struct {
 func footprintDoc(source string, fp engine.Footprint, sum engine.PlanSummary, rs []engine.Reservation) *doc {
 	d := &doc{tone: toneInfo, title: words("Footprint of ", code(source))}
 	var f fields
-	f = f.addField("changes", summaryWords(sum))
-	f = f.addField("write set", words(plural(len(fp.Write), "address", "addresses")))
+	f = f.addField("changes", changesWords(sum))
+	f = f.addField("write set", writeSetWords(fp.Write, sum))
 	f = f.addField("read set", words(plural(len(fp.Read), "address", "addresses")))
 	f = f.addField("widened", words(plural(len(fp.Widened), "prefix", "prefixes")))
 	f = f.addField("reservations", reservationWords(rs))

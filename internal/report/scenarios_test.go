@@ -35,51 +35,67 @@ func storyAllowedConcurrent() *engine.RunStory {
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
 }
 
-// replanRunA is the re-plan against head 14 made during alice's apply.
-func replanRunA(status engine.RunStatus, apply string) engine.Run {
-	r := engine.Run{ID: replanA, Kind: engine.KindPlan, State: stateName, Actor: "alice", Holder: holder, Status: status,
-		PR: pr(42), CreatedAt: at(604.35), UpdatedAt: at(622.1), FinishedAt: atp(622.1),
-		Envelope: envelope("alice", pr(42), 14, footprintA(), 604.35), ReplanOf: planA, ApplyRun: apply}
+// replanRunA is the re-plan against head 14 made during alice's apply to
+// re-check her plan; the engine never lets an apply claim it.
+func replanRunA(status engine.RunStatus, reason string) engine.Run {
+	r := engine.Run{ID: replanA, Kind: engine.KindPlan, State: stateName, Actor: "alice", Holder: holder, Status: status, Reason: reason,
+		PR: pr(42), CreatedAt: at(604.35), UpdatedAt: at(622.2), FinishedAt: atp(622.1),
+		Envelope: envelope("alice", pr(42), 14, footprintA(), 604.35), ReplanOf: planA}
+	r.Envelope.StartedAt = at(604.35)
+	r.Envelope.FinishedAt = at(622.1)
 	r.Envelope.PlanDigest = "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
 	return r
 }
 
-// storyWaitedReplanned: waited 4.2s for erin's apply over the vpc, whose
+// replanMarkers are the markers the engine stores on the re-plan run.
+func replanMarkers() []engine.Marker {
+	return []engine.Marker{
+		{Run: replanA, Seq: 1, At: at(622.0), Kind: engine.MarkerWidened, Addresses: set(shared),
+			Reason: "local.subnets in module.app: locals are not in plan JSON; widened to the module prefix"},
+		{Run: replanA, Seq: 2, At: at(622.1), Kind: engine.MarkerPlanned, Serial: 14, Count: 6},
+	}
+}
+
+// storyWaitedReplanned: waited 4.8s for erin's apply over the vpc, whose
 // version 14 then changed alice's plan input; the re-plan against head 14
-// kept the intent, so the apply proceeded and committed version 15.
+// kept the intent, so the apply proceeded with the REVIEWED plan (the
+// re-plan was a check only) and committed version 15.
 func storyWaitedReplanned() *engine.RunStory {
 	plan := planRunA(engine.StatusApplied, applyA)
-	rp := replanRunA(engine.StatusApplied, applyA)
+	rp := replanRunA(engine.StatusSuperseded,
+		fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s was applied", applyA, planA))
 	a := applyRunA(engine.StatusApplied, "")
-	a.AppliedPlanRun, a.CommittedSerial = replanA, 15
+	a.CommittedSerial = 15
 	e14 := entry14()
 	e14.CommittedAt = at(604.2) // erin committed, then released the vpc
 	sp := sincePlan(14, entry13(), e14)
 	a.SincePlan = sp
+	waited := engine.Duration(4784236607) // as measured: printed "4.8s"
 	a.AllowedBecause = []engine.Fact{
-		{Kind: engine.FactWaitedFor, Run: applyE, PR: pr(44), Addresses: set(vpc)},
+		{Kind: engine.FactWaitedFor, Run: applyE, PR: pr(44), Addresses: set(vpc), Waited: waited},
 		{Kind: engine.FactStalenessPassed, Serials: []int64{13}, SourceSerial: 12, HeadSerial: 14},
 		{Kind: engine.FactReplanUnchanged, Run: replanA, Serials: []int64{14}, SourceSerial: 12, HeadSerial: 14},
 	}
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.01), Kind: engine.MarkerWaited, Other: applyE, OtherPR: pr(44), Addresses: set(vpc)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(604.25), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared),
-			Waited: engine.Duration(4200 * 1e6)},
+			Waited: waited},
 		engine.Marker{Run: applyA, Seq: 3, At: at(604.3), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
-		engine.Marker{Run: replanA, Seq: 1, At: at(622.0), Kind: engine.MarkerWidened, Addresses: set(shared),
-			Reason: "local.subnets in module.app: locals are not in plan JSON; widened to the module prefix"},
-		engine.Marker{Run: replanA, Seq: 2, At: at(622.1), Kind: engine.MarkerPlanned, Serial: 14, Count: 6},
+	)
+	ms = append(ms, replanMarkers()...)
+	ms = append(ms,
 		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(false),
-			Reason: fmt.Sprintf("plan input changed in versions 14; re-plan %s against head 14 has the same intent", replanA)},
+			Reason: fmt.Sprintf("plan input changed in version 14; re-plan %s against head 14 plans the same for the reviewed write set "+
+				"and changes nothing this plan reads: applying the reviewed plan", replanA)},
 		engine.Marker{Run: applyA, Seq: 5, At: at(622.2), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 6, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},
 		engine.Marker{Run: applyA, Seq: 7, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 15, FromSerial: 14, Mode: engine.CommitSnapshotMerge, Count: 3},
 		engine.Marker{Run: applyA, Seq: 8, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
 	)
-	v := version(15, engine.Provenance{Run: applyA, PlanRun: planA, AppliedPlanRun: replanA, SourceSerial: 14,
-		PlanDigest: rp.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "alice", PR: pr(42)},
+	v := version(15, engine.Provenance{Run: applyA, PlanRun: planA, AppliedPlanRun: planA, SourceSerial: 12,
+		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "alice", PR: pr(42)},
 		set(web, worker, webURL), 639.5)
-	return &engine.RunStory{Run: a, Plan: &plan, AppliedPlan: &rp, Markers: ms, SincePlan: sp, Version: v}
+	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{rp}, Markers: ms, SincePlan: sp, Version: v}
 }
 
 // staleReason is the engine's StaleError text for frank's version 15.
@@ -88,7 +104,7 @@ var staleReason = (&engine.StaleError{Run: applyA, PlanRun: planA, Entries: []en
 // storyRefusedStale: frank's version 15 changed module.app's web, which
 // alice planned to write: refused as stale.
 func storyRefusedStale() *engine.RunStory {
-	plan := planRunA(engine.StatusStale, "")
+	plan := planRunA(engine.StatusStale, applyA)
 	a := applyRunA(engine.StatusRefused, staleReason)
 	a.FinishedAt, a.UpdatedAt = atp(600.2), at(600.2)
 	sp := sincePlan(15, entry13(), entry14(), entry15Write())
@@ -97,32 +113,86 @@ func storyRefusedStale() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.15), Kind: engine.MarkerStalenessFailed, Serial: 15, Other: applyF, OtherPR: pr(45),
-			Addresses: set(web), Reason: engine.ClassWriteChanged.Label()},
-		engine.Marker{Run: applyA, Seq: 4, At: at(600.2), Kind: engine.MarkerReleased, Count: 6},
+			Class: engine.ClassWriteChanged, Addresses: set(web), Reason: engine.ClassWriteChanged.Label()},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerFailed, Reason: staleReason},
+		engine.Marker{Run: applyA, Seq: 5, At: at(600.2), Kind: engine.MarkerReleased, Count: 6},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp}
 }
 
-// intentReason is the engine's reason for a re-plan with another intent.
-var intentReason = fmt.Sprintf("re-plan %s against head 14 changed the intent of module.app.terraform_data.web "+
-	"(plan input changed in versions 14); review plan %s and apply it", replanA, replanA)
+// strictReason is the engine's StaleError text under --strict-since-plan.
+var strictReason = (&engine.StaleError{Run: applyA, PlanRun: planA, Entries: []engine.SincePlanEntry{entry14()}, Strict: true}).Error()
 
-// storyRefusedIntent: erin's version 14 changed the vpc alice reads; the
-// re-plan against head 14 would change the web server: stop for review.
-func storyRefusedIntent() *engine.RunStory {
-	plan := planRunA(engine.StatusSuperseded, "")
-	a := applyRunA(engine.StatusRefused, intentReason)
-	a.FinishedAt, a.UpdatedAt = atp(618.3), at(618.3)
+// storyRefusedStrict: with --strict-since-plan, erin's version 14, which
+// changed the vpc alice reads, refuses instead of re-planning.
+func storyRefusedStrict() *engine.RunStory {
+	plan := planRunA(engine.StatusStale, applyA)
+	a := applyRunA(engine.StatusRefused, strictReason)
+	a.FinishedAt, a.UpdatedAt = atp(600.2), at(600.2)
 	sp := sincePlan(14, entry13(), entry14())
 	a.SincePlan = sp
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
-		engine.Marker{Run: applyA, Seq: 3, At: at(618.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(true),
-			Addresses: set(web), Reason: intentReason},
-		engine.Marker{Run: applyA, Seq: 4, At: at(618.3), Kind: engine.MarkerReleased, Count: 6},
+		engine.Marker{Run: applyA, Seq: 3, At: at(600.15), Kind: engine.MarkerStalenessFailed, Serial: 14, Other: applyE, OtherPR: pr(44),
+			Class: engine.ClassReadChanged, Addresses: set(vpc), Reason: engine.ClassReadChanged.Label()},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerFailed, Reason: strictReason},
+		engine.Marker{Run: applyA, Seq: 5, At: at(600.2), Kind: engine.MarkerReleased, Count: 6},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp}
+}
+
+// intentReason is the engine's reason for a re-plan with another intent on
+// the write set.
+var intentReason = fmt.Sprintf("re-plan %s against head 14 plans something else for module.app.terraform_data.web "+
+	"(plan input changed in version 14); review plan %s and apply it", replanA, replanA)
+
+// refusedByReplan is alice's apply stopped by its re-plan against head 14
+// (erin's version 14 changed the vpc she reads): plan and re-plan in the
+// statuses the engine leaves them, the marker the engine stores.
+func refusedByReplan(planStatus engine.RunStatus, rp engine.Run, reason string, differs engine.AddressSet) *engine.RunStory {
+	plan := planRunA(planStatus, applyA)
+	a := applyRunA(engine.StatusRefused, reason)
+	a.FinishedAt, a.UpdatedAt = atp(622.3), at(622.3)
+	sp := sincePlan(14, entry13(), entry14())
+	a.SincePlan = sp
+	ms := append(planMarkers(),
+		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
+	)
+	ms = append(ms, replanMarkers()...)
+	ms = append(ms,
+		engine.Marker{Run: applyA, Seq: 3, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(true),
+			Addresses: differs, Reason: reason},
+		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerFailed, Reason: reason},
+		engine.Marker{Run: applyA, Seq: 5, At: at(622.3), Kind: engine.MarkerReleased, Count: 6},
+	)
+	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{rp}, Markers: ms, SincePlan: sp}
+}
+
+// storyRefusedIntent: the re-plan against head 14 would change the web
+// server alice writes: stop; the re-plan is open for review.
+func storyRefusedIntent() *engine.RunStory {
+	rp := replanRunA(engine.StatusPlanned, "")
+	rp.UpdatedAt = at(622.1)
+	return refusedByReplan(engine.StatusSuperseded, rp, intentReason, set(web))
+}
+
+// behindReason is the engine's reason for a re-plan that would change what
+// the plan reads.
+var behindReason = fmt.Sprintf("re-plan %s against head 14 would also change module.net.terraform_data.vpc, which this plan reads "+
+	"(changed in version 14): the configuration is behind the head there and would revert that change; update it with the head and plan again", replanA)
+
+// storyRefusedBehindHead: alice's branch predates erin's vpc change
+// (version 14); re-planned against head 14, her configuration would change
+// the vpc back. It plans the same for the web server, but no comparison can
+// vouch for a plan whose configuration is behind the head: stop.
+func storyRefusedBehindHead() *engine.RunStory {
+	rp := replanRunA(engine.StatusSuperseded, "not applicable: it would revert changes of newer versions to what plan "+planA+" reads")
+	rp.Envelope.Footprint.Write = rp.Envelope.Footprint.Write.Union(set(vpc))
+	rp.Envelope.Reservations = rp.Envelope.Footprint.Reservations()
+	rp.Envelope.Summary = engine.PlanSummary{Add: 1, Change: 2, Outputs: 1}
+	return refusedByReplan(engine.StatusStale, rp, behindReason, set(vpc))
 }
 
 const failReason = "terraform apply: exit status 1: Error: local-exec provisioner error in module.app.terraform_data.worker"
@@ -166,6 +236,7 @@ func storyRefusedConflict() *engine.RunStory {
 	a.FinishedAt, a.UpdatedAt = atp(600.02), at(600.02)
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.01), Kind: engine.MarkerWaited, Other: applyE, OtherPR: pr(44), Addresses: set(vpc)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.01), Kind: engine.MarkerFailed, Reason: conflictReason},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms}
 }
@@ -192,4 +263,40 @@ func storyPlanApplied() *engine.RunStory {
 	s := storyAllowedConcurrent()
 	a := s.Run
 	return &engine.RunStory{Run: *s.Plan, Plan: s.Plan, Apply: &a, Markers: s.Markers, SincePlan: s.SincePlan, Version: s.Version}
+}
+
+// storyOverwritten: applied while frank's version 13 changed the web
+// server alice held a write reservation on — what reservations exist to
+// prevent; the commit says so loudly.
+func storyOverwritten() *engine.RunStory {
+	s := storyAllowedConcurrent()
+	drift := &engine.Drift{Overwritten: set(web)}
+	p := s.Version.Provenance
+	p.Exact, p.Drift = false, drift
+	s.Run.CommittedSerial = 14
+	s.Version = version(14, p, set(web, worker, webURL), 639.5)
+	var ms []engine.Marker
+	for _, m := range s.Markers {
+		if m.Kind == engine.MarkerCommitted {
+			ms = append(ms, engine.Marker{Run: applyA, Seq: 5, At: at(639.5), Kind: engine.MarkerDrift, Drift: drift,
+				Reason: "written over a change the head made since the plan (reservations lapsed?): module.app.terraform_data.web"})
+			m.Seq, m.Serial, m.FromSerial = 6, 14, 13
+		}
+		if m.Kind == engine.MarkerReleased {
+			m.Seq = 7
+		}
+		ms = append(ms, m)
+	}
+	s.Markers = ms
+	return s
+}
+
+// storyReplanOpen is `kl run show` of the re-plan left open for review by
+// storyRefusedIntent: its own story, with the versions since its source
+// serial (none) and nothing applied yet.
+func storyReplanOpen() *engine.RunStory {
+	rp := replanRunA(engine.StatusPlanned, "")
+	rp.UpdatedAt = at(622.1)
+	return &engine.RunStory{Run: rp, Plan: &rp, Markers: replanMarkers(), SincePlan: &engine.SincePlan{PlanRun: replanA, SourceSerial: 14, HeadSerial: 14,
+		Entries: []engine.SincePlanEntry{}}, SincePlanLive: true}
 }

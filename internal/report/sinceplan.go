@@ -11,7 +11,7 @@ import (
 // version committed after the plan's source serial with its class — each
 // class with its own mark and words, never one warning — the addresses that
 // matter and the producing run and PR; the version the plan's own apply
-// committed (entry.Run == plan.ApplyRun) is labelled as such, not as a
+// committed (engine.SincePlanEntry.OwnApply) is labelled as such, not as a
 // conflict; and a one-line verdict of what an apply would do now under the
 // default policy: proceed, re-plan, or refused.
 func SincePlan(w io.Writer, sp *engine.SincePlan, plan engine.Run, o Options) error {
@@ -38,8 +38,8 @@ func sincePlanDoc(sp *engine.SincePlan, plan engine.Run) *doc {
 			fmt.Sprintf(": serial %d → head %d", sp.SourceSerial, sp.HeadSerial))}
 	var f fields
 	f = f.addField("plan", who(plan.ID, plan.Actor, plan.PR).add(txt(", "+string(plan.Status))))
-	f = f.addField("versions", countsWords(sinceCounts(sp, &plan)))
+	f = f.addField("versions", countsWords(sp.Summary()))
 	d.summary = append(d.summary, para(v.words), f)
-	d.section(words("Versions since plan"), sincePlanTable(sp, &plan)...)
+	d.section(words("Versions since plan"), sincePlanTable(sp)...)
 	return d
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // RunStory renders `kl run show RUN`: the verdict; the envelope of the
-// reviewed plan (ADR D1) and its footprint; the re-plan Terraform applied,
-// if any; every marker of the plan, re-plan and apply runs in time order,
+// reviewed plan (ADR D1) and its footprint; the re-plans the apply made to
+// re-check it, each with its status (open for review, or superseded with
+// the reason); every marker of the plan, re-plan and apply runs in time order,
 // each with the run it belongs to (ADR D4); and what the apply decided and
 // committed — refusal with the offending version, its producing run and
 // address, or the allowed-because facts, the since-plan classification
@@ -19,6 +20,7 @@ func RunStory(w io.Writer, s *engine.RunStory, o Options) error {
 	if s == nil {
 		return fmt.Errorf("rendering run story: no story")
 	}
+	s = prepared(s)
 	return emit(w, o, func() *doc { return storyDoc(s) }, func() any { return storyJSON(s) })
 }
 
@@ -34,7 +36,7 @@ func storyApply(s *engine.RunStory) *engine.Run {
 // plan without an apply what an apply would do now.
 func storyVerdict(s *engine.RunStory) verdict {
 	if a := storyApply(s); a != nil {
-		return applyVerdict(*a, s.Markers, s.SincePlan, s.Version)
+		return applyVerdict(*a, s.Markers, s.SincePlan, s.Version, s.Replans)
 	}
 	r := s.Run
 	if !r.Status.Open() || r.Envelope == nil {
@@ -77,6 +79,13 @@ func storyDoc(s *engine.RunStory) *doc {
 	if a := s.Apply; a != nil && r.Kind == engine.KindPlan {
 		f = f.addField("applied by", who(a.ID, a.Actor, a.PR))
 	}
+	if r.Kind == engine.KindPlan && r.Status == engine.StatusPlanned && r.Envelope != nil {
+		next := words(code("kl apply " + r.ID))
+		if r.ReplanOf != "" {
+			next = words("review and apply ", runSpan(r.ID), ": ", next)
+		}
+		f = f.addField("next", next)
+	}
 	if a := storyApply(s); a != nil {
 		if res := lastOf(s.Markers, a.ID, engine.MarkerReserved); res != nil {
 			f = f.addField("reserved", reservedWords(res, ofKind(s.Markers, a.ID, engine.MarkerWaited)))
@@ -93,7 +102,7 @@ func storyDoc(s *engine.RunStory) *doc {
 		if s.SincePlanLive {
 			title = words(fmt.Sprintf("Since plan (live, now): serial %d → head %d", s.SincePlan.SourceSerial, s.SincePlan.HeadSerial))
 		}
-		d.section(title, sincePlanTable(s.SincePlan, &s.Run)...)
+		d.section(title, sincePlanTable(s.SincePlan)...)
 	}
 	if blocks := overlapTable(s.Overlaps); blocks != nil {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(s.Overlaps))), blocks...)
@@ -101,14 +110,11 @@ func storyDoc(s *engine.RunStory) *doc {
 	d.section(words("Timeline"), timeline(s)...)
 	if p := s.Plan; p != nil && p.Envelope != nil {
 		d.section(words("Envelope of plan ", runSpan(p.ID)), envelopeFields(*p, p.Envelope))
-		if ap := s.AppliedPlan; ap != nil && ap.Envelope != nil {
-			e := ap.Envelope
-			d.section(words("Re-plan ", runSpan(ap.ID), " (applied instead of the reviewed plan)"), fields{
-				{"source serial", words(fmt.Sprint(e.SourceSerial))},
-				{"planned", words(fmtTime(e.StartedAt) + " → " + fmtTime(e.FinishedAt))},
-				{"plan digest", words(code(e.PlanDigest))},
-				{"changes", summaryWords(e.Summary)},
-			})
+		for _, rp := range s.Replans {
+			d.section(words("Re-plan ", runSpan(rp.ID), " (a re-check of the reviewed plan)"), replanRunFields(rp))
+		}
+		if ap := s.AppliedPlan; ap != nil && findRun(s.Replans, ap.ID) == nil {
+			d.section(words("Re-plan ", runSpan(ap.ID), " (Terraform applied it instead of the reviewed plan)"), replanRunFields(*ap))
 		}
 		footprintSections(d, p.Envelope.Footprint, p.Envelope.Reservations)
 	}
@@ -118,6 +124,21 @@ func storyDoc(s *engine.RunStory) *doc {
 	return d
 }
 
+// replanRunFields is a re-plan run in brief: where it stands now, what it
+// planned against, and its changes.
+func replanRunFields(rp engine.Run) fields {
+	var f fields
+	f = f.addField("status", replanStatusWords(&rp))
+	if e := rp.Envelope; e != nil {
+		f = f.addField("source serial", words(fmt.Sprint(e.SourceSerial)))
+		f = f.addField("planned", words(fmtTime(e.StartedAt)+" → "+fmtTime(e.FinishedAt)))
+		f = f.addField("plan digest", words(code(e.PlanDigest)))
+		f = f.addField("changes", changesWords(e.Summary))
+		f = f.addField("write set", writeSetWords(e.Footprint.Write, e.Summary))
+	}
+	return f
+}
+
 type storyDocument struct {
 	Schema         string      `json:"schema"`
 	Verdict        string      `json:"verdict"`
@@ -125,6 +146,7 @@ type storyDocument struct {
 	Run            *jRun       `json:"run"`
 	Plan           *jRun       `json:"plan,omitempty"`
 	AppliedPlan    *jRun       `json:"applied_plan,omitempty"`
+	Replans        []*jRun     `json:"replans"`
 	Apply          *jRun       `json:"apply,omitempty"`
 	Envelope       *jEnvelope  `json:"envelope,omitempty"`
 	Summary        *jSummary   `json:"summary,omitempty"`
@@ -140,7 +162,7 @@ type storyDocument struct {
 func storyJSON(s *engine.RunStory) storyDocument {
 	v := storyVerdict(s)
 	j := storyDocument{Schema: SchemaRun, Verdict: v.word, Text: v.words.plain(), Run: toRun(&s.Run), Plan: toRun(s.Plan),
-		AppliedPlan: toRun(s.AppliedPlan), Apply: toRun(s.Apply), Markers: toMarkers(s.Markers, roles(s)),
+		AppliedPlan: toRun(s.AppliedPlan), Replans: toRuns(s.Replans), Apply: toRun(s.Apply), Markers: toMarkers(s.Markers, roles(s)),
 		AllowedBecause: []jFact{}, Refusals: []jRefusal{}, Version: toVersion(s.Version), Overlaps: toOverlaps(s.Overlaps)}
 	if p := s.Plan; p != nil && p.Envelope != nil {
 		sum, fp := toSummary(p.Envelope.Summary), toFootprint(p.Envelope.Footprint, p.Envelope.Reservations)
@@ -149,7 +171,7 @@ func storyJSON(s *engine.RunStory) storyDocument {
 	plan := s.Plan
 	if a := storyApply(s); a != nil {
 		j.AllowedBecause = toFacts(a.AllowedBecause, lastOf(s.Markers, a.ID, engine.MarkerReserved))
-		j.Refusals = toRefusals(refusals(*a, s.Markers, s.SincePlan))
+		j.Refusals = toRefusals(refusals(*a, s.Markers, s.SincePlan, s.Replans))
 	}
 	j.SincePlan = toSincePlan(s.SincePlan, plan, s.SincePlanLive, s.SincePlanLive)
 	return j

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"fmt"
+
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
@@ -46,7 +48,7 @@ func historyProd() []engine.HistoryEntry {
 		Actor: "carol", PR: pr(43)}, set(zone), 300)
 	v12 := version(12, engine.Provenance{Run: applyB, PlanRun: planB, AppliedPlanRun: planB, SourceSerial: 11,
 		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "bob", PR: pr(41)}, set(dbMain), 160)
-	v11 := version(11, engine.Provenance{Mode: engine.CommitInit, SourceSerial: 11, Exact: true, Actor: "dave"},
+	v11 := version(11, engine.Provenance{Mode: engine.CommitInit, SourceSerial: 11, Exact: true, Origin: "file", Actor: "dave"},
 		set(web, worker, vpc, subnet, dbMain, zone, record), -86400)
 	v11.Resources = 24
 	return []engine.HistoryEntry{
@@ -64,7 +66,7 @@ func sincePlanOwnApply() (*engine.SincePlan, engine.Run) {
 	plan := planRunA(engine.StatusApplied, applyA)
 	own := engine.SincePlanEntry{Serial: 15, Class: engine.ClassWriteChanged, Addresses: set(web, worker, webURL),
 		Changed: set(web, worker, webURL), Run: applyA, PlanRun: planA, Actor: "alice", PR: pr(42), CommittedAt: at(639.5),
-		Mode: engine.CommitSnapshotMerge}
+		Mode: engine.CommitSnapshotMerge, OwnApply: true}
 	later := entry15Write()
 	later.Serial, later.CommittedAt = 16, at(900)
 	return sincePlan(16, entry13(), entry14(), own, later), plan
@@ -91,7 +93,7 @@ func recentRuns() []engine.Run {
 	planB.Envelope.Summary = engine.PlanSummary{Change: 1, Replace: 1}
 	stale := storyRefusedStale().Run
 	stale.ID = "01J2ZP0A11CE00000000APPLY2"
-	return []engine.Run{failed, stale, planB, s.Run, *s.AppliedPlan, *s.Plan}
+	return []engine.Run{failed, stale, planB, s.Run, s.Replans[0], *s.Plan}
 }
 
 func whyAllowed() *engine.Why {
@@ -121,14 +123,26 @@ func whyFrom(s *engine.RunStory, v engine.Verdict) *engine.Why {
 	return w
 }
 
+// withoutFailed drops the "failed" marker the engine records on a refusal.
+func withoutFailed(s *engine.RunStory) *engine.RunStory {
+	var ms []engine.Marker
+	for _, m := range s.Markers {
+		if m.Kind != engine.MarkerFailed {
+			ms = append(ms, m)
+		}
+	}
+	s.Markers = ms
+	return s
+}
+
 func whyWaiting() *engine.Why {
-	s := storyRefusedConflict()
+	s := withoutFailed(storyRefusedConflict())
 	s.Run.Status, s.Run.Reason, s.Run.FinishedAt = engine.StatusWaiting, "waiting: "+conflictReason[len("reservations conflict: "):], nil
 	return whyFrom(s, engine.VerdictWaiting)
 }
 
 func whyInterrupted() *engine.Why {
-	s := storyRefusedConflict()
+	s := withoutFailed(storyRefusedConflict())
 	s.Run.Status, s.Run.Reason = engine.StatusInterrupted, "interrupted while waiting for reservations"
 	s.Markers = append(s.Markers, engine.Marker{Run: applyA, Seq: 2, At: at(612), Kind: engine.MarkerFailed, Reason: s.Run.Reason})
 	return whyFrom(s, engine.VerdictInterrupted)
@@ -183,4 +197,33 @@ func statesList() []engine.State {
 		{Name: stateName, Lineage: lineage, HeadSerial: 15, CreatedAt: at(-86400)},
 		{Name: "acme/infra/staging", Lineage: "8a1f9c2e-6b3d-4e5f-a7c8-0d9e1f2a3b4c", HeadSerial: 0, CreatedAt: at(-3600)},
 	}
+}
+
+// planTargetedReplace is a bootstrap-sized plan of 19 resources (286
+// instances) scoped with -target and a forced replacement (-replace),
+// importing 3 instances and forgetting 1, overlapping one open plan that
+// writes the same web server.
+func planTargetedReplace() *engine.PlanOutcome {
+	r := planRunA(engine.StatusPlanned, "")
+	env := r.Envelope
+	var write []engine.Address
+	for i := 0; i < 18; i++ {
+		write = append(write, engine.Address(fmt.Sprintf("module.app.terraform_data.node_%02d", i)))
+	}
+	write = append(write, web, webURL)
+	env.Footprint = engine.Footprint{Write: set(write...), Read: set(vpc)}
+	env.Reservations = env.Footprint.Reservations()
+	env.Scope.Targets = []string{"module.app"}
+	env.Scope.Replace = []string{`module.app.terraform_data.web`}
+	env.Summary = engine.PlanSummary{Add: 280, Change: 3, Replace: 1, Import: 3, Forget: 2, Outputs: 1, Targets: true}
+	return &engine.PlanOutcome{Run: r, Overlaps: []engine.Overlap{{Run: planC, Actor: "carol", PR: pr(43), WriteWrite: set(web)}}}
+}
+
+// whyPlanOf is the answer engine.Why gives when asked about the plan of an
+// apply's story: the plan run (with its envelope), and the apply.
+func whyPlanOf(s *engine.RunStory, v engine.Verdict) *engine.Why {
+	w := whyFrom(s, v)
+	a := s.Run
+	w.Run, w.Apply = *s.Plan, &a
+	return w
 }

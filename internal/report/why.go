@@ -15,6 +15,13 @@ func Why(w io.Writer, y *engine.Why, o Options) error {
 	if y == nil {
 		return fmt.Errorf("rendering why: no answer")
 	}
+	c := *y
+	var fp *engine.Footprint
+	if y.Run.Kind == engine.KindPlan && y.Run.Envelope != nil {
+		fp = &y.Run.Envelope.Footprint
+	}
+	c.Decisive = annotate(y.Decisive, fp, y.SincePlan)
+	y = &c
 	return emit(w, o, func() *doc { return whyDoc(y) }, func() any { return whyJSON(y) })
 }
 
@@ -58,7 +65,7 @@ func whyVerdict(y *engine.Why) verdict {
 	}
 	// Refused, failed, interrupted, waiting: the apply verdict says which
 	// rule, version, run and address.
-	v := applyVerdict(t, whyMarkers(y), y.SincePlan, nil)
+	v := applyVerdict(t, whyMarkers(y), y.SincePlan, nil, nil)
 	v.word = string(y.Verdict)
 	return v
 }
@@ -71,8 +78,8 @@ func whyDoc(y *engine.Why) *doc {
 	if y.Apply != nil {
 		d.summary = append(d.summary, fields{{"apply", who(t.ID, t.Actor, t.PR).add(txt(", " + string(t.Status)))}})
 	}
-	ms := whyMarkers(y)
-	for _, r := range refusals(t, ms, y.SincePlan) {
+	rs := refusals(t, whyMarkers(y), y.SincePlan, nil)
+	for _, r := range rs {
 		d.section(words(toned(toneBad, "Refused: "+ruleTitle[r.rule])), refusalFields(r))
 	}
 	if len(y.Facts) > 0 {
@@ -83,7 +90,7 @@ func whyDoc(y *engine.Why) *doc {
 		d.section(words(toned(toneGood, "Allowed because")), l)
 	}
 	// The waits, unless the verdict line is already about them.
-	conflict := len(refusals(t, ms, y.SincePlan)) > 0 && refusals(t, ms, y.SincePlan)[0].rule == ruleConflict
+	conflict := len(rs) > 0 && rs[0].rule == ruleConflict
 	if (len(y.Waited) > 0 || (y.Reserved != nil && y.Reserved.Waited > 0)) && y.Verdict != engine.VerdictWaiting && !conflict {
 		var l list
 		for _, m := range y.Waited {
@@ -94,19 +101,18 @@ func whyDoc(y *engine.Why) *doc {
 		}
 		d.section(words("Waited"), l)
 	}
-	if len(y.Decisive) > 0 {
-		var l list
-		for _, m := range y.Decisive {
-			l = append(l, item{s: words(fmtTime(m.At)+"  ", markerWords(m))})
+	var l list
+	for _, m := range y.Decisive {
+		if m.Kind == engine.MarkerFailed && t.Status == engine.StatusRefused {
+			continue // the engine's record of the refusal told above
 		}
+		l = append(l, item{s: words(fmtTime(m.At)+"  ", markerWords(m))})
+	}
+	if len(l) > 0 {
 		d.section(words("Decisive markers"), l)
 	}
 	if sp := y.SincePlan; sp != nil {
-		plan := y.Run
-		if y.Run.Kind == engine.KindApply {
-			plan = engine.Run{ID: sp.PlanRun, ApplyRun: y.Run.ID}
-		}
-		d.section(words(fmt.Sprintf("Since plan: serial %d → head %d", sp.SourceSerial, sp.HeadSerial)), sincePlanTable(sp, &plan)...)
+		d.section(words(fmt.Sprintf("Since plan: serial %d → head %d", sp.SourceSerial, sp.HeadSerial)), sincePlanTable(sp)...)
 	}
 	if blocks := overlapTable(y.Overlaps); blocks != nil {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(y.Overlaps))), blocks...)
@@ -135,7 +141,7 @@ func whyJSON(y *engine.Why) whyDocument {
 	t := whyTarget(y)
 	j := whyDocument{Schema: SchemaWhy, Verdict: string(y.Verdict), Text: v.words.plain(), Reason: y.Reason, Run: toRun(&y.Run),
 		Apply: toRun(y.Apply), AllowedBecause: toFacts(y.Facts, y.Reserved), Waited: toMarkers(y.Waited, nil),
-		Decisive: toMarkers(y.Decisive, nil), Refusals: toRefusals(refusals(t, whyMarkers(y), y.SincePlan)),
+		Decisive: toMarkers(y.Decisive, nil), Refusals: toRefusals(refusals(t, whyMarkers(y), y.SincePlan, nil)),
 		Overlaps: toOverlaps(y.Overlaps)}
 	if y.Reserved != nil {
 		m := toMarker(*y.Reserved, "")

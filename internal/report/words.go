@@ -105,7 +105,9 @@ func addrs(set engine.AddressSet) sentence {
 	return s
 }
 
-// summaryWords is a plan's change summary: "+2 ~1 -0 ±1, 1 moved, 2 outputs".
+// summaryWords is a plan's change summary, counted per resource instance
+// (engine.PlanSummary): "+2 ~1 -0 ±1, 1 moved, 1 imported, 1 forgotten,
+// 2 outputs changed". Moves and imports are counted besides their action.
 func summaryWords(s engine.PlanSummary) sentence {
 	if s.Empty() {
 		return words("no changes")
@@ -121,6 +123,12 @@ func summaryWords(s engine.PlanSummary) sentence {
 	}
 	if s.Read > 0 {
 		out = out.add(txt(", " + plural(s.Read, "data read", "data reads")))
+	}
+	if s.Import > 0 {
+		out = out.add(txt(", " + plural(s.Import, "imported", "imported")))
+	}
+	if s.Forget > 0 {
+		out = out.add(txt(", " + plural(s.Forget, "forgotten", "forgotten")))
 	}
 	if s.Outputs > 0 {
 		out = out.add(txt(", " + plural(s.Outputs, "output changed", "outputs changed")))
@@ -155,12 +163,23 @@ const (
 	howItWrites  = "it writes what you read"
 )
 
-// overlapConsequence says what each way of overlapping means at apply time.
-var overlapConsequence = words(
-	strong(howBothWrite), ": they cannot apply at once, and whichever applies second is refused as stale (planned target changed). ",
-	strong(howYouWrite), " / ", strong(howItWrites),
-	": they apply one after the other, and the reader re-plans (plan input changed).",
-)
+// overlapConsequence says what one way of overlapping means at apply time
+// (DESIGN.md apply steps 2–3): a write reservation conflicts with anything
+// on an overlapping address, so the two applies never run at once; what
+// the second one finds depends on what the first one committed.
+func overlapConsequence(how string) sentence {
+	switch how {
+	case howBothWrite:
+		return words(strong(howBothWrite), ": they never apply at once; once one has committed, the other is refused as stale (planned target changed) and must re-plan.")
+	case howYouWrite:
+		return words(strong(howYouWrite), ": they never apply at once (the second waits for the first's reservations, up to ",
+			code("kl apply --wait"), "). If yours commits first, its apply re-checks by re-planning against the head and proceeds only if its intent is unchanged.")
+	case howItWrites:
+		return words(strong(howItWrites), ": they never apply at once (the second waits for the first's reservations, up to ",
+			code("kl apply --wait"), "). If it commits first, your apply re-checks by re-planning against the head and proceeds only if your intent is unchanged.")
+	}
+	return nil
+}
 
 // overlapRows returns one (how, addresses) row per way o overlaps.
 func overlapRows(o engine.Overlap) []struct {
@@ -195,12 +214,18 @@ func overlapWords(o engine.Overlap) sentence {
 	return s
 }
 
-// driftWords says how a commit differs from its plan.
+// driftWords says how a commit differs from its plan. Overwritten comes
+// first and loud: planned writes merged over a change the head made after
+// the plan mean the reservations lapsed (engine.Drift).
 func driftWords(d *engine.Drift) sentence {
 	if d == nil {
 		return words("drift")
 	}
 	var parts []sentence
+	if len(d.Overwritten) > 0 {
+		parts = append(parts, words(strongT(toneBad, "overwritten"), " ", addrs(d.Overwritten),
+			toned(toneBad, " (written over a change the head made after the plan: reservations lapsed?)")))
+	}
 	if len(d.Unplanned) > 0 {
 		parts = append(parts, words("unplanned ", addrs(d.Unplanned)))
 	}
@@ -222,6 +247,9 @@ func driftShort(d *engine.Drift) string {
 		return "drift"
 	}
 	var parts []string
+	if n := len(d.Overwritten); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d OVERWRITTEN", n))
+	}
 	if n := len(d.Unplanned); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d unplanned", n))
 	}
@@ -234,12 +262,35 @@ func driftShort(d *engine.Drift) string {
 	return "drift (" + strings.Join(parts, ", ") + ")"
 }
 
+// overwritten reports whether a drift merged planned writes over newer
+// head changes: a safety failure, shown as a warning, never as mere drift.
+func overwritten(d *engine.Drift) bool { return d != nil && len(d.Overwritten) > 0 }
+
+// driftTone is the tone of a version's match with its plan.
+func driftTone(p engine.Provenance) tone {
+	switch {
+	case overwritten(p.Drift):
+		return toneBad
+	case p.Exact:
+		return toneGood
+	}
+	return toneWarn
+}
+
+// overwrittenWarning is the warning a version with overwritten addresses
+// carries wherever its provenance is shown.
+func overwrittenWarning(p engine.Provenance) sentence {
+	return words(strongT(toneBad, "planned writes overwrote newer changes"), ": this commit wrote ", addrs(p.Drift.Overwritten),
+		fmt.Sprintf(" over changes the head made to them after serial %d. Reservations and the since-plan check exist to prevent this; they lapsed (was the lease lost?). See what the newer versions wrote with ", p.SourceSerial),
+		code(fmt.Sprintf("kl history --since-plan %s", p.PlanRun)), ".")
+}
+
 // matchWords says whether a version matched its plan: "exact" or the drift.
 func matchWords(p engine.Provenance) sentence {
 	if p.Exact {
 		return words(toned(toneGood, "exact"), ": committed exactly the planned write set")
 	}
-	return words(toned(toneWarn, driftShort(p.Drift)), ": ", driftWords(p.Drift))
+	return words(toned(driftTone(p), driftShort(p.Drift)), ": ", driftWords(p.Drift))
 }
 
 // classMark returns the mark of a since-plan class.
@@ -255,8 +306,9 @@ func classMark(c engine.SincePlanClass) mark {
 
 // countsWords is a since-plan summary: "serial 12 → head 15: = 1
 // independent, ~ 1 plan input changed, ! 1 planned target changed", and
-// "* 1 own apply" when own > 0 (own is not counted in the classes).
-func countsWords(s engine.SincePlanSummary, own int) sentence {
+// "* 1 own apply" when the plan's own apply committed one of them (not
+// counted in the classes: engine.SincePlanSummary.OwnApply).
+func countsWords(s engine.SincePlanSummary) sentence {
 	if s.HeadSerial == s.SourceSerial {
 		return words(fmt.Sprintf("head unchanged since plan (serial %d)", s.SourceSerial))
 	}
@@ -264,26 +316,19 @@ func countsWords(s engine.SincePlanSummary, own int) sentence {
 		markSpan(markIndependent), fmt.Sprintf(" %d independent, ", s.Independent),
 		markSpan(markReadChanged), fmt.Sprintf(" %d plan input changed, ", s.ReadChanged),
 		markSpan(markWriteChange), fmt.Sprintf(" %d planned target changed", s.WriteChanged))
-	if own > 0 {
-		out = words(out, ", ", markSpan(markOwnApply), fmt.Sprintf(" %d own apply", own))
+	if s.OwnApply > 0 {
+		out = words(out, ", ", markSpan(markOwnApply), fmt.Sprintf(" %d own apply", s.OwnApply))
 	}
 	return out
 }
 
-// sinceCounts counts a since-plan's entries by class, leaving out the
-// version plan's own apply committed, which it counts apart.
-func sinceCounts(sp *engine.SincePlan, plan *engine.Run) (engine.SincePlanSummary, int) {
-	rest := *sp
-	rest.Entries = nil
-	own := 0
-	for _, e := range sp.Entries {
-		if plan != nil && ownApply(e, *plan) {
-			own++
-			continue
-		}
-		rest.Entries = append(rest.Entries, e)
+// entryMark is the mark of a since-plan entry: its class, or "*" for the
+// version the plan's own apply committed (engine.SincePlanEntry.OwnApply).
+func entryMark(e engine.SincePlanEntry) mark {
+	if e.OwnApply {
+		return markOwnApply
 	}
-	return rest.Summary(), own
+	return classMark(e.Class)
 }
 
 // commitWords is a committed version in brief: "version 15 (serial 12 →
@@ -294,4 +339,31 @@ func commitWords(p engine.Provenance) sentence {
 		fmt.Sprintf(" (serial %d → %d, %s)", p.SourceSerial, p.CommittedSerial, p.Mode))
 }
 
-func durationWords(d engine.Duration) string { return time.Duration(d).String() }
+// durationWords prints a duration rounded to what a reader needs:
+// "350ms", "4.8s", "1m12s", "2h5m"; under a millisecond "<1ms".
+func durationWords(d engine.Duration) string { return fmtDuration(time.Duration(d)) }
+
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Millisecond:
+		return "<1ms"
+	case d < time.Second:
+		d = d.Round(time.Millisecond)
+	case d < time.Minute:
+		d = d.Round(100 * time.Millisecond)
+	case d < time.Hour:
+		d = d.Round(time.Second)
+	default:
+		d = d.Round(time.Minute)
+	}
+	s := d.String()
+	if d >= time.Minute {
+		s = strings.TrimSuffix(s, "0s")
+		if d >= time.Hour {
+			s = strings.TrimSuffix(s, "0m")
+		}
+	}
+	return s
+}

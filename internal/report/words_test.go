@@ -1,0 +1,121 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+func TestDurationWords(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		in   time.Duration
+		want string
+	}{
+		"zero":             {0, "0s"},
+		"sub-millisecond":  {300 * time.Microsecond, "<1ms"},
+		"milliseconds":     {350*time.Millisecond + 400*time.Microsecond, "350ms"},
+		"rounds up to 1s":  {999600 * time.Microsecond, "1s"},
+		"tenths":           {4784236607, "4.8s"},
+		"whole seconds":    {5 * time.Second, "5s"},
+		"minute boundary":  {59960 * time.Millisecond, "1m"},
+		"minutes":          {72*time.Second + 400*time.Millisecond, "1m12s"},
+		"whole minutes":    {3 * time.Minute, "3m"},
+		"hours":            {2*time.Hour + 5*time.Minute + 20*time.Second, "2h5m"},
+		"whole hours":      {2 * time.Hour, "2h"},
+		"negative (clock)": {-time.Second, "0s"},
+	} {
+		if got := durationWords(engine.Duration(c.in)); got != c.want {
+			t.Errorf("%s: durationWords(%v) = %q, want %q", name, c.in, got, c.want)
+		}
+	}
+}
+
+// TestAnnotate checks where the class of a marker comes from: the engine's
+// Class first, then the stored since-plan (staleness) or the reviewed
+// footprint (re-plan), never the Reason text.
+func TestAnnotate(t *testing.T) {
+	t.Parallel()
+	fp := footprintA()
+	sp := sincePlan(15, entry13(), entry14(), entry15Write())
+	changed := ptrBool(true)
+	for name, c := range map[string]struct {
+		m    engine.Marker
+		fp   *engine.Footprint
+		want engine.SincePlanClass
+	}{
+		"engine class wins": {engine.Marker{Kind: engine.MarkerReplanned, IntentChanged: changed, Addresses: set(web),
+			Class: engine.ClassReadChanged}, &fp, engine.ClassReadChanged},
+		"re-plan differs on the write set": {engine.Marker{Kind: engine.MarkerReplanned, IntentChanged: changed,
+			Addresses: set(web, vpc)}, &fp, engine.ClassWriteChanged},
+		"re-plan differs on the read set only": {engine.Marker{Kind: engine.MarkerReplanned, IntentChanged: changed,
+			Addresses: set(vpc, "module.shared.terraform_data.x")}, &fp, engine.ClassReadChanged},
+		"re-plan differs, no addresses": {engine.Marker{Kind: engine.MarkerReplanned, IntentChanged: changed}, &fp, engine.ClassWriteChanged},
+		"no footprint, no class":        {engine.Marker{Kind: engine.MarkerReplanned, IntentChanged: changed, Addresses: set(vpc)}, nil, ""},
+		"intent unchanged":              {engine.Marker{Kind: engine.MarkerReplanned, IntentChanged: ptrBool(false)}, &fp, ""},
+		"staleness from since-plan": {engine.Marker{Kind: engine.MarkerStalenessFailed, Serial: 14,
+			Reason: engine.ClassWriteChanged.Label()}, nil, engine.ClassReadChanged},
+	} {
+		got := annotate([]engine.Marker{c.m}, c.fp, sp)[0].Class
+		if got != c.want {
+			t.Errorf("%s: class = %q, want %q", name, got, c.want)
+		}
+	}
+}
+
+// TestOverlapLegend checks that a plan view explains only the ways of
+// overlapping that appear, one per line, each starting with its kind.
+func TestOverlapLegend(t *testing.T) {
+	t.Parallel()
+	out := planTargetedReplace() // one overlap: both write
+	var b bytes.Buffer
+	if err := Plan(&b, out, Options{Format: Text}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	if !strings.Contains(got, "\n  both write: they never apply at once;") {
+		t.Errorf("no legend line for both write:\n%s", got)
+	}
+	for _, how := range []string{howYouWrite, howItWrites} {
+		if strings.Contains(got, how+":") {
+			t.Errorf("legend explains %q, which does not appear:\n%s", how, got)
+		}
+	}
+}
+
+// TestReplanOutcomes checks the three ends of a re-check by re-planning in
+// the apply view: the reviewed plan applied, the re-plan open for review,
+// the configuration behind the head.
+func TestReplanOutcomes(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		story   *engine.RunStory
+		want    []string
+		notWant []string
+	}{
+		"unchanged": {storyWaitedReplanned(), []string{
+			"re-checked by re-plan " + replanA + " against head 14: intent unchanged; applied the reviewed plan",
+		}, []string{"applied its re-plan", "instead"}},
+		"write set": {storyRefusedIntent(), []string{"review and apply " + replanA, "planned: open for review"}, nil},
+		"read set": {storyRefusedBehindHead(), []string{"configuration behind the head",
+			"superseded: not applicable: it would revert changes of newer versions"}, []string{"kl apply " + replanA}},
+	} {
+		var b bytes.Buffer
+		if err := Apply(&b, c.story, Options{Format: Text}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: apply view lacks %q:\n%s", name, w, b.String())
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(b.String(), w) {
+				t.Errorf("%s: apply view says %q:\n%s", name, w, b.String())
+			}
+		}
+	}
+}
