@@ -40,10 +40,10 @@ test: tools vet
 demo: tools build
 	KL=$(BIN)/kl ./examples/big-state/conflict-visibility-demo.sh
 
-## bench: concurrency, overhead and commit figures (prints, asserts nothing)
+## bench: concurrency, overhead and commit figures beside their baselines, medians, summary table (prints, asserts nothing; ~5 min)
 bench: tools build
 	$(GO) run ./internal/bench/cmd/klbench -kl $(BIN)/kl
-	$(GO) test -run '^$$' -bench 'Merge' -benchmem -count 5 ./internal/tfstate/
+	$(GO) test -run '^$$' -bench 'Store' -benchtime 3s -timeout 30m ./internal/store/storebench/
 
 clean:
 	rm -rf $(BIN) .kl

@@ -16,6 +16,11 @@
 //     expiry compares integers in both;
 //   - plain PRIMARY KEY / REFERENCES / CHECK / CREATE INDEX, and
 //     INSERT … ON CONFLICT upserts in the adapters.
+//
+// The PostgreSQL files add only storage settings that no query can see
+// (ALTER COLUMN … SET STORAGE EXTERNAL for the already-compressed blobs);
+// TestSchemaParity checks that both sets create the same tables, columns and
+// indexes.
 package migrations
 
 import "embed"
@@ -27,3 +32,13 @@ import "embed"
 //
 //go:embed sqlite/*.sql
 var SQLite embed.FS
+
+// Postgres is the goose v3 migration set of the PostgreSQL store
+// (internal/store/postgres), files "postgres/NNNNN_name.sql", numbered like
+// the SQLite set. goose runs each file in one transaction (PostgreSQL DDL is
+// transactional), so a migration that fails part-way leaves the previous
+// schema version. Pass it through fs.Sub(Postgres, "postgres") to
+// goose.NewProvider.
+//
+//go:embed postgres/*.sql
+var Postgres embed.FS

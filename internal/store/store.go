@@ -1,7 +1,7 @@
-// Package store holds what Kilolock's store adapters (store/sqlite and the
-// coming store/postgres) share besides the engine.Store interface: snapshot
-// compression and checks, request validation, and the markers the store
-// itself writes. Both adapters call these so that they behave alike and pass
+// Package store holds what Kilolock's store adapters (store/sqlite and
+// store/postgres) share besides the engine.Store interface: snapshot
+// compression and checks, request validation, the markers the store itself
+// writes, and the schema-version refusal. Both adapters call these so that they behave alike and pass
 // the same storetest contract suite (STYLE.md 2). It does no I/O.
 package store
 
@@ -15,6 +15,19 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
+
+// SchemaTooNewError is returned when a store opens a database migrated by a
+// newer kl: this binary does not know its schema and must not write to it.
+// Both adapters (sqlite, postgres) return it from Open.
+type SchemaTooNewError struct {
+	Version int64 // the database's goose version
+	Max     int64 // the newest migration this binary embeds
+}
+
+// Error says which versions and what to do: upgrade kl.
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("database schema version %d is newer than this kl (max %d): upgrade kl", e.Version, e.Max)
+}
 
 // DefaultLimit is the page size of History and ListRuns when the query's
 // Limit is 0 (engine.HistoryQuery, engine.RunQuery).

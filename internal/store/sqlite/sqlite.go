@@ -30,6 +30,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store"
 	"github.com/kilolock/kilolock/migrations"
 )
 
@@ -43,16 +44,9 @@ const DefaultBusyTimeout = 10 * time.Second
 var ErrBusy = errors.New("database is busy: another connection (often another kl process) held the write lock past the busy timeout")
 
 // SchemaTooNewError is returned by Open for a database migrated by a newer
-// kl: this binary does not know its schema and must not write to it.
-type SchemaTooNewError struct {
-	Version int64 // the database's goose version
-	Max     int64 // the newest migration this binary embeds
-}
-
-// Error says which versions and what to do: upgrade kl.
-func (e *SchemaTooNewError) Error() string {
-	return fmt.Sprintf("database schema version %d is newer than this kl (max %d): upgrade kl", e.Version, e.Max)
-}
+// kl: this binary does not know its schema and must not write to it. It is
+// store.SchemaTooNewError, shared with the postgres adapter.
+type SchemaTooNewError = store.SchemaTooNewError
 
 // Store is the SQLite engine.Store. It is safe for concurrent use by many
 // goroutines and, through the same file, by many processes.

@@ -22,7 +22,6 @@ func testCommit(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		prov := engine.Provenance{
 			Run:             r.ID,
 			PlanRun:         "01PLAN",
-			AppliedPlanRun:  "01REPLAN",
 			SourceSerial:    0,
 			CommittedSerial: 1,
 			PlanDigest:      "sha256:0123",
@@ -252,8 +251,8 @@ func testCommit(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		f := setup(t, newStore)
 		f.state("s")
 		r := f.apply("s", nil)
-		f.mustAcquire("s", r.ID, 150*time.Millisecond, w("terraform_data.a"))
-		time.Sleep(250 * time.Millisecond)
+		f.mustAcquire("s", r.ID, shortLease, w("terraform_data.a"))
+		time.Sleep(shortLease + expiryMargin)
 		_, err := f.s.Commit(f.ctx, engine.CommitRequest{State: "s", Run: r.ID, RequireReservations: true, Merge: Merge("x", "terraform_data.a")})
 		wantErr(t, "Commit after the lease ended", err, engine.ErrLeaseLost)
 		if st, _ := f.s.GetState(f.ctx, "s"); st.HeadSerial != 0 {

@@ -9,6 +9,14 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
+// shortLease is the lease of reservations a test lets expire: long enough
+// that a loaded machine still checks "before expiry" before it ends;
+// expiryMargin is how long past it the test waits.
+const (
+	shortLease   = 2 * time.Second
+	expiryMargin = 300 * time.Millisecond
+)
+
 func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 	t.Run("Conflicts", func(t *testing.T) {
 		t.Parallel()
@@ -224,8 +232,8 @@ func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		f := setup(t, newStore)
 		f.state("s")
 		a := f.apply("s", nil)
-		f.mustAcquire("s", a.ID, 150*time.Millisecond, w("terraform_data.a"))
-		time.Sleep(250 * time.Millisecond)
+		f.mustAcquire("s", a.ID, shortLease, w("terraform_data.a"))
+		time.Sleep(shortLease + expiryMargin)
 		wantErr(t, "Renew after the lease ended", f.s.Renew(f.ctx, a.ID, time.Minute), engine.ErrLeaseLost)
 		if rs := f.reservations("s"); len(rs) != 0 {
 			t.Fatalf("reservations = %v; want none", held(rs))
@@ -262,10 +270,10 @@ func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		f := setup(t, newStore)
 		f.state("s")
 		a, b := f.apply("s", nil), f.apply("s", nil)
-		f.mustAcquire("s", a.ID, 300*time.Millisecond, w("module.app.*"), rd("terraform_data.x"))
+		f.mustAcquire("s", a.ID, shortLease, w("module.app.*"), rd("terraform_data.x"))
 		_, err := f.acquire("s", b.ID, time.Minute, w("module.app.terraform_data.web"))
 		wantErr(t, "Acquire while the lease runs", err, engine.ErrConflict)
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(shortLease + expiryMargin)
 		if rs := f.reservations("s"); len(rs) != 0 {
 			t.Fatalf("Reservations lists lapsed reservations: %v", held(rs))
 		}
@@ -295,8 +303,8 @@ func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		open := f.apply("s", nil)
 		done := f.run("t", engine.KindApply, engine.StatusApplying)
 		live := f.apply("s", nil)
-		f.mustAcquire("s", open.ID, 150*time.Millisecond, w("terraform_data.a"))
-		f.mustAcquire("t", done.ID, 150*time.Millisecond, w("terraform_data.b"))
+		f.mustAcquire("s", open.ID, shortLease, w("terraform_data.a"))
+		f.mustAcquire("t", done.ID, shortLease, w("terraform_data.b"))
 		f.mustAcquire("s", live.ID, time.Hour, w("terraform_data.c"))
 		if _, err := f.s.UpdateRun(f.ctx, done.ID, nil, func(r *engine.Run) error {
 			r.Status = engine.StatusFailed
@@ -307,7 +315,7 @@ func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		if got, err := f.s.ExpireLeases(f.ctx); err != nil || len(got) != 0 {
 			t.Fatalf("ExpireLeases before any lease ended = %v, %v; want none", got, err)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(shortLease + expiryMargin)
 		got, err := f.s.ExpireLeases(f.ctx)
 		if err != nil {
 			t.Fatalf("ExpireLeases: %v", err)

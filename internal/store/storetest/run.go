@@ -60,7 +60,6 @@ func fullRun(state string) engine.Run {
 		ApplyRun:        "01APPLY",
 		ReplanOf:        "01REVIEWED",
 		PlanRun:         "01PLAN",
-		AppliedPlanRun:  "01APPLIED",
 		CommittedSerial: 13,
 		AllowedBecause: []engine.Fact{{
 			Kind: engine.FactDisjointWrites, Run: "01OTHER", PR: pr,

@@ -1,0 +1,379 @@
+// Package postgres is the engine.Store for teams: one PostgreSQL database
+// shared by many kl processes and by klbot's replicas (DESIGN.md "Two
+// programs"). It uses github.com/jackc/pgx/v5 through a pgxpool.Pool.
+//
+// Safety comes from PostgreSQL, never from an in-process mutex. Every write
+// transaction runs at READ COMMITTED and takes row locks in one order —
+// the state row, then run rows (by id), then reservation rows — so that
+// writers on one state queue behind each other instead of interleaving:
+//
+//   - Commit and Acquire lock the state row first
+//     (SELECT … FROM states WHERE name = $1 FOR NO KEY UPDATE). Two commits,
+//     two acquisitions, or a commit and an acquisition on one state therefore
+//     run one after the other, in any number of processes, and each sees
+//     everything the previous one wrote. FOR NO KEY UPDATE excludes every
+//     other FOR [NO KEY] UPDATE of the row exactly as FOR UPDATE does, but
+//     lets inserts that merely reference the state (CreateRun's foreign-key
+//     check) proceed while a commit runs.
+//   - UpdateRun, AddMarkers, Release and the lease sweep lock the run row
+//     the same way before they number markers or change the run.
+//
+// A deadlock PostgreSQL breaks (40P01) or a serialization failure (40001)
+// rolls the transaction back and it is run again from the start (so a
+// Merge or UpdateRun callback may run more than once: it must depend only on
+// its arguments, as the engine's do).
+//
+// Clock: by default "now" is the DATABASE's clock, read once per write
+// transaction after its locks are taken (clock_timestamp()). Leases are
+// stamped and compared with it, so replicas on hosts whose clocks disagree
+// still agree on which leases have ended; a lease is the only time the store
+// compares across processes. WithClock replaces it with a process clock.
+//
+// The schema is migrations/postgres, applied with goose at Open under a
+// PostgreSQL advisory lock, so replicas starting together migrate once.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store"
+	"github.com/kilolock/kilolock/migrations"
+)
+
+// DefaultApplicationName is the application_name the store's connections
+// report to PostgreSQL (pg_stat_activity) when neither the DSN nor
+// PGAPPNAME sets one.
+const DefaultApplicationName = "kilolock"
+
+// txAttempts is how many times a transaction runs before a deadlock or
+// serialization failure is returned.
+const txAttempts = 5
+
+// Store is the PostgreSQL engine.Store. It is safe for concurrent use by
+// many goroutines and, through the same database, by many processes.
+type Store struct {
+	pool  *pgxpool.Pool
+	clock func() time.Time
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	appName    string
+	clock      func() time.Time
+	maxConns   int32
+	migrations fs.FS
+}
+
+// WithApplicationName sets the application_name reported when the DSN
+// (and PGAPPNAME) sets none; DefaultApplicationName otherwise. klbot passes
+// "klbot" so operators can tell its connections from kl's.
+func WithApplicationName(name string) Option {
+	return func(o *options) { o.appName = name }
+}
+
+// WithClock makes the store stamp versions, runs, markers and leases with
+// now (a process clock) instead of the database's clock. Use it only where
+// every process sharing the database uses the same clock (tests).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.clock = now }
+}
+
+// WithMaxConns caps the connection pool (n > 0). The default is pgxpool's
+// (the greater of 4 and the number of CPUs), or pool_max_conns in the DSN.
+func WithMaxConns(n int32) Option {
+	return func(o *options) { o.maxConns = n }
+}
+
+// Open connects to the database named by dsn (a postgres:// URL or a
+// key=value string, as libpq and pgx read it, PG* environment variables
+// included), checks that it answers, and applies the embedded migrations.
+//
+// Errors: a DSN that does not parse; a server that cannot be reached or
+// refuses the login — the error names host, port, user and database and the
+// cause, never the password; a database whose schema is newer than this
+// binary's migrations (*store.SchemaTooNewError); a migration that fails —
+// the error names the migration file, and nothing of it stays (each runs in
+// one transaction).
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	o := options{appName: DefaultApplicationName}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx redacts the password in its parse errors.
+		return nil, fmt.Errorf("opening PostgreSQL store: parsing the DSN: %w", err)
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" && o.appName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = o.appName
+	}
+	if o.maxConns > 0 {
+		cfg.MaxConns = o.maxConns
+	}
+	where := describe(cfg.ConnConfig.Config)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
+	}
+	s := &Store{pool: pool, clock: o.clock}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening PostgreSQL store: %w", s.mapErr(err)) // names the server
+	}
+	fsys := o.migrations
+	if fsys == nil {
+		if fsys, err = fs.Sub(migrations.Postgres, "postgres"); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
+		}
+	}
+	if err := s.migrate(ctx, cfg.ConnConfig, fsys); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
+	}
+	return s, nil
+}
+
+// describe names a server for error messages: host:port/database as user,
+// without the password.
+func describe(c pgconn.Config) string {
+	return fmt.Sprintf("%s/%s as %s", hostPort(c.Host, c.Port), c.Database, c.User)
+}
+
+func hostPort(host string, port uint16) string {
+	if strings.HasPrefix(host, "/") {
+		return fmt.Sprintf("socket %s/.s.PGSQL.%d", host, port)
+	}
+	if strings.Contains(host, ":") {
+		return fmt.Sprintf("[%s]:%d", host, port)
+	}
+	return host + ":" + strconv.Itoa(int(port))
+}
+
+// migrationLockKey is the first key of the advisory lock held while
+// migrating; the second is a hash of the schema, so stores in different
+// schemas of one database migrate independently.
+const migrationLockKey = 0x6b6c // "kl"
+
+// migrate applies the goose migrations in fsys through a database/sql handle
+// on the same connection settings. It holds a session advisory lock for the
+// whole check-and-migrate, so processes starting together wait for each
+// other (pg_advisory_lock blocks; no polling) and migrate once.
+func (s *Store) migrate(ctx context.Context, cc *pgx.ConnConfig, fsys fs.FS) error {
+	db := stdlib.OpenDB(*cc)
+	defer db.Close()
+	lock, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating schema: %w", s.mapErr(err))
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, migrationLockKey); err != nil {
+		return fmt.Errorf("migrating schema: taking the migration lock: %w", s.mapErr(err))
+	}
+	defer lock.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, migrationLockKey) //nolint:errcheck // closing the session releases it too
+	if err := runMigrations(ctx, db, fsys); err != nil {
+		return fmt.Errorf("migrating schema: %w", s.mapErr(err))
+	}
+	return nil
+}
+
+// runMigrations refuses a schema newer than fsys's newest migration and
+// applies the missing ones. A failed migration is named by its file.
+func runMigrations(ctx context.Context, db *sql.DB, fsys fs.FS) error {
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false))
+	if err != nil {
+		return err
+	}
+	sources := p.ListSources()
+	newest := sources[len(sources)-1].Version
+	cur, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("reading schema version: %w", err)
+	}
+	if cur > newest {
+		return &store.SchemaTooNewError{Version: cur, Max: newest}
+	}
+	if cur == newest {
+		return nil
+	}
+	if _, err := p.Up(ctx); err != nil {
+		var pe *goose.PartialError
+		if errors.As(err, &pe) && pe.Failed != nil && pe.Failed.Source != nil {
+			return fmt.Errorf("applying migration %s (version %d) on top of version %d; it was rolled back: %w",
+				pe.Failed.Source.Path, pe.Failed.Source.Version, lastApplied(cur, pe), pe.Err)
+		}
+		return fmt.Errorf("migrating from version %d to %d: %w", cur, newest, err)
+	}
+	return nil
+}
+
+// lastApplied is the schema version left after a partial migration.
+func lastApplied(cur int64, pe *goose.PartialError) int64 {
+	if n := len(pe.Applied); n > 0 {
+		return pe.Applied[n-1].Source.Version
+	}
+	return cur
+}
+
+// Close closes the pool's connections. Further calls fail.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// mapErr maps pgx errors onto the engine's sentinels (STYLE.md 7), keeping
+// the driver error in the chain: no row → engine.ErrNotFound; unique
+// violation (23505) → engine.ErrConflict; foreign-key violation (23503: the
+// referenced state or run is missing) → engine.ErrNotFound; check violation
+// (23514), a NUL byte or invalid UTF-8 in text (22021, 22P05) →
+// engine.ErrInvalid; a failure to connect → an error naming host, port,
+// user and database and the cause (never the password). Deadlocks and
+// serialization failures are retried by withTx before they get here.
+func (s *Store) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.ErrNotFound
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return &connectError{where: describe(*ce.Config), err: ce}
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505":
+			return fmt.Errorf("%w: %w", engine.ErrConflict, err)
+		case "23503":
+			return fmt.Errorf("%w: %w", engine.ErrNotFound, err)
+		case "23514", "22021", "22P05":
+			return fmt.Errorf("%w: %w", engine.ErrInvalid, err)
+		}
+		return err
+	}
+	return err
+}
+
+// connectError is a failure to connect: it names the server (host, port,
+// database, user — never the password) and the cause, each distinct line of
+// it once (pgx reports every attempt, e.g. with TLS and without).
+type connectError struct {
+	where string
+	err   *pgconn.ConnectError
+}
+
+func (e *connectError) Error() string {
+	cause := error(e.err)
+	if u := errors.Unwrap(e.err); u != nil {
+		cause = u
+	}
+	var lines []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(cause.Error(), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !seen[l] {
+			seen[l] = true
+			lines = append(lines, l)
+		}
+	}
+	return fmt.Sprintf("connecting to PostgreSQL at %s: %s", e.where, strings.Join(lines, "; "))
+}
+
+// Unwrap returns pgx's *pgconn.ConnectError.
+func (e *connectError) Unwrap() error { return e.err }
+
+// retryable reports whether err is a deadlock or serialization failure:
+// PostgreSQL rolled the transaction back and running it again may succeed.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// withTx runs fn in one READ COMMITTED transaction and commits it when fn
+// returns nil; otherwise, or on a panic, it rolls back and nothing fn wrote
+// stays. A deadlock or serialization failure runs fn again (up to
+// txAttempts times, with a short random back-off).
+func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.tryTx(ctx, fn)
+		if err == nil || !retryable(err) || attempt == txAttempts || ctx.Err() != nil {
+			if err != nil && retryable(err) {
+				return fmt.Errorf("gave up after %d attempts: %w", attempt, s.mapErr(err))
+			}
+			return err
+		}
+		time.Sleep(time.Duration(rand.IntN(10*attempt)+1) * time.Millisecond)
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.mapErr(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return s.mapErr(tx.Commit(ctx))
+}
+
+// querier is what *pgxpool.Pool and pgx.Tx share, for helpers used inside
+// and outside transactions.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// sqlNow is the database clock as Unix nanoseconds (microsecond precision).
+// clock_timestamp(), not now(): now() is the transaction's START, which may
+// precede a lock wait by seconds.
+const sqlNow = `(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`
+
+// now returns the store's clock in UTC: the database's (read through q, so
+// inside a transaction after its locks) unless WithClock set another.
+func (s *Store) now(ctx context.Context, q querier) (time.Time, error) {
+	if s.clock != nil {
+		return s.clock().UTC(), nil
+	}
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT `+sqlNow).Scan(&n); err != nil {
+		return time.Time{}, fmt.Errorf("reading the database clock: %w", s.mapErr(err))
+	}
+	return fromNanos(n), nil
+}
+
+// nanos and fromNanos convert times to and from the schema's BIGINT Unix
+// nanoseconds (UTC).
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// nullString stores "" as NULL (absent reference).
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
