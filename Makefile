@@ -13,10 +13,11 @@ GOFLAGS_BUILD := -trimpath -ldflags '$(LDFLAGS)'
 
 all: build
 
-## build: static kl into ./bin (CGO off: the SQLite driver is pure Go)
+## build: static kl and klbot into ./bin (CGO off: the SQLite driver is pure Go)
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/kl ./cmd/kl
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/klbot ./cmd/klbot
 
 ## tools: install Terraform $(TERRAFORM_VERSION) into ./bin when no terraform or tofu is on PATH (~7 min, once)
 tools:

@@ -23,7 +23,10 @@ func main() {
 			select {
 			case <-finished: // stop() after a normal end, not a signal
 			default:
-				fmt.Fprintln(os.Stderr, "\nkl: interrupted: stopping Terraform, committing what it wrote and releasing reservations…")
+				// A second Ctrl-C exits at once: Terraform is killed with kl,
+				// and the reservations expire with their lease (KL_LEASE).
+				stop()
+				fmt.Fprintln(os.Stderr, "\nkl: interrupted: stopping Terraform; an apply commits what Terraform wrote and releases its reservations (Ctrl-C again to exit at once)…")
 			}
 		case <-finished:
 		}

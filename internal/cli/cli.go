@@ -23,6 +23,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/report"
+	"github.com/kilolock/kilolock/internal/store/postgres"
 	"github.com/kilolock/kilolock/internal/store/sqlite"
 	"github.com/kilolock/kilolock/internal/terraform"
 )
@@ -161,14 +162,19 @@ func (a *app) openStore() (engine.Store, string, error) {
 	}
 	switch {
 	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"):
-		return nil, "", fmt.Errorf("opening store %s: the PostgreSQL store is not part of this build", redact(loc))
+		st, err := postgres.Open(a.ctx, loc)
+		if err != nil {
+			return nil, "", err // it names the server (host, port, database, user), never the password
+		}
+		a.closers = append(a.closers, st.Close)
+		return st, filepath.Join(os.TempDir(), "kilolock-runs"), nil
 	case strings.Contains(loc, "://") && !strings.HasPrefix(loc, "sqlite://") && !strings.HasPrefix(loc, "file://"):
 		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
 	st, err := sqlite.Open(a.ctx, path)
 	if err != nil {
-		return nil, "", fmt.Errorf("opening store %s: %w", path, err)
+		return nil, "", err // it says "opening store PATH: …" itself
 	}
 	a.closers = append(a.closers, st.Close)
 	return st, filepath.Join(filepath.Dir(path), "runs"), nil
@@ -207,6 +213,19 @@ func (a *app) logger() *slog.Logger {
 func isTTY(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// termWidth returns the width in columns of the terminal w, or 0.
+func termWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
 }
 
 // reportOptions returns the rendering options for stdout.

@@ -24,9 +24,6 @@ serial, scope, write set, read set, reservation set, plan digest — and lists t
 plans whose footprints overlap this one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if in.State == "" {
-				return fmt.Errorf("kl plan: --state is required")
-			}
 			e, err := a.engine(true)
 			if err != nil {
 				return err
@@ -43,6 +40,8 @@ plans whose footprints overlap this one.`,
 		},
 	}
 	cmd.Flags().StringVar(&in.State, "state", "", "state to plan against (required)")
+	// Cobra checks it before RunE: `required flag(s) "state" not set`.
+	_ = cmd.MarkFlagRequired("state")
 	cmd.Flags().StringVarP(&in.Dir, "dir", "C", ".", "Terraform root module directory")
 	cmd.Flags().StringArrayVar(&in.Targets, "target", nil, "resource address to target (repeatable), as terraform plan -target")
 	cmd.Flags().StringArrayVar(&in.VarFiles, "var-file", nil, "variables file (repeatable), as terraform plan -var-file")
@@ -139,5 +138,5 @@ reserve for it. Without --config-dir, references through locals widen to their m
 // progress returns a progress line for stderr, active only on a terminal
 // and without --json.
 func (a *app) progress() *progressLine {
-	return newProgressLine(a.io.Err, !a.jsonOut && isTTY(a.io.Err), time.Now)
+	return newProgressLine(a.io.Err, !a.jsonOut && isTTY(a.io.Err), termWidth(a.io.Err), time.Now)
 }

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
@@ -26,6 +28,9 @@ func (a *app) stateInitCommand() *cobra.Command {
 		Short: "Create state NAME: empty, or adopted from a Terraform state v4 file (keeping its lineage and serial)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := engine.ValidateStateName(args[0]); err != nil {
+				return err
+			}
 			var doc []byte
 			if from != "" {
 				b, err := readInput(from, a.io.In)
@@ -38,11 +43,19 @@ func (a *app) stateInitCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			src := from // where the document came from, in words
+			if from == "-" {
+				src = "stdin"
+			}
 			st, err := e.InitState(cmd.Context(), args[0], doc, a.actor())
+			if from != "" && errors.Is(err, engine.ErrInvalid) {
+				// The name is valid (checked above): the document is not.
+				return fmt.Errorf("reading state file %s: %w", src, err)
+			}
 			if err != nil {
 				return err
 			}
-			return report.StateInit(a.io.Out, st, from, a.reportOptions())
+			return report.StateInit(a.io.Out, st, src, a.reportOptions())
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "adopt this Terraform state v4 file (\"-\" reads stdin)")

@@ -23,8 +23,11 @@ its class against the plan's footprint — independent, plan input changed (read
 planned target changed (write set) — and its producing run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (state == "") == (sincePlan == "") {
-				return fmt.Errorf("kl history: give exactly one of --state NAME or --since-plan RUN")
+			switch {
+			case state == "" && sincePlan == "":
+				return fmt.Errorf("history needs exactly one of --state NAME or --since-plan RUN; neither was given")
+			case state != "" && sincePlan != "":
+				return fmt.Errorf("history needs exactly one of --state NAME or --since-plan RUN; both were given")
 			}
 			e, err := a.engine(false)
 			if err != nil {

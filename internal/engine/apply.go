@@ -56,12 +56,9 @@ type ApplyOutcome struct {
 // run (ADR D2, D4). Refusals return typed errors: *StatusError,
 // *ConflictError, *StaleError, ErrIntentChanged.
 func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error) {
-	plan, err := e.Store.GetRun(ctx, in.PlanRun)
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("run %s does not exist: %w", in.PlanRun, err)
-	}
+	plan, err := e.getRun(ctx, in.PlanRun)
 	if err != nil {
-		return nil, fmt.Errorf("reading run %s: %w", in.PlanRun, err)
+		return nil, err
 	}
 	if plan.Kind != KindPlan {
 		return nil, fmt.Errorf("%w: run %s is an apply run, not a plan: apply its plan run %s instead", ErrInvalid, plan.ID, plan.PlanRun)
@@ -84,7 +81,7 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	now := e.now()
 	run := Run{
 		ID: NewRunID(), Kind: KindApply, State: plan.State, Actor: in.Actor, Holder: e.Holder,
-		Status: StatusWaiting, PR: in.PR, CreatedAt: now, UpdatedAt: now, PlanRun: plan.ID, AppliedPlanRun: plan.ID,
+		Status: StatusWaiting, PR: in.PR, CreatedAt: now, UpdatedAt: now, PlanRun: plan.ID,
 	}
 	if run.PR == nil {
 		run.PR = plan.PR
@@ -185,8 +182,7 @@ func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.facts = append(a.facts, concurrencyFacts(a.plan.Envelope.Footprint, held.Others, a.runPRs(ctx, held.Others))...)
-
+	// Renew from the moment the reservations are held.
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	renewDone := make(chan struct{})
 	go func() {
@@ -197,13 +193,13 @@ func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
 		stopRenew()
 		<-renewDone
 	}()
+	a.facts = append(a.facts, concurrencyFacts(a.plan.Envelope.Footprint, held.Others, a.runPRs(ctx, held.Others))...)
 
 	if err := a.preflight(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := e.Store.UpdateRun(ctx, a.run.ID, nil, func(r *Run) error {
 		r.Status = StatusApplying
-		r.AppliedPlanRun = a.pf.run.ID
 		r.AllowedBecause = a.facts
 		sp := a.sp
 		r.SincePlan = &sp
@@ -310,11 +306,16 @@ func (e *Engine) renew(ctx context.Context, run string) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := e.Store.Renew(ctx, run, e.lease()); err != nil && ctx.Err() == nil {
+			err := e.Store.Renew(ctx, run, e.lease())
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, ErrLeaseLost):
+				// Released by the commit, or expired: the commit's own
+				// reservation check decides what that means.
+				e.log().Debug("reservations no longer held", "run", run)
+				return
+			default:
 				e.log().Warn("renewing reservations", "run", run, "err", err)
-				if errors.Is(err, ErrLeaseLost) {
-					return
-				}
 			}
 		}
 	}
@@ -645,22 +646,25 @@ func (a *applier) abortWith(ctx context.Context, status RunStatus, reason string
 	}, markers...); err != nil {
 		e.log().Error("recording end of apply run", "run", a.run.ID, "err", err)
 	}
-	e.releasePlans(bctx, a, planStatus)
+	e.releasePlans(bctx, a, planStatus, reason)
 	if err := e.Store.Release(bctx, a.run.ID); err != nil {
 		e.log().Error("releasing reservations", "run", a.run.ID, "err", err)
 	}
 }
 
 // releasePlans hands the reviewed plan back in status s: planned (it may
-// be applied again), stale or superseded (it may not).
-func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus) {
+// be applied again), or stale, superseded or failed (it may not: the plan's
+// Reason then says which apply run found what).
+func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus, reason string) {
 	if s == "" {
 		return // the plan was never claimed by this run
 	}
+	// ApplyRun keeps naming the last attempt, so `kl why PLAN` can say why
+	// it did not go through; the status says whether it may be retried.
 	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying}, func(r *Run) error {
 		r.Status = s
-		if s == StatusPlanned {
-			r.ApplyRun = ""
+		if s != StatusPlanned {
+			r.Reason = fmt.Sprintf("apply run %s: %s", a.run.ID, reason)
 		}
 		return nil
 	}); err != nil {

@@ -50,17 +50,24 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	}
 	result, err := tfstate.Parse(res.State)
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("terraform wrote an unreadable state (kept as artifact %s): %v", ArtifactApplyResult, err), StatusStale)
+		a.abort(ctx, StatusFailed, fmt.Sprintf("terraform wrote an unreadable state (kept as artifact %s): %v", ArtifactApplyResult, err), StatusFailed)
 		return nil, fmt.Errorf("parsing the state written by run %s: %w", a.run.ID, err)
 	}
 	changed, err := parseAddresses(tfstate.Changed(baseState, result))
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("reading changed addresses: %v", err), StatusStale)
+		a.abort(ctx, StatusFailed, fmt.Sprintf("reading changed addresses: %v", err), StatusFailed)
 		return nil, fmt.Errorf("reading addresses changed by run %s: %w", a.run.ID, err)
 	}
 	planned := env.Footprint.Write
-	drift := &Drift{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed)}
-	exact := len(drift.Unplanned) == 0 && len(drift.Unchanged) == 0
+	tainted, err := parseAddresses(result.Tainted())
+	if err != nil {
+		a.abort(ctx, StatusFailed, fmt.Sprintf("reading tainted addresses: %v", err), StatusFailed)
+		return nil, fmt.Errorf("reading addresses tainted by run %s: %w", a.run.ID, err)
+	}
+	spec := commitSpec{
+		written: planned, status: status, reason: reason, partial: applyErr != nil, requireRes: true,
+		drift: Drift{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
+	}
 	if len(changed) == 0 && applyErr != nil {
 		// Nothing was applied: the plan may be applied again.
 		a.abort(ctx, status, reason, StatusPlanned)
@@ -74,17 +81,25 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 		e.log().Error("recording applied marker", "run", a.run.ID, "err", err)
 	}
 
-	v, err := a.commit(cctx, baseState, result, planned, exact, drift, status, reason, applyErr != nil, true)
-	if errors.Is(err, ErrLeaseLost) {
-		// Our reservations expired: others may have written our addresses.
-		// Merge only what is unchanged at the head since the plan; keep the
-		// head elsewhere and say so. Nothing Terraform wrote is dropped
-		// silently: the raw result is kept as an artifact.
-		reason = "lease lost before commit: merged only addresses unchanged at the head since the plan; " + reason
-		v, err = a.commit(cctx, baseState, result, nil, false, drift, StatusFailed, reason, true, false)
+	v, err := a.commit(cctx, baseState, result, spec)
+	leaseLost := errors.Is(err, ErrLeaseLost)
+	if leaseLost {
+		// Our reservations expired: others may have written our addresses
+		// or hold them now. Merge only what the head has not changed since
+		// the plan and no other live run holds; keep the head elsewhere and
+		// say so. Nothing Terraform wrote is dropped silently: the raw
+		// result is kept as an artifact.
+		spec.written, spec.requireRes, spec.status, spec.partial = nil, false, StatusFailed, true
+		spec.reason = "lease lost before commit: merged only addresses unchanged at the head since the plan and not held by another run"
+		if reason != "" {
+			spec.reason += "; " + reason
+		}
+		if spec.keep, err = a.heldByOthers(cctx, changed); err == nil {
+			v, err = a.commit(cctx, baseState, result, spec)
+		}
 	}
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("committing (Terraform's result is kept as artifact %s): %v", ArtifactApplyResult, err), StatusStale)
+		a.abort(ctx, StatusFailed, fmt.Sprintf("committing (Terraform's result is kept as artifact %s): %v", ArtifactApplyResult, err), StatusFailed)
 		return nil, fmt.Errorf("committing run %s: %w", a.run.ID, err)
 	}
 	out := &ApplyOutcome{Version: v}
@@ -92,32 +107,73 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 		return nil, fmt.Errorf("reading run %s: %w", a.run.ID, err)
 	}
 	if applyErr != nil {
-		return out, fmt.Errorf("applying run %s (partial result committed as version %d): %w", a.run.ID, v.Serial, applyErr)
+		err = fmt.Errorf("partial result committed as version %d: %w", v.Serial, applyErr)
+	}
+	if leaseLost {
+		// The run failed even when Terraform did not: say so to the caller.
+		lost := fmt.Errorf("%w: the reservations expired before the commit; version %d holds only what the head had not changed since the plan", ErrLeaseLost, v.Serial)
+		if err != nil {
+			lost = fmt.Errorf("%w; %w", lost, err)
+		}
+		err = lost
+	}
+	return out, err
+}
+
+// heldByOthers returns the addresses of changed that another run holds a
+// live reservation on (any mode, prefixes included).
+func (a *applier) heldByOthers(ctx context.Context, changed AddressSet) ([]string, error) {
+	res, err := a.e.Store.Reservations(ctx, a.state.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading reservations of state %s: %w", a.state.Name, err)
+	}
+	var out []string
+	for _, c := range changed {
+		for _, r := range res {
+			if r.Run != a.run.ID && c.Overlaps(r.Address) {
+				out = append(out, string(c))
+				break
+			}
+		}
 	}
 	return out, nil
 }
 
+// commitSpec says how a commit merges and ends the run.
+type commitSpec struct {
+	// written are merged unconditionally (the write set we hold
+	// reservations on); every other change is merged only where the head
+	// still equals the plan's base and it is not in keep.
+	written AddressSet
+	keep    []string
+	// drift is what the apply changed against the plan; Kept and
+	// Overwritten are added by the merge.
+	drift      Drift
+	status     RunStatus
+	reason     string
+	partial    bool // Terraform failed or was interrupted part-way
+	requireRes bool // fail with ErrLeaseLost unless the run still holds reservations
+}
+
 // commit writes version head+1: the snapshot-merge of result into the head
-// (TERRAFORM.md "Snapshot-merge"). written are the addresses merged
-// unconditionally (the write set we hold reservations on); every other
-// change is merged only where the head still equals the plan's base.
-func (a *applier) commit(ctx context.Context, base, result *tfstate.State, written AddressSet, exact bool, drift *Drift,
-	status RunStatus, reason string, partial, requireRes bool) (*Version, error) {
+// (TERRAFORM.md "Snapshot-merge"), with provenance, markers and the run's
+// final status, in one store transaction.
+func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec commitSpec) (*Version, error) {
 	e := a.e
 	pf := a.pf
 	planStatus := StatusApplied
-	if status != StatusApplied {
+	if spec.status != StatusApplied {
 		planStatus = StatusFailed
 	}
 	v, err := e.Store.Commit(ctx, CommitRequest{
-		State: a.state.Name, Run: a.run.ID, RequireReservations: requireRes,
+		State: a.state.Name, Run: a.run.ID, RequireReservations: spec.requireRes,
 		Merge: func(head Version, snapshot []byte) (CommitResult, error) {
 			headState, err := tfstate.Parse(snapshot)
 			if err != nil {
 				return CommitResult{}, fmt.Errorf("parsing head %d: %w", head.Serial, err)
 			}
 			serial := head.Serial + 1
-			merged, rep, err := tfstate.Merge(headState, base, result, written.Strings(), serial)
+			merged, rep, err := tfstate.MergeKeeping(headState, base, result, spec.written.Strings(), spec.keep, serial)
 			if err != nil {
 				return CommitResult{}, fmt.Errorf("merging into head %d: %w", head.Serial, err)
 			}
@@ -129,30 +185,28 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, writt
 			if err != nil {
 				return CommitResult{}, err
 			}
-			d := *drift
+			d := spec.drift
 			if d.Kept, err = parseAddresses(rep.Kept); err != nil {
 				return CommitResult{}, err
 			}
 			if d.Overwritten, err = parseAddresses(rep.Overwritten); err != nil {
 				return CommitResult{}, err
 			}
-			isExact := exact && len(d.Kept) == 0 && len(d.Overwritten) == 0
+			exact := d.empty()
 			prov := Provenance{
-				Run: a.run.ID, PlanRun: a.plan.ID, AppliedPlanRun: pf.run.ID,
+				Run: a.run.ID, PlanRun: a.plan.ID,
 				SourceSerial: pf.run.Envelope.SourceSerial, CommittedSerial: serial,
 				PlanDigest: pf.run.Envelope.PlanDigest, Mode: CommitSnapshotMerge,
-				Exact: isExact, Partial: partial, Actor: a.run.Actor, PR: a.run.PR,
-			}
-			if !isExact {
-				prov.Drift = &d
+				Exact: exact, Partial: spec.partial, Actor: a.run.Actor, PR: a.run.PR,
 			}
 			markers := []Marker{}
-			if !isExact {
+			if !exact {
+				prov.Drift = &d
 				markers = append(markers, Marker{Kind: MarkerDrift, Drift: &d, Reason: driftText(&d)})
 			}
 			markers = append(markers, Marker{Kind: MarkerCommitted, Serial: serial, FromSerial: head.Serial, Mode: CommitSnapshotMerge, Count: len(changed)})
-			if status != StatusApplied {
-				markers = append(markers, Marker{Kind: MarkerFailed, Reason: reason})
+			if spec.status != StatusApplied {
+				markers = append(markers, Marker{Kind: MarkerFailed, Reason: spec.reason})
 			}
 			return CommitResult{
 				Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov,
@@ -161,8 +215,8 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, writt
 						// A run commits once (a retried commit must not write twice).
 						return fmt.Errorf("%w: run %s already committed version %d", ErrConflict, r.ID, r.CommittedSerial)
 					}
-					r.Status = status
-					r.Reason = reason
+					r.Status = spec.status
+					r.Reason = spec.reason
 					r.CommittedSerial = serial
 					t := e.now()
 					r.FinishedAt = &t
@@ -203,6 +257,9 @@ func driftText(d *Drift) string {
 	}
 	if len(d.Kept) > 0 {
 		parts = append(parts, "not merged, the head changed them since the plan: "+strings.Join(d.Kept.Strings(), ", "))
+	}
+	if len(d.Tainted) > 0 {
+		parts = append(parts, "tainted (created but not finished; the next plan replaces them): "+strings.Join(d.Tainted.Strings(), ", "))
 	}
 	if len(d.Overwritten) > 0 {
 		parts = append(parts, "written over a change the head made since the plan (reservations lapsed?): "+strings.Join(d.Overwritten.Strings(), ", "))

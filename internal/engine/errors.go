@@ -62,6 +62,16 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
+	if e.Kind == KindPlan {
+		switch e.Status {
+		case StatusApplied:
+			return fmt.Sprintf("plan run %s was already applied by run %s; a plan applies at most once: plan again", e.Run, e.By)
+		case StatusApplying:
+			return fmt.Sprintf("plan run %s is being applied by run %s right now; a plan applies at most once", e.Run, e.By)
+		case StatusStale, StatusSuperseded, StatusFailed:
+			return fmt.Sprintf("plan run %s is %s and cannot be applied (see `kl why %s`): plan again", e.Run, e.Status, e.Run)
+		}
+	}
 	want := make([]string, len(e.Want))
 	for i, w := range e.Want {
 		want[i] = string(w)

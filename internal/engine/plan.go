@@ -10,8 +10,12 @@ import (
 
 // PlanInput is one `kl plan` (or klbot's plan on push).
 type PlanInput struct {
-	State        string
-	Dir          string   // root module directory
+	State string
+	Dir   string // root module directory
+	// ScopeDir, when set, is the directory recorded in the envelope's scope
+	// instead of Dir's absolute path (klbot: the project's directory inside
+	// the repository, not the job's temporary checkout).
+	ScopeDir     string
 	Targets      []string // -target addresses, recorded in the scope (Terraform's JSON does not list them)
 	Replace      []string // -replace instance addresses (forced replacement)
 	VarFiles     []string
@@ -81,7 +85,11 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	if err := e.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("creating plan run: %w", err)
 	}
-	scope := Scope{Dir: dir, Targets: in.Targets, Replace: in.Replace, ChangedFiles: in.ChangedFiles, VarFiles: in.VarFiles, Workspace: "default"}
+	scopeDir := dir
+	if in.ScopeDir != "" {
+		scopeDir = in.ScopeDir
+	}
+	scope := Scope{Dir: scopeDir, Targets: in.Targets, Replace: in.Replace, ChangedFiles: in.ChangedFiles, VarFiles: in.VarFiles, Workspace: "default"}
 	res, err := e.Terraform.Plan(ctx, PlanRequest{
 		Run: run.ID, Dir: dir, Targets: in.Targets, VarFiles: in.VarFiles, Replace: in.Replace, Snapshot: snapshot, Progress: in.Progress,
 	})

@@ -47,7 +47,7 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 		Changed: changed, Resources: st.ResourceCount(), Actor: actor, Origin: origin,
 	})
 	if errors.Is(err, ErrConflict) {
-		return State{}, fmt.Errorf("creating state %s: a state of that name exists: %w", name, err)
+		return State{}, fmt.Errorf("creating state %s: a state of that name exists (see `kl state list`): %w", name, ErrConflict)
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("creating state %s: %w", name, err)
@@ -67,7 +67,7 @@ func (e *Engine) Pull(ctx context.Context, name string, serial int64) ([]byte, V
 	}
 	v, err := e.Store.GetVersion(ctx, name, serial)
 	if errors.Is(err, ErrNotFound) {
-		return nil, Version{}, fmt.Errorf("state %s has no version %d (head is %d): %w", name, serial, st.HeadSerial, err)
+		return nil, Version{}, fmt.Errorf("state %s has no version %d (head is %d): %w", name, serial, st.HeadSerial, ErrNotFound)
 	}
 	if err != nil {
 		return nil, Version{}, fmt.Errorf("reading version %d of state %s: %w", serial, name, err)
@@ -82,7 +82,7 @@ func (e *Engine) Pull(ctx context.Context, name string, serial int64) ([]byte, V
 func (e *Engine) getState(ctx context.Context, name string) (State, error) {
 	st, err := e.Store.GetState(ctx, name)
 	if errors.Is(err, ErrNotFound) {
-		return State{}, fmt.Errorf("state %q does not exist (create it with `kl state init %s`): %w", name, name, err)
+		return State{}, fmt.Errorf("state %q does not exist (create it with `kl state init %s`): %w", name, name, ErrNotFound)
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("reading state %s: %w", name, err)

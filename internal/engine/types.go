@@ -47,13 +47,12 @@ type Version struct {
 }
 
 // Provenance links a version to the run and plan that produced it (ADR D5):
-// apply run, reviewed plan run, the plan actually applied (a re-plan may
-// replace the reviewed one), source serial, committed serial, plan digest,
-// commit mode, and whether the committed changes matched the plan exactly.
+// apply run, reviewed plan run (the plan Terraform applied: a re-plan only
+// re-checks it), source serial, committed serial, plan digest, commit mode,
+// and whether the committed changes matched the plan exactly.
 type Provenance struct {
 	Run             string     `json:"run,omitempty"`
 	PlanRun         string     `json:"plan_run,omitempty"`
-	AppliedPlanRun  string     `json:"applied_plan_run,omitempty"`
 	SourceSerial    int64      `json:"source_serial"`
 	CommittedSerial int64      `json:"committed_serial"`
 	PlanDigest      string     `json:"plan_digest,omitempty"`
@@ -85,6 +84,14 @@ type Drift struct {
 	// after the plan's source serial. Reservations and the since-plan check
 	// exist to keep it empty; it is recorded if they ever failed to.
 	Overwritten AddressSet `json:"overwritten,omitempty"`
+	// Tainted lists written resources Terraform left tainted: created, but
+	// their creation did not finish (a failed provisioner, an interruption).
+	Tainted AddressSet `json:"tainted,omitempty"`
+}
+
+// empty reports whether the commit matched the plan exactly.
+func (d *Drift) empty() bool {
+	return len(d.Unplanned)+len(d.Unchanged)+len(d.Kept)+len(d.Overwritten)+len(d.Tainted) == 0
 }
 
 // PullRequest identifies the pull request a run belongs to, when any.
@@ -176,8 +183,7 @@ type Run struct {
 	ReplanOf string    `json:"replan_of,omitempty"` // the reviewed plan this re-plan re-checks
 
 	// Apply runs.
-	PlanRun         string `json:"plan_run,omitempty"`         // the reviewed plan
-	AppliedPlanRun  string `json:"applied_plan_run,omitempty"` // what Terraform applied (a re-plan, or PlanRun)
+	PlanRun         string `json:"plan_run,omitempty"` // the reviewed plan
 	CommittedSerial int64  `json:"committed_serial,omitempty"`
 	// AllowedBecause holds the facts, decided and stored at apply time, that
 	// let this run proceed beside others (ADR D2).

@@ -20,14 +20,12 @@ type RunStory struct {
 	// Plan is the reviewed plan: the run itself for a plan run, its plan for
 	// an apply run.
 	Plan *Run `json:"plan,omitempty"`
-	// AppliedPlan is the re-plan Terraform applied, when not Plan.
-	AppliedPlan *Run `json:"applied_plan,omitempty"`
 	// Apply is the apply run that claimed a plan run, if any.
 	Apply *Run `json:"apply,omitempty"`
 	// Replans are the re-plans the apply made to re-check its plan (named
 	// by its "replanned" markers); one may be open for review.
 	Replans []Run `json:"replans,omitempty"`
-	// Markers of Plan, AppliedPlan and Apply/Run, merged in time order.
+	// Markers of Plan, its Replans and Apply, merged in time order.
 	Markers []Marker `json:"markers"`
 	// SincePlan: the classification the apply acted on (stored), or for a
 	// plan not yet applied the live classification against the head.
@@ -68,17 +66,7 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 		}
 		s.Plan = &pr
 	}
-	if apply != nil && apply.AppliedPlanRun != "" && apply.AppliedPlanRun != apply.PlanRun {
-		ap, err := e.getRun(ctx, apply.AppliedPlanRun)
-		if err != nil {
-			return nil, err
-		}
-		s.AppliedPlan = &ap
-	}
 	ids := []string{s.Plan.ID}
-	if s.AppliedPlan != nil {
-		ids = append(ids, s.AppliedPlan.ID)
-	}
 	if apply != nil {
 		ids = append(ids, apply.ID)
 	}
@@ -109,9 +97,9 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 		}
 	}
 	sort.SliceStable(s.Markers, func(i, j int) bool { return s.Markers[i].At.Before(s.Markers[j].At) })
-	if apply != nil && apply.SincePlan != nil {
-		s.SincePlan = apply.SincePlan
-	} else if s.Plan.Envelope != nil && s.Plan.Status.Open() {
+	if s.Plan.Envelope != nil && s.Plan.Status == StatusPlanned {
+		// Open (again): what an apply would face now, not what an earlier
+		// attempt found.
 		sp, err := e.SincePlan(ctx, s.Plan.ID)
 		if err != nil {
 			return nil, err
@@ -120,6 +108,8 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 		if s.Overlaps, err = e.Overlaps(ctx, *s.Plan); err != nil {
 			return nil, err
 		}
+	} else if apply != nil && apply.SincePlan != nil {
+		s.SincePlan = apply.SincePlan
 	}
 	if apply != nil && apply.CommittedSerial > 0 {
 		v, err := e.Store.GetVersion(ctx, apply.State, apply.CommittedSerial)
@@ -225,8 +215,14 @@ const (
 // Why answers "why was this run allowed, why did it wait, why was it
 // refused" from stored facts (ADR D2, D6).
 type Why struct {
-	Run     Run     `json:"run"`
-	Apply   *Run    `json:"apply,omitempty"` // for a plan run: its apply
+	Run Run `json:"run"`
+	// Plan is the reviewed plan: the run itself for a plan run, its plan
+	// for an apply run (its scope says how to plan again).
+	Plan *Run `json:"plan,omitempty"`
+	// Apply is, for a plan run, its apply — or, for a plan open again, the
+	// last attempt that did not go through (its markers are in Waited and
+	// Decisive).
+	Apply *Run `json:"apply,omitempty"`
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason,omitempty"`
 	// Facts are the stored allowed-because facts.
@@ -252,39 +248,48 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 	}
 	w := &Why{Run: run}
 	target := run
-	if run.Kind == KindPlan {
-		if run.ApplyRun == "" {
-			w.Verdict, w.Reason = VerdictPending, planPendingReason(run)
-			if run.Envelope != nil {
-				if w.SincePlan, err = e.SincePlan(ctx, run.ID); err != nil {
-					return nil, err
-				}
-				if w.Overlaps, err = e.Overlaps(ctx, run); err != nil {
-					return nil, err
-				}
+	switch {
+	case run.Kind == KindPlan && (run.ApplyRun == "" || run.Status == StatusPlanned):
+		p := run
+		w.Plan = &p
+		w.Verdict, w.Reason = VerdictPending, planPendingReason(run)
+		if run.ApplyRun != "" {
+			// An earlier attempt did not go through; the plan is open again.
+			last, err := e.getRun(ctx, run.ApplyRun)
+			if err != nil {
+				return nil, err
 			}
-			return w, nil
+			w.Apply = &last
+			w.Reason = fmt.Sprintf("plan not applied yet; the last attempt, apply run %s, was %s: %s", last.ID, last.Status, last.Reason)
+			if err := e.collectWhy(ctx, w, last.ID); err != nil {
+				return nil, err
+			}
 		}
+		if run.Envelope != nil {
+			if w.SincePlan, err = e.SincePlan(ctx, run.ID); err != nil {
+				return nil, err
+			}
+			if w.Overlaps, err = e.Overlaps(ctx, run); err != nil {
+				return nil, err
+			}
+		}
+		return w, nil
+	case run.Kind == KindPlan:
+		p := run
+		w.Plan = &p
 		if target, err = e.getRun(ctx, run.ApplyRun); err != nil {
 			return nil, err
 		}
 		w.Apply = &target
-	}
-	ms, err := e.Store.Markers(ctx, target.ID)
-	if err != nil {
-		return nil, fmt.Errorf("reading markers of run %s: %w", target.ID, err)
-	}
-	for i := range ms {
-		m := ms[i]
-		m.Run = target.ID
-		switch m.Kind {
-		case MarkerWaited:
-			w.Waited = append(w.Waited, m)
-		case MarkerReserved:
-			w.Reserved = &m
-		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDrift:
-			w.Decisive = append(w.Decisive, m)
+	default:
+		p, err := e.getRun(ctx, run.PlanRun)
+		if err != nil {
+			return nil, err
 		}
+		w.Plan = &p
+	}
+	if err := e.collectWhy(ctx, w, target.ID); err != nil {
+		return nil, err
 	}
 	w.Facts = target.AllowedBecause
 	w.SincePlan = target.SincePlan
@@ -303,6 +308,28 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 		w.Verdict = VerdictFailed
 	}
 	return w, nil
+}
+
+// collectWhy sorts the markers of apply run id into w: waits, the
+// reservation, and the decisive markers.
+func (e *Engine) collectWhy(ctx context.Context, w *Why, id string) error {
+	ms, err := e.Store.Markers(ctx, id)
+	if err != nil {
+		return fmt.Errorf("reading markers of run %s: %w", id, err)
+	}
+	for i := range ms {
+		m := ms[i]
+		m.Run = id
+		switch m.Kind {
+		case MarkerWaited:
+			w.Waited = append(w.Waited, m)
+		case MarkerReserved:
+			w.Reserved = &m
+		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDrift:
+			w.Decisive = append(w.Decisive, m)
+		}
+	}
+	return nil
 }
 
 func planPendingReason(r Run) string {
@@ -396,7 +423,7 @@ func (e *Engine) Runs(ctx context.Context, q RunQuery) ([]Run, error) {
 func (e *Engine) getRun(ctx context.Context, id string) (Run, error) {
 	r, err := e.Store.GetRun(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return Run{}, fmt.Errorf("run %s does not exist (see `kl runs`): %w", id, err)
+		return Run{}, fmt.Errorf("run %s does not exist (see `kl runs`): %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("reading run %s: %w", id, err)

@@ -39,11 +39,11 @@ func prepared(s *engine.RunStory) *engine.RunStory {
 
 func applyDoc(s *engine.RunStory) *doc {
 	a := s.Run
-	v := applyVerdict(a, s.Markers, s.SincePlan, s.Version, s.Replans)
+	v := applyVerdict(a, s.Markers, s.SincePlan, s.Version, s.Replans, s.Plan)
 	d := &doc{tone: v.tone, more: "kl run show " + a.ID,
 		title: words("Apply ", runSpan(a.ID), " of plan ", runSpan(a.PlanRun), " on ", strong(a.State))}
 	d.summary = append(d.summary, para(v.words), applyFields(s, &a))
-	applySections(d, s, &a)
+	applySections(d, s, &a, "", true)
 	if s.Version != nil {
 		driftSections(d, s.Version.Provenance.Drift)
 	}
@@ -55,7 +55,11 @@ func applyDoc(s *engine.RunStory) *doc {
 func planFieldWords(s *engine.RunStory, a *engine.Run) sentence {
 	switch {
 	case a.CommittedSerial > 0 || a.Status == engine.StatusApplied:
-		return appliedPlanWords(a.PlanRun, a.AppliedPlanRun, replanCheck(s.Markers, a.ID))
+		pl := appliedPlanWords(a.PlanRun, replanCheck(s.Markers, a.ID))
+		if p := reviewedPlan(s, a); p != nil && p.Status == engine.StatusFailed {
+			pl = pl.add(txt(" (now failed: it cannot be applied again)"))
+		}
+		return pl
 	case a.Status == engine.StatusApplying:
 		pl := words("reviewed ", runSpan(a.PlanRun))
 		if c := replanCheck(s.Markers, a.ID); c != nil {
@@ -64,14 +68,29 @@ func planFieldWords(s *engine.RunStory, a *engine.Run) sentence {
 		return pl.add(txt("; applying the reviewed plan"))
 	}
 	pl := words("reviewed ", runSpan(a.PlanRun))
-	if p := s.Plan; p != nil && p.ID == a.PlanRun && (p.Status == engine.StatusStale || p.Status == engine.StatusSuperseded) {
-		pl = pl.add(txt(" (now " + string(p.Status) + ")"))
+	if p := reviewedPlan(s, a); p != nil && !a.Status.Open() {
+		switch p.Status {
+		case engine.StatusStale, engine.StatusSuperseded, engine.StatusFailed:
+			pl = pl.add(txt(" (now " + string(p.Status) + ")"))
+		case engine.StatusPlanned:
+			pl = pl.add(txt(" (open again: it can be applied again)"))
+		}
 	}
 	return pl
 }
 
+// reviewedPlan returns the story's plan when it is apply a's reviewed plan.
+func reviewedPlan(s *engine.RunStory, a *engine.Run) *engine.Run {
+	if p := s.Plan; p != nil && p.ID == a.PlanRun {
+		return p
+	}
+	return nil
+}
+
 // applyFields is an apply run in brief: who, which plan, what it reserved,
-// the since-plan counts and the committed version.
+// the since-plan counts it acted on and, for an apply that stopped
+// part-way, how its commit differs from the plan (the verdict names the
+// version).
 func applyFields(s *engine.RunStory, a *engine.Run) fields {
 	var f fields
 	f = f.addField("actor", words(a.Actor))
@@ -81,12 +100,18 @@ func applyFields(s *engine.RunStory, a *engine.Run) fields {
 		f = f.addField("reserved", reservedWords(res, ofKind(s.Markers, a.ID, engine.MarkerWaited)))
 	}
 	if s.SincePlan != nil {
-		f = f.addField("since plan", countsWords(s.SincePlan.Summary()))
+		when := "at preflight"
+		if s.SincePlanLive {
+			when = "now"
+		}
+		f = f.addField("since plan", countsWords(s.SincePlan.Summary(), when))
 	}
 	if s.Version != nil && a.Status != engine.StatusApplied {
-		f = f.addField("committed", words(commitWords(s.Version.Provenance), ", ", matchWords(s.Version.Provenance)))
-		if s.Version.Provenance.Partial {
-			f = f.addField("partial", words(toned(toneBad, "yes"), ": Terraform stopped part-way; what it wrote is committed"))
+		p := s.Version.Provenance
+		if p.Exact {
+			f = f.addField("matches plan", words(toned(toneGood, "exact")))
+		} else {
+			f = f.addField("matches plan", words(toned(driftTone(p), driftShort(p.Drift))))
 		}
 	}
 	if s.Version != nil && overwritten(s.Version.Provenance.Drift) {
@@ -143,30 +168,84 @@ func replanFields(s *engine.RunStory, a *engine.Run, m engine.Marker) fields {
 	return f
 }
 
-// applySections adds what an apply decided and committed: refusal,
-// since-plan, allowed-because, re-plans and fallbacks, provenance and
-// failure. a is the apply run of the story. The full drift lists are left
-// to the caller, to come last.
-func applySections(d *doc, s *engine.RunStory, a *engine.Run) {
-	rs := refusals(*a, s.Markers, s.SincePlan, s.Replans)
+// endTitle is the section title of how an apply ended other than applied
+// or refused: "Failed", "Interrupted", "Lease expired".
+func endTitle(st engine.RunStatus) string {
+	switch st {
+	case engine.StatusInterrupted:
+		return "Interrupted"
+	case engine.StatusLeaseExpired:
+		return "Lease expired"
+	}
+	return "Failed"
+}
+
+// endFields tells what a failed or interrupted apply left behind — the
+// verdict line says why it stopped, once: what Terraform wrote, the
+// resources it left tainted (the next plan replaces them), any other
+// failure, and what to do next.
+func endFields(s *engine.RunStory, a *engine.Run) fields {
+	var f fields
+	if m := lastOf(s.Markers, a.ID, engine.MarkerApplied); m != nil && len(m.Addresses) > 0 {
+		f = f.addField("terraform wrote", words(countWords(m.Addresses)+": ", addrs(m.Addresses)))
+	} else if a.CommittedSerial == 0 {
+		f = f.addField("committed", words("nothing"))
+	}
+	if v := s.Version; v != nil && tainted(v.Provenance.Drift) {
+		t := v.Provenance.Drift.Tainted
+		f = f.addField("tainted", words(addrs(t), toned(toneBad, ": "+taintedMeaning(len(t)))))
+	}
+	for _, m := range ofKind(s.Markers, a.ID, engine.MarkerFailed) {
+		if m.Reason != a.Reason {
+			f = f.addField("also", markerWords(m))
+		}
+	}
+	f = f.addField("next", endNext(s, a))
+	return f
+}
+
+// endNext is what to do after an apply that did not commit the plan: apply
+// the plan again when the engine handed it back (nothing was written), or
+// re-plan when it can no longer be applied.
+func endNext(s *engine.RunStory, a *engine.Run) sentence {
+	p := reviewedPlan(s, a)
+	if p == nil {
+		return nil
+	}
+	switch p.Status {
+	case engine.StatusPlanned:
+		return words("apply the plan again: ", code("kl apply "+p.ID))
+	case engine.StatusStale, engine.StatusSuperseded, engine.StatusFailed:
+		next, _ := replanNext(*a, p)
+		return next
+	}
+	return nil
+}
+
+// applySections adds what an apply decided and committed: refusal or how
+// it ended, since-plan, allowed-because, re-plans and fallbacks, and
+// provenance. a is the apply run of the story; prefix titles its first
+// sections ("Last attempt " for the apply of a plan open again). When
+// sinceSaid, the view's summary has told the since-plan counts, so a
+// "head unchanged" staleness fact is not told twice. The full drift lists
+// are left to the caller, to come last.
+func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string, sinceSaid bool) {
+	rs := refusals(*a, s.Markers, s.SincePlan, s.Replans, s.Plan)
 	told := map[string]bool{}
 	for _, r := range rs {
-		d.section(words(toned(toneBad, "Refused: "+ruleTitle[r.rule])), refusalFields(r))
+		d.section(words(toned(toneBad, prefix+"Refused: "+ruleTitle[r.rule])), refusalFields(r))
 		if r.rule == ruleIntent || r.rule == ruleBehindHead {
 			told[r.run] = true
 		}
 	}
-	if s.SincePlan != nil {
-		title := "Since plan"
-		if s.SincePlanLive {
-			title = "Since plan (live, now)"
-		}
-		d.section(words(title, fmt.Sprintf(": serial %d → head %d", s.SincePlan.SourceSerial, s.SincePlan.HeadSerial)),
-			sincePlanTable(s.SincePlan)...)
+	switch a.Status {
+	case engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
+		d.section(words(toned(toneBad, prefix+endTitle(a.Status))), endFields(s, a))
 	}
-	if len(a.AllowedBecause) > 0 {
+	sincePlanSection(d, s.SincePlan, s.SincePlanLive)
+	if facts := allowedFacts(a.AllowedBecause, sinceSaid); len(facts) > 0 {
 		var l list
-		for _, sen := range allowedWords(a.AllowedBecause, lastOf(s.Markers, a.ID, engine.MarkerReserved)) {
+		for _, sen := range allowedWords(facts, lastOf(s.Markers, a.ID, engine.MarkerReserved)) {
 			l = append(l, item{s: sen})
 		}
 		d.section(words(toned(toneGood, "Allowed because")), l)
@@ -189,21 +268,41 @@ func applySections(d *doc, s *engine.RunStory, a *engine.Run) {
 		d.section(words("Fallback"), fb)
 	}
 	if v := s.Version; v != nil {
-		title := fmt.Sprintf("Committed version %d", v.Serial)
-		if v.Provenance.Partial {
-			title += " (partial)"
-		}
-		d.section(words(title), provenanceFields(v, replanCheck(s.Markers, a.ID)))
+		d.section(words(fmt.Sprintf("Committed version %d", v.Serial)), provenanceFields(v, s.Markers))
 	}
-	// The engine records a refusal as a "failed" marker too; the refusal
-	// sections above already tell it.
-	if fails := ofKind(s.Markers, a.ID, engine.MarkerFailed); len(fails) > 0 && a.Status != engine.StatusRefused {
-		var l list
-		for _, m := range fails {
-			l = append(l, item{s: markerWords(m)})
-		}
-		d.section(words(toned(toneBad, "Failure")), l)
+}
+
+// allowedFacts returns the facts to list under "Allowed because": all of
+// them, but the "head unchanged" staleness fact when the view has said so
+// already (sinceSaid).
+func allowedFacts(facts []engine.Fact, sinceSaid bool) []engine.Fact {
+	if !sinceSaid {
+		return facts
 	}
+	var out []engine.Fact
+	for _, f := range facts {
+		if f.Kind == engine.FactStalenessPassed && len(f.Serials) == 0 && f.HeadSerial == f.SourceSerial {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// sincePlanSection adds the versions committed since the plan, titled
+// with the range and when they were classified: "at preflight" for the
+// classification an apply acted on (the head then, not now), "live, now"
+// for one computed now. With no version since the plan it adds nothing:
+// the view says "head unchanged since the plan" once, elsewhere.
+func sincePlanSection(d *doc, sp *engine.SincePlan, live bool) {
+	if sp == nil || len(sp.Entries) == 0 {
+		return
+	}
+	when := "at preflight"
+	if live {
+		when = "live, now"
+	}
+	d.section(words(fmt.Sprintf("Since plan (%s): serial %d → head %d", when, sp.SourceSerial, sp.HeadSerial)), sincePlanTable(sp)...)
 }
 
 type applyDocument struct {
@@ -212,7 +311,6 @@ type applyDocument struct {
 	Text           string      `json:"text"`
 	Run            *jRun       `json:"run"`
 	Plan           *jRun       `json:"plan,omitempty"`
-	AppliedPlan    *jRun       `json:"applied_plan,omitempty"`
 	Replans        []*jRun     `json:"replans"`
 	Footprint      *jFootprint `json:"footprint,omitempty"`
 	Reserved       *jMarker    `json:"reserved,omitempty"`
@@ -234,15 +332,15 @@ func toRuns(rs []engine.Run) []*jRun {
 
 func applyJSON(s *engine.RunStory) applyDocument {
 	a := s.Run
-	v := applyVerdict(a, s.Markers, s.SincePlan, s.Version, s.Replans)
+	v := applyVerdict(a, s.Markers, s.SincePlan, s.Version, s.Replans, s.Plan)
 	rl := roles(s)
 	res := lastOf(s.Markers, a.ID, engine.MarkerReserved)
 	j := applyDocument{Schema: SchemaApply, Verdict: v.word, Text: v.words.plain(), Run: toRun(&a), Plan: toRun(s.Plan),
-		AppliedPlan: toRun(s.AppliedPlan), Replans: toRuns(s.Replans), Waited: toMarkers(ofKind(s.Markers, a.ID, engine.MarkerWaited), rl),
+		Replans: toRuns(s.Replans), Waited: toMarkers(ofKind(s.Markers, a.ID, engine.MarkerWaited), rl, nil),
 		SincePlan: toSincePlan(s.SincePlan, s.Plan, s.SincePlanLive, s.SincePlanLive), AllowedBecause: toFacts(a.AllowedBecause, res),
-		Refusals: toRefusals(refusals(a, s.Markers, s.SincePlan, s.Replans)), Markers: toMarkers(s.Markers, rl), Version: toVersion(s.Version)}
+		Refusals: toRefusals(refusals(a, s.Markers, s.SincePlan, s.Replans, s.Plan)), Markers: toMarkers(s.Markers, rl, statuses(s)), Version: toVersion(s.Version)}
 	if res != nil {
-		m := toMarker(*res, rl[res.Run])
+		m := toMarker(*res, rl[res.Run], a.Status)
 		j.Reserved = &m
 	}
 	if p := s.Plan; p != nil && p.Envelope != nil {

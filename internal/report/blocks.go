@@ -111,28 +111,13 @@ func changesWords(sum engine.PlanSummary) sentence {
 }
 
 // writeSetWords counts a write set per address (resource level, plus root
-// outputs) beside the instances the plan changes, which the change summary
-// counts: "19 resource addresses (286 instances change)".
+// outputs: countWords) beside the instances the plan changes, which the
+// change summary counts: "18 resources, 1 output (286 instances change)".
 func writeSetWords(write engine.AddressSet, sum engine.PlanSummary) sentence {
-	outputs := 0
-	for _, a := range write {
-		if a.IsOutput() {
-			outputs++
-		}
-	}
-	res := len(write) - outputs
-	var s string
-	switch {
-	case len(write) == 0:
+	if len(write) == 0 {
 		return words("nothing")
-	case outputs == 0:
-		s = plural(res, "resource address", "resource addresses")
-	case res == 0:
-		s = plural(outputs, "output", "outputs")
-	default:
-		s = fmt.Sprintf("%s: %s, %s", plural(len(write), "address", "addresses"),
-			plural(res, "resource", "resources"), plural(outputs, "output", "outputs"))
 	}
+	s := countWords(write)
 	var counts []string
 	if n := sum.Add + sum.Change + sum.Destroy + sum.Replace + sum.Forget; n > 0 {
 		counts = append(counts, plural(n, "instance changes", "instances change"))
@@ -145,6 +130,15 @@ func writeSetWords(write engine.AddressSet, sum engine.PlanSummary) sentence {
 	}
 	if len(counts) > 0 {
 		s += " (" + strings.Join(counts, ", ") + ")"
+	}
+	return words(s)
+}
+
+// readSetWords counts a read set (countWords) and its widened prefixes.
+func readSetWords(fp engine.Footprint) sentence {
+	s := countWords(fp.Read)
+	if n := len(fp.Widened); n > 0 {
+		s += fmt.Sprintf(" (%d widened)", n)
 	}
 	return words(s)
 }
@@ -196,7 +190,7 @@ func nonEmpty(l addrList, empty sentence) block {
 // (ADR D3, D8).
 func sincePlanTable(sp *engine.SincePlan) []block {
 	if len(sp.Entries) == 0 {
-		return []block{para(words(fmt.Sprintf("no version since serial %d: head unchanged since plan", sp.SourceSerial)))}
+		return []block{para(words(headUnchanged(sp.SourceSerial)))}
 	}
 	t := table{head: []string{"", "version", "class", "produced by", "addresses that matter"}}
 	used := map[string]bool{}
@@ -205,10 +199,10 @@ func sincePlanTable(sp *engine.SincePlan) []block {
 		used[m.sym] = true
 		matter := addrs(e.Addresses)
 		if len(e.Addresses) == 0 {
-			matter = words(toned(toneDim, fmt.Sprintf("none (changed %s)", plural(len(e.Changed), "address", "addresses"))))
+			matter = words(toned(toneDim, "none (it changed "+countWords(e.Changed)+")"))
 		}
 		if m == markOwnApply {
-			matter = words(toned(toneDim, fmt.Sprintf("changed %s", plural(len(e.Changed), "address", "addresses"))))
+			matter = words(toned(toneDim, "it changed "+countWords(e.Changed)))
 		}
 		t.rows = append(t.rows, []sentence{
 			{markSpan(m)},
@@ -257,19 +251,20 @@ func overlapTable(ovs []engine.Overlap) []block {
 	return out
 }
 
-// provenanceFields is a committed version's provenance (ADR D5). check,
-// when set, is the "replanned: intent unchanged" marker of the apply that
-// committed it: the re-plan that re-checked the reviewed plan.
-func provenanceFields(v *engine.Version, check *engine.Marker) fields {
+// provenanceFields is a committed version's provenance (ADR D5). ms are
+// the markers of the story that holds it: the committed marker says which
+// head it merged onto, and the apply's "replanned: intent unchanged"
+// marker, if any, the re-plan that re-checked the reviewed plan.
+func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 	p := v.Provenance
 	var f fields
-	f = f.addField("version", commitWords(p))
+	f = f.addField("version", commitWords(p, mergedOnto(v, ms)))
 	f = f.addField("committed", words(fmtTime(v.CreatedAt)))
 	if p.Run != "" {
 		f = f.addField("applied by", who(p.Run, p.Actor, p.PR))
 	}
 	if p.PlanRun != "" {
-		f = f.addField("plan", appliedPlanWords(p.PlanRun, p.AppliedPlanRun, check))
+		f = f.addField("plan", appliedPlanWords(p.PlanRun, replanCheck(ms, p.Run)))
 	}
 	if p.PlanDigest != "" {
 		f = f.addField("plan digest", words(code(p.PlanDigest)))
@@ -282,19 +277,16 @@ func provenanceFields(v *engine.Version, check *engine.Marker) fields {
 	if p.Partial {
 		f = f.addField("partial", words(toned(toneBad, "yes"), ": the apply stopped part-way; this version holds what Terraform wrote"))
 	}
-	f = f.addField("changed", words(plural(len(v.Changed), "address", "addresses")+fmt.Sprintf("; %s in the snapshot", plural(v.Resources, "resource", "resources"))))
+	f = f.addField("changed", words(countWords(v.Changed)+"; the snapshot holds "+plural(v.Resources, "resource", "resources")))
 	return f
 }
 
 // appliedPlanWords says which plan an apply applied: "reviewed P; re-checked
 // by re-plan R against head N: intent unchanged; applied the reviewed plan".
-// A re-plan is a check, never what gets applied (engine apply.go replan);
-// a record whose applied plan differs from the reviewed one says so.
-func appliedPlanWords(plan, applied string, check *engine.Marker) sentence {
+// Terraform always applies the reviewed plan; a re-plan is a check only
+// (engine apply.go replan).
+func appliedPlanWords(plan string, check *engine.Marker) sentence {
 	s := words("reviewed ", runSpan(plan))
-	if applied != "" && applied != plan {
-		return words(s, "; Terraform applied re-plan ", runSpan(applied), " instead")
-	}
 	if check == nil {
 		return s
 	}
@@ -324,6 +316,7 @@ func driftSections(d *doc, dr *engine.Drift) {
 		set   engine.AddressSet
 	}{
 		{"Drift: OVERWRITTEN (planned writes merged over changes the head made after the plan)", dr.Overwritten},
+		{"Drift: tainted (" + taintedMeaning(len(dr.Tainted)) + ")", dr.Tainted},
 		{"Drift: changed but not planned", dr.Unplanned},
 		{"Drift: planned but unchanged", dr.Unchanged},
 		{"Drift: kept at head (the head changed them since the plan)", dr.Kept},
@@ -381,14 +374,26 @@ func roles(s *engine.RunStory) map[string]string {
 	for _, rp := range s.Replans {
 		out[rp.ID] = "re-plan"
 	}
-	if s.AppliedPlan != nil {
-		out[s.AppliedPlan.ID] = "re-plan"
-	}
 	if s.Apply != nil {
 		out[s.Apply.ID] = "apply"
 	}
 	if s.Run.Kind == engine.KindApply {
 		out[s.Run.ID] = "apply"
+	}
+	return out
+}
+
+// statuses maps the runs of a story to their status now, so that the
+// marker that ended a run is told by how it ended (markerWordsOf).
+func statuses(s *engine.RunStory) map[string]engine.RunStatus {
+	out := map[string]engine.RunStatus{s.Run.ID: s.Run.Status}
+	for _, r := range []*engine.Run{s.Plan, s.Apply} {
+		if r != nil {
+			out[r.ID] = r.Status
+		}
+	}
+	for _, rp := range s.Replans {
+		out[rp.ID] = rp.Status
 	}
 	return out
 }
@@ -400,13 +405,14 @@ func timeline(s *engine.RunStory) []block {
 		return []block{para(words("no markers"))}
 	}
 	rl := roles(s)
+	st := statuses(s)
 	t := table{head: []string{"time", "run", "event"}}
 	for _, m := range s.Markers {
 		role := rl[m.Run]
 		if role == "" {
 			role = m.Run
 		}
-		t.rows = append(t.rows, []sentence{{txt(fmtTime(m.At))}, {txt(role)}, markerWords(m)})
+		t.rows = append(t.rows, []sentence{{txt(fmtTime(m.At))}, {txt(role)}, markerWordsOf(m, st[m.Run])})
 	}
 	var parts []sentence
 	if id := idOf(s.Plan); id != "" {
@@ -418,9 +424,6 @@ func timeline(s *engine.RunStory) []block {
 			seen[rp.ID] = true
 			parts = append(parts, words("re-plan ", runSpan(rp.ID)))
 		}
-	}
-	if id := idOf(s.AppliedPlan); id != "" && !seen[id] {
-		parts = append(parts, words("re-plan ", runSpan(id)))
 	}
 	if id := applyID(s); id != "" {
 		parts = append(parts, words("apply ", runSpan(id)))

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -28,7 +29,7 @@ func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 			return words(fmt.Sprintf("staleness check passed over %s (%s)",
 				plural(len(f.Serials), "independent version", "independent versions"), serials(f.Serials)))
 		case f.HeadSerial == f.SourceSerial:
-			return words(fmt.Sprintf("head unchanged since plan (serial %d)", f.SourceSerial))
+			return words(headUnchanged(f.SourceSerial))
 		}
 		return words(fmt.Sprintf("staleness check passed: no version between serial %d and head %d changed a planned target",
 			f.SourceSerial, f.HeadSerial))
@@ -67,9 +68,9 @@ func factShort(f engine.Fact) sentence {
 	case engine.FactStalenessPassed:
 		switch {
 		case len(f.Serials) > 0:
-			return words("staleness passed (" + serials(f.Serials) + " independent)")
+			return words(fmt.Sprintf("staleness passed over %s %s (independent)", versionWord(len(f.Serials)), serials(f.Serials)))
 		case f.HeadSerial == f.SourceSerial:
-			return words(fmt.Sprintf("head unchanged (%d)", f.SourceSerial))
+			return words(fmt.Sprintf("head unchanged since serial %d", f.SourceSerial))
 		}
 		return words("staleness passed")
 	case engine.FactReplanUnchanged:
@@ -141,6 +142,36 @@ func markerTone(m engine.Marker) tone {
 	return toneNone
 }
 
+// markerWordsOf puts a marker of a run in status into words: the "failed"
+// marker the engine records when a run ends says how it ended — "refused:
+// …" for a refusal (engine apply.go abort), "interrupted …", "superseded:
+// …" — instead of "failed". status "" reads the marker alone.
+func markerWordsOf(m engine.Marker, status engine.RunStatus) sentence {
+	if m.Kind != engine.MarkerFailed {
+		return markerWords(m)
+	}
+	switch status {
+	case engine.StatusRefused:
+		return words(toned(toneBad, "refused"), reasonSuffix(m.Reason))
+	case engine.StatusInterrupted, engine.StatusSuperseded, engine.StatusLeaseExpired:
+		return endWords(status, m.Reason, markerTone(m))
+	}
+	return markerWords(m)
+}
+
+// endWords is how a run ended, in words: "interrupted during terraform
+// apply: …" when the reason names the status itself, else "STATUS: reason".
+func endWords(status engine.RunStatus, reason string, t tone) sentence {
+	word := strings.ReplaceAll(string(status), "-", " ")
+	if reason == "" {
+		return words(toned(t, word))
+	}
+	if rest, ok := strings.CutPrefix(reason, word); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
+		return words(toned(t, word), rest)
+	}
+	return words(toned(t, word), ": "+reason)
+}
+
 // markerWords puts one marker into words; the verb carries its tone.
 func markerWords(m engine.Marker) sentence {
 	v := func(s string) span { return toned(markerTone(m), s) }
@@ -162,7 +193,7 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerPreflight:
 		s := words(v("since-plan preflight"))
 		if m.SincePlan != nil {
-			s = words(s, ": ", countsWords(*m.SincePlan))
+			s = words(s, ": ", countsWords(*m.SincePlan, ""))
 		}
 		return s
 	case engine.MarkerStalenessPassed:
@@ -199,14 +230,18 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerFellBack:
 		return words(v("fell back"), " from the native lane to the full snapshot", reasonSuffix(m.Reason))
 	case engine.MarkerApplied:
-		s := words(v("terraform apply"), " changed "+plural(m.Count, "resource", "resources"))
+		changed := plural(m.Count, "address", "addresses")
+		if len(m.Addresses) > 0 {
+			changed = countWords(m.Addresses)
+		}
+		s := words(v("terraform apply"), " changed "+changed)
 		if m.Reason != "" {
 			s = s.add(txt(" before it stopped: " + m.Reason))
 		}
 		return s
 	case engine.MarkerCommitted:
 		return words(v("committed"), " ", strong(fmt.Sprintf("version %d", m.Serial)),
-			fmt.Sprintf(" onto head %d (%s, %s)", m.FromSerial, m.Mode, plural(m.Count, "address changed", "addresses changed")))
+			fmt.Sprintf(" merged onto head %d (%s; %s)", m.FromSerial, m.Mode, plural(m.Count, "address changed", "addresses changed")))
 	case engine.MarkerDrift:
 		return words(v("drift"), ": ", driftWords(m.Drift))
 	case engine.MarkerReleased:

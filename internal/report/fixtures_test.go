@@ -100,7 +100,7 @@ func planMarkers() []engine.Marker {
 func applyRunA(status engine.RunStatus, reason string) engine.Run {
 	return engine.Run{ID: applyA, Kind: engine.KindApply, State: stateName, Actor: "alice", Holder: holder, Status: status,
 		Reason: reason, PR: pr(42), CreatedAt: at(600), UpdatedAt: at(640), FinishedAt: atp(640),
-		PlanRun: planA, AppliedPlanRun: planA}
+		PlanRun: planA}
 }
 
 // Versions committed by others after alice's source serial 12.

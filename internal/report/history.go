@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -41,8 +42,9 @@ type historyLine struct {
 	replan    sentence
 	waited    sentence
 	failed    sentence // the reason a partial apply stopped
-	failedKey string   // "failed" or "interrupted"
+	failedKey string   // "failed", "interrupted" or "lease expired"
 	warning   sentence // overwritten addresses
+	tainted   sentence // resources Terraform left tainted
 }
 
 func historyOf(h engine.HistoryEntry) historyLine {
@@ -72,21 +74,28 @@ func historyOf(h engine.HistoryEntry) historyLine {
 	l.run = who(p.Run, p.Actor, p.PR)
 	if p.PlanRun != "" {
 		l.run = words(l.run, ", plan ", runSpan(p.PlanRun))
-		if p.AppliedPlanRun != "" && p.AppliedPlanRun != p.PlanRun {
-			l.run = words(l.run, " (Terraform applied re-plan ", runSpan(p.AppliedPlanRun), " instead)")
-		}
 	}
 	if overwritten(p.Drift) {
 		l.warning = overwrittenWarning(p)
 	}
+	if tainted(p.Drift) {
+		l.tainted = words(addrs(p.Drift.Tainted), toned(toneBad, ": "+taintedMeaning(len(p.Drift.Tainted))))
+	}
 	if h.Run != nil {
 		var parts []sentence
 		for _, f := range h.Run.AllowedBecause {
+			if f.Kind == engine.FactReplanUnchanged && h.Replan != nil {
+				continue // the re-plan line tells it
+			}
 			parts = append(parts, factShort(f))
 		}
 		l.why = join(parts, "; ")
-		if h.Run.Status == engine.StatusFailed || h.Run.Status == engine.StatusInterrupted {
-			l.failedKey, l.failed = string(h.Run.Status), words(toned(toneBad, h.Run.Reason))
+		switch h.Run.Status {
+		case engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
+			// The key names the status; the value does not say it again.
+			e := endWords(h.Run.Status, h.Run.Reason, toneBad)
+			l.failedKey = e[0].text
+			l.failed = words(toned(toneBad, strings.TrimPrefix(strings.TrimPrefix(e[1:].plain(), ":"), " ")))
 		}
 	}
 	if h.Replan != nil {
@@ -117,13 +126,14 @@ func historyDoc(entries []engine.HistoryEntry, state string) *doc {
 		var f fields
 		f = f.addField("WARNING", l.warning)
 		f = f.addField("by", l.run)
+		f = f.addField(l.failedKey, l.failed)
+		f = f.addField("tainted", l.tainted)
 		f = f.addField("actor", l.actor)
 		f = f.addField("why", l.why)
 		f = f.addField("re-plan", l.replan)
 		f = f.addField("waited", l.waited)
-		f = f.addField(l.failedKey, l.failed)
 		if len(f) == 0 {
-			f = fields{{"changed", words(plural(len(h.Version.Changed), "address", "addresses"))}}
+			f = fields{{"changed", words(countWords(h.Version.Changed))}}
 		}
 		d.body = append(d.body, section{title: l.head, blocks: []block{f}})
 	}
@@ -152,7 +162,7 @@ func historyJSON(entries []engine.HistoryEntry, state string) historyDocument {
 	for _, h := range entries {
 		l := historyOf(h)
 		e := historyEntry{Version: toVersion(&h.Version), Run: toRun(h.Run), Why: l.why.plain(), Facts: []jFact{},
-			Waited: toMarkers(h.Waited, nil), Headline: l.head.plain()}
+			Waited: toMarkers(h.Waited, nil, nil), Headline: l.head.plain()}
 		if h.Version.Provenance.Mode == engine.CommitInit {
 			e.Init = h.Version.Provenance.Origin
 		}
@@ -160,7 +170,7 @@ func historyJSON(entries []engine.HistoryEntry, state string) historyDocument {
 			e.Facts = toFacts(h.Run.AllowedBecause, nil)
 		}
 		if h.Replan != nil {
-			m := toMarker(*h.Replan, "apply")
+			m := toMarker(*h.Replan, "apply", "")
 			e.Replan = &m
 		}
 		j.Entries = append(j.Entries, e)

@@ -75,7 +75,6 @@ type jRun struct {
 	UpdatedAt       jtime  `json:"updated_at,omitzero"`
 	FinishedAt      *jtime `json:"finished_at,omitempty"`
 	PlanRun         string `json:"plan_run,omitempty"`
-	AppliedPlanRun  string `json:"applied_plan_run,omitempty"`
 	ApplyRun        string `json:"apply_run,omitempty"`
 	ReplanOf        string `json:"replan_of,omitempty"`
 	CommittedSerial int64  `json:"committed_serial,omitempty"`
@@ -88,7 +87,7 @@ func toRun(r *engine.Run) *jRun {
 	j := &jRun{
 		ID: r.ID, Kind: string(r.Kind), State: r.State, Actor: r.Actor, Status: string(r.Status), Reason: r.Reason,
 		PR: toPR(r.PR), CreatedAt: jtime(r.CreatedAt), UpdatedAt: jtime(r.UpdatedAt), FinishedAt: jtimePtr(r.FinishedAt),
-		PlanRun: r.PlanRun, AppliedPlanRun: r.AppliedPlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
+		PlanRun: r.PlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
 		CommittedSerial: r.CommittedSerial,
 	}
 	if r.Holder.Host != "" {
@@ -267,13 +266,15 @@ type jDrift struct {
 	Unchanged   []string `json:"unchanged"`
 	Kept        []string `json:"kept"`
 	Overwritten []string `json:"overwritten"`
+	Tainted     []string `json:"tainted"`
 }
 
 func toDrift(d *engine.Drift) *jDrift {
 	if d == nil {
 		return nil
 	}
-	return &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept), Overwritten: strs(d.Overwritten)}
+	return &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept), Overwritten: strs(d.Overwritten),
+		Tainted: strs(d.Tainted)}
 }
 
 type jMarker struct {
@@ -299,8 +300,10 @@ type jMarker struct {
 	Extra         map[string]string `json:"extra,omitempty"`
 }
 
-func toMarker(m engine.Marker, role string) jMarker {
-	j := jMarker{Run: m.Run, Role: role, Seq: m.Seq, At: jtime(m.At), Kind: string(m.Kind), Text: markerWords(m).plain(),
+// toMarker encodes marker m of a run in status ("" when unknown), which
+// words the marker that ended the run (markerWordsOf).
+func toMarker(m engine.Marker, role string, status engine.RunStatus) jMarker {
+	j := jMarker{Run: m.Run, Role: role, Seq: m.Seq, At: jtime(m.At), Kind: string(m.Kind), Text: markerWordsOf(m, status).plain(),
 		OtherRun: m.Other, OtherPR: toPR(m.OtherPR), Addresses: optStrs(m.Addresses), Serial: m.Serial, FromSerial: m.FromSerial,
 		CommitMode: string(m.Mode), Count: m.Count, Class: string(m.Class), IntentChanged: m.IntentChanged, Drift: toDrift(m.Drift),
 		WaitedMS: time.Duration(m.Waited).Milliseconds(), Reason: m.Reason, Extra: m.Extra}
@@ -311,10 +314,12 @@ func toMarker(m engine.Marker, role string) jMarker {
 	return j
 }
 
-func toMarkers(ms []engine.Marker, roles map[string]string) []jMarker {
+// toMarkers encodes markers with the role and status of the run each
+// belongs to (either map may be nil).
+func toMarkers(ms []engine.Marker, roles map[string]string, statuses map[string]engine.RunStatus) []jMarker {
 	out := []jMarker{}
 	for _, m := range ms {
-		out = append(out, toMarker(m, roles[m.Run]))
+		out = append(out, toMarker(m, roles[m.Run], statuses[m.Run]))
 	}
 	return out
 }
@@ -375,7 +380,6 @@ func toSincePlan(sp *engine.SincePlan, plan *engine.Run, live, verdict bool) *jS
 type jProvenance struct {
 	Run             string  `json:"run,omitempty"`
 	PlanRun         string  `json:"plan_run,omitempty"`
-	AppliedPlanRun  string  `json:"applied_plan_run,omitempty"`
 	SourceSerial    int64   `json:"source_serial"`
 	CommittedSerial int64   `json:"committed_serial"`
 	PlanDigest      string  `json:"plan_digest,omitempty"`
@@ -406,7 +410,7 @@ func toVersion(v *engine.Version) *jVersion {
 	p := v.Provenance
 	return &jVersion{State: v.State, Serial: v.Serial, Lineage: v.Lineage, CreatedAt: jtime(v.CreatedAt),
 		Changed: strs(v.Changed), Resources: v.Resources, SizeBytes: v.Size,
-		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, AppliedPlanRun: p.AppliedPlanRun, SourceSerial: p.SourceSerial,
+		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, SourceSerial: p.SourceSerial,
 			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, CommitMode: string(p.Mode), Exact: p.Exact,
 			Drift: toDrift(p.Drift), Partial: p.Partial, Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
 }

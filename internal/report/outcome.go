@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -228,7 +229,7 @@ func readChangedOver(sp *engine.SincePlan, set engine.AddressSet) []engine.Since
 
 // replanRefusal is the refusal an intent-changed "replanned" marker m
 // decided, told by its outcome.
-func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans []engine.Run) refusal {
+func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans []engine.Run, plan *engine.Run) refusal {
 	rp := findRun(replans, m.Other)
 	r := refusal{rule: ruleIntent, serial: m.Serial, run: m.Other, plan: a.PlanRun, addrs: m.Addresses, replan: rp,
 		changed: readChangedOver(sp, m.Addresses), reason: m.Reason, outcome: outcomeOf(m)}
@@ -237,8 +238,13 @@ func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans 
 	case replanRead:
 		r.rule = ruleBehindHead
 		r.policy = "plan input changed → re-plan against the head; the re-plan would change what the plan reads → stop: the configuration is behind the head there, so no comparison can vouch for the plan"
-		r.nextCmd = "kl plan"
-		r.next = words("update the configuration with the head (merge the base branch into the PR), then plan again: ", code(r.nextCmd))
+		replan, cmd := replanNext(a, plan)
+		r.nextCmd = cmd
+		if prOf(a, plan) != nil {
+			r.next = words("merge the base branch into the PR, then ", replan)
+		} else {
+			r.next = words("update the configuration with the head, then ", replan)
+		}
 		r.words = words(strongT(toneBad, "configuration behind the head"), ": re-plan ", runSpan(m.Other), head,
 			" would also change ", addrs(m.Addresses), ", which this plan reads: applying would revert what ",
 			versionsWords(r.changed), " changed there; update the configuration with the head and plan again")
@@ -281,21 +287,22 @@ func versionsWords(es []engine.SincePlanEntry) string {
 
 // refusals reads the refusal of apply run a from its markers (annotated);
 // sp supplies the producing run's actor and the read-changed versions,
-// replans the re-plans as they are now.
-func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []engine.Run) []refusal {
+// replans the re-plans as they are now, plan (nil when the view does not
+// hold it) the reviewed plan's scope for the re-plan command.
+func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []engine.Run, plan *engine.Run) []refusal {
 	if a.Status != engine.StatusRefused {
 		return nil
 	}
 	var out []refusal
 	for _, m := range ofKind(ms, a.ID, engine.MarkerStalenessFailed) {
 		r := refusal{rule: ruleStale, serial: m.Serial, run: m.Other, pr: m.OtherPR, addrs: m.Addresses, plan: a.PlanRun,
-			policy: "planned target changed → refuse (stale plan; re-plan needed)", nextCmd: "kl plan"}
+			policy: "planned target changed → refuse (stale plan; re-plan needed)"}
 		what := "planned target"
 		if m.Class == engine.ClassReadChanged {
 			r.rule, what = ruleStaleStrict, "plan input"
 			r.policy = "--strict-since-plan: plan input changed → refuse (re-plan needed)"
 		}
-		r.next = words("re-plan: ", code("kl plan"), " on the PR's current head")
+		r.next, r.nextCmd = replanNext(a, plan)
 		if sp != nil {
 			for _, e := range sp.Entries {
 				if e.Serial == m.Serial {
@@ -304,14 +311,14 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 			}
 		}
 		r.words = words(strongT(toneBad, "stale plan"), fmt.Sprintf(": version %d, by ", r.serial), who(r.run, r.actor, r.pr),
-			", changed "+what+" ", addrs(r.addrs), "; re-plan with ", code("kl plan"))
+			", changed "+what+" ", addrs(r.addrs), "; re-plan")
 		out = append(out, r)
 	}
 	for _, m := range ofKind(ms, a.ID, engine.MarkerReplanned) {
 		if m.IntentChanged == nil || !*m.IntentChanged {
 			continue
 		}
-		out = append(out, replanRefusal(a, m, sp, replans))
+		out = append(out, replanRefusal(a, m, sp, replans, plan))
 	}
 	if len(out) > 0 {
 		return out
@@ -334,6 +341,70 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 	return []refusal{{rule: ruleOther, policy: reason, words: words(strongT(toneBad, reason))}}
 }
 
+// prOf is the pull request of an apply, or of its plan.
+func prOf(a engine.Run, plan *engine.Run) *engine.PullRequest {
+	if a.PR != nil {
+		return a.PR
+	}
+	if plan != nil {
+		return plan.PR
+	}
+	return nil
+}
+
+// replanCommand is the `kl plan` that re-plans the reviewed plan's scope
+// (engine.Scope: dir, -target, -var-file, -replace) against the head of its
+// state. Without the plan's envelope the directory is left as DIR.
+func replanCommand(a engine.Run, plan *engine.Run) string {
+	state := a.State
+	if plan != nil && plan.State != "" {
+		state = plan.State
+	}
+	args := []string{"kl", "plan", "--state", shellWord(state)}
+	if plan == nil || plan.Envelope == nil {
+		return strings.Join(append(args, "-C", "DIR"), " ")
+	}
+	sc := plan.Envelope.Scope
+	args = append(args, "-C", shellWord(sc.Dir))
+	for _, flag := range []struct {
+		name string
+		vals []string
+	}{{"--target", sc.Targets}, {"--var-file", sc.VarFiles}, {"--replace", sc.Replace}} {
+		for _, v := range flag.vals {
+			args = append(args, flag.name, shellWord(v))
+		}
+	}
+	return strings.Join(args, " ")
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but plain
+// path and address characters (an instance key such as ["a"] does).
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./:@%+=,$", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// replanNext is the next step after a plan turned stale: re-plan its scope
+// — on the PR's current head when the run has a PR — with the `kl plan`
+// command of its scope, which it also returns ("" when the view does not
+// hold the plan's envelope and the command has a placeholder).
+func replanNext(a engine.Run, plan *engine.Run) (sentence, string) {
+	cmd := replanCommand(a, plan)
+	s := words("re-plan: ", code(cmd))
+	if prOf(a, plan) != nil {
+		s = words("re-plan on the PR's current head: ", code(cmd))
+	}
+	if plan == nil || plan.Envelope == nil {
+		// The directory is a placeholder: no command to hand a machine.
+		return words(s, " (the plan's scope: ", code("kl run show "+a.PlanRun), ")"), ""
+	}
+	return s, cmd
+}
+
 // verdict is a one-line answer with its tone and a machine word.
 type verdict struct {
 	word  string // JSON "verdict"
@@ -342,14 +413,15 @@ type verdict struct {
 }
 
 // applyVerdict is the verdict line of an apply run; ms are its story's
-// markers (annotated), replans its re-plans as they are now.
-func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *engine.Version, replans []engine.Run) verdict {
+// markers (annotated), replans its re-plans as they are now, plan the
+// reviewed plan when the view holds it.
+func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *engine.Version, replans []engine.Run, plan *engine.Run) verdict {
 	switch a.Status {
 	case engine.StatusApplied:
 		s := words(strongT(toneGood, "applied"), ": committed ")
 		if v != nil {
 			p := v.Provenance
-			s = words(s, commitWords(p), ", ")
+			s = words(s, commitWords(p, mergedOnto(v, ms)), ", ")
 			if p.Exact {
 				return verdict{"allowed", toneGood, s.add(toned(toneGood, "exact"))}
 			}
@@ -365,7 +437,7 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 		}
 		return verdict{"waiting", toneWarn, words(strongT(toneWarn, "waiting"), " on ", join(parts, "; "))}
 	case engine.StatusRefused:
-		rs := refusals(a, ms, sp, replans)
+		rs := refusals(a, ms, sp, replans, plan)
 		s := words(toned(toneBad, "refused: "), rs[0].words)
 		if len(rs) > 1 {
 			s = s.add(txt(fmt.Sprintf(" (and %d more)", len(rs)-1)))
@@ -376,11 +448,27 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 	if a.Status == engine.StatusInterrupted {
 		word = "interrupted"
 	}
-	s := words(strongT(toneBad, string(a.Status)), reasonSuffix(a.Reason))
-	if a.CommittedSerial > 0 {
-		s = s.add(txt(fmt.Sprintf("; partial result committed as version %d", a.CommittedSerial)))
+	return verdict{word, toneBad, endVerdictWords(a, v)}
+}
+
+// endVerdictWords says how a failed, interrupted or expired apply ended,
+// once: "interrupted during terraform apply: committed what Terraform
+// wrote (version 13, partial)", "failed: terraform apply: …; committed what
+// Terraform wrote (version 13, partial)".
+func endVerdictWords(a engine.Run, v *engine.Version) sentence {
+	s := endWords(a.Status, a.Reason, toneBad)
+	s[0] = strongT(toneBad, s[0].text)
+	if a.CommittedSerial == 0 {
+		return s
 	}
-	return verdict{word, toneBad, s}
+	what := fmt.Sprintf("version %d", a.CommittedSerial)
+	if v == nil || v.Provenance.Partial {
+		what += ", partial"
+	}
+	if strings.HasSuffix(a.Reason, "committed what Terraform wrote") {
+		return s.add(txt(" (" + what + ")"))
+	}
+	return s.add(txt("; committed what Terraform wrote (" + what + ")"))
 }
 
 // Since-plan verdict actions (JSON "action").
@@ -394,21 +482,18 @@ const (
 // sincePlanVerdict says what an apply of plan would do now under the
 // default policy: refuse on a planned target changed, re-plan on a plan
 // input changed, proceed otherwise. The plan's own apply
-// (engine.SincePlanEntry.OwnApply) is not a conflict.
+// (engine.SincePlanEntry.OwnApply) is not a conflict. A plan that can no
+// longer be applied is closed, with what closed it.
 func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 	if !plan.Status.Open() {
-		s := words(strongT(toneInfo, "closed"), fmt.Sprintf(": plan is %s", plan.Status))
+		return actionClosed, verdict{actionClosed, toneInfo, words(strongT(toneInfo, "closed"), ": ", closedWords(sp, plan))}
+	}
+	if plan.Status == engine.StatusApplying {
+		s := words(strongT(toneInfo, "applying"), ": being applied now")
 		if plan.ApplyRun != "" {
-			s = words(s, " by apply ", runSpan(plan.ApplyRun))
+			s = words(strongT(toneInfo, "applying"), ": being applied now by apply ", runSpan(plan.ApplyRun))
 		}
-		if sp != nil {
-			for _, e := range sp.Entries {
-				if e.OwnApply {
-					s = s.add(txt(fmt.Sprintf(" (version %d)", e.Serial)))
-				}
-			}
-		}
-		return actionClosed, verdict{actionClosed, toneInfo, s.add(txt("; nothing to apply"))}
+		return actionClosed, verdict{actionClosed, toneInfo, s}
 	}
 	if sp == nil {
 		return actionProceed, verdict{actionProceed, toneGood, words(strongT(toneGood, "proceed"))}
@@ -428,9 +513,10 @@ func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 	switch {
 	case len(write) > 0:
 		e := write[0]
+		next, _ := replanNext(engine.Run{State: plan.State, PlanRun: plan.ID}, &plan)
 		return actionRefused, verdict{actionRefused, toneBad, words(strongT(toneBad, "refused"),
 			fmt.Sprintf(": an apply now is refused as stale: version %d, by ", e.Serial), who(e.Run, e.Actor, e.PR),
-			", changed planned target ", addrs(e.Addresses), "; re-plan with ", code("kl plan"))}
+			", changed planned target ", addrs(e.Addresses), "; ", next)}
 	case len(read) > 0:
 		return actionReplan, verdict{actionReplan, toneWarn, words(strongT(toneWarn, "re-plan"),
 			fmt.Sprintf(": an apply now re-checks by re-planning against head %d (plan input changed in %s %s); it applies this plan only if the re-plan's intent is unchanged and it changes nothing this plan reads",
@@ -440,6 +526,45 @@ func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 			fmt.Sprintf(": an apply now proceeds; %s %s, committed since serial %d, changed nothing this plan reads or writes",
 				versionWord(len(indep)), serials(engine.Serials(indep)), sp.SourceSerial))}
 	}
-	return actionProceed, verdict{actionProceed, toneGood, words(strongT(toneGood, "proceed"),
-		fmt.Sprintf(": head unchanged since plan (serial %d)", sp.SourceSerial))}
+	return actionProceed, verdict{actionProceed, toneGood, words(strongT(toneGood, "proceed"), ": "+headUnchanged(sp.SourceSerial))}
+}
+
+// closedWords says what closed a plan: "applied by apply X (version 15);
+// nothing to apply", "apply X found this plan stale; it cannot be
+// applied: re-plan", "superseded: REASON; …".
+func closedWords(sp *engine.SincePlan, plan engine.Run) sentence {
+	by := plan.ApplyRun
+	switch plan.Status {
+	case engine.StatusApplied:
+		s := words("applied")
+		if by != "" {
+			s = words(s, " by apply ", runSpan(by))
+		}
+		if sp != nil {
+			for _, e := range sp.Entries {
+				if e.OwnApply {
+					s = s.add(txt(fmt.Sprintf(" (version %d)", e.Serial)))
+				}
+			}
+		}
+		return s.add(txt("; nothing to apply"))
+	case engine.StatusStale:
+		s := words("this plan is stale")
+		if by != "" {
+			s = words("apply ", runSpan(by), " found this plan stale")
+		}
+		return s.add(txt("; it cannot be applied: re-plan"))
+	case engine.StatusSuperseded, engine.StatusFailed:
+		s := words(string(plan.Status))
+		switch {
+		case plan.Reason != "":
+			return s.add(txt(": " + plan.Reason))
+		case by != "" && plan.Status == engine.StatusSuperseded:
+			s = words(s, " by the re-plan of apply ", runSpan(by))
+		case by != "":
+			s = words(s, " in apply ", runSpan(by))
+		}
+		return s.add(txt("; it cannot be applied: re-plan"))
+	}
+	return words("plan is " + string(plan.Status) + "; it cannot be applied")
 }

@@ -37,11 +37,7 @@ func planDoc(out *engine.PlanOutcome) *doc {
 	f = f.addField("scope", scopeWords(env.Scope))
 	f = f.addField("changes", changesWords(env.Summary))
 	f = f.addField("write set", writeSetWords(env.Footprint.Write, env.Summary))
-	read := plural(len(env.Footprint.Read), "address", "addresses")
-	if n := len(env.Footprint.Widened); n > 0 {
-		read += fmt.Sprintf(", %d widened to a prefix", n)
-	}
-	f = f.addField("read set", words(read))
+	f = f.addField("read set", readSetWords(env.Footprint))
 	f = f.addField("reservations", reservationWords(env.Reservations))
 	ov := words(toned(toneGood, "none"))
 	if n := len(out.Overlaps); n > 0 {
@@ -120,7 +116,7 @@ func footprintDoc(source string, fp engine.Footprint, sum engine.PlanSummary, rs
 	var f fields
 	f = f.addField("changes", changesWords(sum))
 	f = f.addField("write set", writeSetWords(fp.Write, sum))
-	f = f.addField("read set", words(plural(len(fp.Read), "address", "addresses")))
+	f = f.addField("read set", words(countWords(fp.Read)))
 	f = f.addField("widened", words(plural(len(fp.Widened), "prefix", "prefixes")))
 	f = f.addField("reservations", reservationWords(rs))
 	d.summary = append(d.summary, f)

@@ -60,6 +60,7 @@ func goldenCases() []goldenCase {
 		{"apply", "overwritten", apply(storyOverwritten)},
 		{"apply", "refused-conflict", apply(storyRefusedConflict)},
 		{"apply", "partial-drift", apply(storyPartialDrift)},
+		{"apply", "interrupted-tainted", apply(storyInterrupted)},
 		{"run", "apply-waited-replanned", story(storyWaitedReplanned)},
 		{"run", "apply-refused-stale", story(storyRefusedStale)},
 		{"run", "apply-refused-behind-head", story(storyRefusedBehindHead)},
@@ -67,12 +68,17 @@ func goldenCases() []goldenCase {
 		{"run", "apply-partial-drift", story(storyPartialDrift)},
 		{"run", "plan-open", story(storyPlanOpen)},
 		{"run", "plan-applied", story(storyPlanApplied)},
+		{"run", "plan-open-again", story(storyPlanOpenAgain)},
+		{"run", "apply-interrupted-tainted", story(storyInterrupted)},
 		{"history", "prod", func(w io.Writer, o Options) error { return History(w, stateName, historyProd(), o) }},
 		{"history", "empty", func(w io.Writer, o Options) error { return History(w, stateName, nil, o) }},
 		{"since-plan", "own-apply", since(sincePlanOwnApply)},
 		{"since-plan", "open-refused", since(sincePlanOpenRefused)},
 		{"since-plan", "open-replan", since(sincePlanOpenReplan)},
 		{"since-plan", "open-independent", since(sincePlanIndependent)},
+		{"since-plan", "open-unchanged", since(func() (*engine.SincePlan, engine.Run) {
+			return sincePlan(12), planRunA(engine.StatusPlanned, "")
+		})},
 		{"runs", "recent", func(w io.Writer, o Options) error { return Runs(w, recentRuns(), o) }},
 		{"why", "allowed", why(whyAllowed)},
 		{"why", "refused-stale", why(func() *engine.Why { return whyFrom(storyRefusedStale(), engine.VerdictRefused) })},
@@ -84,6 +90,8 @@ func goldenCases() []goldenCase {
 		{"why", "interrupted", why(whyInterrupted)},
 		{"why", "waiting", why(whyWaiting)},
 		{"why", "pending", why(whyPending)},
+		{"why", "plan-open-again", why(whyPlanOpenAgain)},
+		{"why", "interrupted-tainted", why(func() *engine.Why { return whyFrom(storyInterrupted(), engine.VerdictInterrupted) })},
 		{"status", "waiter", func(w io.Writer, o Options) error { return Status(w, statusWaiter(), o) }},
 		{"footprint", "widening", func(w io.Writer, o Options) error {
 			return Footprint(w, "plan.json", footprintWidened(), engine.PlanSummary{Add: 1, Change: 1, Outputs: 1}, o)

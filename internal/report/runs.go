@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -42,7 +43,7 @@ func whatWords(r engine.Run) sentence {
 			}
 			return words(toned(toneDim, "no envelope: "+clip(r.Reason, 60)))
 		}
-		s := words(summaryWords(r.Envelope.Summary), "; writes "+plural(len(r.Envelope.Footprint.Write), "address", "addresses"))
+		s := words(summaryWords(r.Envelope.Summary), "; writes "+countWords(r.Envelope.Footprint.Write))
 		if r.ReplanOf != "" {
 			s = words(s, "; re-plan of ", runSpan(r.ReplanOf))
 		}
@@ -52,9 +53,32 @@ func whatWords(r engine.Run) sentence {
 		if r.CommittedSerial > 0 {
 			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", r.CommittedSerial)))
 		}
+		switch r.Status {
+		case engine.StatusRefused, engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
+			if c := firstClause(r.Reason, r.PlanRun); c != "" {
+				s = s.add(txt("; "), toned(statusTone(r.Status), c))
+			}
+		}
 		return s
 	}
 	return nil
+}
+
+// firstClause is the short form of a run's reason for a table: up to the
+// first ": " or "; " ("reservations conflict", "terraform apply",
+// "interrupted while waiting for reservations"), at most 60 runes. "plan
+// PLAN is stale" becomes "plan is stale": the row names the plan already.
+func firstClause(reason, plan string) string {
+	c := reason
+	for _, sep := range []string{": ", "; "} {
+		if i := strings.Index(c, sep); i >= 0 {
+			c = c[:i]
+		}
+	}
+	if plan != "" {
+		c = strings.Replace(c, "plan "+plan+" ", "plan ", 1)
+	}
+	return clip(c, 60)
 }
 
 // clip shortens s to at most n runes, marking the cut with "…".
@@ -146,9 +170,10 @@ type statesDocument struct {
 }
 
 // StateInit renders the one-line result of `kl state init`: the new
-// state, adopted from the file from, or empty when from is "".
+// state, adopted from the file from, or empty when from is "". Like every
+// view's first line it starts with a capital: "Created state prod: …".
 func StateInit(w io.Writer, st engine.State, from string, o Options) error {
-	line := words(toned(toneGood, "created"), " state ", strong(st.Name), ": ")
+	line := words(toned(toneGood, "Created"), " state ", strong(st.Name), ": ")
 	source := "empty"
 	if from != "" {
 		source = "file"

@@ -29,7 +29,7 @@ func storyAllowedConcurrent() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 5, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 3},
 		engine.Marker{Run: applyA, Seq: 6, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
 	)
-	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, AppliedPlanRun: planA, SourceSerial: 12,
+	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "alice", PR: pr(42)},
 		set(web, worker, webURL), 639.5)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
@@ -92,7 +92,7 @@ func storyWaitedReplanned() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 7, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 15, FromSerial: 14, Mode: engine.CommitSnapshotMerge, Count: 3},
 		engine.Marker{Run: applyA, Seq: 8, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
 	)
-	v := version(15, engine.Provenance{Run: applyA, PlanRun: planA, AppliedPlanRun: planA, SourceSerial: 12,
+	v := version(15, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "alice", PR: pr(42)},
 		set(web, worker, webURL), 639.5)
 	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{rp}, Markers: ms, SincePlan: sp, Version: v}
@@ -220,7 +220,7 @@ func storyPartialDrift() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 7, At: at(631.4), Kind: engine.MarkerFailed, Reason: failReason},
 		engine.Marker{Run: applyA, Seq: 8, At: at(631.5), Kind: engine.MarkerReleased, Count: 6},
 	)
-	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, AppliedPlanRun: planA, SourceSerial: 12,
+	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
 		set(web, cache), 631.4)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
@@ -231,7 +231,9 @@ const conflictReason = "reservations conflict: run " + applyE + " (acme/infra#44
 // storyRefusedConflict: erin's apply held the vpc and alice asked not to
 // wait (--wait 0).
 func storyRefusedConflict() *engine.RunStory {
-	plan := planRunA(engine.StatusPlanned, "")
+	// The engine hands the plan back (planned) and keeps naming its last
+	// attempt in ApplyRun.
+	plan := planRunA(engine.StatusPlanned, applyA)
 	a := applyRunA(engine.StatusRefused, conflictReason)
 	a.FinishedAt, a.UpdatedAt = atp(600.02), at(600.02)
 	ms := append(planMarkers(),
@@ -239,6 +241,54 @@ func storyRefusedConflict() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.01), Kind: engine.MarkerFailed, Reason: conflictReason},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms}
+}
+
+// interruptReason is the engine's reason for an apply cancelled (Ctrl-C)
+// while Terraform ran.
+const interruptReason = "interrupted during terraform apply: committed what Terraform wrote"
+
+// storyInterrupted: alice pressed Ctrl-C while Terraform applied. It had
+// replaced the web server and created the worker, whose provisioner did
+// not finish (tainted), and never got to the output: what it wrote is
+// committed as version 13, partial; the plan is consumed (failed).
+func storyInterrupted() *engine.RunStory {
+	plan := planRunA(engine.StatusFailed, applyA)
+	plan.Reason = fmt.Sprintf("apply run %s failed part-way; its partial result is version 13: re-plan", applyA)
+	a := applyRunA(engine.StatusInterrupted, interruptReason)
+	a.CommittedSerial = 13
+	sp := sincePlan(12)
+	a.SincePlan = sp
+	a.AllowedBecause = []engine.Fact{
+		{Kind: engine.FactDisjointWrites, Run: applyB, PR: pr(41), OwnWrite: set(web, worker, webURL), OtherWrite: set(dbMain)},
+		{Kind: engine.FactStalenessPassed, SourceSerial: 12, HeadSerial: 12},
+	}
+	drift := &engine.Drift{Unchanged: set(webURL), Tainted: set(worker)}
+	ms := append(planMarkers(),
+		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), Reason: interruptReason},
+		engine.Marker{Run: applyA, Seq: 5, At: at(624.3), Kind: engine.MarkerDrift, Drift: drift,
+			Reason: "planned but not changed: output.web_url; tainted (created but not finished; the next plan replaces them): module.app.terraform_data.worker"},
+		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
+		engine.Marker{Run: applyA, Seq: 7, At: at(624.3), Kind: engine.MarkerFailed, Reason: interruptReason},
+		engine.Marker{Run: applyA, Seq: 8, At: at(624.4), Kind: engine.MarkerReleased, Count: 6},
+	)
+	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
+		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
+		set(web, worker), 624.3)
+	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
+}
+
+// storyPlanOpenAgain is `kl run show` of alice's plan after the refusal of
+// storyRefusedConflict: open again (planned), its last attempt named, the
+// versions since classified live, carol's version 13 independent.
+func storyPlanOpenAgain() *engine.RunStory {
+	s := storyRefusedConflict()
+	last := s.Run
+	plan := *s.Plan
+	return &engine.RunStory{Run: plan, Plan: &plan, Apply: &last, Markers: s.Markers, SincePlan: sincePlan(13, entry13()),
+		SincePlanLive: true, Overlaps: overlapsA()}
 }
 
 // overlapsA are the open plans sharing part of alice's footprint.

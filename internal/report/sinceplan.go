@@ -38,7 +38,12 @@ func sincePlanDoc(sp *engine.SincePlan, plan engine.Run) *doc {
 			fmt.Sprintf(": serial %d → head %d", sp.SourceSerial, sp.HeadSerial))}
 	var f fields
 	f = f.addField("plan", who(plan.ID, plan.Actor, plan.PR).add(txt(", "+string(plan.Status))))
-	f = f.addField("versions", countsWords(sp.Summary()))
+	if len(sp.Entries) == 0 && plan.Status.Open() {
+		// The verdict says "head unchanged since the plan"; once is enough.
+		d.summary = append(d.summary, para(v.words), f)
+		return d
+	}
+	f = f.addField("versions", countsWords(sp.Summary(), ""))
 	d.summary = append(d.summary, para(v.words), f)
 	d.section(words("Versions since plan"), sincePlanTable(sp)...)
 	return d

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -24,19 +25,70 @@ func RunStory(w io.Writer, s *engine.RunStory, o Options) error {
 	return emit(w, o, func() *doc { return storyDoc(s) }, func() any { return storyJSON(s) })
 }
 
-// storyApply returns the apply run of a story, if any.
+// storyApply returns the apply run a story is told by, if any: the run
+// itself, or the apply of a plan — not the last attempt of a plan open
+// again (lastAttempt).
 func storyApply(s *engine.RunStory) *engine.Run {
 	if s.Run.Kind == engine.KindApply {
 		return &s.Run
 	}
+	if lastAttempt(s.Run, s.Apply) != nil {
+		return nil
+	}
 	return s.Apply
 }
 
+// lastAttempt returns apply when it is the last attempt at plan run p that
+// did not go through and p is open again (planned): the engine keeps
+// naming it in Run.ApplyRun (engine.Why, engine.RunStory).
+func lastAttempt(p engine.Run, apply *engine.Run) *engine.Run {
+	if p.Kind == engine.KindPlan && p.Status == engine.StatusPlanned && apply != nil {
+		return apply
+	}
+	return nil
+}
+
+// pendingWords is the verdict of a plan not applied yet: "not applied yet"
+// (and that the last attempt did not go through, when one did not), then
+// what an apply would do now.
+func pendingWords(p engine.Run, last *engine.Run, sp *engine.SincePlan) (tone, sentence) {
+	s := words(strongT(toneInfo, "not applied yet"))
+	if last != nil {
+		s = s.add(txt(fmt.Sprintf(" (the last attempt was %s; the plan can be applied again)", strings.ReplaceAll(string(last.Status), "-", " "))))
+	}
+	if sp == nil || p.Envelope == nil {
+		return toneInfo, s
+	}
+	_, v := sincePlanVerdict(sp, p)
+	return v.tone, words(s, "; ", v.words)
+}
+
+// openPlanNext is the next step for an open plan: apply it, or re-plan
+// when an apply now would be refused as stale.
+func openPlanNext(p engine.Run, sp *engine.SincePlan) (sentence, string) {
+	if sp != nil {
+		if action, _ := sincePlanVerdict(sp, p); action == actionRefused {
+			return replanNext(engine.Run{State: p.State, PlanRun: p.ID}, &p)
+		}
+	}
+	cmd := "kl apply " + p.ID
+	if p.ReplanOf != "" {
+		return words("review and apply ", runSpan(p.ID), ": ", code(cmd)), cmd
+	}
+	return words(code(cmd)), cmd
+}
+
+// lastAttemptWords names the last attempt at a plan and how it ended:
+// "run A (PR, alice), refused: reservations conflict: …".
+func lastAttemptWords(a engine.Run) sentence {
+	return words(who(a.ID, a.Actor, a.PR), ", ", endWords(a.Status, a.Reason, statusTone(a.Status)))
+}
+
 // storyVerdict is the first line of a story: the apply's verdict, or for a
-// plan without an apply what an apply would do now.
+// plan without an apply (or open again) what an apply would do now.
 func storyVerdict(s *engine.RunStory) verdict {
 	if a := storyApply(s); a != nil {
-		return applyVerdict(*a, s.Markers, s.SincePlan, s.Version, s.Replans)
+		return applyVerdict(*a, s.Markers, s.SincePlan, s.Version, s.Replans, s.Plan)
 	}
 	r := s.Run
 	if !r.Status.Open() || r.Envelope == nil {
@@ -46,8 +98,8 @@ func storyVerdict(s *engine.RunStory) verdict {
 		}
 		return verdict{string(r.Status), t, words(strongT(t, string(r.Status)), reasonSuffix(r.Reason))}
 	}
-	_, v := sincePlanVerdict(s.SincePlan, r)
-	return verdict{"pending", v.tone, words(strongT(toneInfo, "not applied yet"), "; ", v.words)}
+	t, w := pendingWords(r, lastAttempt(r, s.Apply), s.SincePlan)
+	return verdict{"pending", t, w}
 }
 
 func storyKind(r engine.Run) sentence {
@@ -63,6 +115,7 @@ func storyKind(r engine.Run) sentence {
 func storyDoc(s *engine.RunStory) *doc {
 	r := s.Run
 	v := storyVerdict(s)
+	last := lastAttempt(r, s.Apply)
 	d := &doc{tone: v.tone, more: "kl run show " + r.ID,
 		title: words("Run ", runSpan(r.ID), " (", storyKind(r), ") on ", strong(r.State), ": ", string(r.Status))}
 	var f fields
@@ -76,14 +129,14 @@ func storyDoc(s *engine.RunStory) *doc {
 	}
 	f = f.addField("time", words(times))
 	f = f.addField("PR", prField(r.PR, ""))
-	if a := s.Apply; a != nil && r.Kind == engine.KindPlan {
-		f = f.addField("applied by", who(a.ID, a.Actor, a.PR))
+	switch {
+	case last != nil:
+		f = f.addField("last attempt", lastAttemptWords(*last))
+	case s.Apply != nil && r.Kind == engine.KindPlan:
+		f = f.addField("applied by", who(s.Apply.ID, s.Apply.Actor, s.Apply.PR))
 	}
 	if r.Kind == engine.KindPlan && r.Status == engine.StatusPlanned && r.Envelope != nil {
-		next := words(code("kl apply " + r.ID))
-		if r.ReplanOf != "" {
-			next = words("review and apply ", runSpan(r.ID), ": ", next)
-		}
+		next, _ := openPlanNext(r, s.SincePlan)
 		f = f.addField("next", next)
 	}
 	if a := storyApply(s); a != nil {
@@ -95,14 +148,14 @@ func storyDoc(s *engine.RunStory) *doc {
 
 	// What was decided comes first and the long address lists last, so
 	// that Truncate cuts the lists before the story.
-	if a := storyApply(s); a != nil {
-		applySections(d, s, a)
-	} else if s.SincePlan != nil {
-		title := words(fmt.Sprintf("Since plan: serial %d → head %d", s.SincePlan.SourceSerial, s.SincePlan.HeadSerial))
-		if s.SincePlanLive {
-			title = words(fmt.Sprintf("Since plan (live, now): serial %d → head %d", s.SincePlan.SourceSerial, s.SincePlan.HeadSerial))
-		}
-		d.section(title, sincePlanTable(s.SincePlan)...)
+	switch a := storyApply(s); {
+	case a != nil:
+		applySections(d, s, a, "", false)
+	case last != nil:
+		lastAttemptSections(d, s, last)
+		sincePlanSection(d, s.SincePlan, s.SincePlanLive)
+	default:
+		sincePlanSection(d, s.SincePlan, s.SincePlanLive)
 	}
 	if blocks := overlapTable(s.Overlaps); blocks != nil {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(s.Overlaps))), blocks...)
@@ -113,15 +166,28 @@ func storyDoc(s *engine.RunStory) *doc {
 		for _, rp := range s.Replans {
 			d.section(words("Re-plan ", runSpan(rp.ID), " (a re-check of the reviewed plan)"), replanRunFields(rp))
 		}
-		if ap := s.AppliedPlan; ap != nil && findRun(s.Replans, ap.ID) == nil {
-			d.section(words("Re-plan ", runSpan(ap.ID), " (Terraform applied it instead of the reviewed plan)"), replanRunFields(*ap))
-		}
 		footprintSections(d, p.Envelope.Footprint, p.Envelope.Reservations)
 	}
 	if s.Version != nil {
 		driftSections(d, s.Version.Provenance.Drift)
 	}
 	return d
+}
+
+// lastAttemptSections tells why the last attempt at an open plan did not go
+// through: its refusal (rule, holder or version, addresses, next step) or
+// how it ended, from its markers in the story.
+func lastAttemptSections(d *doc, s *engine.RunStory, last *engine.Run) {
+	for _, r := range refusals(*last, s.Markers, nil, s.Replans, s.Plan) {
+		if r.rule == ruleOther {
+			continue // the "last attempt" field says it
+		}
+		d.section(words(toned(toneBad, "Last attempt refused: "+ruleTitle[r.rule])), refusalFields(r))
+	}
+	switch last.Status {
+	case engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
+		d.section(words(toned(toneBad, "Last attempt: "+strings.ToLower(endTitle(last.Status)))), endFields(s, last))
+	}
 }
 
 // replanRunFields is a re-plan run in brief: where it stands now, what it
@@ -145,7 +211,6 @@ type storyDocument struct {
 	Text           string      `json:"text"`
 	Run            *jRun       `json:"run"`
 	Plan           *jRun       `json:"plan,omitempty"`
-	AppliedPlan    *jRun       `json:"applied_plan,omitempty"`
 	Replans        []*jRun     `json:"replans"`
 	Apply          *jRun       `json:"apply,omitempty"`
 	Envelope       *jEnvelope  `json:"envelope,omitempty"`
@@ -157,12 +222,13 @@ type storyDocument struct {
 	SincePlan      *jSincePlan `json:"since_plan,omitempty"`
 	Version        *jVersion   `json:"version,omitempty"`
 	Overlaps       []jOverlap  `json:"overlaps"`
+	NextCommand    string      `json:"next_command,omitempty"`
 }
 
 func storyJSON(s *engine.RunStory) storyDocument {
 	v := storyVerdict(s)
 	j := storyDocument{Schema: SchemaRun, Verdict: v.word, Text: v.words.plain(), Run: toRun(&s.Run), Plan: toRun(s.Plan),
-		AppliedPlan: toRun(s.AppliedPlan), Replans: toRuns(s.Replans), Apply: toRun(s.Apply), Markers: toMarkers(s.Markers, roles(s)),
+		Replans: toRuns(s.Replans), Apply: toRun(s.Apply), Markers: toMarkers(s.Markers, roles(s), statuses(s)),
 		AllowedBecause: []jFact{}, Refusals: []jRefusal{}, Version: toVersion(s.Version), Overlaps: toOverlaps(s.Overlaps)}
 	if p := s.Plan; p != nil && p.Envelope != nil {
 		sum, fp := toSummary(p.Envelope.Summary), toFootprint(p.Envelope.Footprint, p.Envelope.Reservations)
@@ -171,7 +237,12 @@ func storyJSON(s *engine.RunStory) storyDocument {
 	plan := s.Plan
 	if a := storyApply(s); a != nil {
 		j.AllowedBecause = toFacts(a.AllowedBecause, lastOf(s.Markers, a.ID, engine.MarkerReserved))
-		j.Refusals = toRefusals(refusals(*a, s.Markers, s.SincePlan, s.Replans))
+		j.Refusals = toRefusals(refusals(*a, s.Markers, s.SincePlan, s.Replans, s.Plan))
+	} else if last := lastAttempt(s.Run, s.Apply); last != nil {
+		j.Refusals = toRefusals(refusals(*last, s.Markers, nil, s.Replans, s.Plan))
+	}
+	if r := s.Run; r.Kind == engine.KindPlan && r.Status == engine.StatusPlanned && r.Envelope != nil {
+		_, j.NextCommand = openPlanNext(r, s.SincePlan)
 	}
 	j.SincePlan = toSincePlan(s.SincePlan, plan, s.SincePlanLive, s.SincePlanLive)
 	return j

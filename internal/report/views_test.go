@@ -26,27 +26,27 @@ func historyProd() []engine.HistoryEntry {
 		}
 	}
 	erin := engine.Run{ID: applyE, Kind: engine.KindApply, State: stateName, Actor: "erin", Status: engine.StatusApplied, PR: pr(44),
-		CreatedAt: at(590), PlanRun: planE, AppliedPlanRun: planE, CommittedSerial: 14,
+		CreatedAt: at(590), PlanRun: planE, CommittedSerial: 14,
 		AllowedBecause: []engine.Fact{
 			{Kind: engine.FactDisjointWrites, Run: applyB, PR: pr(41), OwnWrite: set(vpc), OtherWrite: set(dbMain)},
 			{Kind: engine.FactStalenessPassed, SourceSerial: 13, HeadSerial: 13},
 		}}
 	carol := engine.Run{ID: applyC, Kind: engine.KindApply, State: stateName, Actor: "carol", Status: engine.StatusFailed, PR: pr(43),
 		Reason:    "terraform apply: exit status 1: Error: creating record: timeout while waiting for state",
-		CreatedAt: at(280), PlanRun: planC, AppliedPlanRun: planC, CommittedSerial: 13,
+		CreatedAt: at(280), PlanRun: planC, CommittedSerial: 13,
 		AllowedBecause: []engine.Fact{
 			{Kind: engine.FactReadRead, Run: applyB, PR: pr(41), Addresses: set(vpc)},
 			{Kind: engine.FactStalenessPassed, Serials: []int64{12}, SourceSerial: 11, HeadSerial: 12},
 		}}
 	bob := engine.Run{ID: applyB, Kind: engine.KindApply, State: stateName, Actor: "bob", Status: engine.StatusApplied, PR: pr(41),
-		CreatedAt: at(100), PlanRun: planB, AppliedPlanRun: planB, CommittedSerial: 12,
+		CreatedAt: at(100), PlanRun: planB, CommittedSerial: 12,
 		AllowedBecause: []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 11, HeadSerial: 11}}}
-	v14 := version(14, engine.Provenance{Run: applyE, PlanRun: planE, AppliedPlanRun: planE, SourceSerial: 13,
+	v14 := version(14, engine.Provenance{Run: applyE, PlanRun: planE, SourceSerial: 13,
 		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "erin", PR: pr(44)}, set(vpc), 604.2)
-	v13 := version(13, engine.Provenance{Run: applyC, PlanRun: planC, AppliedPlanRun: planC, SourceSerial: 11,
-		Mode: engine.CommitSnapshotMerge, Partial: true, Drift: &engine.Drift{Unchanged: set(record), Kept: set(subnet)},
-		Actor: "carol", PR: pr(43)}, set(zone), 300)
-	v12 := version(12, engine.Provenance{Run: applyB, PlanRun: planB, AppliedPlanRun: planB, SourceSerial: 11,
+	v13 := version(13, engine.Provenance{Run: applyC, PlanRun: planC, SourceSerial: 11,
+		Mode: engine.CommitSnapshotMerge, Partial: true, Drift: &engine.Drift{Tainted: set(record), Kept: set(subnet)},
+		Actor: "carol", PR: pr(43)}, set(zone, record), 300)
+	v12 := version(12, engine.Provenance{Run: applyB, PlanRun: planB, SourceSerial: 11,
 		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "bob", PR: pr(41)}, set(dbMain), 160)
 	v11 := version(11, engine.Provenance{Mode: engine.CommitInit, SourceSerial: 11, Exact: true, Origin: "file", Actor: "dave"},
 		set(web, worker, vpc, subnet, dbMain, zone, record), -86400)
@@ -146,6 +146,17 @@ func whyInterrupted() *engine.Why {
 	s.Run.Status, s.Run.Reason = engine.StatusInterrupted, "interrupted while waiting for reservations"
 	s.Markers = append(s.Markers, engine.Marker{Run: applyA, Seq: 2, At: at(612), Kind: engine.MarkerFailed, Reason: s.Run.Reason})
 	return whyFrom(s, engine.VerdictInterrupted)
+}
+
+// whyPlanOpenAgain is what engine.Why answers for alice's plan after the
+// refusal of storyRefusedConflict: pending, the last attempt in Apply, the
+// engine's reason, and no markers (Why reads none for a pending plan).
+func whyPlanOpenAgain() *engine.Why {
+	s := storyPlanOpenAgain()
+	last := *s.Apply
+	return &engine.Why{Run: s.Run, Apply: &last, Verdict: engine.VerdictPending,
+		Reason:    fmt.Sprintf("plan not applied yet; the last attempt, apply run %s, was %s: %s", last.ID, last.Status, last.Reason),
+		SincePlan: s.SincePlan, Overlaps: s.Overlaps}
 }
 
 func whyPending() *engine.Why {

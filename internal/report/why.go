@@ -43,14 +43,27 @@ func whyMarkers(y *engine.Why) []engine.Marker {
 	return append(ms, y.Decisive...)
 }
 
+// whyPlan returns the reviewed plan of the answer: engine.Why.Plan, or the
+// run asked about when it is a plan (answers stored before Why carried it).
+func whyPlan(y *engine.Why) *engine.Run {
+	if y.Plan != nil {
+		return y.Plan
+	}
+	if y.Run.Kind == engine.KindPlan {
+		return &y.Run
+	}
+	return nil
+}
+
 // whyVerdict is the one-line answer.
 func whyVerdict(y *engine.Why) verdict {
 	t := whyTarget(y)
 	switch y.Verdict {
 	case engine.VerdictPending:
-		if y.SincePlan != nil && y.Run.Status.Open() {
-			_, v := sincePlanVerdict(y.SincePlan, y.Run)
-			return verdict{string(y.Verdict), v.tone, words(strongT(toneInfo, "pending"), ": "+y.Reason+"; ", v.words)}
+		if y.Run.Kind == engine.KindPlan && y.Run.Status == engine.StatusPlanned {
+			tn, w := pendingWords(y.Run, lastAttempt(y.Run, y.Apply), y.SincePlan)
+			w[0] = strongT(toneInfo, "pending: "+w[0].text)
+			return verdict{string(y.Verdict), tn, w}
 		}
 		return verdict{string(y.Verdict), toneInfo, words(strongT(toneInfo, "pending"), reasonSuffix(y.Reason))}
 	case engine.VerdictAllowed:
@@ -65,7 +78,7 @@ func whyVerdict(y *engine.Why) verdict {
 	}
 	// Refused, failed, interrupted, waiting: the apply verdict says which
 	// rule, version, run and address.
-	v := applyVerdict(t, whyMarkers(y), y.SincePlan, nil, nil)
+	v := applyVerdict(t, whyMarkers(y), y.SincePlan, nil, nil, whyPlan(y))
 	v.word = string(y.Verdict)
 	return v
 }
@@ -75,12 +88,29 @@ func whyDoc(y *engine.Why) *doc {
 	v := whyVerdict(y)
 	d := &doc{tone: v.tone, more: "kl run show " + y.Run.ID, title: words("Why run ", runSpan(y.Run.ID), ": ", string(y.Verdict))}
 	d.summary = append(d.summary, para(v.words))
-	if y.Apply != nil {
+	last := lastAttempt(y.Run, y.Apply)
+	switch {
+	case last != nil:
+		var f fields
+		f = f.addField("last attempt", lastAttemptWords(*last))
+		next, _ := openPlanNext(y.Run, y.SincePlan)
+		d.summary = append(d.summary, f.addField("next", next))
+	case y.Apply != nil:
 		d.summary = append(d.summary, fields{{"apply", who(t.ID, t.Actor, t.PR).add(txt(", " + string(t.Status)))}})
+	case y.Verdict == engine.VerdictPending && y.Run.Status == engine.StatusPlanned && y.Run.Envelope != nil:
+		next, _ := openPlanNext(y.Run, y.SincePlan)
+		d.summary = append(d.summary, fields{{"next", next}})
 	}
-	rs := refusals(t, whyMarkers(y), y.SincePlan, nil)
+	rs := refusals(t, whyMarkers(y), y.SincePlan, nil, whyPlan(y))
 	for _, r := range rs {
-		d.section(words(toned(toneBad, "Refused: "+ruleTitle[r.rule])), refusalFields(r))
+		if last != nil && r.rule == ruleOther {
+			continue // the "last attempt" field says it
+		}
+		title := "Refused: "
+		if last != nil {
+			title = "Last attempt refused: "
+		}
+		d.section(words(toned(toneBad, title+ruleTitle[r.rule])), refusalFields(r))
 	}
 	if len(y.Facts) > 0 {
 		var l list
@@ -103,17 +133,15 @@ func whyDoc(y *engine.Why) *doc {
 	}
 	var l list
 	for _, m := range y.Decisive {
-		if m.Kind == engine.MarkerFailed && t.Status == engine.StatusRefused {
-			continue // the engine's record of the refusal told above
+		if m.Kind == engine.MarkerFailed && (t.Status == engine.StatusRefused || m.Reason == t.Reason) {
+			continue // the engine's record of how the run ended: the verdict told it
 		}
-		l = append(l, item{s: words(fmtTime(m.At)+"  ", markerWords(m))})
+		l = append(l, item{s: words(fmtTime(m.At)+"  ", markerWordsOf(m, t.Status))})
 	}
 	if len(l) > 0 {
 		d.section(words("Decisive markers"), l)
 	}
-	if sp := y.SincePlan; sp != nil {
-		d.section(words(fmt.Sprintf("Since plan: serial %d → head %d", sp.SourceSerial, sp.HeadSerial)), sincePlanTable(sp)...)
-	}
+	sincePlanSection(d, y.SincePlan, y.Verdict == engine.VerdictPending)
 	if blocks := overlapTable(y.Overlaps); blocks != nil {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(y.Overlaps))), blocks...)
 	}
@@ -126,6 +154,7 @@ type whyDocument struct {
 	Text           string      `json:"text"`
 	Reason         string      `json:"reason,omitempty"`
 	Run            *jRun       `json:"run"`
+	Plan           *jRun       `json:"plan,omitempty"`
 	Apply          *jRun       `json:"apply,omitempty"`
 	AllowedBecause []jFact     `json:"allowed_because"`
 	Waited         []jMarker   `json:"waited"`
@@ -134,18 +163,22 @@ type whyDocument struct {
 	Refusals       []jRefusal  `json:"refusals"`
 	SincePlan      *jSincePlan `json:"since_plan,omitempty"`
 	Overlaps       []jOverlap  `json:"overlaps"`
+	NextCommand    string      `json:"next_command,omitempty"`
 }
 
 func whyJSON(y *engine.Why) whyDocument {
 	v := whyVerdict(y)
 	t := whyTarget(y)
 	j := whyDocument{Schema: SchemaWhy, Verdict: string(y.Verdict), Text: v.words.plain(), Reason: y.Reason, Run: toRun(&y.Run),
-		Apply: toRun(y.Apply), AllowedBecause: toFacts(y.Facts, y.Reserved), Waited: toMarkers(y.Waited, nil),
-		Decisive: toMarkers(y.Decisive, nil), Refusals: toRefusals(refusals(t, whyMarkers(y), y.SincePlan, nil)),
-		Overlaps: toOverlaps(y.Overlaps)}
+		Plan: toRun(y.Plan), Apply: toRun(y.Apply), AllowedBecause: toFacts(y.Facts, y.Reserved), Waited: toMarkers(y.Waited, nil, nil),
+		Decisive: toMarkers(y.Decisive, nil, map[string]engine.RunStatus{t.ID: t.Status, "": t.Status}),
+		Refusals: toRefusals(refusals(t, whyMarkers(y), y.SincePlan, nil, whyPlan(y))), Overlaps: toOverlaps(y.Overlaps)}
 	if y.Reserved != nil {
-		m := toMarker(*y.Reserved, "")
+		m := toMarker(*y.Reserved, "", "")
 		j.Reserved = &m
+	}
+	if y.Verdict == engine.VerdictPending && y.Run.Kind == engine.KindPlan && y.Run.Status == engine.StatusPlanned && y.Run.Envelope != nil {
+		_, j.NextCommand = openPlanNext(y.Run, y.SincePlan)
 	}
 	pending := y.Verdict == engine.VerdictPending
 	plan := y.Run

@@ -202,21 +202,30 @@ func overlapRows(o engine.Overlap) []struct {
 }
 
 // overlapWords puts one overlap into a sentence: "run X (PR, bob): both
-// write `a`; it writes what you read `b`".
+// write: `a`; it writes what you read: `b`".
 func overlapWords(o engine.Overlap) sentence {
 	s := who(o.Run, o.Actor, o.PR).add(txt(": "))
 	for i, r := range overlapRows(o) {
 		if i > 0 {
 			s = s.add(txt("; "))
 		}
-		s = append(s.add(txt(r.how+" ")), addrs(r.addrs)...)
+		s = append(s.add(txt(r.how+": ")), addrs(r.addrs)...)
 	}
 	return s
 }
 
+// taintedMeaning says what n tainted addresses are (engine.Drift.Tainted).
+func taintedMeaning(n int) string {
+	if n == 1 {
+		return "created but not finished; the next plan replaces it"
+	}
+	return "created but not finished; the next plan replaces them"
+}
+
 // driftWords says how a commit differs from its plan. Overwritten comes
 // first and loud: planned writes merged over a change the head made after
-// the plan mean the reservations lapsed (engine.Drift).
+// the plan mean the reservations lapsed; tainted next: resources Terraform
+// created but did not finish (engine.Drift).
 func driftWords(d *engine.Drift) sentence {
 	if d == nil {
 		return words("drift")
@@ -225,6 +234,9 @@ func driftWords(d *engine.Drift) sentence {
 	if len(d.Overwritten) > 0 {
 		parts = append(parts, words(strongT(toneBad, "overwritten"), " ", addrs(d.Overwritten),
 			toned(toneBad, " (written over a change the head made after the plan: reservations lapsed?)")))
+	}
+	if len(d.Tainted) > 0 {
+		parts = append(parts, words(strongT(toneBad, "tainted"), " ", addrs(d.Tainted), toned(toneBad, " ("+taintedMeaning(len(d.Tainted))+")")))
 	}
 	if len(d.Unplanned) > 0 {
 		parts = append(parts, words("unplanned ", addrs(d.Unplanned)))
@@ -250,6 +262,9 @@ func driftShort(d *engine.Drift) string {
 	if n := len(d.Overwritten); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d OVERWRITTEN", n))
 	}
+	if n := len(d.Tainted); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d tainted", n))
+	}
 	if n := len(d.Unplanned); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d unplanned", n))
 	}
@@ -266,10 +281,13 @@ func driftShort(d *engine.Drift) string {
 // head changes: a safety failure, shown as a warning, never as mere drift.
 func overwritten(d *engine.Drift) bool { return d != nil && len(d.Overwritten) > 0 }
 
+// tainted reports whether a drift holds resources Terraform left tainted.
+func tainted(d *engine.Drift) bool { return d != nil && len(d.Tainted) > 0 }
+
 // driftTone is the tone of a version's match with its plan.
 func driftTone(p engine.Provenance) tone {
 	switch {
-	case overwritten(p.Drift):
+	case overwritten(p.Drift), tainted(p.Drift):
 		return toneBad
 	case p.Exact:
 		return toneGood
@@ -304,15 +322,25 @@ func classMark(c engine.SincePlanClass) mark {
 	return markIndependent
 }
 
+// headUnchanged is the since-plan answer when nothing was committed after
+// the plan's source serial.
+func headUnchanged(serial int64) string {
+	return fmt.Sprintf("head unchanged since the plan (serial %d)", serial)
+}
+
 // countsWords is a since-plan summary: "serial 12 → head 15: = 1
 // independent, ~ 1 plan input changed, ! 1 planned target changed", and
 // "* 1 own apply" when the plan's own apply committed one of them (not
-// counted in the classes: engine.SincePlanSummary.OwnApply).
-func countsWords(s engine.SincePlanSummary) sentence {
-	if s.HeadSerial == s.SourceSerial {
-		return words(fmt.Sprintf("head unchanged since plan (serial %d)", s.SourceSerial))
+// counted in the classes: engine.SincePlanSummary.OwnApply). when, if set,
+// says when the head was read ("at preflight").
+func countsWords(s engine.SincePlanSummary, when string) sentence {
+	if when != "" {
+		when = " " + when
 	}
-	out := words(fmt.Sprintf("serial %d → head %d: ", s.SourceSerial, s.HeadSerial),
+	if s.HeadSerial == s.SourceSerial {
+		return words(headUnchanged(s.SourceSerial) + when)
+	}
+	out := words(fmt.Sprintf("serial %d → head %d%s: ", s.SourceSerial, s.HeadSerial, when),
 		markSpan(markIndependent), fmt.Sprintf(" %d independent, ", s.Independent),
 		markSpan(markReadChanged), fmt.Sprintf(" %d plan input changed, ", s.ReadChanged),
 		markSpan(markWriteChange), fmt.Sprintf(" %d planned target changed", s.WriteChanged))
@@ -331,12 +359,58 @@ func entryMark(e engine.SincePlanEntry) mark {
 	return classMark(e.Class)
 }
 
-// commitWords is a committed version in brief: "version 15 (serial 12 →
-// 15, snapshot-merge)", where 12 is the serial the applied plan was made
-// against.
-func commitWords(p engine.Provenance) sentence {
+// commitWords is a committed version in brief: "version 15 (planned at
+// serial 12, merged onto head 14)": the serial the plan was made against
+// (engine.Provenance.SourceSerial) and the head the commit merged onto
+// (the committed marker's FromSerial; see mergedOnto).
+func commitWords(p engine.Provenance, onto int64) sentence {
 	return words(strong(fmt.Sprintf("version %d", p.CommittedSerial)),
-		fmt.Sprintf(" (serial %d → %d, %s)", p.SourceSerial, p.CommittedSerial, p.Mode))
+		fmt.Sprintf(" (planned at serial %d, merged onto head %d)", p.SourceSerial, onto))
+}
+
+// mergedOnto returns the head version v was merged onto: the FromSerial of
+// its committed marker among ms, or else the serial before it (a commit
+// writes head+1: engine.Version).
+func mergedOnto(v *engine.Version, ms []engine.Marker) int64 {
+	for _, m := range ms {
+		if m.Kind == engine.MarkerCommitted && m.Serial == v.Serial && (v.Provenance.Run == "" || m.Run == "" || m.Run == v.Provenance.Run) {
+			return m.FromSerial
+		}
+	}
+	return v.Serial - 1
+}
+
+// countWords counts an address set by what its addresses name — the one
+// phrasing of every count of addresses: "3 resources, 1 output", "2
+// resources", "1 output", "2 resources, 1 prefix" (a widened prefix such as
+// `module.shared.*`). Resources are counted at resource level (DESIGN.md
+// "address"); the instances a plan changes are counted apart.
+func countWords(set engine.AddressSet) string {
+	var res, outs, prefixes int
+	for _, a := range set {
+		switch {
+		case a.IsOutput():
+			outs++
+		case a.IsPrefix():
+			prefixes++
+		default:
+			res++
+		}
+	}
+	var parts []string
+	if res > 0 {
+		parts = append(parts, plural(res, "resource", "resources"))
+	}
+	if outs > 0 {
+		parts = append(parts, plural(outs, "output", "outputs"))
+	}
+	if prefixes > 0 {
+		parts = append(parts, plural(prefixes, "prefix", "prefixes"))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // durationWords prints a duration rounded to what a reader needs:

@@ -211,9 +211,13 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	if err != nil {
 		return nil, err
 	}
-	version, err := r.terraformVersion(ctx, tf)
-	if err != nil {
-		return nil, err
+	// The plan JSON names the Terraform that made it: no `terraform
+	// version` process needed.
+	version := plan.TerraformVersion
+	if version == "" {
+		if version, err = r.terraformVersion(ctx, tf); err != nil {
+			return nil, err
+		}
 	}
 	sum := sha256.Sum256(planFile)
 	res := &engine.PlanResult{

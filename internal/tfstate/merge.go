@@ -75,6 +75,16 @@ type MergeReport struct {
 // keys or is empty (the engine writes resource-level addresses only); a nil
 // state.
 func Merge(head, base, result *State, written []string, serial int64) (*State, MergeReport, error) {
+	return MergeKeeping(head, base, result, written, nil, serial)
+}
+
+// MergeKeeping is Merge with a set of addresses that unplanned changes must
+// not take even where the head has not moved since the plan: addresses other
+// runs hold reservations on, when this run's own reservations lapsed (their
+// holders may commit over them, or read them, at any moment). Such changes
+// stay at the head and are reported in MergeReport.Kept. keep does not
+// affect written addresses.
+func MergeKeeping(head, base, result *State, written, keep []string, serial int64) (*State, MergeReport, error) {
 	var rep MergeReport
 	if head == nil || base == nil || result == nil {
 		return nil, rep, errors.New("merging run state into head: nil state")
@@ -91,6 +101,10 @@ func Merge(head, base, result *State, written []string, serial int64) (*State, M
 		w[a] = true
 	}
 
+	keepSet := make(map[string]bool, len(keep))
+	for _, a := range keep {
+		keepSet[a] = true
+	}
 	changed := changedSet(base, result)
 	// The entries of every address that may be taken, in head, base and
 	// result: one pass over each, hashing only addresses of interest.
@@ -119,8 +133,8 @@ func Merge(head, base, result *State, written []string, serial int64) (*State, M
 		}
 		rep.Unplanned = append(rep.Unplanned, a)
 		// Take it if the head has not moved since the plan, or already
-		// holds exactly what the run wrote.
-		if headIs(a, base, bg) || headIs(a, result, rg) {
+		// holds exactly what the run wrote — unless it is to be kept.
+		if !keepSet[a] && (headIs(a, base, bg) || headIs(a, result, rg)) {
 			take[a] = true
 		} else {
 			rep.Kept = append(rep.Kept, a)

@@ -145,6 +145,7 @@ func TestMerge(t *testing.T) {
 	tests := map[string]struct {
 		head, result doc
 		written      []string
+		keep         []string
 		want         doc // the merged state (serial 12 is set below)
 		report       tfstate.MergeReport
 	}{
@@ -212,6 +213,19 @@ func TestMerge(t *testing.T) {
 				Unplanned: []string{"data.terraform_remote_state.net"},
 			},
 		},
+		"unplanned change kept when another run holds it (keep)": {
+			// This run's lease lapsed: another run reserved the data source,
+			// so the refresh is not merged even though the head did not move.
+			head: head, result: base.with(td("", "e", "e1"), data("", "net", "n2")),
+			written: []string{"terraform_data.e"},
+			keep:    []string{"data.terraform_remote_state.net"},
+			want:    head.with(td("", "e", "e1")),
+			report: tfstate.MergeReport{
+				Merged:    []string{"terraform_data.e"},
+				Kept:      []string{"data.terraform_remote_state.net"},
+				Unplanned: []string{"data.terraform_remote_state.net"},
+			},
+		},
 		"unplanned changes kept where the head moved": {
 			// A failed partial apply wrote c, the nested module and output a,
 			// all of which the other run changed since the plan: head wins.
@@ -266,7 +280,7 @@ func TestMerge(t *testing.T) {
 			t.Parallel()
 			h, b, r := tt.head.state(t), base.state(t), tt.result.state(t)
 			hBytes, _ := h.Marshal()
-			got, rep, err := tfstate.Merge(h, b, r, tt.written, h.Serial+1)
+			got, rep, err := tfstate.MergeKeeping(h, b, r, tt.written, tt.keep, h.Serial+1)
 			if err != nil {
 				t.Fatalf("Merge: %v", err)
 			}

@@ -125,6 +125,31 @@ func (r *Resource) Instances() ([]json.RawMessage, error) {
 	return v.Instances, nil
 }
 
+// Tainted returns the sorted resource-level addresses that have at least
+// one instance with "status": "tainted" — an object Terraform created but
+// whose creation did not finish (a failed provisioner, an interrupted
+// apply); the next plan replaces it.
+func (s *State) Tainted() []string {
+	seen := map[string]bool{}
+	for i := range s.Resources {
+		r := &s.Resources[i]
+		insts, err := r.Instances()
+		if err != nil {
+			continue // Parse validated the entry; nothing to report
+		}
+		for _, raw := range insts {
+			var inst struct {
+				Status string `json:"status"`
+			}
+			if json.Unmarshal(raw, &inst) == nil && inst.Status == "tainted" {
+				seen[r.Address()] = true
+				break
+			}
+		}
+	}
+	return sortedKeys(seen)
+}
+
 // Output is one root output. Raw is the whole object, compacted JSON
 // ({"value":…,"type":…,"sensitive":true}), and is what Marshal writes; Value,
 // Type and Sensitive are decoded from it by Parse. Values of sensitive

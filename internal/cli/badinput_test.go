@@ -1,0 +1,118 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestBadInput: every bad input gets an error that names the problem, a
+// non-zero exit code (3 only for refusals), nothing on stdout, and leaves
+// the store exactly as it was.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	k := setup(t)
+	cfg := filepath.Join(k.dir, "cfg")
+	write(t, filepath.Join(cfg, "main.tf"), "resource \"terraform_data\" \"a\" {\n  input = \"a\"\n}\n")
+	k.ok("state", "init", "prod")
+	k.ok("state", "init", "other")
+	applied := reULID.FindString(k.ok("plan", "--state", "prod", "-C", cfg))
+	applyRun := reULID.FindString(k.ok("apply", applied))
+	write(t, filepath.Join(cfg, "main.tf"), "resource \"terraform_data\" \"a\" {\n  input = \"b\"\n}\n")
+	open := reULID.FindString(k.ok("plan", "--state", "prod", "-C", cfg))
+	const unknown = "01J0000000000000000000000X"
+
+	files := map[string]string{
+		"not-a-state.json": `{"resources": []}`,
+		"v3.tfstate":       `{"version": 3, "terraform_version": "0.11.14", "serial": 4, "lineage": "3f1e0c6a-5b5c-4a55-9d5e-2f3c1b7d9e01", "modules": []}`,
+		"garbage.tfstate":  "\x00\x01garbage",
+		"file":             "a regular file",
+	}
+	for name, content := range files {
+		write(t, filepath.Join(k.dir, name), content)
+	}
+	emptyDir := t.TempDir()
+	noTerraform := []string{"PATH=" + emptyDir, "HOME=" + k.dir, "KL_STORE=" + k.store, "KL_ACTOR=alice"}
+	withStore := func(store string) []string {
+		return append(append([]string(nil), k.env...), "KL_STORE="+store)
+	}
+
+	for name, tc := range map[string]struct {
+		args  []string
+		env   []string // nil: k.env
+		stdin string
+		want  []string // the error says each of these
+		code  int      // exit code: 1 error, 3 refusal
+	}{
+		"apply of an unknown run":          {args: []string{"apply", unknown}, want: []string{"run " + unknown + " does not exist"}, code: 1},
+		"run show of an unknown run":       {args: []string{"run", "show", unknown}, want: []string{"run " + unknown + " does not exist", "kl runs"}, code: 1},
+		"why of an unknown run":            {args: []string{"why", unknown}, want: []string{"run " + unknown + " does not exist"}, code: 1},
+		"since-plan of an unknown run":     {args: []string{"history", "--since-plan", unknown}, want: []string{"run " + unknown + " does not exist"}, code: 1},
+		"apply of an apply run":            {args: []string{"apply", applyRun}, want: []string{"run " + applyRun + " is an apply run, not a plan", "apply its plan run " + applied}, code: 1},
+		"apply of an applied plan":         {args: []string{"apply", applied}, want: []string{"plan run " + applied + " was already applied by run " + applyRun}, code: 3},
+		"apply --state of another state":   {args: []string{"apply", open, "--state", "other"}, want: []string{"plan " + open + " belongs to state prod, not other"}, code: 1},
+		"state init from a non-state JSON": {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "not-a-state.json")}, want: []string{"not-a-state.json", "not a Terraform state", `no "version" field`}, code: 1},
+		"state init from a v3 state":       {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "v3.tfstate")}, want: []string{"v3.tfstate", "found state format version 3", "version 4 only"}, code: 1},
+		"state init from garbage":          {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "garbage.tfstate")}, want: []string{"garbage.tfstate", "not a Terraform state"}, code: 1},
+		"state init from garbage on stdin": {args: []string{"state", "init", "x", "--from", "-"}, stdin: "{", want: []string{"reading state file stdin", "not a Terraform state"}, code: 1},
+		"state init from a missing file":   {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "nope.tfstate")}, want: []string{"reading " + filepath.Join(k.dir, "nope.tfstate"), "no such file"}, code: 1},
+		"state init of an existing name":   {args: []string{"state", "init", "prod"}, want: []string{"creating state prod: a state of that name exists"}, code: 1},
+		"state init of a bad name":         {args: []string{"state", "init", "bad name"}, want: []string{`state name "bad name": use 1-200 letters`}, code: 1},
+		"state pull of a missing serial":   {args: []string{"state", "pull", "prod", "--serial", "9"}, want: []string{"state prod has no version 9 (head is 1)"}, code: 1},
+		"plan on a missing state":          {args: []string{"plan", "--state", "nope", "-C", cfg}, want: []string{`state "nope" does not exist`, "kl state init nope"}, code: 1},
+		"plan without --state":             {args: []string{"plan", "-C", cfg}, want: []string{`required flag(s) "state" not set`}, code: 1},
+		"plan --target garbage":            {args: []string{"plan", "--state", "prod", "-C", cfg, "--target", "garbage"}, want: []string{`--target "garbage": want a resource, instance or module address`}, code: 1},
+		"history with neither selector":    {args: []string{"history"}, want: []string{"history needs exactly one of --state NAME or --since-plan RUN; neither was given"}, code: 1},
+		"history with both selectors":      {args: []string{"history", "--state", "prod", "--since-plan", open}, want: []string{"history needs exactly one of --state NAME or --since-plan RUN; both were given"}, code: 1},
+		"no terraform binary": {args: []string{"plan", "--state", "prod", "-C", cfg}, env: noTerraform,
+			want: []string{"no terraform binary found", "KL_TERRAFORM", "terraform", "tofu", "make tools"}, code: 1},
+		"store in an unwritable place": {args: []string{"runs"}, env: withStore(filepath.Join(k.dir, "file", "kl.db")),
+			want: []string{"opening store " + filepath.Join(k.dir, "file", "kl.db"), "not a directory"}, code: 1},
+		"unknown store scheme": {args: []string{"runs"}, env: withStore("mysql://kl:secret@db/kl"),
+			want: []string{"opening store mysql://kl:xxxxx@db/kl", "unknown store kind", "postgres://"}, code: 1},
+		"unknown subcommand": {args: []string{"aply", open}, want: []string{`unknown command "aply" for "kl"`}, code: 1},
+		"unknown flag":       {args: []string{"apply", open, "--wiat", "1m"}, want: []string{"unknown flag: --wiat"}, code: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := k.with(t)
+			before := k.dump()
+			r := k.runWith(tc.env, tc.stdin, tc.args...)
+			if r.err == nil {
+				t.Fatalf("kl %s succeeded; want an error", strings.Join(tc.args, " "))
+			}
+			msg := r.err.Error()
+			t.Logf("kl: %s", msg)
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+			// main prints "kl: " before the error: the error must not
+			// repeat it, nor say what was being done twice.
+			if strings.HasPrefix(msg, "kl ") || strings.HasPrefix(msg, "kl:") {
+				t.Errorf("error %q starts with the program name; main adds \"kl: \"", msg)
+			}
+			if strings.Count(msg, "opening store") > 1 {
+				t.Errorf("error %q says \"opening store\" twice", msg)
+			}
+			if strings.Contains(msg, "secret") {
+				t.Errorf("error %q shows the store password", msg)
+			}
+			if r.code() != tc.code {
+				t.Errorf("exit code %d, want %d (error %q)", r.code(), tc.code, msg)
+			}
+			if r.out != "" {
+				t.Errorf("stdout: %q, want nothing", r.out)
+			}
+			if diff := cmp.Diff(before, k.dump()); diff != "" {
+				t.Errorf("the store changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(k.dir, "file", "kl.db")); err == nil {
+		t.Error("a store was created under a regular file")
+	}
+}

@@ -1,0 +1,294 @@
+package engine_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store/sqlite"
+)
+
+// TestReservationConflictThenWait: run A holds a read reservation on x
+// while it replaces r (which reads x's id, slowly); B's plan writes x.
+// With Wait=0, B is refused at once with a *ConflictError naming A's run
+// and x, and its plan goes back to planned. Applied again with a Wait, B
+// waits — visible in Status and Why — and proceeds when A commits, with a
+// waited-for fact (DESIGN.md apply step 2; ADR D2, D6).
+func TestReservationConflictThenWait(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	open0, opened := h.gate()
+	opened()
+	cfg := config{"x": {Value: "x0"}, "r": {Value: "r0", Ref: "x.id", Gate: open0}, "y": {Value: "y0"}}
+	h.base(cfg)
+	// A replaces r and holds its reservations until the gate opens.
+	gate, release := h.gate()
+	slow := cfg.with(map[string]string{"r": "r1"})
+	slow["r"] = res{Value: "r1", Ref: "x.id", Gate: gate}
+	a := h.plan(slow)
+	b := h.plan(cfg.with(map[string]string{"x": "x1"}), actor("bob"))
+	if fp := a.Envelope.Footprint; !sameSet(fp.Write, addrs("r")) || !sameSet(fp.Read, addrs("x")) {
+		t.Fatalf("A's footprint = write %v, read %v", fp.Write, fp.Read)
+	}
+	if !sameSet(b.Envelope.Footprint.Write, addrs("x")) {
+		t.Fatalf("B's write set = %v", b.Envelope.Footprint.Write)
+	}
+
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: a.ID, Actor: "alice"})
+		doneA <- err
+	}()
+	var holder string
+	waitFor(t, 30*time.Second, "A to hold its reservations", func() bool {
+		for _, r := range h.reservations() {
+			holder = r.Run
+			return true
+		}
+		return false
+	})
+
+	// Wait=0: refused at once, naming the holder and the address.
+	_, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: b.ID, Actor: "bob"})
+	var ce *engine.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("Apply B (no wait) = %v, want a *ConflictError", err)
+	}
+	if len(ce.Blockers) != 1 || ce.Blockers[0].Run != holder || !sameSet(ce.Blockers[0].Addresses, addrs("x")) || ce.Blockers[0].Actor != "alice" {
+		t.Errorf("blockers = %+v, want run %s (alice) over terraform_data.x", ce.Blockers, holder)
+	}
+	refused := h.run(runErrorID(err))
+	if refused.Status != engine.StatusRefused || !strings.Contains(refused.Reason, holder) || !strings.Contains(refused.Reason, "terraform_data.x") {
+		t.Errorf("refused apply run = status %s, reason %q", refused.Status, refused.Reason)
+	}
+	h.marker(refused.ID, engine.MarkerFailed)
+	if w := h.marker(refused.ID, engine.MarkerWaited); w.Other != holder {
+		t.Errorf("waited marker of the refused run = %+v", w)
+	}
+	// Planned again; ApplyRun keeps naming the last attempt for `kl why`.
+	if pr := h.run(b.ID); pr.Status != engine.StatusPlanned || pr.ApplyRun != refused.ID {
+		t.Errorf("B's plan = status %s, apply run %q; want planned again, naming attempt %s", pr.Status, pr.ApplyRun, refused.ID)
+	}
+	if why, err := h.eng.Why(h.ctx, b.ID); err != nil || why.Verdict != engine.VerdictPending || why.Apply == nil || why.Apply.ID != refused.ID || len(why.Waited) == 0 {
+		t.Errorf("Why(plan open again) = %+v, %v; want pending with the last attempt and its wait", why, err)
+	}
+	if why, err := h.eng.Why(h.ctx, refused.ID); err != nil || why.Verdict != engine.VerdictRefused {
+		t.Errorf("Why(refused) = %+v, %v", why, err)
+	}
+
+	// Wait>0: B waits for A, visibly, then proceeds.
+	type result struct {
+		out *engine.ApplyOutcome
+		err error
+	}
+	doneB := make(chan result, 1)
+	go func() {
+		out, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: b.ID, Actor: "bob", Wait: 30 * time.Second})
+		doneB <- result{out, err}
+	}()
+	var waiting, holding engine.ActiveRun
+	waitFor(t, 30*time.Second, "B to show as waiting in Status", func() bool {
+		st, err := h.eng.Status(h.ctx, testState)
+		if err != nil {
+			t.Fatalf("Status: %v", err)
+		}
+		for _, ar := range st.Active {
+			if ar.Run.ID == holder {
+				holding = ar
+			}
+		}
+		for _, ar := range st.Active {
+			if ar.Run.PlanRun == b.ID && ar.Run.Status == engine.StatusWaiting && len(ar.WaitingOn) > 0 {
+				waiting = ar
+				return true
+			}
+		}
+		return false
+	})
+	if holding.Run.Status != engine.StatusApplying || len(holding.Holds) != 2 {
+		t.Errorf("Status: A = %s holding %v; want applying with write r, read x", holding.Run.Status, holding.Holds)
+	}
+	if len(waiting.WaitingOn) != 1 || waiting.WaitingOn[0].Run != holder || !sameSet(waiting.WaitingOn[0].Addresses, addrs("x")) {
+		t.Errorf("Status: B waits on %+v, want %s over x", waiting.WaitingOn, holder)
+	}
+	if why, err := h.eng.Why(h.ctx, b.ID); err != nil || why.Verdict != engine.VerdictWaiting || len(why.Waited) != 1 {
+		t.Errorf("Why(B) while waiting = %+v, %v", why, err)
+	}
+	release()
+	if err := <-doneA; err != nil {
+		t.Fatalf("Apply A: %v", err)
+	}
+	rb := <-doneB
+	if rb.err != nil {
+		t.Fatalf("Apply B (wait): %v", rb.err)
+	}
+	run := h.run(rb.out.Run.ID)
+	if w := h.marker(run.ID, engine.MarkerWaited); w.Other != holder || !sameSet(w.Addresses, addrs("x")) {
+		t.Errorf("waited marker = %+v, want run %s over x", w, holder)
+	}
+	if m := h.marker(run.ID, engine.MarkerReserved); m.Waited <= 0 {
+		t.Errorf("reserved marker = %+v, want how long it waited", m)
+	}
+	f, ok := fact(run.AllowedBecause, engine.FactWaitedFor)
+	if !ok || f.Run != holder || f.Waited <= 0 || !sameSet(f.Addresses, addrs("x")) {
+		t.Errorf("allowed-because = %+v, want waited-for %s over x with a duration", run.AllowedBecause, holder)
+	}
+	// A's version changed r only: independent of B's footprint.
+	if sp := run.SincePlan; sp == nil || len(sp.Entries) != 1 || sp.Entries[0].Class != engine.ClassIndependent || sp.Entries[0].Run != holder {
+		t.Errorf("B's since-plan = %+v, want A's version independent", run.SincePlan)
+	}
+	hs, _ := h.head()
+	if hs.Resources["x"].Input != "x1" || !strings.HasPrefix(hs.Resources["r"].Input, "r1:") {
+		t.Errorf("head = %v", hs.inputs())
+	}
+	if rs := h.reservations(); len(rs) != 0 {
+		t.Errorf("reservations left: %v", rs)
+	}
+}
+
+// TestSamePlanAppliedTwiceAtOnce: a plan is applied at most once; the
+// loser of the claim gets a *StatusError and, if it had created its apply
+// run, that run is refused with a stored reason.
+func TestSamePlanAppliedTwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	cfg := config{"a": {Value: "a0"}}
+	h.base(cfg)
+	head := h.headSerial()
+	p := h.plan(cfg.with(map[string]string{"a": "a1"}))
+
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		outs  [2]*engine.ApplyOutcome
+		errs  [2]error
+	)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			outs[i], errs[i] = h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: p.ID, Actor: "alice"})
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	winner, loser := 0, 1
+	if errs[0] != nil {
+		winner, loser = 1, 0
+	}
+	if errs[winner] != nil || outs[winner] == nil || outs[winner].Version == nil {
+		t.Fatalf("no apply committed: %v; %v", errs[0], errs[1])
+	}
+	var se *engine.StatusError
+	if !errors.As(errs[loser], &se) || !errors.Is(errs[loser], engine.ErrConflict) || se.Run != p.ID {
+		t.Fatalf("second apply = %v, want a *StatusError on plan %s", errs[loser], p.ID)
+	}
+	if h.headSerial() != head+1 {
+		t.Errorf("head = %d, want exactly one commit (%d)", h.headSerial(), head+1)
+	}
+	applies := h.applyRuns(p.ID)
+	for _, r := range applies {
+		if r.ID == outs[winner].Run.ID {
+			if r.Status != engine.StatusApplied {
+				t.Errorf("winner %s is %s", r.ID, r.Status)
+			}
+			continue
+		}
+		if r.Status != engine.StatusRefused || r.Reason == "" || r.CommittedSerial != 0 {
+			t.Errorf("losing apply run %s = status %s, reason %q, committed %d", r.ID, r.Status, r.Reason, r.CommittedSerial)
+		}
+		h.marker(r.ID, engine.MarkerFailed)
+	}
+	if id := runErrorID(errs[loser]); id != "" {
+		t.Logf("the loser lost the claim (apply run %s refused)", id)
+	} else {
+		t.Logf("the loser saw the plan already claimed before creating an apply run")
+		if len(applies) != 1 {
+			t.Errorf("apply runs of the plan = %d, want 1", len(applies))
+		}
+	}
+	if pr := h.run(p.ID); pr.Status != engine.StatusApplied || pr.ApplyRun != outs[winner].Run.ID {
+		t.Errorf("plan = status %s, apply run %s; want applied by %s", pr.Status, pr.ApplyRun, outs[winner].Run.ID)
+	}
+}
+
+// TestLeaseLostBeforeCommit: A's reservations expire while Terraform runs
+// (the store's clock jumps a minute ahead); B takes y and commits. A's
+// commit then merges only what the head had not changed since its plan —
+// x and z, not y — and A fails with ErrLeaseLost: B's update is not lost,
+// A's work is not dropped, and the caller is told (DESIGN.md apply step 6).
+func TestLeaseLostBeforeCommit(t *testing.T) {
+	t.Parallel()
+	var skew atomic.Int64
+	h := setup(t, sqlite.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+	cfg := config{"x": {Value: "x0"}, "y": {Value: "y0"}}
+	h.base(cfg)
+	source := h.headSerial()
+	gate, release := h.gate()
+	a := h.plan(config{"x": {Value: "x1"}, "y": {Value: "y1"}, "z": {Value: "z1", Gate: gate}})
+	b := h.plan(cfg.with(map[string]string{"y": "y2"}), actor("bob"))
+
+	type result struct {
+		out *engine.ApplyOutcome
+		err error
+	}
+	doneA := make(chan result, 1)
+	go func() {
+		out, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: a.ID, Actor: "alice"})
+		doneA <- result{out, err}
+	}()
+	var holder string
+	waitFor(t, 30*time.Second, "A to hold its reservations", func() bool {
+		for _, r := range h.reservations() {
+			holder = r.Run
+			return true
+		}
+		return false
+	})
+	skew.Store(int64(time.Minute))
+	st, err := h.eng.Status(h.ctx, testState)
+	if err != nil || len(st.Expired) != 1 || st.Expired[0] != holder {
+		t.Fatalf("Status = %+v, %v; want run %s expired", st, err, holder)
+	}
+	outB := h.apply(b.ID)
+	release()
+	if outB.Version.Serial != source+1 || !sameSet(outB.Version.Changed, addrs("y")) {
+		t.Fatalf("B committed %+v", outB.Version)
+	}
+
+	ra := <-doneA
+	if !errors.Is(ra.err, engine.ErrLeaseLost) {
+		t.Errorf("Apply A = %v, want ErrLeaseLost: its run failed", ra.err)
+	}
+	if ra.out == nil || ra.out.Version == nil {
+		t.Fatalf("A committed nothing: %v", ra.err)
+	}
+	v := ra.out.Version
+	p := v.Provenance
+	if v.Serial != source+2 || !sameSet(v.Changed, addrs("x", "z")) || !p.Partial || p.Exact || p.Drift == nil || !sameSet(p.Drift.Kept, addrs("y")) {
+		t.Errorf("A's version %d: changed %v, provenance %+v, drift %+v; want x and z merged, y kept", v.Serial, v.Changed, p, p.Drift)
+	}
+	run := h.run(holder)
+	if run.ID != ra.out.Run.ID || run.Status != engine.StatusFailed || !strings.Contains(run.Reason, "lease lost") {
+		t.Errorf("A's apply run = %s status %s, reason %q", run.ID, run.Status, run.Reason)
+	}
+	for _, k := range []engine.MarkerKind{engine.MarkerLeaseExpired, engine.MarkerCommitted, engine.MarkerFailed} {
+		h.marker(run.ID, k)
+	}
+	if pr := h.run(a.ID); pr.Status != engine.StatusFailed {
+		t.Errorf("A's plan = %s, want failed", pr.Status)
+	}
+	hs, _ := h.head()
+	if got := hs.inputs(); got["x"] != "x1" || got["y"] != "y2" || got["z"] != "z1" {
+		t.Errorf("head = %v; want A's x1 and z1, B's y2", got)
+	}
+	if rs := h.reservations(); len(rs) != 0 {
+		t.Errorf("reservations left: %v", rs)
+	}
+}
