@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/kilolock/kilolock/internal/bot"
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/report"
+	"github.com/kilolock/kilolock/internal/store/postgres"
+	"github.com/kilolock/kilolock/internal/terraform"
+	"github.com/kilolock/kilolock/internal/webhook"
+)
+
+// run is klbot: it reads the environment, migrates the database (Kilolock's
+// goose migrations, then River's), starts the River workers and serves
+// POST /webhook, /healthz, /readyz and /metrics on KLBOT_LISTEN until ctx
+// ends; then it stops accepting webhooks and gives running jobs
+// KLBOT_SHUTDOWN_TIMEOUT to finish before cancelling them (River hands
+// them back to the queue). It only wires; the work is internal/bot's.
+func run(ctx context.Context, args []string, env []string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("klbot takes no arguments (got %q): it is configured through KLBOT_* variables, see docs/klbot.md", strings.Join(args[1:], " "))
+	}
+	cfg, key, err := loadConfig(ctx, env)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.LogLevel)
+	app, err := github.NewApp(cfg.AppID, key, github.Options{BaseURL: cfg.GitHubURL, Logger: log, Truncate: report.Truncate})
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.keyVar(), err)
+	}
+	tfBin, err := terraform.FindBinary(func(k string) string {
+		if k == "KL_TERRAFORM" {
+			return cfg.Terraform
+		}
+		return lookup(env, k)
+	})
+	if err != nil {
+		return fmt.Errorf("KLBOT_TERRAFORM: %w", err)
+	}
+	workDir := cfg.WorkDir
+	if workDir == "" {
+		workDir = filepath.Join(os.TempDir(), "klbot")
+	}
+	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: filepath.Join(workDir, "runs"), Binary: tfBin, Env: env, Logger: log})
+	if err != nil {
+		return fmt.Errorf("KLBOT_WORKDIR: %w", err)
+	}
+	store, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.WithApplicationName("klbot"))
+	if err != nil {
+		return fmt.Errorf("KLBOT_DATABASE_URL: %w", err)
+	}
+	defer store.Close()
+	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.Workers)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := bot.MigrateRiver(ctx, pool); err != nil {
+		return err
+	}
+
+	eng := engine.New(store, runner, log)
+	eng.Lease = cfg.Lease
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b := bot.New(eng, func(id int64) (bot.Client, error) {
+		c, err := app.Installation(id)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}, pool, log, bot.NewMetrics(reg), bot.Options{
+		ApplyWait: cfg.ApplyWait, DefaultTrigger: bot.Trigger(cfg.ApplyTrigger), WorkDir: filepath.Join(workDir, "checkouts"), PublicURL: cfg.PublicURL,
+	})
+	workers := river.NewWorkers()
+	b.AddWorkers(workers)
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers:              workers,
+		Logger:               log.With("component", "river"),
+		MaxAttempts:          bot.MaxAttempts,
+		JobTimeout:           -1, // each worker sets its own Timeout
+		RescueStuckJobsAfter: cfg.ApplyWait + 4*time.Hour,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the job queue: %w", err)
+	}
+	b.SetRiver(rc)
+	hook, err := webhook.NewHandler(webhook.HandlerConfig{Secret: []byte(cfg.WebhookSecret), Sink: b, Logger: log, Metrics: reg})
+	if err != nil {
+		return fmt.Errorf("KLBOT_WEBHOOK_SECRET: %w", err)
+	}
+	srv := &http.Server{Handler: routes(hook, pool, reg), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("KLBOT_LISTEN: %w", err)
+	}
+	if err := rc.Start(context.WithoutCancel(ctx)); err != nil {
+		ln.Close()
+		return fmt.Errorf("starting the job queue: %w", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("klbot listening", "addr", ln.Addr().String(), "workers", cfg.Workers, "github", cfg.GitHubURL, "terraform", tfBin)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	log.Info("klbot stopping: no new webhooks; letting running jobs finish", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = srv.Shutdown(sctx)
+	cancel()
+	if err := stopQueue(rc, cfg.ShutdownTimeout, log); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// stopQueue stops River softly (running jobs finish) within timeout, then
+// cancels what still runs: those jobs end interrupted (the engine commits
+// what Terraform wrote) and River hands them back to the queue.
+func stopQueue(rc *river.Client[pgx.Tx], timeout time.Duration, log *slog.Logger) error {
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := rc.Stop(sctx); err == nil {
+		return nil
+	}
+	log.Warn("jobs still running after the shutdown timeout: cancelling them; River retries them later")
+	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer hcancel()
+	if err := rc.StopAndCancel(hctx); err != nil {
+		return fmt.Errorf("stopping the job queue: %w", err)
+	}
+	return nil
+}
+
+// routes serves the webhook, the probes and the metrics.
+func routes(hook http.Handler, pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhook", hook)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := bot.Ready(ctx, pool); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// openPool opens the pool of klbot's tables and River: a connection per
+// worker for the job and one for its pull-request lock, plus River's own.
+func openPool(ctx context.Context, dsn string, workers int) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("KLBOT_DATABASE_URL: %w", err)
+	}
+	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = "klbot"
+	}
+	if want := int32(2*workers + 6); pc.MaxConns < want {
+		pc.MaxConns = want
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("KLBOT_DATABASE_URL: %w", err)
+	}
+	return pool, nil
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func lookup(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

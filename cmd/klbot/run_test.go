@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kilolock/kilolock/internal/bot"
+	"github.com/kilolock/kilolock/internal/github/githubfake"
+	"github.com/kilolock/kilolock/internal/store/pgtest"
+	"github.com/kilolock/kilolock/internal/store/postgres"
+)
+
+// TestRunConfigErrors: run() refuses to start on a bad environment and the
+// error names the variable.
+func TestRunConfigErrors(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.New(t)
+	key := fake.NewAppKey(appID)
+	keyFile := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badPEM := filepath.Join(t.TempDir(), "bad.pem")
+	if err := os.WriteFile(badPEM, []byte("-----BEGIN RSA PRIVATE KEY-----\nnot a key\n-----END RSA PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := baseEnv(t, fake, key, "postgres://127.0.0.1:1/none", "127.0.0.1:0", "/bin/true")
+	without := func(env []string, names ...string) []string {
+		var out []string
+	next:
+		for _, kv := range env {
+			for _, n := range names {
+				if strings.HasPrefix(kv, n+"=") {
+					continue next
+				}
+			}
+			out = append(out, kv)
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		env  []string
+		want string
+	}{
+		"missing webhook secret":  {without(base, "KLBOT_WEBHOOK_SECRET"), "KLBOT_WEBHOOK_SECRET"},
+		"empty webhook secret":    {append(without(base, "KLBOT_WEBHOOK_SECRET"), "KLBOT_WEBHOOK_SECRET="), "KLBOT_WEBHOOK_SECRET"},
+		"unreadable key file":     {append(without(base, "KLBOT_PRIVATE_KEY"), "KLBOT_PRIVATE_KEY_FILE=/nonexistent/key.pem"), "KLBOT_PRIVATE_KEY_FILE"},
+		"invalid PEM in file":     {append(without(base, "KLBOT_PRIVATE_KEY"), "KLBOT_PRIVATE_KEY_FILE="+badPEM), "KLBOT_PRIVATE_KEY_FILE"},
+		"invalid PEM in variable": {append(without(base, "KLBOT_PRIVATE_KEY"), "KLBOT_PRIVATE_KEY=garbage"), "KLBOT_PRIVATE_KEY"},
+		"no key":                  {without(base, "KLBOT_PRIVATE_KEY"), "KLBOT_PRIVATE_KEY"},
+		"both keys":               {append(base, "KLBOT_PRIVATE_KEY_FILE="+keyFile), "KLBOT_PRIVATE_KEY_FILE are both set"},
+		"no app id":               {without(base, "KLBOT_APP_ID"), "KLBOT_APP_ID"},
+		"no database":             {without(base, "KLBOT_DATABASE_URL"), "KLBOT_DATABASE_URL"},
+		"bad trigger":             {append(base, "KLBOT_APPLY_TRIGGER=push"), "KLBOT_APPLY_TRIGGER"},
+		"bad duration":            {append(base, "KLBOT_APPLY_WAIT=soon"), "KLBOT_APPLY_WAIT"},
+		"zero workers":            {append(base, "KLBOT_WORKERS=0"), "KLBOT_WORKERS"},
+		"bad log level":           {append(base, "KLBOT_LOG_LEVEL=loud"), "KLBOT_LOG_LEVEL"},
+		"unreachable database":    {base, "KLBOT_DATABASE_URL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, []string{"klbot"}, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run() = %v, want an error naming %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "BEGIN RSA") {
+				t.Fatalf("the error quotes the key: %v", err)
+			}
+		})
+	}
+}
+
+// TestReadyz: /readyz answers 503 with the reason when the database is
+// unreachable or its migrations are behind, 200 when all is current; /healthz
+// is 200 regardless. (/metrics is checked by TestEndToEnd.)
+func TestReadyz(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	get := func(pool *pgxpool.Pool, path string) (int, string) {
+		srv := httptest.NewServer(routes(http.NotFoundHandler(), pool, reg))
+		defer srv.Close()
+		res, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	dead, err := pgxpool.New(ctx, "postgres://klbot@127.0.0.1:1/klbot?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	if code, body := get(dead, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "database unreachable") {
+		t.Errorf("/readyz with the database down: %d %q, want 503 saying the database is unreachable", code, body)
+	}
+	if code, _ := get(dead, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d, want 200", code)
+	}
+
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if code, body := get(pool, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "migrations pending") {
+		t.Errorf("/readyz on an empty schema: %d %q, want 503 saying migrations are pending", code, body)
+	}
+	st, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if code, body := get(pool, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "river migrations pending") {
+		t.Errorf("/readyz before River's migrations: %d %q, want 503 naming River", code, body)
+	}
+	if err := bot.MigrateRiver(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(pool, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with everything migrated: %d %q, want 200", code, body)
+	}
+}

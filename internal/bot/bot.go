@@ -1,0 +1,190 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/webhook"
+)
+
+// Client is what the bot needs of GitHub for one installation. The github
+// adapter's *github.Client implements it (tests use that adapter against
+// githubfake; the interface lets them swap it).
+type Client interface {
+	CreateCheckRun(ctx context.Context, repo github.Repo, run github.CheckRun) (github.CheckRunInfo, error)
+	UpdateCheckRun(ctx context.Context, repo github.Repo, id int64, run github.CheckRun) (github.CheckRunInfo, error)
+	FindCheckRun(ctx context.Context, repo github.Repo, sha, name string) (github.CheckRunInfo, bool, error)
+	UpsertStickyComment(ctx context.Context, repo github.Repo, pr int, key, body string) (github.StickyComment, error)
+	AddReaction(ctx context.Context, repo github.Repo, commentID int64, content string) error
+	GetPermission(ctx context.Context, repo github.Repo, user string) (github.Permission, error)
+	GetPullRequest(ctx context.Context, repo github.Repo, number int) (github.PullRequest, error)
+	ListPullRequestFiles(ctx context.Context, repo github.Repo, number int) ([]github.PullRequestFile, error)
+	ListReviews(ctx context.Context, repo github.Repo, number int) (github.Reviews, error)
+	DownloadTarball(ctx context.Context, repo github.Repo, ref string) ([]byte, error)
+}
+
+// Installations hands out the Client of an installation (a GitHub App's
+// github.App.Installation, wrapped).
+type Installations func(installationID int64) (Client, error)
+
+// Options configure a Bot.
+type Options struct {
+	// ApplyWait bounds how long an apply waits for other runs' reservations
+	// (engine.ApplyInput.Wait; KLBOT_APPLY_WAIT). 0 fails at once.
+	ApplyWait time.Duration
+	// DefaultTrigger is the apply trigger of a repository without kl.yaml
+	// and of projects that set none (KLBOT_APPLY_TRIGGER; default comment).
+	DefaultTrigger Trigger
+	// WorkDir is where per-job repository checkouts are made (KLBOT_WORKDIR;
+	// default the OS temp dir). They hold the repository: removed after each job.
+	WorkDir string
+	// PublicURL, when set, is klbot's public base URL for links
+	// (KLBOT_PUBLIC_URL): run ids link to PUBLIC_URL/runs/RUN.
+	PublicURL string
+	// Extract caps repository tarballs.
+	Extract ExtractLimits
+	// PlanTimeout and ApplyTimeout bound one job (defaults 30m and
+	// ApplyWait + 2h).
+	PlanTimeout, ApplyTimeout time.Duration
+}
+
+// Bot is klbot: the webhook Sink and the River workers of its jobs (plan
+// on push, apply, command replies, refresh), over the engine, the GitHub
+// adapter and klbot's tables on the shared PostgreSQL pool.
+type Bot struct {
+	eng     *engine.Engine
+	gh      Installations
+	db      db
+	river   *river.Client[pgx.Tx]
+	log     *slog.Logger
+	opts    Options
+	metrics *Metrics
+}
+
+// New returns a Bot. pool is the PostgreSQL pool of klbot's tables and of
+// River (the same pool: Sink.Accept inserts the delivery and its jobs in
+// one transaction). Attach the River client with SetRiver before Accept is
+// called; register the workers with AddWorkers before creating that client.
+func New(eng *engine.Engine, gh Installations, pool *pgxpool.Pool, log *slog.Logger, metrics *Metrics, opts Options) *Bot {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.DefaultTrigger == "" {
+		opts.DefaultTrigger = TriggerComment
+	}
+	if opts.WorkDir == "" {
+		opts.WorkDir = os.TempDir()
+	}
+	if opts.PlanTimeout <= 0 {
+		opts.PlanTimeout = 30 * time.Minute
+	}
+	if opts.ApplyTimeout <= 0 {
+		opts.ApplyTimeout = opts.ApplyWait + 2*time.Hour
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Bot{eng: eng, gh: gh, db: db{pool: pool}, log: log, opts: opts, metrics: metrics}
+}
+
+// SetRiver attaches the River client jobs are inserted with.
+func (b *Bot) SetRiver(c *river.Client[pgx.Tx]) { b.river = c }
+
+// AddWorkers registers the bot's workers (one per job kind).
+func (b *Bot) AddWorkers(w *river.Workers) {
+	river.AddWorker(w, &planWorker{b: b})
+	river.AddWorker(w, &applyWorker{b: b})
+	river.AddWorker(w, &replyWorker{b: b})
+	river.AddWorker(w, &refreshWorker{b: b})
+}
+
+// MaxAttempts is how often a job runs before River discards it (a job
+// failing for a transient reason is retried with River's backoff; a
+// refusal is not a failure).
+const MaxAttempts = 8
+
+// JobBase is what every job carries: the request keys of the delivery that
+// caused it (STYLE.md 11) and where to report. It is exported because River
+// reads the river:"unique" tags of embedded structs only when exported.
+type JobBase struct {
+	Delivery     string `json:"delivery"`
+	Event        string `json:"event"`
+	Installation int64  `json:"installation"`
+	Repo         string `json:"repo" river:"unique"`
+	PR           int    `json:"pr" river:"unique"`
+	Actor        string `json:"actor,omitempty"`
+	CommentID    int64  `json:"comment_id,omitempty"`
+}
+
+// jobContext returns ctx carrying the job's logger with the request keys
+// of the delivery that caused it (STYLE.md 9, 11): jobs run on River's own
+// context, never on the webhook request's.
+func (b *Bot) jobContext(ctx context.Context, j JobBase, kind string, attempt int) context.Context {
+	return webhook.NewContext(ctx, b.log.With("job", kind, "attempt", attempt),
+		webhook.Delivery{ID: j.Delivery, Event: j.Event, Installation: j.Installation, Repo: j.Repo, PR: j.PR})
+}
+
+// logOf is the job's logger.
+func logOf(ctx context.Context) *slog.Logger { return webhook.LoggerFrom(ctx) }
+
+// client returns the GitHub client and parsed repository of a job.
+func (b *Bot) client(j JobBase) (Client, github.Repo, error) {
+	repo, err := github.ParseRepo(j.Repo)
+	if err != nil {
+		return nil, github.Repo{}, err
+	}
+	c, err := b.gh(j.Installation)
+	if err != nil {
+		return nil, github.Repo{}, fmt.Errorf("GitHub client for installation %d: %w", j.Installation, err)
+	}
+	return c, repo, nil
+}
+
+// runJob wraps a job's work: the per-PR lock, the logger, metrics.
+func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, work func(ctx context.Context) (string, error)) error {
+	ctx = b.jobContext(ctx, j, kind, attempt)
+	log := logOf(ctx)
+	start := time.Now()
+	unlock, err := b.db.lockPR(ctx, j.Repo, j.PR)
+	if err != nil {
+		b.metrics.job(kind, "error", time.Since(start))
+		return err
+	}
+	defer unlock()
+	result, err := work(ctx)
+	if err != nil {
+		log.Error("job failed; River retries it", "err", err)
+		b.metrics.job(kind, "error", time.Since(start))
+		return err
+	}
+	if result == "" {
+		result = "ok"
+	}
+	log.Info("job done", "result", result, "took", time.Since(start).Round(time.Millisecond))
+	b.metrics.job(kind, result, time.Since(start))
+	return nil
+}
+
+// runURL links a run when PublicURL is set.
+func (b *Bot) runURL(id string) string {
+	if b.opts.PublicURL == "" || id == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/runs/%s", trimSlash(b.opts.PublicURL), id)
+}
+
+func trimSlash(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '/' {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,114 @@
+package bot
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// CommandPrefix starts a klbot command in a pull request comment.
+const CommandPrefix = "/kl"
+
+// Command names.
+const (
+	CmdPlan    = "plan"
+	CmdApply   = "apply"
+	CmdWhy     = "why"
+	CmdHistory = "history"
+	CmdHelp    = "help"
+)
+
+// Command is one parsed "/kl …" line. Err is set (and Name is CmdHelp) when
+// the line starts with /kl but is not a valid command: the reply is the help
+// text with Err.
+type Command struct {
+	Name    string `json:"name"`
+	Project string `json:"project,omitempty"` // -p PROJECT (plan, apply, history)
+	Run     string `json:"run,omitempty"`     // why RUN
+	Err     string `json:"err,omitempty"`
+}
+
+var runIDRE = regexp.MustCompile(`^[0-9A-Z]{26}$`) // a ULID (engine.NewRunID), upper case
+
+// ParseCommand finds the first line of body whose first word is exactly
+// "/kl" (leading spaces allowed; "/klapply" and "/KL" are not commands) and
+// parses it. Words are split on white space and taken literally: no shell,
+// no quotes, no escapes, so `;`, `&&`, `$(…)` or a quoted name are just words
+// that fail to parse. Grammar (every other word is an error):
+//
+//	/kl plan [-p PROJECT]
+//	/kl apply [-p PROJECT]
+//	/kl why [RUN]
+//	/kl history [-p PROJECT]
+//	/kl help
+//
+// ok is false when no line is a command; the bot then ignores the comment.
+func ParseCommand(body string) (cmd Command, ok bool) {
+	for _, line := range strings.Split(body, "\n") {
+		words := strings.Fields(line)
+		if len(words) == 0 || words[0] != CommandPrefix {
+			continue
+		}
+		return parseWords(words[1:]), true
+	}
+	return Command{}, false
+}
+
+func parseWords(w []string) Command {
+	fail := func(format string, args ...any) Command {
+		return Command{Name: CmdHelp, Err: fmt.Sprintf(format, args...)}
+	}
+	if len(w) == 0 {
+		return Command{Name: CmdHelp}
+	}
+	name, rest := w[0], w[1:]
+	switch name {
+	case CmdPlan, CmdApply, CmdHistory:
+		c := Command{Name: name}
+		for len(rest) > 0 {
+			switch {
+			case rest[0] == "-p" && len(rest) >= 2:
+				if c.Project != "" {
+					return fail("`-p` given twice")
+				}
+				if !projectNameRE.MatchString(rest[1]) {
+					return fail("%q is not a project name", rest[1])
+				}
+				c.Project, rest = rest[1], rest[2:]
+			case rest[0] == "-p":
+				return fail("`-p` needs a project name: `/kl %s -p PROJECT`", name)
+			default:
+				return fail("unexpected %q after `/kl %s`", rest[0], name)
+			}
+		}
+		return c
+	case CmdWhy:
+		c := Command{Name: name}
+		switch {
+		case len(rest) > 1:
+			return fail("unexpected %q after `/kl why %s`", rest[1], rest[0])
+		case len(rest) == 1 && !runIDRE.MatchString(rest[0]):
+			return fail("%q is not a run id (26 characters, as in `kl run show RUN`)", rest[0])
+		case len(rest) == 1:
+			c.Run = rest[0]
+		}
+		return c
+	case CmdHelp:
+		if len(rest) > 0 {
+			return fail("unexpected %q after `/kl help`", rest[0])
+		}
+		return Command{Name: CmdHelp}
+	}
+	return fail("unknown command %q", name)
+}
+
+// HelpText is the reply to "/kl help" and to anything that does not parse.
+const HelpText = "**klbot commands** (one per comment, on a line of its own):\n\n" +
+	"| command | what it does |\n| --- | --- |\n" +
+	"| `/kl plan [-p PROJECT]` | plan the projects this pull request touches (or PROJECT) at its head commit |\n" +
+	"| `/kl apply [-p PROJECT]` | apply the open plan of every project (or PROJECT) of this pull request |\n" +
+	"| `/kl why [RUN]` | why a run was allowed, waited or refused (default: this pull request's latest runs) |\n" +
+	"| `/kl history [-p PROJECT]` | the recent versions of the project's state, with the run behind each |\n" +
+	"| `/kl help` | this text |\n\n" +
+	"Planning and applying need write permission on the repository; an apply needs the plan of the pull request's current head commit " +
+	"and the requirements the project sets in kl.yaml (`apply_requirements`). Words are taken literally: no quoting, no shell.\n"

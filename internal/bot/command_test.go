@@ -1,0 +1,57 @@
+package bot
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseCommand(t *testing.T) {
+	t.Parallel()
+	const run = "01J2ZP0A11CE0000000000PLAN"
+	for name, tc := range map[string]struct {
+		body   string
+		want   Command
+		wantOK bool
+	}{
+		"plan":                {"/kl plan", Command{Name: CmdPlan}, true},
+		"apply":               {"/kl apply", Command{Name: CmdApply}, true},
+		"apply -p":            {"/kl apply -p infra", Command{Name: CmdApply, Project: "infra"}, true},
+		"apply -p missing":    {"/kl apply -p", Command{Name: CmdHelp, Err: "`-p` needs a project name: `/kl apply -p PROJECT`"}, true},
+		"apply -p twice":      {"/kl apply -p a -p b", Command{Name: CmdHelp, Err: "`-p` given twice"}, true},
+		"junk after":          {"/kl apply now", Command{Name: CmdHelp, Err: `unexpected "now" after ` + "`/kl apply`"}, true},
+		"junk after project":  {"/kl apply -p infra please", Command{Name: CmdHelp, Err: `unexpected "please" after ` + "`/kl apply`"}, true},
+		"why":                 {"/kl why", Command{Name: CmdWhy}, true},
+		"why run":             {"/kl why " + run, Command{Name: CmdWhy, Run: run}, true},
+		"why bad run":         {"/kl why 123", Command{Name: CmdHelp, Err: `"123" is not a run id (26 characters, as in ` + "`kl run show RUN`)"}, true},
+		"history -p":          {"/kl history -p dns", Command{Name: CmdHistory, Project: "dns"}, true},
+		"help":                {"/kl help", Command{Name: CmdHelp}, true},
+		"bare":                {"/kl", Command{Name: CmdHelp}, true},
+		"unknown":             {"/kl destroy", Command{Name: CmdHelp, Err: `unknown command "destroy"`}, true},
+		"uppercase word":      {"/kl APPLY", Command{Name: CmdHelp, Err: `unknown command "APPLY"`}, true},
+		"uppercase prefix":    {"/KL apply", Command{}, false},
+		"no space":            {"/klapply", Command{}, false},
+		"not first word":      {"please /kl apply", Command{}, false},
+		"leading spaces":      {"   /kl plan", Command{Name: CmdPlan}, true},
+		"tabs":                {"/kl\tapply\t-p\tinfra", Command{Name: CmdApply, Project: "infra"}, true},
+		"multiple lines":      {"LGTM!\n\n/kl apply -p infra\n/kl plan\n", Command{Name: CmdApply, Project: "infra"}, true},
+		"windows line ending": {"/kl apply\r\n", Command{Name: CmdApply}, true},
+		"no command":          {"looks good to me", Command{}, false},
+		"shell semicolon":     {"/kl apply; rm -rf /", Command{Name: CmdHelp, Err: `unknown command "apply;"`}, true},
+		"shell and":           {"/kl apply && curl x", Command{Name: CmdHelp, Err: `unexpected "&&" after ` + "`/kl apply`"}, true},
+		"shell substitution":  {"/kl apply -p $(whoami)", Command{Name: CmdHelp, Err: `"$(whoami)" is not a project name`}, true},
+		"quoted project":      {`/kl apply -p "infra"`, Command{Name: CmdHelp, Err: `"\"infra\"" is not a project name`}, true},
+		"backtick":            {"/kl plan -p `id`", Command{Name: CmdHelp, Err: "\"`id`\" is not a project name"}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := ParseCommand(tc.body)
+			if ok != tc.wantOK {
+				t.Fatalf("ok = %t, want %t", ok, tc.wantOK)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Fatalf("ParseCommand(%q) (-want +got):\n%s", tc.body, d)
+			}
+		})
+	}
+}

@@ -1,0 +1,25 @@
+// Package bot is klbot's work: the webhook Sink and the River workers that
+// plan, apply and report for pull requests (DESIGN.md "klbot").
+//
+// A delivery flows: internal/webhook verifies and parses it and calls
+// Bot.Accept, which — in ONE transaction on the shared PostgreSQL pool —
+// records the delivery id in klbot_deliveries (a redelivery is a
+// Duplicate) and inserts its River job(s); GitHub gets its 2xx once that
+// commits. Jobs, one kind per file:
+//
+//	klbot_plan     plan.go    push / "/kl plan" / re-run: tarball → kl.yaml → touched projects → engine.Plan
+//	                          → "kl plan · PROJECT" check runs (Apply button) → sticky comment
+//	klbot_apply    apply.go   "/kl apply" / Apply button / merge / close: the bot's rules, then engine.Apply
+//	                          → "kl apply · PROJECT" check run → sticky comment → refresh of other PRs
+//	klbot_reply    reply.go   "/kl why", "/kl history", "/kl help": a reply comment of its own
+//	klbot_refresh  sticky.go  re-render an open PR's sticky comment after another run committed
+//
+// Jobs of one pull request run one at a time across replicas (an advisory
+// lock, db.go); every write to GitHub is idempotent on a retry: check runs
+// are recorded per (repo, head SHA, name) in klbot_check_runs, comments are
+// upserted sticky comments. A refusal by a rule is reported and the job
+// succeeds; a transient failure returns an error and River retries the job
+// with backoff. The repository configuration is kl.yaml (config.go,
+// docs/kl-yaml.md); repository tarballs are extracted by ExtractTarball,
+// which refuses anything leaving the checkout.
+package bot

@@ -1,0 +1,85 @@
+package bot
+
+import (
+	"github.com/riverqueue/river"
+)
+
+// Job kinds (River's kind column).
+const (
+	KindPlan    = "klbot_plan"
+	KindApply   = "klbot_apply"
+	KindReply   = "klbot_reply"
+	KindRefresh = "klbot_refresh"
+)
+
+// PlanArgs plans the projects of a pull request at a head commit: on a push
+// (Trigger "push": the touched projects), a "/kl plan" comment ("comment":
+// the touched projects, or Project), or a re-run of a plan check run
+// ("rerequest": Project). Unique on (repo, PR, head SHA, key): key is
+// "push" for pushes — GitHub sends synchronize and ready_for_review for one
+// push (shared/GITHUB.md) — and the delivery id otherwise, so an explicit
+// request always plans again.
+type PlanArgs struct {
+	JobBase
+	HeadSHA string `json:"head_sha" river:"unique"` // "" for comments: the PR's head when the job runs
+	Key     string `json:"key" river:"unique"`
+	Trigger string `json:"trigger"`
+	Project string `json:"project,omitempty"`
+}
+
+// Kind is KindPlan.
+func (PlanArgs) Kind() string { return KindPlan }
+
+// InsertOpts makes plan jobs unique by their tagged args.
+func (PlanArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: MaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// ApplyArgs applies the open plans of a pull request: Trigger "comment"
+// ("/kl apply"), "button" (the plan check run's Apply button; HeadSHA is
+// the check run's), "merge" (pull_request closed with merged: projects
+// whose apply_trigger is merge) or "close" (closed unmerged: open plans are
+// superseded). Project "" means every project of the PR.
+type ApplyArgs struct {
+	JobBase
+	Trigger string `json:"trigger"`
+	Project string `json:"project,omitempty"`
+	HeadSHA string `json:"head_sha,omitempty"`
+}
+
+// Kind is KindApply.
+func (ApplyArgs) Kind() string { return KindApply }
+
+// InsertOpts sets the attempts.
+func (ApplyArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: MaxAttempts} }
+
+// ReplyArgs answers "/kl why", "/kl history", "/kl help" and anything that
+// does not parse, in a reply comment of its own (edited in place on a retry).
+type ReplyArgs struct {
+	JobBase
+	Command Command `json:"command"`
+}
+
+// Kind is KindReply.
+func (ReplyArgs) Kind() string { return KindReply }
+
+// InsertOpts sets the attempts.
+func (ReplyArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: MaxAttempts} }
+
+// RefreshArgs re-renders the sticky comment of an open pull request after
+// another run committed version Serial of State, so that what changed
+// since its plans is visible before anyone applies (ADR D3). Unique on
+// (repo, PR, state, serial).
+type RefreshArgs struct {
+	JobBase
+	State  string `json:"state" river:"unique"`
+	Serial int64  `json:"serial" river:"unique"`
+}
+
+// Kind is KindRefresh.
+func (RefreshArgs) Kind() string { return KindRefresh }
+
+// InsertOpts makes refresh jobs unique by their tagged args.
+func (RefreshArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: MaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}

@@ -1,0 +1,48 @@
+package bot
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are klbot's Prometheus metrics (served on /metrics):
+//
+//	klbot_deliveries_total{event, outcome}   deliveries Accept handled: enqueued, duplicate, ignored
+//	klbot_jobs_total{kind, result}           jobs finished: ok, refused, skipped, error (retried)
+//	klbot_job_duration_seconds{kind}         job run time, seconds
+//	klbot_runs_total{kind, outcome}          Kilolock runs klbot made: plan planned/failed, apply applied/refused/failed
+type Metrics struct {
+	deliveries *prometheus.CounterVec
+	jobs       *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	runs       *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not
+// registered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klbot_deliveries_total",
+			Help: "Webhook deliveries accepted by klbot's sink, by event and outcome (enqueued, duplicate, ignored)."}, []string{"event", "outcome"}),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klbot_jobs_total",
+			Help: "klbot jobs finished, by kind and result (ok, refused, skipped, error: retried by River)."}, []string{"kind", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "klbot_job_duration_seconds",
+			Help: "Run time of klbot jobs, in seconds.", Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}}, []string{"kind"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klbot_runs_total",
+			Help: "Kilolock runs made by klbot, by kind (plan, apply) and outcome."}, []string{"kind", "outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.deliveries, m.jobs, m.duration, m.runs)
+	}
+	return m
+}
+
+func (m *Metrics) delivery(event, outcome string) { m.deliveries.WithLabelValues(event, outcome).Inc() }
+
+func (m *Metrics) job(kind, result string, d time.Duration) {
+	m.jobs.WithLabelValues(kind, result).Inc()
+	m.duration.WithLabelValues(kind).Observe(d.Seconds())
+}
+
+func (m *Metrics) run(kind, outcome string) { m.runs.WithLabelValues(kind, outcome).Inc() }

@@ -1,0 +1,404 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/report"
+)
+
+// maxConfigBytes caps kl.yaml.
+const maxConfigBytes = 1 << 20
+
+type planWorker struct {
+	river.WorkerDefaults[PlanArgs]
+	b *Bot
+}
+
+func (w *planWorker) Timeout(*river.Job[PlanArgs]) time.Duration { return w.b.opts.PlanTimeout }
+
+func (w *planWorker) Work(ctx context.Context, job *river.Job[PlanArgs]) error {
+	return w.b.runJob(ctx, KindPlan, job.Args.JobBase, job.Attempt, func(ctx context.Context) (string, error) {
+		return w.b.plan(ctx, job.Args)
+	})
+}
+
+// checkout is a pull request's head commit, extracted for one job.
+type checkout struct {
+	pr     github.PullRequest
+	head   string
+	files  []string // changed files, repository-relative (renames: both names)
+	root   string   // the extracted repository
+	config *RepoConfig
+}
+
+// plan is the plan job (PlanArgs): read the pull request (a push whose head
+// moved on is superseded: stop), check the commenter's permission for a
+// "/kl plan", list the changed files, download and extract the head's
+// tarball, read kl.yaml (invalid → a failing "kl config" check run), supersede
+// older plans of the pull request, plan every touched project (or the one
+// asked for) with one "kl plan · PROJECT" check run each, and update the
+// sticky comment.
+func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
+	log := logOf(ctx)
+	c, repo, err := b.client(a.JobBase)
+	if err != nil {
+		return "", err
+	}
+	b.acknowledge(ctx, c, repo, a.CommentID)
+	pr, err := c.GetPullRequest(ctx, repo, a.PR)
+	if err != nil {
+		return "", err
+	}
+	if pr.State != "open" {
+		log.Info("pull request is closed: not planning")
+		return "skipped", nil
+	}
+	if a.HeadSHA != "" && pr.HeadSHA != a.HeadSHA {
+		log.Info("superseded: the pull request's head moved on", "job_head", a.HeadSHA, "head", pr.HeadSHA)
+		return "skipped", nil
+	}
+	if a.Trigger == "comment" {
+		if ok, err := b.mayWrite(ctx, c, repo, a); err != nil || !ok {
+			return "refused", err
+		}
+	}
+	co, err := b.checkout(ctx, c, repo, pr)
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(filepath.Dir(co.root))
+	if co.config == nil { // invalid kl.yaml, reported
+		return "refused", nil
+	}
+	if pr.Draft && !co.config.PlanDrafts && a.Trigger == "push" {
+		log.Info("draft pull request: not planned (kl.yaml plan_drafts: false)")
+		return "skipped", nil
+	}
+	var names []string
+	touched := map[string][]string{}
+	if a.Project != "" {
+		p, ok := co.config.Project(a.Project)
+		if !ok {
+			return "refused", b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl plan -p %s`: no such project\n\n%s has no project %q; its projects are: %s.\n",
+				a.Project, ConfigFile, a.Project, codeList(co.config.Names())))
+		}
+		names, touched[p.Name] = []string{p.Name}, p.Touches(co.files)
+	} else {
+		sel := Select(co.config, co.files)
+		names, touched = sel.Order, sel.Touched
+	}
+	rows, err := b.db.projects(ctx, a.Repo, a.PR)
+	if err != nil {
+		return "", err
+	}
+	if err := b.supersedeOld(ctx, rows, co, names, a.Project != ""); err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		if err := b.reportNoneTouched(ctx, c, repo, a.PR, co); err != nil {
+			return "", err
+		}
+		return "skipped", b.updateSticky(ctx, c, repo, a.PR)
+	}
+	for _, name := range names {
+		p, _ := co.config.Project(name)
+		if err := b.planProject(ctx, c, repo, a, co, p, touched[name]); err != nil {
+			return "", err
+		}
+	}
+	return "ok", b.updateSticky(ctx, c, repo, a.PR)
+}
+
+// checkout lists the changed files, downloads the head's tarball with the
+// installation token and extracts it safely into a temp dir of its own,
+// then reads kl.yaml. An invalid kl.yaml is reported as a failing "kl
+// config" check run and leaves co.config nil. The caller removes the
+// parent of co.root.
+func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr github.PullRequest) (*checkout, error) {
+	co := &checkout{pr: pr, head: pr.HeadSHA}
+	files, err := c.ListPullRequestFiles(ctx, repo, pr.Number)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		co.files = append(co.files, f.Filename)
+		if f.PreviousFilename != "" {
+			co.files = append(co.files, f.PreviousFilename)
+		}
+	}
+	tgz, err := c.DownloadTarball(ctx, repo, pr.HeadSHA)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(b.opts.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating work dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(b.opts.WorkDir, "klbot-")
+	if err != nil {
+		return nil, fmt.Errorf("creating checkout dir: %w", err)
+	}
+	co.root = filepath.Join(tmp, "repo")
+	if err := os.Mkdir(co.root, 0o700); err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("creating checkout dir: %w", err)
+	}
+	if err := ExtractTarball(tgz, co.root, b.opts.Extract); err != nil {
+		os.RemoveAll(tmp)
+		if errors.Is(err, ErrUnsafeArchive) {
+			return co, b.reportConfig(ctx, c, repo, pr, "the repository archive was refused", err.Error())
+		}
+		return nil, err
+	}
+	cfg, problem, err := readConfig(co.root, repo.String(), b.opts.DefaultTrigger)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	if problem != "" {
+		return co, b.reportConfig(ctx, c, repo, pr, "kl.yaml is invalid", problem)
+	}
+	co.config = cfg
+	return co, nil
+}
+
+// readConfig reads kl.yaml at the repository root: absent → DefaultConfig;
+// a symbolic link, a directory or more than 1 MiB → a problem; invalid → a
+// problem listing every "kl.yaml:LINE: what".
+func readConfig(root, repo string, trigger Trigger) (*RepoConfig, string, error) {
+	p := filepath.Join(root, ConfigFile)
+	fi, err := os.Lstat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return DefaultConfig(repo, trigger), "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, ConfigFile + ": must be a regular file (not a link or a directory)", nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Sprintf("%s: larger than %d bytes", ConfigFile, maxConfigBytes), nil
+	}
+	cfg, err := ParseConfig(data, trigger)
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return nil, "- " + strings.Join(ce.Problems, "\n- "), nil
+	}
+	return cfg, "", err
+}
+
+// reportConfig fails the "kl config" check run on the head with what is
+// wrong and where.
+func (b *Bot) reportConfig(ctx context.Context, c Client, repo github.Repo, pr github.PullRequest, title, problems string) error {
+	summary := fmt.Sprintf("### ⛔ %s\n\nklbot did not plan commit `%s`:\n\n%s\n\nFix it and push again; the format is in docs/kl-yaml.md.\n",
+		title, short(pr.HeadSHA), problems)
+	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckConfig, HeadSHA: pr.HeadSHA, ExternalID: externalID(pr.Number, ""),
+		Conclusion: "failure", Title: title, Summary: report.Truncate(summary, report.CheckRunSummaryLimit)})
+	return err
+}
+
+// reportNoneTouched says, in the "kl plan" check run, that no project is
+// touched by the changed files.
+func (b *Bot) reportNoneTouched(ctx context.Context, c Client, repo github.Repo, pr int, co *checkout) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "### No project touched\n\nNone of the %d changed files of commit `%s` matches a project's `when_modified`, so nothing was planned.\n\n| project | dir | when_modified |\n| --- | --- | --- |\n",
+		len(co.files), short(co.head))
+	for _, p := range co.config.Projects {
+		fmt.Fprintf(&sb, "| `%s` | `%s` | %s |\n", p.Name, p.Dir, codeList(p.WhenModified))
+	}
+	sb.WriteString("\nTo plan a project anyway, comment `/kl plan -p PROJECT`.\n")
+	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckPlan, HeadSHA: co.head, ExternalID: externalID(pr, ""),
+		Conclusion: "neutral", Title: "No project touched", Summary: report.Truncate(sb.String(), report.CheckRunSummaryLimit)})
+	return err
+}
+
+// supersedeOld closes the pull request's open plans that the new head (or
+// the new plan of their project) replaces: a plan on an older head, or a
+// plan of a project about to be planned again. A project the pull request
+// no longer touches keeps its (now superseded) plan and gets a note for the
+// sticky comment. explicit is true for "/kl plan -p": other projects stay.
+func (b *Bot) supersedeOld(ctx context.Context, rows []projectRow, co *checkout, names []string, explicit bool) error {
+	planned := map[string]bool{}
+	for _, n := range names {
+		planned[n] = true
+	}
+	for _, r := range rows {
+		newHead := r.HeadSHA != co.head
+		if !newHead && !planned[r.Project] {
+			continue
+		}
+		if r.PlanRun != "" && r.ApplyRun == "" {
+			reason := fmt.Sprintf("superseded by a newer plan of %s#%d at %s", r.Repo, r.PR, short(co.head))
+			if err := b.eng.Supersede(ctx, r.PlanRun, reason); err != nil && !isStatusErr(err) {
+				return err
+			}
+		}
+		if planned[r.Project] || explicit {
+			continue
+		}
+		r.Note = fmt.Sprintf("Commit `%s` no longer touches this project: its plan `%s` at `%s` was superseded and is not carried forward.",
+			short(co.head), r.PlanRun, short(r.HeadSHA))
+		if _, ok := co.config.Project(r.Project); !ok {
+			r.Note = fmt.Sprintf("Project %q is not in %s at `%s` any more: its plan `%s` was superseded.", r.Project, ConfigFile, short(co.head), r.PlanRun)
+		}
+		r.HeadSHA = co.head
+		if err := b.db.saveProject(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isStatusErr(err error) bool {
+	var se *engine.StatusError
+	return errors.As(err, &se)
+}
+
+// planProject plans one project and reports it in "kl plan · PROJECT".
+func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a PlanArgs, co *checkout, p Project, files []string) error {
+	log := logOf(ctx).With("project", p.Name, "state", p.State)
+	row := projectRow{Repo: a.Repo, PR: a.PR, Project: p.Name, State: p.State, Installation: a.Installation,
+		HeadSHA: co.head, Config: p, Open: true}
+	check := github.CheckRun{Name: PlanCheckName(p.Name), HeadSHA: co.head, ExternalID: externalID(a.PR, p.Name), DetailsURL: ""}
+	if _, err := b.eng.Store.GetState(ctx, p.State); errors.Is(err, engine.ErrNotFound) {
+		msg := fmt.Sprintf("State `%s` does not exist in Kilolock, so project `%s` cannot be planned. klbot never creates a state by itself "+
+			"(a mistyped name would plan every resource as new). Create it once with `kl state init %s` (empty), or adopt the current "+
+			"state file with `kl state init %s --from terraform.tfstate`, then comment `/kl plan`.", p.State, p.Name, p.State, p.State)
+		check.Conclusion, check.Title, check.Summary = "failure", "State "+p.State+" does not exist", "### ⛔ State `"+p.State+"` does not exist\n\n"+msg+"\n"
+		row.Note = "⛔ " + msg
+		b.metrics.run("plan", "refused")
+		if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
+			return err
+		}
+		return b.db.saveProject(ctx, row)
+	} else if err != nil {
+		return fmt.Errorf("reading state %s: %w", p.State, err)
+	}
+	actor := a.Actor
+	if actor == "" {
+		actor = co.pr.Author
+	}
+	out, err := b.eng.Plan(ctx, engine.PlanInput{
+		State: p.State, Dir: filepath.Join(co.root, filepath.FromSlash(p.Dir)), ScopeDir: p.Dir, Actor: actor,
+		PR:        &engine.PullRequest{Repo: a.Repo, Number: a.PR, HeadSHA: co.head, URL: co.pr.HTMLURL},
+		CommitSHA: co.head, ChangedFiles: files,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return err // shutting down or timed out: River retries
+		}
+		log.Warn("plan failed", "err", err)
+		b.metrics.run("plan", "failed")
+		check.Conclusion, check.Title = "failure", "Plan failed"
+		check.Summary = report.Truncate(fmt.Sprintf("### ❌ Plan of `%s` on **%s** failed\n\n```\n%s\n```\n\nFix the configuration and push again, or comment `/kl plan -p %s`.\n",
+			p.Name, p.State, strings.ReplaceAll(err.Error(), "```", "'''"), p.Name), report.CheckRunSummaryLimit)
+		row.Note = "❌ The plan failed: see the `" + PlanCheckName(p.Name) + "` check run."
+		if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
+			return err
+		}
+		return b.db.saveProject(ctx, row)
+	}
+	b.metrics.run("plan", "planned")
+	row.PlanRun = out.Run.ID
+	var md bytes.Buffer
+	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
+		return err
+	}
+	check.Summary = report.Truncate(planHeader(p, out)+md.String(), report.CheckRunSummaryLimit)
+	check.Title, check.Conclusion = planTitle(out), "success"
+	if len(out.Overlaps) > 0 {
+		check.Conclusion = "neutral"
+	}
+	check.DetailsURL = b.runURL(out.Run.ID)
+	if p.ApplyTrigger == TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
+		check.Actions = []github.CheckRunAction{{Label: "Apply", Description: "Apply this plan (needs write access)", Identifier: ApplyActionID}}
+	}
+	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
+		return err
+	}
+	return b.db.saveProject(ctx, row)
+}
+
+// planTitle is the plan check run's title: changes, reservations, overlaps.
+func planTitle(out *engine.PlanOutcome) string {
+	env := out.Run.Envelope
+	if env == nil {
+		return "Planned"
+	}
+	s := env.Summary
+	t := fmt.Sprintf("+%d ~%d -%d", s.Add, s.Change, s.Destroy)
+	if s.Replace > 0 {
+		t += fmt.Sprintf(" ±%d", s.Replace)
+	}
+	if s.Empty() {
+		t = "no changes"
+	}
+	if n := len(env.Reservations); n == 1 {
+		t += ", 1 reservation"
+	} else {
+		t += fmt.Sprintf(", %d reservations", n)
+	}
+	if n := len(out.Overlaps); n > 0 {
+		t += fmt.Sprintf(", overlaps %d open plan(s)", n)
+	}
+	return t
+}
+
+// planHeader says how this project's plan gets applied.
+func planHeader(p Project, out *engine.PlanOutcome) string {
+	if out.Run.Envelope != nil && out.Run.Envelope.Summary.Empty() {
+		return "> Nothing to apply: the plan changes nothing.\n\n"
+	}
+	if p.ApplyTrigger == TriggerMerge {
+		return fmt.Sprintf("> Project `%s` applies when the pull request is merged (`apply_trigger: merge`).\n\n", p.Name)
+	}
+	return fmt.Sprintf("> Apply with the **Apply** button or a comment `/kl apply -p %s` (needs write access%s).\n\n", p.Name, reqWords(p.ApplyRequirements))
+}
+
+func reqWords(rs []Requirement) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = string(r)
+	}
+	return "; requires: " + strings.Join(parts, ", ")
+}
+
+func codeList(items []string) string {
+	out := make([]string, len(items))
+	for i, s := range items {
+		out[i] = "`" + s + "`"
+	}
+	return strings.Join(out, ", ")
+}
+
+// short abbreviates a commit SHA to 7 characters.
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}

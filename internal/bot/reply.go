@@ -1,0 +1,185 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/report"
+)
+
+type replyWorker struct {
+	river.WorkerDefaults[ReplyArgs]
+	b *Bot
+}
+
+func (w *replyWorker) Timeout(*river.Job[ReplyArgs]) time.Duration { return 5 * time.Minute }
+
+func (w *replyWorker) Work(ctx context.Context, job *river.Job[ReplyArgs]) error {
+	return w.b.runJob(ctx, KindReply, job.Args.JobBase, job.Attempt, func(ctx context.Context) (string, error) {
+		return "ok", w.b.answer(ctx, job.Args)
+	})
+}
+
+// acknowledge reacts 👀 to the command comment (a failure is logged, not
+// fatal: the reply says the rest).
+func (b *Bot) acknowledge(ctx context.Context, c Client, repo github.Repo, commentID int64) {
+	if commentID == 0 {
+		return
+	}
+	if err := c.AddReaction(ctx, repo, commentID, "eyes"); err != nil {
+		logOf(ctx).Warn("reacting to the command comment", "err", err)
+	}
+}
+
+// reply posts (or, on a retry, edits) the answer to the command comment
+// j.CommentID: a comment of its own, sticky on key "reply-COMMENT".
+func (b *Bot) reply(ctx context.Context, c Client, repo github.Repo, j JobBase, body string) error {
+	key := fmt.Sprintf("reply-%d", j.CommentID)
+	if j.CommentID == 0 {
+		key = "reply-" + j.Delivery
+	}
+	head := ""
+	if j.Actor != "" {
+		head = "@" + j.Actor + " "
+	}
+	body = report.Truncate(head+"\n\n"+body, report.CommentLimit-200)
+	_, err := c.UpsertStickyComment(ctx, repo, j.PR, key, body)
+	return err
+}
+
+// mayWrite checks that the commenter has write permission (DESIGN.md apply
+// step 1: only writers plan and apply); otherwise it replies with the rule.
+func (b *Bot) mayWrite(ctx context.Context, c Client, repo github.Repo, a PlanArgs) (bool, error) {
+	perm, err := c.GetPermission(ctx, repo, a.Actor)
+	if err != nil {
+		return false, err
+	}
+	if perm.AtLeast(github.PermissionWrite) {
+		return true, nil
+	}
+	return false, b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl plan` refused: write permission\n\n"+
+		"- **rule:** only users with write permission on %s may plan or apply\n- **why:** @%s has %s permission\n", a.Repo, a.Actor, perm))
+}
+
+// answer is the reply job: "/kl why", "/kl history", "/kl help" and
+// commands that do not parse (the help text with what was wrong).
+func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
+	c, repo, err := b.client(a.JobBase)
+	if err != nil {
+		return err
+	}
+	b.acknowledge(ctx, c, repo, a.CommentID)
+	var body string
+	switch a.Command.Name {
+	case CmdWhy:
+		body, err = b.why(ctx, a)
+	case CmdHistory:
+		body, err = b.history(ctx, a)
+	default:
+		body = HelpText
+		if a.Command.Err != "" {
+			body = fmt.Sprintf("⚠️ Not a klbot command: %s.\n\n%s", a.Command.Err, HelpText)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return b.reply(ctx, c, repo, a.JobBase, body)
+}
+
+// why renders report.Why for the run asked for — which must belong to
+// this repository — or for each project's latest run of this PR.
+func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
+	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
+	var ids []string
+	if a.Command.Run != "" {
+		r, err := b.eng.Store.GetRun(ctx, a.Command.Run)
+		if errors.Is(err, engine.ErrNotFound) || (err == nil && (r.PR == nil || r.PR.Repo != a.Repo)) {
+			return fmt.Sprintf("Run `%s` is not a run of %s.\n", a.Command.Run, a.Repo), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		ids = []string{r.ID}
+	} else {
+		rows, err := b.db.projects(ctx, a.Repo, a.PR)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range rows {
+			if id := latestRun(r); id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return "This pull request has no Kilolock run yet: push a change to a project, or comment `/kl plan`.\n", nil
+	}
+	var out bytes.Buffer
+	for _, id := range ids {
+		y, err := b.eng.Why(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if err := report.Why(&out, y, opts); err != nil {
+			return "", err
+		}
+		out.WriteString("\n")
+	}
+	return out.String(), nil
+}
+
+// history renders report.History of the project's state (-p), or of every
+// project of this PR.
+func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
+	rows, err := b.db.projects(ctx, a.Repo, a.PR)
+	if err != nil {
+		return "", err
+	}
+	var states []string
+	for _, r := range rows {
+		if a.Command.Project == "" || r.Project == a.Command.Project {
+			states = append(states, r.State)
+		}
+	}
+	if len(states) == 0 {
+		if a.Command.Project != "" {
+			return fmt.Sprintf("This pull request has no project %q (it knows: %s).\n", a.Command.Project, codeList(projectNames(rows))), nil
+		}
+		return "This pull request has no project yet: push a change to a project, or comment `/kl plan`.\n", nil
+	}
+	var out bytes.Buffer
+	for _, st := range states {
+		h, err := b.eng.History(ctx, st, engine.HistoryQuery{Limit: 10})
+		if err != nil {
+			return "", err
+		}
+		if err := report.History(&out, st, h, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
+			return "", err
+		}
+		out.WriteString("\n")
+	}
+	return out.String(), nil
+}
+
+func latestRun(r projectRow) string {
+	if r.ApplyRun != "" {
+		return r.ApplyRun
+	}
+	return r.PlanRun
+}
+
+func projectNames(rows []projectRow) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Project
+	}
+	return out
+}
