@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Figures Run can be limited to (Options.Only).
+const (
+	OnlyAll         = "all"
+	OnlyConcurrency = "concurrency"
+	OnlyOverhead    = "overhead"
+	OnlyCommit      = "commit"
+)
+
+// CheckOnly accepts "" and the Only* figure names.
+func CheckOnly(only string) error {
+	switch only {
+	case "", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit:
+		return nil
+	}
+	return fmt.Errorf("unknown figure %q: want %s, %s, %s or %s", only, OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit)
+}
+
+// Options configures Run.
+type Options struct {
+	// KL is the kl binary for the overhead figure; empty builds one from Src
+	// into a temporary directory.
+	KL string
+	// Terraform is the terraform binary both Kilolock and the baselines run
+	// (required for the concurrency and overhead figures).
+	Terraform string
+	// Src is the module root: commit benchmarks run there, kl is built from it.
+	Src string
+	// Runs is the number of interleaved repetitions of figures 1 and 2 (3
+	// if zero); Count is go test's -count for figure 3 (5 if zero).
+	Runs, Count int
+	// Only is OnlyAll ("" too) or one figure.
+	Only string
+	// TempDir is the parent of every temporary directory ("" for the OS
+	// default).
+	TempDir string
+}
+
+// Results is what Run measured; a nil field was not run.
+type Results struct {
+	Machine     Machine
+	Runs        int
+	Concurrency *ConcurrencyResult
+	Overhead    *OverheadResult
+	Commit      *CommitResult
+}
+
+// Run measures the figures selected by opts, printing progress, each
+// figure's medians and finally the summary table to w.
+func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
+	if opts.Runs <= 0 {
+		opts.Runs = 3
+	}
+	if opts.Count <= 0 {
+		opts.Count = 5
+	}
+	if opts.Only == "" {
+		opts.Only = OnlyAll
+	}
+	if err := CheckOnly(opts.Only); err != nil {
+		return nil, err
+	}
+	want := func(f string) bool { return opts.Only == OnlyAll || opts.Only == f }
+	res := &Results{Machine: ReadMachine(), Runs: opts.Runs}
+	fmt.Fprintf(w, "klbench: Kilolock figures beside their baselines (prints, asserts nothing; medians of %d interleaved runs, commit: of go test -count %d)\n", opts.Runs, opts.Count)
+	fmt.Fprintln(w, res.Machine)
+	needTF := want(OnlyConcurrency) || want(OnlyOverhead)
+	if needTF {
+		if opts.Terraform == "" {
+			return nil, fmt.Errorf("no terraform binary")
+		}
+		fmt.Fprintf(w, "terraform: %s (%s)\n", opts.Terraform, terraformVersion(ctx, opts.Terraform))
+	}
+	started := time.Now()
+
+	if want(OnlyConcurrency) {
+		fmt.Fprintf(w, "\n== 1. concurrency: 8 plans with disjoint write sets on one state, each apply sleeps 2 s, applied at once ==\n")
+		c, err := Concurrency(ctx, ConcurrencyOptions{Terraform: opts.Terraform, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w})
+		if err != nil {
+			return nil, err
+		}
+		res.Concurrency = c
+		writeConcurrency(w, c)
+	}
+	if want(OnlyOverhead) {
+		kl := opts.KL
+		if kl != "" {
+			// Commands run in their own work dirs: a relative path would break.
+			abs, err := filepath.Abs(kl)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := os.Stat(abs); err != nil {
+				return nil, fmt.Errorf("kl binary: %w", err)
+			}
+			kl = abs
+		} else {
+			dir, err := os.MkdirTemp(opts.TempDir, "klbench-kl-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(dir)
+			if kl, err = BuildKL(ctx, opts.Src, dir); err != nil {
+				return nil, err
+			}
+		}
+		fmt.Fprintf(w, "\n== 2. overhead: kl plan + kl apply vs bare terraform, 2,000 resources, one changed ==\n")
+		fmt.Fprintf(w, "  kl: %s\n", kl)
+		o, err := Overhead(ctx, OverheadOptions{KL: kl, Terraform: opts.Terraform, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w})
+		if err != nil {
+			return nil, err
+		}
+		res.Overhead = o
+		if err := writeOverhead(w, o); err != nil {
+			return nil, err
+		}
+	}
+	if want(OnlyCommit) {
+		fmt.Fprintf(w, "\n== 3. commit: snapshot-merge into a 10,000-resource state (go test -bench, -benchmem, -count %d) ==\n", opts.Count)
+		fmt.Fprintf(w, "  load average at start: %s\n", LoadAverage())
+		c, err := Commit(ctx, CommitOptions{Src: opts.Src, Count: opts.Count, Progress: indent(w)})
+		if err != nil {
+			return nil, err
+		}
+		res.Commit = c
+	}
+
+	fmt.Fprintf(w, "\n== summary (medians; ratio: median of the per-round ratios, or x-valid; %s; took %s) ==\n", strings.TrimPrefix(res.Machine.String(), "machine: "), time.Since(started).Round(time.Second))
+	if err := Summary(res).Render(w); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// writeConcurrency prints figure 1's medians.
+func writeConcurrency(w io.Writer, c *ConcurrencyResult) {
+	a, b := Median(c.Reservations), Median(c.WholeState)
+	fmt.Fprintf(w, "  (a) reservations   apply wall %s  %s\n", FormatSeconds(a), formatAll(c.Reservations))
+	fmt.Fprintf(w, "  (b) whole-state    apply wall %s  %s\n", FormatSeconds(b), formatAll(c.WholeState))
+	fmt.Fprintf(w, "  (b)/(a) = %s (median of the per-round ratios)   floor: %s (all sleeps at once) vs %s (one after another)\n",
+		FormatRatio(c.Ratio()), FormatSeconds(c.Sleep), FormatSeconds(c.Sleep*time.Duration(c.Plans)))
+	fmt.Fprintf(w, "  engine in-process, SQLite store, %d real terraform processes per phase; waiting applies retry every %s in both modes;\n"+
+		"  plans made %d at once before the applies, not in the figure: median %s; load average at start %s\n",
+		c.Plans, c.Poll, c.Plans, FormatSeconds(Median(c.PlanPhase)), c.LoadAtStart)
+}
+
+// writeOverhead prints figure 2's medians and the breakdown of kl's time.
+func writeOverhead(w io.Writer, o *OverheadResult) error {
+	fmt.Fprintf(w, "  medians: kl plan %s vs terraform init + plan -out %s (%s); kl apply %s vs terraform apply PLAN %s (%s);\n"+
+		"  CPU time (user + sys, kl with its terraform processes): kl plan + apply %s vs terraform %s (%s);\n"+
+		"  ratios are medians of the per-round ratios; load average at start %s\n",
+		FormatSeconds(o.Median(klPlan)),
+		FormatSeconds(o.Median(OverheadRound.TFPlanStep)), FormatRatio(o.PlanRatio()),
+		FormatSeconds(o.Median(klApply)), FormatSeconds(o.Median(tfApply)), FormatRatio(o.ApplyRatio()),
+		FormatSeconds(o.Median(OverheadRound.KLTotalCPU)), FormatSeconds(o.Median(OverheadRound.TFTotalCPU)), FormatRatio(o.CPURatio()),
+		o.LoadAtStart)
+	fmt.Fprintf(w, "\n  where kl's time goes (medians of each line; from KL_LOG_LEVEL=debug step timings and bare-terraform runs of the same steps):\n\n")
+	return Breakdown(o).Render(indent(w))
+}
+
+// BuildKL builds ./cmd/kl of the module at src into dir and returns the
+// binary's path (CGO off, as make build).
+func BuildKL(ctx context.Context, src, dir string) (string, error) {
+	bin := filepath.Join(dir, "kl")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/kl")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building kl: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// terraformVersion returns the first line of `terraform version`.
+func terraformVersion(ctx context.Context, bin string) string {
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	if err != nil {
+		return "version unknown"
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
+
+// indent returns a writer that prefixes every line with two spaces.
+func indent(w io.Writer) io.Writer { return &indenter{w: w, bol: true} }
+
+type indenter struct {
+	w   io.Writer
+	bol bool
+}
+
+func (i *indenter) Write(p []byte) (int, error) {
+	var b []byte
+	for _, c := range p {
+		if i.bol {
+			b = append(b, ' ', ' ')
+		}
+		b = append(b, c)
+		i.bol = c == '\n'
+	}
+	if _, err := i.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

@@ -1,0 +1,450 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-exec/tfexec"
+
+	"github.com/kilolock/kilolock/internal/terraform"
+	"github.com/kilolock/kilolock/internal/tfstate"
+)
+
+// OverheadOptions configures Overhead.
+type OverheadOptions struct {
+	// KL is the kl binary (required); Terraform the terraform binary both
+	// sides run (required; passed to kl as KL_TERRAFORM).
+	KL, Terraform string
+	// Resources is the size of the synthetic state (2,000 if zero).
+	Resources int
+	// Runs is the number of interleaved repetitions (3 if zero).
+	Runs int
+	// TempDir is the parent of the benchmark's temporary directory.
+	TempDir string
+	// Progress receives one line per round (nil: discarded).
+	Progress io.Writer
+}
+
+func (o *OverheadOptions) defaults() {
+	if o.Resources <= 0 {
+		o.Resources = 2000
+	}
+	if o.Runs <= 0 {
+		o.Runs = 3
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+}
+
+// Steps of a kl run as its debug log reports them (internal/terraform's
+// runner logs these messages with an "elapsed" attribute).
+const (
+	StepInit      = "terraform init done"
+	StepPlan      = "terraform plan done"
+	StepShow      = "terraform show done"
+	StepApply     = "terraform apply done"
+	StepRunnerAll = "plan done"  // the runner's whole Plan call
+	StepApplyAll  = "apply done" // the runner's whole Apply call
+)
+
+// OverheadRound is one repetition: kl and bare Terraform on the same state
+// and configuration, each from a fresh directory.
+type OverheadRound struct {
+	KLPlan, KLApply time.Duration // wall time of `kl plan`, `kl apply`
+	// KLStart is the wall time of `kl state list`: process start and store
+	// open, the fixed cost of every kl invocation.
+	KLStart time.Duration
+	// PlanSteps and ApplySteps are the step timings kl logged (Step*).
+	PlanSteps, ApplySteps map[string]time.Duration
+	// TFInit, TFPlan, TFApply: `terraform init`, `plan -out`, `apply PLAN`.
+	TFInit, TFPlan, TFApply time.Duration
+	// CPU time (user + system) of the same: kl's includes its Terraform
+	// processes.
+	KLPlanCPU, KLApplyCPU, TFInitCPU, TFPlanCPU, TFApplyCPU time.Duration
+	// Breakdown aids, run on bare Terraform's side between plan and apply
+	// and not part of its figure: `plan -json -out` (kl's plan command),
+	// `show -json PLAN`, `terraform version`, and kl's own in-process
+	// reading of the plan JSON (terraform.ParsePlanJSON, ExtractFootprint
+	// with the config dir, ExtractIntent).
+	TFPlanJSON, TFShow, TFVersion time.Duration
+	TFPlanJSONCPU, TFShowCPU      time.Duration // CPU time of plan -json -out, show -json
+	ParseJSON, Footprint, Intent  time.Duration
+	// PlanJSONBytes is the size of `show -json`.
+	PlanJSONBytes int
+}
+
+// KLTotal is kl plan + kl apply.
+func (r OverheadRound) KLTotal() time.Duration { return r.KLPlan + r.KLApply }
+
+// TFPlanStep is the bare-Terraform counterpart of `kl plan`: init + plan -out.
+func (r OverheadRound) TFPlanStep() time.Duration { return r.TFInit + r.TFPlan }
+
+// TFTotal is init + plan -out + apply.
+func (r OverheadRound) TFTotal() time.Duration { return r.TFInit + r.TFPlan + r.TFApply }
+
+// TFPlanStepCPU is the CPU time of init + plan -out.
+func (r OverheadRound) TFPlanStepCPU() time.Duration { return r.TFInitCPU + r.TFPlanCPU }
+
+// KLTotalCPU is the CPU time of kl plan + kl apply.
+func (r OverheadRound) KLTotalCPU() time.Duration { return r.KLPlanCPU + r.KLApplyCPU }
+
+// TFTotalCPU is the CPU time of init + plan -out + apply.
+func (r OverheadRound) TFTotalCPU() time.Duration { return r.TFInitCPU + r.TFPlanCPU + r.TFApplyCPU }
+
+// OverheadResult is every round of figure 2.
+type OverheadResult struct {
+	Resources   int
+	Rounds      []OverheadRound
+	LoadAtStart string
+}
+
+// pick returns f of every round.
+func (r OverheadResult) pick(f func(OverheadRound) time.Duration) []time.Duration {
+	out := make([]time.Duration, len(r.Rounds))
+	for i, x := range r.Rounds {
+		out[i] = f(x)
+	}
+	return out
+}
+
+// Median returns the median over rounds of f.
+func (r OverheadResult) Median(f func(OverheadRound) time.Duration) time.Duration {
+	return Median(r.pick(f))
+}
+
+// overheadStateName is the state kl adopts in every round.
+const overheadStateName = "bench/overhead"
+
+// changedResource is the one resource whose input the configuration changes
+// (an in-place update of terraform_data).
+const changedResource = "r01000"
+
+// Overhead measures figure 2. Per round, kl gets a fresh store (`kl state
+// init --from`, not timed; `kl state list`, kl's fixed start cost) and bare
+// Terraform a fresh copy of the configuration with the same state as its
+// local terraform.tfstate. Then the paired steps run back to back, their
+// order alternating from round to round, so that both sides of a pair see
+// the same machine load: `kl plan` beside `terraform init` + `plan -out`;
+// the breakdown aids of OverheadRound (bare Terraform, not timed in the
+// figure); `kl apply` beside `terraform apply PLAN`. Both run the same
+// binary with the same cleaned environment (CHECKPOINT_DISABLE,
+// TF_IN_AUTOMATION, as terraform-exec sets for kl). kl runs with
+// KL_LOG_LEVEL=debug so that its step timings can be read from stderr.
+func Overhead(ctx context.Context, opts OverheadOptions) (*OverheadResult, error) {
+	opts.defaults()
+	if opts.KL == "" || opts.Terraform == "" {
+		return nil, fmt.Errorf("overhead benchmark: kl and terraform binaries are required")
+	}
+	root, err := os.MkdirTemp(opts.TempDir, "klbench-overhead-")
+	if err != nil {
+		return nil, fmt.Errorf("overhead benchmark: %w", err)
+	}
+	defer os.RemoveAll(root)
+
+	state, config, err := overheadFixture(opts.Resources)
+	if err != nil {
+		return nil, err
+	}
+	stateFile := filepath.Join(root, "state.tfstate")
+	cfg := filepath.Join(root, "config")
+	if err := os.WriteFile(stateFile, state, 0o600); err != nil {
+		return nil, fmt.Errorf("overhead benchmark: %w", err)
+	}
+	if err := writeFiles(cfg, map[string][]byte{"main.tf": config}); err != nil {
+		return nil, err
+	}
+
+	res := &OverheadResult{Resources: opts.Resources, LoadAtStart: LoadAverage()}
+	for r := range opts.Runs {
+		round, err := overheadRound(ctx, opts, filepath.Join(root, fmt.Sprintf("round%d", r+1)), stateFile, cfg, state, config, r%2 == 1)
+		if err != nil {
+			return nil, fmt.Errorf("overhead benchmark, round %d: %w", r+1, err)
+		}
+		res.Rounds = append(res.Rounds, round)
+		fmt.Fprintf(opts.Progress, "  round %d  kl plan %s | terraform init + plan -out %s (%s)   kl apply %s | terraform apply %s (%s)   CPU: kl %s | terraform %s\n", r+1,
+			FormatSeconds(round.KLPlan), FormatSeconds(round.TFPlanStep()), FormatRatio(Ratio(round.KLPlan, round.TFPlanStep())),
+			FormatSeconds(round.KLApply), FormatSeconds(round.TFApply), FormatRatio(Ratio(round.KLApply, round.TFApply)),
+			FormatSeconds(round.KLTotalCPU()), FormatSeconds(round.TFTotalCPU()))
+	}
+	return res, nil
+}
+
+// overheadRound runs one round in dir; tfFirst puts bare Terraform first in
+// each pair.
+func overheadRound(ctx context.Context, opts OverheadOptions, dir, stateFile, cfg string, state, config []byte, tfFirst bool) (OverheadRound, error) {
+	var round OverheadRound
+	klDir, tfDir := filepath.Join(dir, "kl"), filepath.Join(dir, "terraform")
+	defer os.RemoveAll(dir)
+	if err := os.MkdirAll(klDir, 0o700); err != nil {
+		return round, err
+	}
+	if err := writeFiles(tfDir, map[string][]byte{"main.tf": config, "terraform.tfstate": state}); err != nil {
+		return round, err
+	}
+	klEnv := append(cleanEnv(os.Environ()),
+		"KL_STORE="+filepath.Join(klDir, "kl.db"), "KL_WORKDIR="+filepath.Join(klDir, "runs"), "KL_TERRAFORM="+opts.Terraform,
+		"KL_LOG_LEVEL=debug", "KL_ACTOR=klbench", "KL_KEEP_WORKDIRS=false", "NO_COLOR=1")
+	kl := func(args ...string) (commandResult, error) {
+		return runCommand(ctx, klDir, klEnv, opts.KL, args...)
+	}
+	tfEnv := append(cleanEnv(os.Environ()), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+	tf := func(args ...string) (commandResult, error) {
+		return runCommand(ctx, tfDir, tfEnv, opts.Terraform, args...)
+	}
+	pair := func(klStep, tfStep func() error) error {
+		first, second := klStep, tfStep
+		if tfFirst {
+			first, second = tfStep, klStep
+		}
+		if err := first(); err != nil {
+			return err
+		}
+		return second()
+	}
+
+	if _, err := kl("state", "init", overheadStateName, "--from", stateFile); err != nil {
+		return round, err
+	}
+	list, err := kl("state", "list")
+	if err != nil {
+		return round, err
+	}
+	round.KLStart = list.Wall
+
+	var planRun string
+	err = pair(func() error {
+		res, err := kl("--json", "plan", "--state", overheadStateName, "-C", cfg)
+		if err != nil {
+			return err
+		}
+		round.KLPlan, round.KLPlanCPU, round.PlanSteps = res.Wall, res.CPU, StepTimings(res.Stderr)
+		if planRun, err = runStatus(res.Stdout, "planned"); err != nil {
+			return fmt.Errorf("kl plan: %w", err)
+		}
+		return nil
+	}, func() error {
+		init, err := tf("init", "-input=false")
+		if err != nil {
+			return err
+		}
+		plan, err := tf("plan", "-input=false", "-out=plan.tfplan")
+		if err != nil {
+			return err
+		}
+		round.TFInit, round.TFPlan, round.TFInitCPU, round.TFPlanCPU = init.Wall, plan.Wall, init.CPU, plan.CPU
+		return nil
+	})
+	if err != nil {
+		return round, err
+	}
+	if err := overheadBreakdown(ctx, opts, tfDir, tfEnv, &round); err != nil {
+		return round, err
+	}
+	err = pair(func() error {
+		res, err := kl("--json", "apply", planRun)
+		if err != nil {
+			return err
+		}
+		round.KLApply, round.KLApplyCPU, round.ApplySteps = res.Wall, res.CPU, StepTimings(res.Stderr)
+		if _, err := runStatus(res.Stdout, "applied"); err != nil {
+			return fmt.Errorf("kl apply: %w", err)
+		}
+		return nil
+	}, func() error {
+		res, err := tf("apply", "-input=false", "-auto-approve", "plan.tfplan")
+		round.TFApply, round.TFApplyCPU = res.Wall, res.CPU
+		return err
+	})
+	return round, err
+}
+
+// overheadFixture returns the synthetic state of n resources and its
+// configuration with changedResource's input changed: a plan of one update.
+func overheadFixture(n int) (state, config []byte, err error) {
+	state, err = tfstate.SynthesizeTerraformData(n, 0, "b3c5e1d4-0000-4000-8000-00000000be4c", 1).Marshal()
+	if err != nil {
+		return nil, nil, fmt.Errorf("overhead benchmark: synthesizing state: %w", err)
+	}
+	config = tfstate.SynthesizeTerraformDataConfig(n, 0)["main.tf"]
+	old := fmt.Appendf(nil, "input = %q\n", changedResource)
+	if bytes.Count(config, old) != 1 {
+		return nil, nil, fmt.Errorf("overhead benchmark: %s is not in the synthetic configuration of %d resources", changedResource, n)
+	}
+	config = bytes.Replace(config, old, fmt.Appendf(nil, "input = %q\n", changedResource+"-changed"), 1)
+	return state, config, nil
+}
+
+// writeFiles writes name → content below dir (0700 dirs, 0600 files).
+func writeFiles(dir string, files map[string][]byte) error {
+	for name, b := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// runStatus reads the run id from kl's JSON output and checks its status.
+func runStatus(out []byte, want string) (string, error) {
+	var doc struct {
+		Run struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return "", fmt.Errorf("reading JSON output: %w", err)
+	}
+	if doc.Run.Status != want {
+		return "", fmt.Errorf("run %s is %q, want %q", doc.Run.ID, doc.Run.Status, want)
+	}
+	return doc.Run.ID, nil
+}
+
+// overheadBreakdown times, in an initialized dir holding plan.tfplan, the
+// steps kl takes that bare Terraform does not: `plan -json`, `show -json`,
+// `version`, and reading the plan JSON in-process as kl's runner does. It
+// leaves the state untouched (a plan does not write it).
+func overheadBreakdown(ctx context.Context, opts OverheadOptions, dir string, env []string, round *OverheadRound) error {
+	res, err := runCommand(ctx, dir, env, opts.Terraform, "plan", "-json", "-input=false", "-out=plan-json.tfplan")
+	if err != nil {
+		return err
+	}
+	round.TFPlanJSON, round.TFPlanJSONCPU = res.Wall, res.CPU
+	res, err = runCommand(ctx, dir, env, opts.Terraform, "show", "-json", "plan.tfplan")
+	if err != nil {
+		return err
+	}
+	raw := res.Stdout
+	round.TFShow, round.TFShowCPU, round.PlanJSONBytes = res.Wall, res.CPU, len(raw)
+	if res, err = runCommand(ctx, dir, env, opts.Terraform, "version", "-json"); err != nil {
+		return err
+	}
+	round.TFVersion = res.Wall
+	t0 := time.Now()
+	plan, err := terraform.ParsePlanJSON(raw)
+	if err != nil {
+		return err
+	}
+	round.ParseJSON = time.Since(t0)
+	t0 = time.Now()
+	fp, err := terraform.ExtractFootprint(plan, terraform.ExtractOptions{ConfigDir: dir})
+	if err != nil {
+		return err
+	}
+	round.Footprint = time.Since(t0)
+	if got := fp.Write.Strings(); len(got) != 1 {
+		return fmt.Errorf("the plan writes %v, want one resource (%s)", got, changedResource)
+	}
+	t0 = time.Now()
+	if _, err := terraform.ExtractIntent(plan); err != nil {
+		return err
+	}
+	round.Intent = time.Since(t0)
+	return nil
+}
+
+// cleanEnv drops from env what terraform-exec refuses to pass to Terraform
+// (TF_VAR_*, TF_CLI_ARGS*, TF_LOG*, TF_WORKSPACE, TF_DATA_DIR…) and any KL_*
+// setting, so that kl's Terraform and bare Terraform see the same
+// environment.
+func cleanEnv(env []string) []string {
+	m := map[string]string{}
+	var keys []string
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.HasPrefix(k, "KL_") {
+			continue
+		}
+		if _, seen := m[k]; !seen {
+			keys = append(keys, k)
+		}
+		m[k] = v
+	}
+	m = tfexec.CleanEnv(m)
+	delete(m, "TF_DATA_DIR")
+	out := make([]string, 0, len(m))
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// commandResult is one finished command: its output, its wall time, and
+// its CPU time (user + system, including the child processes it waited for:
+// kl's Terraform processes count to kl). CPU time is far less sensitive
+// than wall time to other load on a shared machine.
+type commandResult struct {
+	Stdout, Stderr []byte
+	Wall, CPU      time.Duration
+}
+
+// runCommand runs bin with args in dir; a failure carries the end of
+// stderr.
+func runCommand(ctx context.Context, dir string, env []string, bin string, args ...string) (commandResult, error) {
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	res := commandResult{Wall: time.Since(t0)}
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+	}
+	if err != nil {
+		tail := errb.Bytes()
+		if len(tail) > 2000 {
+			tail = tail[len(tail)-2000:]
+		}
+		return res, fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, tail)
+	}
+	res.Stdout, res.Stderr = out.Bytes(), errb.Bytes()
+	return res, nil
+}
+
+// logLine matches a log/slog text-handler line with a message and an
+// elapsed duration.
+var logLine = regexp.MustCompile(`\bmsg=("(?:[^"\\]|\\.)*"|\S+).*?\belapsed=(\S+)`)
+
+// StepTimings reads kl's debug log (slog text lines) and returns the
+// elapsed attribute by message ("terraform init done" → 412ms). A message
+// logged twice sums; lines without an elapsed attribute are ignored.
+func StepTimings(log []byte) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, line := range strings.Split(string(log), "\n") {
+		m := logLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		msg := m[1]
+		if strings.HasPrefix(msg, `"`) {
+			var s string
+			if json.Unmarshal([]byte(msg), &s) != nil {
+				continue
+			}
+			msg = s
+		}
+		d, err := time.ParseDuration(m[2])
+		if err != nil {
+			continue
+		}
+		out[msg] += d
+	}
+	return out
+}
