@@ -222,7 +222,7 @@ type Why struct {
 	// Apply is, for a plan run, its apply — or, for a plan open again, the
 	// last attempt that did not go through (its markers are in Waited and
 	// Decisive).
-	Apply *Run `json:"apply,omitempty"`
+	Apply   *Run    `json:"apply,omitempty"`
 	Verdict Verdict `json:"verdict"`
 	Reason  string  `json:"reason,omitempty"`
 	// Facts are the stored allowed-because facts.
