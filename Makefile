@@ -9,11 +9,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/kilolock/kilolock/internal/cli.Version=$(VERSION)
 GOFLAGS_BUILD := -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: all build tools test test-short vet fmt demo bench clean
+.PHONY: all build tools test test-short vet fmt lint-actions docker demo bench clean
 
 all: build
 
-## build: static kl and klbot into ./bin (CGO off: the SQLite driver is pure Go)
+## build: static kl and klbot into ./bin (CGO off: the SQLite driver is pure Go); the Dockerfile uses the same flags
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/kl ./cmd/kl
@@ -33,9 +33,25 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## test: everything, with the race detector, real Terraform
-test: tools vet
+## lint-actions: actionlint (run, not required: its go.mod would raise ours) on examples/workflows/*.yml and on
+## action/testdata/action-steps.yml (the action's own steps as a workflow, kept by go test ./action), in a throwaway
+## project where they sit in .github/workflows/: actionlint checks a `uses: ./action` against action/action.yml only
+## inside a git repository with .github/workflows. Silent when clean; shellcheck is used where installed.
+ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+lint-actions:
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	mkdir -p "$$tmp/.git" "$$tmp/.github/workflows"; cp -R action "$$tmp/action"; \
+	cp examples/workflows/*.yml action/testdata/action-steps.yml "$$tmp/.github/workflows/"; \
+	cd "$$tmp" && $(GO) run $(ACTIONLINT) -no-color || \
+		{ echo "lint-actions: .github/workflows/ above holds examples/workflows/*.yml and action/testdata/action-steps.yml"; exit 1; }
+
+## test: everything, with the race detector, real Terraform; actionlint on the action and the example workflow
+test: tools vet lint-actions
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+## docker: the klbot image (klbot and kl, Terraform $(TERRAFORM_VERSION), non-root); needs a Docker engine
+docker:
+	docker build --build-arg VERSION=$(VERSION) --build-arg TERRAFORM_VERSION=$(TERRAFORM_VERSION) -t kilolock:$(VERSION) .
 
 ## demo: the conflict-visibility demo on examples/big-state with real Terraform
 demo: tools build

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +17,7 @@ import (
 
 func (a *app) planCommand() *cobra.Command {
 	var in engine.PlanInput
+	var pr string
 	cmd := &cobra.Command{
 		Use:   "plan --state NAME [-C DIR] [--target ADDR]...",
 		Short: "Plan DIR against the head of state NAME and store the plan run with its envelope",
@@ -24,6 +27,28 @@ serial, scope, write set, read set, reservation set, plan digest — and lists t
 plans whose footprints overlap this one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch pr {
+			case "":
+			case "actions":
+				// The pull request of the GitHub Actions event, if any.
+				t, err := a.ghTargetOf(ghReportFlags{})
+				if err != nil {
+					return fmt.Errorf("kl plan --pr actions: %w", err)
+				}
+				if t.pr > 0 {
+					if in.CommitSHA == "" && !t.askHead {
+						in.CommitSHA = t.sha
+					}
+					in.PR = &engine.PullRequest{Repo: t.repo.String(), Number: t.pr, HeadSHA: in.CommitSHA}
+				}
+			default:
+				p, err := parsePR(pr)
+				if err != nil {
+					return err
+				}
+				p.HeadSHA = in.CommitSHA
+				in.PR = p
+			}
 			e, err := a.engine(true)
 			if err != nil {
 				return err
@@ -46,6 +71,8 @@ plans whose footprints overlap this one.`,
 	cmd.Flags().StringArrayVar(&in.Targets, "target", nil, "resource address to target (repeatable), as terraform plan -target")
 	cmd.Flags().StringArrayVar(&in.VarFiles, "var-file", nil, "variables file (repeatable), as terraform plan -var-file")
 	cmd.Flags().StringArrayVar(&in.Replace, "replace", nil, "resource instance to replace (repeatable), as terraform plan -replace")
+	cmd.Flags().StringVar(&pr, "pr", "", "pull request this plan is for, OWNER/REPO#N, or \"actions\" for the pull request of the GitHub Actions event (recorded in the envelope and named in every report)")
+	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit the configuration is at (recorded in the envelope)")
 	return cmd
 }
 
@@ -139,4 +166,14 @@ reserve for it. Without --config-dir, references through locals widen to their m
 // and without --json.
 func (a *app) progress() *progressLine {
 	return newProgressLine(a.io.Err, !a.jsonOut && isTTY(a.io.Err), termWidth(a.io.Err), time.Now)
+}
+
+// parsePR parses OWNER/REPO#N.
+func parsePR(s string) (*engine.PullRequest, error) {
+	repo, num, ok := strings.Cut(s, "#")
+	n, err := strconv.Atoi(num)
+	if !ok || err != nil || n <= 0 || strings.Count(repo, "/") != 1 || strings.HasPrefix(repo, "/") || strings.HasSuffix(repo, "/") {
+		return nil, fmt.Errorf("--pr %q: want OWNER/REPO#NUMBER, e.g. acme/infra#42", s)
+	}
+	return &engine.PullRequest{Repo: repo, Number: n}, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -83,7 +84,39 @@ func (a *app) runsCommand() *cobra.Command {
 }
 
 func (a *app) runCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "run", Short: "Inspect one run"}
+	cmd := &cobra.Command{Use: "run", Short: "Inspect one run, or discard an open plan"}
+	var reason string
+	discard := &cobra.Command{
+		Use:   "discard RUN",
+		Short: "Close an open plan that will not be applied (it stops being listed as an overlap)",
+		Long: `Discard closes an open plan run — one that will never be applied, such as the plan of a
+pull request that was closed or replaced — so that it is no longer listed among the open plans
+that overlap newer ones. Its status becomes superseded with the reason, recorded as a marker.
+A plan that is being applied, or is not open, is left as it is (exit status 3).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			if reason == "" {
+				reason = "discarded by " + a.actor()
+			}
+			if err := e.Supersede(cmd.Context(), args[0], reason); err != nil {
+				if errors.Is(err, engine.ErrConflict) {
+					return &ExitError{Code: 3, Err: err}
+				}
+				return err
+			}
+			s, err := e.RunStory(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return report.RunStory(a.io.Out, s, a.reportOptions())
+		},
+	}
+	discard.Flags().StringVar(&reason, "reason", "", "why the plan is discarded (recorded on the run)")
+	cmd.AddCommand(discard)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show RUN",
 		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance",

@@ -23,7 +23,11 @@ func (e *Engine) Supersede(ctx context.Context, planRun, reason string) error {
 		return nil
 	}, Marker{Kind: MarkerFailed, Reason: "superseded: " + reason})
 	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("run %s does not exist: %w", planRun, err)
+		return fmt.Errorf("run %s does not exist (see `kl runs`): %w", planRun, ErrNotFound)
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return fmt.Errorf("plan run %s is %s, not open: nothing to close: %w", planRun, se.Status, ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("superseding plan %s: %w", planRun, err)
