@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// reserve acquires the reservation set all-or-none, waiting up to in.Wait.
+func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
+	e := a.e
+	want := a.plan.Envelope.Reservations
+	if e.LockMode == LockWholeState {
+		want = []Reservation{{Address: AllAddresses, Mode: ModeWrite}}
+	}
+	started := e.now()
+	deadline := started.Add(a.in.Wait)
+	firstSeen := map[string]time.Time{}
+	waited := false
+	for {
+		res, err := e.Store.Acquire(ctx, AcquireRequest{State: a.state.Name, Run: a.run.ID, Holder: e.Holder, Reservations: want, Lease: e.lease()})
+		if err == nil {
+			m := Marker{Kind: MarkerReserved, Count: len(res.Held), Addresses: reservedAddresses(res.Held)}
+			if waited {
+				now := e.now()
+				m.Waited = Duration(now.Sub(started))
+				for i := range a.facts {
+					if f := &a.facts[i]; f.Kind == FactWaitedFor {
+						f.Waited = Duration(now.Sub(firstSeen[f.Run]))
+					}
+				}
+			}
+			// It holds its reservations and waits on nobody now: applying
+			// (not "waiting", which Status and Why would report through the
+			// preflight and re-plan).
+			if _, err := e.Store.UpdateRun(ctx, a.run.ID, nil, func(r *Run) error {
+				r.Status = StatusApplying
+				r.Reason = ""
+				return nil
+			}, m); err != nil {
+				a.abort(ctx, StatusFailed, fmt.Sprintf("recording reservations: %v", err), StatusPlanned)
+				return AcquireResult{}, fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err)
+			}
+			return res, nil
+		}
+		var ce *ConflictError
+		if !errors.As(err, &ce) {
+			a.abort(ctx, StatusFailed, fmt.Sprintf("acquiring reservations: %v", err), StatusPlanned)
+			return AcquireResult{}, fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err)
+		}
+		// Record each newly seen blocker once: who, which PR, which addresses.
+		var fresh []Marker
+		for _, b := range ce.Blockers {
+			if _, ok := firstSeen[b.Run]; ok {
+				continue
+			}
+			firstSeen[b.Run] = e.now()
+			fresh = append(fresh, Marker{Kind: MarkerWaited, Other: b.Run, OtherPR: b.PR, Addresses: b.Addresses})
+			a.facts = append(a.facts, Fact{Kind: FactWaitedFor, Run: b.Run, PR: b.PR, Addresses: b.Addresses})
+		}
+		if a.in.Wait <= 0 || !e.now().Before(deadline) {
+			reason := "reservations conflict: " + blockersText(ce.Blockers)
+			if waited {
+				reason = fmt.Sprintf("waited %s for reservations; %s", e.now().Sub(started).Round(100*time.Millisecond), reason)
+			}
+			a.abort(ctx, StatusRefused, reason, StatusPlanned, fresh...)
+			return AcquireResult{}, fmt.Errorf("run %s: %w", a.run.ID, ce)
+		}
+		if len(fresh) > 0 {
+			if _, err := e.Store.UpdateRun(ctx, a.run.ID, nil, func(r *Run) error {
+				r.Status = StatusWaiting
+				r.Reason = "waiting: " + blockersText(ce.Blockers)
+				return nil
+			}, fresh...); err != nil {
+				a.abort(ctx, StatusFailed, fmt.Sprintf("recording wait: %v", err), StatusPlanned)
+				return AcquireResult{}, fmt.Errorf("recording wait of run %s: %w", a.run.ID, err)
+			}
+			if a.in.OnWait != nil {
+				a.in.OnWait(ce.Blockers)
+			}
+		}
+		waited = true
+		t := time.NewTimer(e.poll())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			a.abort(ctx, StatusInterrupted, "interrupted while waiting for reservations", StatusPlanned)
+			return AcquireResult{}, fmt.Errorf("run %s waiting for reservations: %w", a.run.ID, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// renew extends the run's lease every lease/3 until ctx ends.
+func (e *Engine) renew(ctx context.Context, run string) {
+	every := e.lease() / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := e.Store.Renew(ctx, run, e.lease())
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, ErrLeaseLost):
+				// Released by the commit, or expired: the commit's own
+				// reservation check decides what that means.
+				e.log().Debug("reservations no longer held", "run", run)
+				return
+			default:
+				e.log().Warn("renewing reservations", "run", run, "err", err)
+			}
+		}
+	}
+}
