@@ -146,6 +146,9 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 		TerraformVersion: res.TerraformVersion, PR: pr, CommitSHA: sha,
 	}
 	env.Reservations = res.Footprint.Reservations()
+	// Terraform says "complete": false only from 1.8; a -target plan is
+	// targeted whatever the version (TERRAFORM.md "Plan JSON").
+	env.Summary.Targets = env.Summary.Targets || len(scope.Targets) > 0
 	marker := Marker{Kind: MarkerPlanned, Serial: res.Serial, Count: len(env.Reservations)}
 	var widenMarkers []Marker
 	for _, w := range res.Footprint.Widened {

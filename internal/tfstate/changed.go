@@ -76,9 +76,11 @@ func sortedView(s *State) []*Resource {
 	if s == nil {
 		return nil
 	}
-	v := make([]*Resource, len(s.Resources))
+	v := make([]*Resource, 0, len(s.Resources))
 	for i := range s.Resources {
-		v[i] = &s.Resources[i]
+		if !s.Resources[i].noInstances {
+			v = append(v, &s.Resources[i])
+		}
 	}
 	if !slices.IsSortedFunc(v, compareEntries) {
 		slices.SortStableFunc(v, compareEntries)

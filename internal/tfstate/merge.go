@@ -201,6 +201,9 @@ func groupsOf(s *State, set map[string]bool) map[string][]*Resource {
 	out := make(map[string][]*Resource, len(set))
 	for i := range s.Resources {
 		r := &s.Resources[i]
+		if r.noInstances {
+			continue
+		}
 		if a := r.Address(); set[a] {
 			out[a] = append(out[a], r)
 		}

@@ -241,9 +241,14 @@ func parseResources(b []byte, at int) ([]Resource, int, error) {
 // readFields sets the identifying fields of r from its members (spans are
 // offsets into buf) and checks them.
 func (r *Resource) readFields(spans []span, buf []byte, strs map[string]string, n int) error {
+	r.noInstances = true
 	for _, sp := range spans {
 		var dst *string
 		switch string(buf[sp.k0:sp.k1]) {
+		case `"instances"`:
+			v := string(buf[sp.k1+1 : sp.v1])
+			r.noInstances = v == "[]" || v == "null"
+			continue
 		case `"module"`:
 			dst = &r.Module
 		case `"mode"`:

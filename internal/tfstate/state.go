@@ -1,6 +1,7 @@
 package tfstate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +89,13 @@ type Resource struct {
 
 	addr string // ResourceAddress, set by Parse
 
+	// noInstances is set by Parse when the entry has no instances (an
+	// "instances" that is [] or null, or none at all): Terraform 1.5 writes
+	// such entries for resources a failed apply never created; newer
+	// releases prune them. They are not resources: Changed, Merge,
+	// Addresses and ResourceCount skip them.
+	noInstances bool
+
 	// checked points at Raw's first byte and checkedLen is its length when
 	// Raw is known to be valid JSON (Parse, SynthesizeTerraformData); a Raw
 	// replaced since is validated again by Marshal.
@@ -133,6 +141,11 @@ func (s *State) Tainted() []string {
 	seen := map[string]bool{}
 	for i := range s.Resources {
 		r := &s.Resources[i]
+		// Raw is compacted JSON: a cheap test first, the decode only for
+		// the few entries that may hold a tainted instance.
+		if !bytes.Contains(r.Raw, []byte(`"tainted"`)) {
+			continue
+		}
 		insts, err := r.Instances()
 		if err != nil {
 			continue // Parse validated the entry; nothing to report
@@ -175,7 +188,15 @@ func Empty(lineage string, serial int64, terraformVersion string) *State {
 
 // ResourceCount returns the number of resource entries (one per resource
 // per module instance; instances of count/for_each are not counted apart).
-func (s *State) ResourceCount() int { return len(s.Resources) }
+func (s *State) ResourceCount() int {
+	n := 0
+	for i := range s.Resources {
+		if !s.Resources[i].noInstances {
+			n++
+		}
+	}
+	return n
+}
 
 // Addresses returns the sorted, de-duplicated resource-level addresses of
 // the state's entries plus "output.NAME" for every root output — the
@@ -184,6 +205,9 @@ func (s *State) Addresses() []string {
 	seen := make(map[string]struct{}, len(s.Resources)+len(s.Outputs))
 	out := make([]string, 0, len(s.Resources)+len(s.Outputs))
 	for i := range s.Resources {
+		if s.Resources[i].noInstances {
+			continue
+		}
 		a := s.Resources[i].Address()
 		if _, ok := seen[a]; !ok {
 			seen[a] = struct{}{}
