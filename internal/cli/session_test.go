@@ -234,7 +234,7 @@ func TestSession(t *testing.T) {
 			a3 = k.run("apply", p3, "--wait", "1m")
 		}()
 		// While A2 applies, A3 waits on it: what `kl status` shows.
-		active := k.waitStatus(t, func(s statusDoc) bool { return s.has("waiting", 0) })
+		active := k.waitStatus(t, statusDoc.waits)
 		text := k.ok("status")
 		if !strings.Contains(text, "waits on") {
 			t.Fatalf("kl status (text) no longer shows the wait the JSON showed; A2 finished too early?\n%s", text)
@@ -327,9 +327,21 @@ type statusDoc struct {
 			Kind   string `json:"kind"`
 			Status string `json:"status"`
 		} `json:"run"`
-		Write []string `json:"write"`
-		Read  []string `json:"read"`
+		Write     []string          `json:"write"`
+		Read      []string          `json:"read"`
+		WaitingOn []json.RawMessage `json:"waiting_on"`
 	} `json:"active"`
+}
+
+// waits reports whether an active run is waiting on another: its waited
+// marker is recorded (a new apply run is "waiting" before its first try).
+func (s statusDoc) waits() bool {
+	for _, a := range s.Active {
+		if a.Run.Status == "waiting" && len(a.WaitingOn) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // has reports whether an active run has status and holds at least holds
