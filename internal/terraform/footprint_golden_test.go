@@ -11,7 +11,7 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/footprint")
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/footprint and testdata/stderr")
 
 // planFixtures lists every plan JSON of testdata/terraform-json (real
 // `terraform show -json` output, Terraform 0.12 to 1.15).

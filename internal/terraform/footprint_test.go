@@ -1,6 +1,8 @@
 package terraform
 
 import (
+	"archive/zip"
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -513,7 +515,9 @@ func TestParsePlanJSONErrors(t *testing.T) {
 		{"state JSON", read("110_sensitive_values/state.json"), "this is state JSON"},
 		{"state JSON of a move", read("moved_block/show.json"), "this is state JSON"},
 		{"raw state file", read("no_changes/terraform.tfstate"), "this is a Terraform state file"},
-		{"empty", nil, "malformed JSON"},
+		{"empty", nil, "the input is empty"},
+		{"blank", []byte(" \n\t\n"), "the input is empty"},
+		{"saved plan file", savedPlanFile(t), "this is a saved plan file, not its JSON: run `terraform show -json PLANFILE > plan.json` and pass that"},
 		{"null", []byte("null"), "JSON null"},
 		{"array", []byte("[1]"), "is a JSON array"},
 		{"no format version", []byte(`{"resource_changes":[]}`), "format_version is missing"},
@@ -540,6 +544,25 @@ func TestParsePlanJSONErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// savedPlanFile returns a zip with the entries of a saved plan file
+// (`terraform plan -out`), which is what `kl footprint tfplan.bin` reads.
+func savedPlanFile(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, name := range []string{"tfplan", "tfstate", "tfconfig/m-/main.tf"} {
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = w.Write([]byte("x"))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 func TestExtractFootprintBadAddress(t *testing.T) {

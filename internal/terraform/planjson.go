@@ -22,12 +22,19 @@ import (
 // restored as Expression.NestedBlocks, so that no reference inside them is
 // lost to ExtractFootprint.
 //
-// Errors wrap engine.ErrInvalid and say why: malformed JSON (with line,
+// Errors wrap engine.ErrInvalid and say why: an empty input, a saved plan
+// file (a zip) passed instead of its JSON, malformed JSON (with line,
 // column and byte offset), a document that is not a JSON object, a Terraform
 // state (a raw state file or `terraform show -json` of a state) passed instead
 // of a plan, a missing or unsupported format_version (terraform-json reads
 // tfjson.PlanFormatVersionConstraints), or a value of the wrong JSON type.
 func ParsePlanJSON(b []byte) (*tfjson.Plan, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, invalidf("the input is empty: pass the output of `terraform show -json PLANFILE`")
+	}
+	if bytes.HasPrefix(b, zipMagic) {
+		return nil, invalidf("this is a saved plan file, not its JSON: run `terraform show -json PLANFILE > plan.json` and pass that")
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return nil, invalidPlan(b, err)
@@ -67,6 +74,9 @@ func ParsePlanJSON(b []byte) (*tfjson.Plan, error) {
 	}
 	return plan, nil
 }
+
+// zipMagic starts a zip archive, such as a saved plan file (`plan -out`).
+var zipMagic = []byte("PK\x03\x04")
 
 // checkIsPlan tells a plan from the documents most often passed by mistake.
 func checkIsPlan(top map[string]json.RawMessage) error {

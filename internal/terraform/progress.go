@@ -3,9 +3,7 @@ package terraform
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -126,69 +124,6 @@ func (p *progressReporter) emitLocked(now time.Time) {
 	p.fn(p.cur)
 }
 
-// Diagnostic is one diagnostic Terraform reported in its machine-readable
-// UI stream (`-json`; its "diagnostic" message type).
-type Diagnostic struct {
-	Severity string `json:"severity"` // "error" or "warning"
-	Summary  string `json:"summary"`
-	Detail   string `json:"detail,omitempty"`
-	Address  string `json:"address,omitempty"` // the resource instance, when any
-	File     string `json:"file,omitempty"`    // relative to the root module
-	Line     int    `json:"line,omitempty"`
-}
-
-// String renders "summary: detail (address, file:line)".
-func (d Diagnostic) String() string {
-	s := strings.TrimSpace(d.Summary)
-	if det := strings.TrimSpace(d.Detail); det != "" {
-		s += ": " + det
-	}
-	var where []string
-	if d.Address != "" {
-		where = append(where, d.Address)
-	}
-	if d.File != "" {
-		where = append(where, fmt.Sprintf("%s:%d", d.File, d.Line))
-	}
-	if len(where) > 0 {
-		s += " (" + strings.Join(where, ", ") + ")"
-	}
-	return s
-}
-
-// CommandError is a failed Terraform command. Diagnostics holds the error
-// diagnostics of its -json UI stream (plan with progress, apply); for
-// commands run without -json (init, show, plain plan), terraform-exec puts
-// Terraform's stderr — the same diagnostics as text — into Err. Err is
-// terraform-exec's error, or the context's error when the run was
-// cancelled: errors.Is(err, context.Canceled) holds then.
-type CommandError struct {
-	Command     string // "init", "plan", "show", "apply"
-	Diagnostics []Diagnostic
-	Err         error
-}
-
-// Error renders "terraform COMMAND: DIAGNOSTIC; …: CAUSE".
-func (e *CommandError) Error() string {
-	var b strings.Builder
-	b.WriteString("terraform ")
-	b.WriteString(e.Command)
-	for i, d := range e.Diagnostics {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString(d.String())
-	}
-	b.WriteString(": ")
-	b.WriteString(strings.TrimSpace(e.Err.Error()))
-	return b.String()
-}
-
-// Unwrap returns the underlying error.
-func (e *CommandError) Unwrap() error { return e.Err }
-
 // uiMessage is the part of one line of Terraform's machine-readable UI
 // stream that Kilolock reads (https://developer.hashicorp.com/terraform/internals/machine-readable-ui).
 type uiMessage struct {
@@ -229,11 +164,11 @@ type uiResource struct {
 }
 
 // uiStream is an io.Writer for Terraform's -json UI stream (plan, apply):
-// it splits lines, keeps the diagnostics, collects the resource instances
-// planned, refreshed, applied and errored, and reports progress. Lines that are not
-// JSON are logged and skipped. terraform-exec writes from one goroutine and
-// finishes before the command returns, so reading the counters after the
-// command is safe.
+// it splits lines, keeps the diagnostics (logging each warning), collects
+// the resource instances planned, refreshed, applied and errored, and
+// reports progress. Lines that are not JSON are logged and skipped.
+// terraform-exec writes from one goroutine and finishes before the command
+// returns, so reading the counters after the command is safe.
 type uiStream struct {
 	phase string
 	rep   *progressReporter
@@ -241,29 +176,34 @@ type uiStream struct {
 
 	buf   []byte
 	diags []Diagnostic
-	// Resource instance addresses seen per kind of message. Sets, not
-	// counters: a replace is one planned_change but two apply_complete
-	// (destroy, then create).
-	planned   map[string]bool // planned_change other than no-op and move
+	// Resource instance addresses seen per kind of message. A replace is
+	// one planned_change but two apply_start/apply_complete pairs (delete
+	// then create, or create then delete with create_before_destroy): it
+	// is finished at its second apply_complete only.
+	planned   map[string]int  // planned_change other than no-op and move: apply_complete messages it takes
+	completed map[string]int  // apply_complete messages seen
 	refreshed map[string]bool // refresh_complete
-	applied   map[string]bool // apply_complete: done
+	applied   map[string]bool // at least one apply_complete: the state changed
 	errored   map[string]bool // apply_errored
 }
 
 func newUIStream(phase string, rep *progressReporter, log *slog.Logger) *uiStream {
 	return &uiStream{phase: phase, rep: rep, log: log,
-		planned: map[string]bool{}, refreshed: map[string]bool{}, applied: map[string]bool{}, errored: map[string]bool{}}
+		planned: map[string]int{}, completed: map[string]int{},
+		refreshed: map[string]bool{}, applied: map[string]bool{}, errored: map[string]bool{}}
 }
 
-// finished counts the resources applied or errored.
+// finished counts the resource instances done: every apply_complete their
+// planned change takes seen (one, two for a replace), or an apply_errored.
+// A replace half done (its delete complete, its create running) is not.
 func (s *uiStream) finished() int {
-	n := len(s.applied)
-	for a := range s.errored {
-		if !s.applied[a] {
+	n := 0
+	for a := range s.applied {
+		if !s.errored[a] && s.completed[a] >= max(s.planned[a], 1) {
 			n++
 		}
 	}
-	return n
+	return n + len(s.errored)
 }
 
 // Write implements io.Writer.
@@ -330,13 +270,17 @@ func (s *uiStream) line(b []byte) {
 		}
 		s.diags = append(s.diags, d)
 		if d.Severity == "warning" {
-			s.log.Warn("terraform warning", "phase", s.phase, "diagnostic", d.String())
+			s.log.Warn("terraform warning", append([]any{"phase", s.phase}, d.logAttrs()...)...)
 		}
 	case "planned_change":
 		if m.Change == nil || m.Change.Action == "noop" || m.Change.Action == "move" {
 			return
 		}
-		s.planned[m.Change.Resource.Addr] = true
+		steps := 1
+		if m.Change.Action == "replace" {
+			steps = 2
+		}
+		s.planned[m.Change.Resource.Addr] = steps
 		s.progress(m.Change.Resource.Addr)
 	case "refresh_start", "apply_start", "refresh_complete", "apply_complete", "apply_errored":
 		if m.Hook == nil {
@@ -348,6 +292,7 @@ func (s *uiStream) line(b []byte) {
 			s.refreshed[addr] = true
 		case "apply_complete":
 			s.applied[addr] = true
+			s.completed[addr]++
 		case "apply_errored":
 			s.errored[addr] = true
 		}
@@ -360,9 +305,10 @@ func (s *uiStream) line(b []byte) {
 }
 
 // progress reports the counters: in the apply phase Done counts finished
-// resources (applied or errored) of Total planned changes (the apply stream
-// lists the planned changes before applying them); in the plan phase Done
-// counts refreshed resources and Total is unknown.
+// resources (completed or errored, see finished; never one only started) of
+// Total planned changes (the apply stream lists the planned changes before
+// applying them); in the plan phase Done counts refreshed resources and
+// Total is unknown.
 func (s *uiStream) progress(current string) {
 	s.rep.update(func(p *engine.Progress) {
 		p.Current = current

@@ -1,7 +1,8 @@
 package terraform
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,16 +172,70 @@ func TestProgressThrottle(t *testing.T) {
 	none.stop()
 }
 
-func TestCommandError(t *testing.T) {
+// TestApplyDoneCountsFinished replays recorded apply streams line by line:
+// Done may count a resource only once it is finished — a replace after its
+// second apply_complete (delete then create, or create then delete with
+// create_before_destroy), never at an apply_start, never when only its
+// delete completed while its create (a 1 s local-exec) still runs.
+func TestApplyDoneCountsFinished(t *testing.T) {
 	t.Parallel()
-	s, _ := replay(t, "apply-errored.jsonl", phaseApply, time.Second)
-	cause := errors.New("exit status 1\n")
-	err := error(&CommandError{Command: "apply", Diagnostics: s.errorDiagnostics(), Err: cause})
-	want := "terraform apply: local-exec provisioner error: Error running command 'exit 1': exit status 1. Output: (terraform_data.bad, main.tf:23): exit status 1"
-	if err.Error() != want {
-		t.Errorf("Error() = %q\nwant      %q", err.Error(), want)
+	type step struct {
+		after string // "TYPE ACTION" of the line just fed
+		done  int
 	}
-	if !errors.Is(err, cause) {
-		t.Error("CommandError does not unwrap to its cause")
+	tests := map[string]struct {
+		file  string
+		total int
+		steps []step
+	}{
+		"replace, Terraform 1.11.4": {file: "apply-replace.jsonl", total: 1, steps: []step{
+			{"apply_start delete", 0}, {"apply_complete delete", 0}, {"apply_start create", 0}, {"apply_complete create", 1},
+		}},
+		"slow replace, Terraform 1.5.7": {file: "apply-replace-slow-1.5.7.jsonl", total: 1, steps: []step{
+			{"apply_start delete", 0}, {"apply_complete delete", 0}, {"apply_start create", 0}, {"apply_complete create", 1},
+		}},
+		"replace with create_before_destroy": {file: "apply-replace-cbd.jsonl", total: 1, steps: []step{
+			{"apply_start create", 0}, {"apply_complete create", 0}, {"apply_start delete", 0}, {"apply_complete delete", 1},
+		}},
+		"creates, one failing": {file: "apply-errored.jsonl", total: 4, steps: []step{
+			{"apply_start create", 0}, {"apply_start create", 0}, {"apply_complete create", 1},
+			{"apply_start create", 1}, {"apply_complete create", 2}, {"apply_start create", 2},
+			{"apply_errored create", 3}, {"apply_complete create", 4},
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b, err := os.ReadFile(filepath.Join("testdata", "ui", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []engine.Progress
+			rep := newProgressReporter(func(p engine.Progress) { got = append(got, p) })
+			clock := &fakeClock{t: time.Unix(1000, 0), step: time.Second} // every update is reported
+			rep.now = clock.now
+			rep.phase(phaseApply)
+			s := newUIStream(phaseApply, rep, discard)
+			var seen []step
+			for _, line := range strings.SplitAfter(string(b), "\n") {
+				var m uiMessage
+				_ = json.Unmarshal([]byte(line), &m)
+				if _, err := s.Write([]byte(line)); err != nil {
+					t.Fatal(err)
+				}
+				if m.Hook == nil || !strings.HasPrefix(m.Type, "apply_") {
+					continue
+				}
+				last := got[len(got)-1]
+				if last.Total != tc.total {
+					t.Errorf("after %s: Total = %d, want %d", m.Type, last.Total, tc.total)
+				}
+				seen = append(seen, step{m.Type + " " + m.Hook.Action, last.Done})
+			}
+			s.close()
+			if fmt.Sprint(seen) != fmt.Sprint(tc.steps) {
+				t.Errorf("Done after each hook:\n got %v\nwant %v", seen, tc.steps)
+			}
+		})
 	}
 }

@@ -8,13 +8,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -37,8 +41,16 @@ type RunnerOptions struct {
 	// ones of the same key. nil means os.Environ().
 	Env []string
 	// KeepWorkDirs leaves each run's work dir in place after the call, for
-	// debugging. It holds the state and the plan: secrets.
+	// debugging. It holds the state and the plan: secrets; a kept work dir
+	// is made private (dirs 0700, files 0600, executables 0700), Terraform's
+	// own files included.
 	KeepWorkDirs bool
+	// StaleAfter: NewRunner removes the work dirs under WorkRoot that
+	// nothing touched for this long — left by runs whose process was killed
+	// before its cleanup (removeStaleWorkDirs). 0 means DefaultStaleAfter
+	// (24 h, far longer than any lease); negative, or KeepWorkDirs, disables
+	// it.
+	StaleAfter time.Duration
 	// Logger receives the runner's logs (nil: discarded). Terraform-exec's
 	// own command log goes to it at debug level.
 	Logger *slog.Logger
@@ -61,24 +73,34 @@ type Runner struct {
 	version   string
 }
 
-// NewRunner checks opts and returns a Runner. Errors: an empty WorkRoot or
-// Binary, a Binary that does not exist, a WorkRoot that cannot be created.
+// NewRunner checks opts and returns a Runner. Binary is resolved once: a
+// bare name is looked up on the process's PATH, a relative path against the
+// current directory (Terraform runs in each work dir, where a relative path
+// would no longer resolve). Unless KeepWorkDirs, it removes the work dirs
+// killed runs left under WorkRoot (RunnerOptions.StaleAfter): best effort,
+// never an error.
+//
+// Errors: an empty WorkRoot (engine.ErrInvalid); a WorkRoot that is not a
+// directory or cannot be created; an empty Binary, or one that is missing,
+// a directory or not executable (ErrNoBinary).
 func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.WorkRoot == "" {
-		return nil, fmt.Errorf("creating terraform runner: empty WorkRoot: %w", engine.ErrInvalid)
+		return nil, fmt.Errorf("creating terraform runner: RunnerOptions.WorkRoot is empty "+
+			"(it is the parent of the per-run work dirs, e.g. .kl/runs): %w", engine.ErrInvalid)
 	}
-	if opts.Binary == "" {
-		return nil, fmt.Errorf("creating terraform runner: empty Binary: %w", ErrNoBinary)
-	}
-	if err := isExecutable(opts.Binary); err != nil {
-		return nil, fmt.Errorf("creating terraform runner: %w: %w", ErrNoBinary, err)
-	}
-	root, err := filepath.Abs(opts.WorkRoot)
+	bin, err := resolveBinary(opts.Binary)
 	if err != nil {
 		return nil, fmt.Errorf("creating terraform runner: %w", err)
 	}
+	root, err := filepath.Abs(opts.WorkRoot)
+	if err != nil {
+		return nil, fmt.Errorf("creating terraform runner: resolving work root %s: %w", opts.WorkRoot, err)
+	}
+	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("creating terraform runner: work root %s is not a directory: %w", root, engine.ErrInvalid)
+	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("creating terraform runner: work root: %w", err)
+		return nil, fmt.Errorf("creating terraform runner: creating work root: %w", err)
 	}
 	env := opts.Env
 	if env == nil {
@@ -92,7 +114,40 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 		log.Warn("environment variables not passed to terraform (terraform-exec refuses them; use var files)",
 			"variables", dropped)
 	}
-	return &Runner{workRoot: root, binary: opts.Binary, env: env, keep: opts.KeepWorkDirs, log: log}, nil
+	if stale := opts.StaleAfter; !opts.KeepWorkDirs && stale >= 0 {
+		if stale == 0 {
+			stale = DefaultStaleAfter
+		}
+		removeStaleWorkDirs(root, stale, time.Now(), log)
+	}
+	return &Runner{workRoot: root, binary: bin, env: env, keep: opts.KeepWorkDirs, log: log}, nil
+}
+
+// resolveBinary returns RunnerOptions.Binary as an absolute path to an
+// executable file, or an error wrapping ErrNoBinary that says what is wrong.
+func resolveBinary(bin string) (string, error) {
+	if bin == "" {
+		return "", fmt.Errorf("RunnerOptions.Binary is empty (FindBinary resolves it from KL_TERRAFORM and PATH): %w", ErrNoBinary)
+	}
+	p := bin
+	if !strings.ContainsRune(bin, os.PathSeparator) && !strings.Contains(bin, "/") {
+		lp, err := exec.LookPath(bin)
+		if err != nil {
+			return "", fmt.Errorf("terraform binary %q: not found on PATH: %w", bin, ErrNoBinary)
+		}
+		p = lp
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("terraform binary %q: %w: %w", bin, ErrNoBinary, err)
+	}
+	if err := isExecutable(abs); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("terraform binary %s: no such file: %w", abs, ErrNoBinary)
+		}
+		return "", fmt.Errorf("terraform binary %q: %w: %w", bin, ErrNoBinary, err)
+	}
+	return abs, nil
 }
 
 // Plan copies the configuration (req.Dir with its local modules and
@@ -109,19 +164,17 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 // non-empty req.VarFiles must then name the same files (by base name, in
 // order), else engine.ErrInvalid.
 //
+// A root module without configuration files (*.tf, *.tf.json; override
+// files alone do not count) is refused with engine.ErrInvalid before
+// anything is written: Terraform would plan to destroy every resource of
+// the state (see checkConfigDir).
+//
 // Errors: engine.ErrInvalid for a bad request, configuration or archive;
 // engine.ErrConflict when the run's work dir exists; a *CommandError
 // (carrying Terraform's diagnostics) when Terraform fails; errors.Is(err,
-// context.Canceled) after cancellation.
+// context.Canceled) after cancellation. Errors do not name the run: the
+// caller (the engine) does.
 func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.PlanResult, error) {
-	res, err := r.plan(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("planning run %s: %w", req.Run, err)
-	}
-	return res, nil
-}
-
-func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.PlanResult, error) {
 	log := r.log.With("run", req.Run, "op", "plan")
 	start := time.Now()
 	if (req.Dir == "") == (len(req.Config) == 0) {
@@ -129,8 +182,14 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	}
 	archive := req.Config
 	if req.Dir != "" {
-		var err error
-		if archive, err = buildConfigArchive(req.Dir, req.VarFiles, log); err != nil {
+		dir, err := filepath.Abs(req.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("resolving configuration dir %s: %w", req.Dir, err)
+		}
+		if err := checkConfigDir(dir, dir); err != nil {
+			return nil, err
+		}
+		if archive, err = buildConfigArchive(dir, req.VarFiles, log); err != nil {
 			return nil, err
 		}
 	}
@@ -155,6 +214,11 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	if err != nil {
 		return nil, err
 	}
+	// Terraform truncates an existing plan file and keeps its mode: 0600,
+	// not the 0644 it would create.
+	if err := os.WriteFile(w.PlanFile, nil, 0o600); err != nil {
+		return nil, fmt.Errorf("creating saved plan file: %w", err)
+	}
 	rep := newProgressReporter(req.Progress)
 	defer rep.stop()
 
@@ -167,13 +231,17 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	opts := planOptions(w, rc.VarFiles, req.Targets, req.Replace)
 	if req.Progress != nil {
 		stream := newUIStream(phasePlan, rep, log)
-		_, err = tf.PlanJSON(ctx, stream, opts...)
-		stream.close()
-		tf.SetStdout(nil)
-		err = commandError(ctx, "plan", err, stream)
+		err = runCommand(ctx, tf, "plan", stream, func() error {
+			_, err := tf.PlanJSON(ctx, stream, opts...)
+			stream.close()
+			tf.SetStdout(nil)
+			return err
+		})
 	} else {
-		_, err = tf.Plan(ctx, opts...)
-		err = commandError(ctx, "plan", err, nil)
+		err = runCommand(ctx, tf, "plan", nil, func() error {
+			_, err := tf.Plan(ctx, opts...)
+			return err
+		})
 	}
 	if err != nil {
 		return nil, err
@@ -183,10 +251,13 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	t = time.Now()
 	rep.phase(phaseShow)
 	var raw bytes.Buffer
-	tf.SetStdout(&raw)
-	_, err = tf.ShowPlanFile(ctx, w.rel(w.PlanFile))
-	tf.SetStdout(nil)
-	if err := commandError(ctx, "show", err, nil); err != nil {
+	err = runCommand(ctx, tf, "show", nil, func() error {
+		tf.SetStdout(&raw)
+		defer tf.SetStdout(nil)
+		_, err := tf.ShowPlanFile(ctx, w.rel(w.PlanFile))
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	log.Debug("terraform show done", "elapsed", time.Since(t), "bytes", raw.Len())
@@ -213,9 +284,9 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	}
 	// The plan JSON names the Terraform that made it: no `terraform
 	// version` process needed.
-	version := plan.TerraformVersion
-	if version == "" {
-		if version, err = r.terraformVersion(ctx, tf); err != nil {
+	tfVersion := plan.TerraformVersion
+	if tfVersion == "" {
+		if tfVersion, err = r.terraformVersion(ctx, tf); err != nil {
 			return nil, err
 		}
 	}
@@ -229,7 +300,7 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 		Summary:          Summarize(plan),
 		Lineage:          info.Lineage,
 		Serial:           info.Serial,
-		TerraformVersion: version,
+		TerraformVersion: tfVersion,
 	}
 	log.Info("plan done", "elapsed", time.Since(start), "serial", res.Serial, "digest", res.Digest,
 		"write", len(fp.Write), "read", len(fp.Read))
@@ -252,18 +323,20 @@ func (r *Runner) plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 // counts once). Progress: "init", then "apply" with Done of Total planned
 // changes (≤5 reports a second).
 //
-// Errors: as Plan; a Terraform failure is a *CommandError holding the
-// diagnostics; errors.Is(err, context.Canceled) after cancellation.
+// Errors: as Plan (a Config whose root module has no configuration files
+// too: its plan would destroy everything); a Terraform failure is a
+// *CommandError holding the diagnostics; errors.Is(err, context.Canceled)
+// after cancellation. Errors do not name the run: the engine does.
 func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (*engine.ApplyResult, error) {
 	log := r.log.With("run", req.Run, "op", "apply")
 	start := time.Now()
 	res := &engine.ApplyResult{State: req.Snapshot}
 	if len(req.PlanFile) == 0 || len(req.Config) == 0 {
-		return res, fmt.Errorf("applying run %s: PlanFile and Config are required: %w", req.Run, engine.ErrInvalid)
+		return res, fmt.Errorf("PlanFile and Config are required: %w", engine.ErrInvalid)
 	}
 	w, err := newWorkDir(r.workRoot, req.Run)
 	if err != nil {
-		return res, fmt.Errorf("applying run %s: %w", req.Run, err)
+		return res, err
 	}
 	defer r.cleanup(w, log)
 	err = r.apply(ctx, w, req, res, log)
@@ -273,7 +346,7 @@ func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (*engine.Ap
 		res.State = st
 	}
 	if err != nil {
-		return res, fmt.Errorf("applying run %s: %w", req.Run, err)
+		return res, err
 	}
 	log.Info("apply done", "elapsed", time.Since(start), "changed", res.Changed)
 	return res, nil
@@ -304,12 +377,15 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	t := time.Now()
 	rep.phase(phaseApply)
 	stream := newUIStream(phaseApply, rep, log)
-	err = tf.ApplyJSON(ctx, stream, applyOptions(w)...)
-	stream.close()
-	tf.SetStdout(nil)
+	err = runCommand(ctx, tf, "apply", stream, func() error {
+		err := tf.ApplyJSON(ctx, stream, applyOptions(w)...)
+		stream.close()
+		tf.SetStdout(nil)
+		return err
+	})
 	res.Changed = len(stream.applied)
 	log.Debug("terraform apply done", "elapsed", time.Since(t), "applied", len(stream.applied), "errored", len(stream.errored))
-	return commandError(ctx, "apply", err, stream)
+	return err
 }
 
 // init runs `terraform init` in the work dir (not -json: Terraform 1.5.7
@@ -317,7 +393,7 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 func (r *Runner) init(ctx context.Context, tf *tfexec.Terraform, w workDir, rep *progressReporter, log *slog.Logger) error {
 	t := time.Now()
 	rep.phase(phaseInit)
-	if err := commandError(ctx, "init", tf.Init(ctx, initOptions(w)...), nil); err != nil {
+	if err := runCommand(ctx, tf, "init", nil, func() error { return tf.Init(ctx, initOptions(w)...) }); err != nil {
 		return err
 	}
 	log.Debug("terraform init done", "elapsed", time.Since(t))
@@ -348,42 +424,32 @@ func (r *Runner) terraformVersion(ctx context.Context, tf *tfexec.Terraform) (st
 	if r.version != "" {
 		return r.version, nil
 	}
-	v, _, err := tf.Version(ctx, false)
+	var v *version.Version
+	err := runCommand(ctx, tf, "version", nil, func() error {
+		var err error
+		v, _, err = tf.Version(ctx, false)
+		return err
+	})
 	if err != nil {
-		return "", commandError(ctx, "version", err, nil)
+		return "", err
 	}
 	r.version = v.String()
 	return r.version, nil
 }
 
-// cleanup removes the work dir unless KeepWorkDirs.
+// cleanup removes the work dir unless KeepWorkDirs; a kept one is made
+// private first (restrictWorkDir: Terraform creates its own files 0644).
 func (r *Runner) cleanup(w workDir, log *slog.Logger) {
 	if r.keep {
+		if err := restrictWorkDir(w.Dir); err != nil {
+			log.Error("restricting the modes of the kept work dir", "dir", w.Dir, "error", err)
+		}
 		log.Info("kept work dir (it holds secrets)", "dir", w.Dir)
 		return
 	}
 	if err := os.RemoveAll(w.Dir); err != nil {
 		log.Error("removing work dir", "dir", w.Dir, "error", err)
 	}
-}
-
-// commandError wraps a failed Terraform command in a *CommandError with the
-// error diagnostics of its UI stream (nil stream: none). After cancellation
-// Err is the context's error: terraform-exec's own error for an interrupted
-// command may wrap a nil error, and errors.Is(err, context.Canceled) must
-// hold.
-func commandError(ctx context.Context, command string, err error, stream *uiStream) error {
-	if err == nil {
-		return nil
-	}
-	ce := &CommandError{Command: command, Err: err}
-	if stream != nil {
-		ce.Diagnostics = stream.errorDiagnostics()
-	}
-	if cerr := ctx.Err(); cerr != nil {
-		ce.Err = fmt.Errorf("interrupted: %w", cerr)
-	}
-	return ce
 }
 
 // sameVarFiles checks that the var files of a re-plan request name the

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,18 +26,31 @@ import (
 // there is none) and its work root.
 func setupRunner(t *testing.T) (*Runner, string) {
 	t.Helper()
-	bin, err := FindBinary(os.Getenv)
-	if err != nil {
-		t.Skipf("skipping: tests that run Terraform need a binary: %v", err)
-	}
+	return setupRunnerEnv(t, "TF_CLI_CONFIG_FILE=/dev/null")
+}
+
+// setupRunnerEnv is setupRunner with extra environment entries.
+func setupRunnerEnv(t *testing.T, env ...string) (*Runner, string) {
+	t.Helper()
+	bin := testBinary(t)
 	root := filepath.Join(t.TempDir(), "runs")
-	env := append(os.Environ(), "TF_CLI_CONFIG_FILE=/dev/null")
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := NewRunner(RunnerOptions{WorkRoot: root, Binary: bin, Env: env, Logger: log})
+	r, err := NewRunner(RunnerOptions{WorkRoot: root, Binary: bin, Env: append(os.Environ(), env...), Logger: log})
 	if err != nil {
 		t.Fatalf("NewRunner: %v", err)
 	}
 	return r, root
+}
+
+// testBinary returns the Terraform the tests run (KL_TERRAFORM, else PATH),
+// skipping the test when there is none.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := FindBinary(os.Getenv)
+	if err != nil {
+		t.Skipf("skipping: tests that run Terraform need a binary: %v", err)
+	}
+	return bin
 }
 
 type testWriter struct{ t *testing.T }
@@ -222,6 +236,10 @@ func TestPlanApply(t *testing.T) {
 	}
 	if got := strings.Join(planProgress.phases(), ","); got != "init,plan,show" {
 		t.Errorf("plan progress phases = %s, want init,plan,show", got)
+	}
+	// `kl footprint` given the saved plan rather than its JSON says so.
+	if _, err := ParsePlanJSON(plan.PlanFile); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "this is a saved plan file, not its JSON") {
+		t.Errorf("ParsePlanJSON(saved plan file) error = %v", err)
 	}
 	info, err := r.InspectPlanFile(plan.PlanFile)
 	if err != nil || info.Lineage != lineage || info.Serial != 3 || info.TerraformVersion == "" {
@@ -539,27 +557,148 @@ func TestPlanFails(t *testing.T) {
 	assertEmptyDir(t, workRoot)
 }
 
+// TestKeepWorkDirs: a kept work dir is private — every directory 0700,
+// every file 0600 (0700 for an executable of the configuration), whoever
+// wrote it: the Runner (snapshot, plan file, config copy, var files,
+// override) or Terraform (lock file, TF_DATA_DIR, a state it created, its
+// backup).
 func TestKeepWorkDirs(t *testing.T) {
 	t.Parallel()
 	r, workRoot := setupRunner(t)
 	r.keep = true
-	dir := setupConfig(t, appConfig)
-	if _, err := r.Plan(context.Background(), engine.PlanRequest{Run: "kept", Dir: filepath.Join(dir, "app"), Snapshot: snapshot("l", 1)}); err != nil {
+	files := map[string]string{"app/hook.sh": "#!/bin/sh\n"}
+	for k, v := range appConfig {
+		files[k] = v
+	}
+	dir := setupConfig(t, files)
+	if err := os.Chmod(filepath.Join(dir, "app/hook.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"snapshot.tfstate", "plan.tfplan", "cfg/app/" + overrideFileName, "cfg/modules/vpc/main.tf", "data/modules/modules.json"} {
-		fi, err := os.Stat(filepath.Join(workRoot, "kept", name))
+	ctx := context.Background()
+	plan, err := r.Plan(ctx, engine.PlanRequest{Run: "kept", Dir: filepath.Join(dir, "app"), VarFiles: []string{"prod.tfvars"}, Snapshot: snapshot("l", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An apply on no snapshot: Terraform creates the state file itself.
+	fresh, err := r.Plan(ctx, engine.PlanRequest{Run: "kept-fresh", Dir: filepath.Join(dir, "app")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply(ctx, engine.ApplyRequest{Run: "kept-apply", PlanFile: fresh.PlanFile, Config: fresh.Config}); err != nil {
+		t.Fatal(err)
+	}
+	exact := map[string]os.FileMode{
+		"kept/snapshot.tfstate":                  0o600,
+		"kept/plan.tfplan":                       0o600,
+		"kept/cfg/app/" + overrideFileName:       0o600,
+		"kept/cfg/app/main.tf":                   0o600,
+		"kept/cfg/app/hook.sh":                   0o700,
+		"kept/cfg/modules/vpc/main.tf":           0o600,
+		"kept/cfg/.kl-varfiles/000-prod.tfvars":  0o600,
+		"kept/data/modules/modules.json":         0o600,
+		"kept-apply/snapshot.tfstate":            0o600,
+		"kept-apply/plan.tfplan":                 0o600,
+		"kept-apply/cfg/app/.terraform.lock.hcl": 0o600,
+	}
+	for name, want := range exact {
+		fi, err := os.Stat(filepath.Join(workRoot, name))
 		if err != nil {
 			t.Errorf("kept work dir lacks %s: %v", name, err)
 			continue
 		}
-		if name == "snapshot.tfstate" && fi.Mode().Perm() != 0o600 {
-			t.Errorf("snapshot mode %v, want 0600", fi.Mode().Perm())
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode().Perm(), want)
 		}
 	}
+	n := 0
+	err = filepath.WalkDir(workRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n++
+		switch perm := fi.Mode().Perm(); {
+		case d.IsDir() && p != workRoot && perm != 0o700:
+			t.Errorf("directory %s: mode %v, want 0700", p, perm)
+		case !d.IsDir() && perm != 0o600 && perm != 0o700:
+			t.Errorf("file %s: mode %v, want 0600 (0700 if executable)", p, perm)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checked the modes of %d entries", n)
+	if len(plan.PlanFile) == 0 {
+		t.Error("no plan file")
+	}
 	// The same run id again while its dir is there: a conflict, not a shared dir.
-	_, err := r.Plan(context.Background(), engine.PlanRequest{Run: "kept", Dir: filepath.Join(dir, "app"), Snapshot: snapshot("l", 1)})
+	_, err = r.Plan(ctx, engine.PlanRequest{Run: "kept", Dir: filepath.Join(dir, "app"), Snapshot: snapshot("l", 1)})
 	if !errors.Is(err, engine.ErrConflict) {
 		t.Errorf("second plan in a kept work dir: error = %v, want ErrConflict", err)
 	}
+}
+
+func TestNewRunner(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := func(name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	exe := script("terraform", 0o755)
+	notExe := script("not-executable", 0o644)
+	aFile := script("a-file", 0o644)
+	tests := map[string]struct {
+		opts    RunnerOptions
+		wantErr error
+		want    string
+	}{
+		"no WorkRoot":           {opts: RunnerOptions{Binary: exe}, wantErr: engine.ErrInvalid, want: "WorkRoot is empty"},
+		"WorkRoot is a file":    {opts: RunnerOptions{WorkRoot: aFile, Binary: exe}, wantErr: engine.ErrInvalid, want: "work root " + aFile + " is not a directory"},
+		"no Binary":             {opts: RunnerOptions{WorkRoot: dir}, wantErr: ErrNoBinary, want: "Binary is empty"},
+		"missing Binary":        {opts: RunnerOptions{WorkRoot: dir, Binary: filepath.Join(dir, "nope")}, wantErr: ErrNoBinary, want: filepath.Join(dir, "nope") + ": no such file"},
+		"Binary not executable": {opts: RunnerOptions{WorkRoot: dir, Binary: notExe}, wantErr: ErrNoBinary, want: "not executable"},
+		"Binary is a directory": {opts: RunnerOptions{WorkRoot: dir, Binary: dir}, wantErr: ErrNoBinary, want: "is a directory"},
+		"Binary name not on PATH": {
+			opts: RunnerOptions{WorkRoot: dir, Binary: "kilolock-no-such-terraform"}, wantErr: ErrNoBinary, want: "not found on PATH",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewRunner(tc.opts)
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewRunner() error = %v, want %v saying %q", err, tc.wantErr, tc.want)
+			}
+		})
+	}
+	// A relative Binary is made absolute: Terraform runs in the work dirs.
+	t.Run("relative Binary", func(t *testing.T) {
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(wd, exe)
+		if err != nil || !strings.Contains(rel, string(filepath.Separator)) {
+			t.Skipf("no relative path to %s from %s", exe, wd)
+		}
+		r, err := NewRunner(RunnerOptions{WorkRoot: filepath.Join(dir, "runs"), Binary: rel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.binary != exe {
+			t.Errorf("binary = %s, want %s", r.binary, exe)
+		}
+		fi, err := os.Stat(filepath.Join(dir, "runs"))
+		if err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("work root not created 0700: %v, %v", fi, err)
+		}
+	})
 }

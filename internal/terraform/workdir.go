@@ -33,7 +33,11 @@ const overrideFile = "# Written by Kilolock: the run's state is its own snapshot
 //	snapshot.tfstate   the run's state: the local backend's path
 //	plan.tfplan        the saved plan
 //
-// Directories are 0700 and files 0600: the snapshot and the plan hold secrets.
+// Directories are 0700 and files 0600: the snapshot and the plan hold
+// secrets. The Runner creates its files so (the plan file too, before
+// Terraform truncates and fills it); Terraform creates its own 0644/0755,
+// inside the 0700 dir, and a kept work dir is restricted afterwards
+// (restrictWorkDir).
 type workDir struct {
 	Dir      string
 	Cfg      string
@@ -57,8 +61,8 @@ func newWorkDir(workRoot, run string) (workDir, error) {
 	dir := filepath.Join(workRoot, run)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return workDir{}, fmt.Errorf("creating work dir %s: it exists (another call for run %s, or a kept work dir): %w",
-				dir, run, engine.ErrConflict)
+			return workDir{}, fmt.Errorf("creating work dir %s: it exists (another call for the same run, or a kept work dir): %w",
+				dir, engine.ErrConflict)
 		}
 		return workDir{}, fmt.Errorf("creating work dir: %w", err)
 	}
@@ -78,7 +82,8 @@ func newWorkDir(workRoot, run string) (workDir, error) {
 	return w, nil
 }
 
-// restore extracts a configuration archive into cfg/, sets Root and writes
+// restore extracts a configuration archive into cfg/, sets Root, checks
+// that the root module has configuration files (checkConfigDir) and writes
 // the backend override into it.
 func (w *workDir) restore(archive []byte) (restoredConfig, error) {
 	rc, err := restoreConfigArchive(archive, w.Cfg)
@@ -86,6 +91,9 @@ func (w *workDir) restore(archive []byte) (restoredConfig, error) {
 		return rc, err
 	}
 	w.Root = filepath.Join(w.Cfg, filepath.FromSlash(rc.RootSub))
+	if err := checkConfigDir(w.Root, fmt.Sprintf("the root module %q of the configuration archive", rc.RootSub)); err != nil {
+		return rc, err
+	}
 	if err := os.WriteFile(filepath.Join(w.Root, overrideFileName), []byte(overrideFile), 0o600); err != nil {
 		return rc, fmt.Errorf("writing backend override: %w", err)
 	}
@@ -102,6 +110,100 @@ func (w workDir) writeSnapshot(snapshot []byte) error {
 		return fmt.Errorf("writing snapshot: %w", err)
 	}
 	return nil
+}
+
+// isPrimaryConfigFile reports whether a directory entry is a configuration
+// file of its module as Terraform reads one (configs.Parser.dirFiles, as in
+// terraform-config-inspect's tfconfig): a *.tf or *.tf.json file that is
+// not ignored (a name starting with "." or ending in "~", or "#…#": editor
+// files) and is not an override file (override.tf, *_override.tf and their
+// .tf.json forms: they only amend the other files).
+func isPrimaryConfigFile(name string, isDir bool) bool {
+	if isDir {
+		return false
+	}
+	var base string
+	switch {
+	case strings.HasSuffix(name, ".tf"):
+		base = strings.TrimSuffix(name, ".tf")
+	case strings.HasSuffix(name, ".tf.json"):
+		base = strings.TrimSuffix(name, ".tf.json")
+	default:
+		return false
+	}
+	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") ||
+		(strings.HasPrefix(name, "#") && strings.HasSuffix(name, "#")) {
+		return false
+	}
+	return base != "override" && !strings.HasSuffix(base, "_override")
+}
+
+// checkConfigDir refuses, wrapping engine.ErrInvalid, a root module
+// directory without a configuration file (isPrimaryConfigFile); shown names
+// it in the error. Terraform itself refuses to plan an empty directory
+// ("No configuration files … Planning without a configuration would mark
+// everything for destruction"), but it counts override files as
+// configuration, so the backend override Kilolock writes into every copy
+// would defeat its check: this one runs before anything is written.
+func checkConfigDir(dir, shown string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("reading configuration dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("reading configuration dir %s: not a directory: %w", dir, engine.ErrInvalid)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reading configuration dir: %w", err)
+	}
+	var others []string
+	for _, e := range ents {
+		if isPrimaryConfigFile(e.Name(), e.IsDir()) {
+			return nil
+		}
+		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".tf") || strings.HasSuffix(e.Name(), ".tf.json")) {
+			others = append(others, e.Name())
+		}
+	}
+	found := ""
+	if len(others) > 0 {
+		found = fmt.Sprintf("; it has only override or ignored files (%s), which are not a configuration by themselves",
+			strings.Join(others, ", "))
+	}
+	return fmt.Errorf("no Terraform configuration files in %s: a plan would destroy every resource of the state; "+
+		"refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet)%s: %w",
+		shown, found, engine.ErrInvalid)
+}
+
+// restrictWorkDir makes a work dir private: directories 0700, files
+// without group and other permissions (0600, executables 0700). The Runner
+// writes its own files so; Terraform creates the ones it writes (a new
+// snapshot, its backup, errored.tfstate, .terraform.lock.hcl, TF_DATA_DIR)
+// 0644 or 0755. Symlinks are left alone (their targets, e.g. a provider
+// plugin cache, are not the run's).
+func restrictWorkDir(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		perm := fi.Mode().Perm()
+		want := perm &^ 0o077
+		if d.IsDir() {
+			want = 0o700
+		}
+		if perm == want {
+			return nil
+		}
+		return os.Chmod(p, want)
+	})
 }
 
 // rel returns target relative to the root module copy, slash-separated:
