@@ -74,7 +74,7 @@ show "$KL" state init "$STATE"
 pr bootstrap '# bootstrap: the configuration as it is'
 plan bootstrap
 apply "$PLAN_BOOTSTRAP" >/dev/null
-echo "applied bootstrap: $("$KL" history --state "$STATE" --limit 1 | sed -n 2p)"
+echo "applied bootstrap: $("$KL" history --state "$STATE" --limit 1 | sed -n 4p)"
 merge bootstrap
 
 step "(a) Two PRs with disjoint write sets plan at the same head, and both apply"

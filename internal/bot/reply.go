@@ -161,7 +161,11 @@ func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := report.History(&out, st, h, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
+		state, err := b.eng.Store.GetState(ctx, st)
+		if err != nil {
+			return "", fmt.Errorf("reading state %s: %w", st, err)
+		}
+		if err := report.History(&out, state, h, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
 			return "", err
 		}
 		out.WriteString("\n")

@@ -34,6 +34,12 @@ func TestBadInput(t *testing.T) {
 	for name, content := range files {
 		write(t, filepath.Join(k.dir, name), content)
 	}
+	// prod's own document: adopting it under another name would fork prod.
+	prodDoc := filepath.Join(k.dir, "prod.tfstate")
+	k.ok("state", "pull", "prod", "-o", prodDoc)
+	withEnv := func(kv ...string) []string {
+		return append(append([]string(nil), k.env...), kv...)
+	}
 	emptyDir := t.TempDir()
 	noTerraform := []string{"PATH=" + emptyDir, "HOME=" + k.dir, "KL_STORE=" + k.store, "KL_ACTOR=alice"}
 	withStore := func(store string) []string {
@@ -60,13 +66,35 @@ func TestBadInput(t *testing.T) {
 		"state init from garbage on stdin": {args: []string{"state", "init", "x", "--from", "-"}, stdin: "{", want: []string{"reading state file stdin", "not a Terraform state"}, code: 1},
 		"state init from a missing file":   {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "nope.tfstate")}, want: []string{"reading " + filepath.Join(k.dir, "nope.tfstate"), "no such file"}, code: 1},
 		"state init of an existing name":   {args: []string{"state", "init", "prod"}, want: []string{"creating state prod: a state of that name exists"}, code: 1},
-		"state init of a bad name":         {args: []string{"state", "init", "bad name"}, want: []string{`state name "bad name": use 1-200 letters`}, code: 1},
-		"state pull of a missing serial":   {args: []string{"state", "pull", "prod", "--serial", "9"}, want: []string{"state prod has no version 9 (head is 1)"}, code: 1},
-		"plan on a missing state":          {args: []string{"plan", "--state", "nope", "-C", cfg}, want: []string{`state "nope" does not exist`, "kl state init nope"}, code: 1},
-		"plan without --state":             {args: []string{"plan", "-C", cfg}, want: []string{`required flag(s) "state" not set`}, code: 1},
-		"plan --target garbage":            {args: []string{"plan", "--state", "prod", "-C", cfg, "--target", "garbage"}, want: []string{`--target "garbage": want a resource, instance or module address`}, code: 1},
-		"history with neither selector":    {args: []string{"history"}, want: []string{"history needs exactly one of --state NAME or --since-plan RUN; neither was given"}, code: 1},
-		"history with both selectors":      {args: []string{"history", "--state", "prod", "--since-plan", open}, want: []string{"history needs exactly one of --state NAME or --since-plan RUN; both were given"}, code: 1},
+		"state init of a bad name":         {args: []string{"state", "init", "bad name"}, want: []string{`state name "bad name": use 1-200 characters`, "ASCII letters"}, code: 1},
+		"state init of a//b":               {args: []string{"state", "init", "a//b"}, want: []string{`state name "a//b"`, "single '/'"}, code: 1},
+		"state init of a/../b":             {args: []string{"state", "init", "a/../b"}, want: []string{`state name "a/../b"`}, code: 1},
+		"state init of a trailing slash":   {args: []string{"state", "init", "a/"}, want: []string{`state name "a/"`}, code: 1},
+		"state init of a..":                {args: []string{"state", "init", "a.."}, want: []string{`state name "a.."`, "not ending in '.'"}, code: 1},
+		"state init of prod's own state": {args: []string{"state", "init", "prod-copy", "--from", prodDoc},
+			want: []string{"creating state prod-copy: state prod already has lineage", "adopting the same Terraform state twice would fork it; use prod"}, code: 1},
+		"state pull of a missing serial": {args: []string{"state", "pull", "prod", "--serial", "9"}, want: []string{"state prod has no version 9 (head is 1)"}, code: 1},
+		"plan on a missing state":        {args: []string{"plan", "--state", "nope", "-C", cfg}, want: []string{`state "nope" does not exist`, "kl state init nope"}, code: 1},
+		"plan without --state":           {args: []string{"plan", "-C", cfg}, want: []string{`required flag(s) "state" not set`}, code: 1},
+		"plan --target garbage":          {args: []string{"plan", "--state", "prod", "-C", cfg, "--target", "garbage"}, want: []string{`--target "garbage": want a resource, instance or module address`}, code: 1},
+		"history with neither selector":  {args: []string{"history"}, want: []string{"history needs exactly one of --state NAME or --since-plan RUN; neither was given"}, code: 1},
+		"history with both selectors":    {args: []string{"history", "--state", "prod", "--since-plan", open}, want: []string{"history needs exactly one of --state NAME or --since-plan RUN; both were given"}, code: 1},
+		"history --limit 0":              {args: []string{"history", "--state", "prod", "--limit", "0"}, want: []string{"--limit 0: want at least 1"}, code: 1},
+		"history --limit -1":             {args: []string{"history", "--state", "prod", "--limit", "-1"}, want: []string{"--limit -1: want at least 1"}, code: 1},
+		"history --before -1":            {args: []string{"history", "--state", "prod", "--before", "-1"}, want: []string{"--before -1: want a serial, or 0 for a page from the head"}, code: 1},
+		"runs --limit 0":                 {args: []string{"runs", "--limit", "0"}, want: []string{"--limit 0: want at least 1"}, code: 1},
+		"plan --commit not hex":          {args: []string{"plan", "--state", "prod", "-C", cfg, "--commit", "zzz"}, want: []string{`--commit "zzz": want a commit SHA, 7 to 40 hexadecimal characters`}, code: 1},
+		"plan --commit too long":         {args: []string{"plan", "--state", "prod", "-C", cfg, "--commit", strings.Repeat("a", 41)}, want: []string{"--commit", "7 to 40 hexadecimal"}, code: 1},
+		"run discard of an apply run":    {args: []string{"run", "discard", applyRun}, want: []string{"run " + applyRun + " is an apply run: only plan runs can be discarded (its plan is " + applied + ")"}, code: 1},
+		"KL_LEASE not a duration":        {args: []string{"runs"}, env: withEnv("KL_LEASE=banana"), want: []string{"KL_LEASE=banana: not a duration (e.g. 2m)"}, code: 1},
+		"KL_LEASE 1ns":                   {args: []string{"runs"}, env: withEnv("KL_LEASE=1ns"), want: []string{"KL_LEASE=1ns: too short: use at least 3s (default 2m)", "every third of the lease"}, code: 1},
+		"KL_LEASE 1ms":                   {args: []string{"runs"}, env: withEnv("KL_LEASE=1ms"), want: []string{"KL_LEASE=1ms: too short", "store round trip"}, code: 1},
+		"KL_LEASE 0":                     {args: []string{"runs"}, env: withEnv("KL_LEASE=0"), want: []string{"KL_LEASE=0: too short"}, code: 1},
+		"KL_LEASE negative":              {args: []string{"runs"}, env: withEnv("KL_LEASE=-1s"), want: []string{"KL_LEASE=-1s: too short"}, code: 1},
+		"KL_LEASE over a day":            {args: []string{"runs"}, env: withEnv("KL_LEASE=25h"), want: []string{"KL_LEASE=25h: too long: use at most 24h (default 2m)"}, code: 1},
+		"KL_LOG_LEVEL unknown":           {args: []string{"runs"}, env: withEnv("KL_LOG_LEVEL=verbose"), want: []string{"KL_LOG_LEVEL=verbose: use debug, info, warn or error"}, code: 1},
+		"KL_KEEP_WORKDIRS not a boolean": {args: []string{"runs"}, env: withEnv("KL_KEEP_WORKDIRS=maybe"), want: []string{"KL_KEEP_WORKDIRS=maybe: not a boolean (true or false)"}, code: 1},
+		"KL_LEASE with a space":          {args: []string{"runs"}, env: withEnv("KL_LEASE=2 m"), want: []string{`KL_LEASE="2 m": not a duration`}, code: 1},
 		"no terraform binary": {args: []string{"plan", "--state", "prod", "-C", cfg}, env: noTerraform,
 			want: []string{"no terraform binary found", "KL_TERRAFORM", "terraform", "tofu", "make tools"}, code: 1},
 		"store in an unwritable place": {args: []string{"runs"}, env: withStore(filepath.Join(k.dir, "file", "kl.db")),
@@ -97,6 +125,17 @@ func TestBadInput(t *testing.T) {
 			}
 			if strings.Count(msg, "opening store") > 1 {
 				t.Errorf("error %q says \"opening store\" twice", msg)
+			}
+			clauses := strings.Split(msg, ": ")
+			for i := 1; i < len(clauses); i++ {
+				if clauses[i] == clauses[i-1] {
+					t.Errorf("error %q says %q twice in a row", msg, clauses[i])
+				}
+			}
+			for _, field := range []string{"Lease:", "LogLevel", "KeepWorkDirs"} {
+				if strings.Contains(msg, field) {
+					t.Errorf("error %q names the Go field %s, not the variable", msg, field)
+				}
 			}
 			if strings.Contains(msg, "secret") {
 				t.Errorf("error %q shows the store password", msg)

@@ -14,6 +14,9 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +35,10 @@ import (
 // -ldflags "-X github.com/kilolock/kilolock/internal/cli.Version=…".
 var Version = "dev"
 
-// Config is kl's environment configuration (read with go-envconfig).
+// Config is kl's environment configuration (read with go-envconfig). An
+// empty variable counts as unset. A value that does not parse, or is out of
+// range, is an error that names the variable ("KL_LEASE=banana: not a
+// duration (e.g. 2m)").
 type Config struct {
 	// Store is the store location: a SQLite file path (default .kl/kl.db),
 	// or a postgres:// URL. The --store flag overrides it.
@@ -41,17 +47,137 @@ type Config struct {
 	Actor string `env:"KL_ACTOR"`
 	// Terraform is the terraform/tofu binary (default: terraform, then tofu on PATH).
 	Terraform string `env:"KL_TERRAFORM"`
-	// Lease is the reservation lease; the holder renews every third of it.
+	// Lease is the lease of reservations and of runs in progress, MinLease
+	// to MaxLease; the holder renews every third of it, so a killed kl's
+	// runs end lease-expired once it runs out.
 	Lease time.Duration `env:"KL_LEASE, default=2m"`
 	// WorkDir is where per-run work dirs are made (default: runs/ next to
-	// the SQLite file, or the OS temp dir for PostgreSQL).
+	// the SQLite file, or the OS temp dir for PostgreSQL). Work dirs a
+	// killed kl left there untouched for 24 h (or two leases, if longer)
+	// are removed (terraform.DefaultStaleAfter).
 	WorkDir string `env:"KL_WORKDIR"`
 	// KeepWorkDirs keeps per-run work dirs for debugging (they hold secrets).
 	KeepWorkDirs bool `env:"KL_KEEP_WORKDIRS"`
-	// NoColor disables colour even on a terminal (https://no-color.org).
-	NoColor bool `env:"NO_COLOR"`
+	// NoColor, set to anything, disables colour even on a terminal
+	// (https://no-color.org: "regardless of its value").
+	NoColor string `env:"NO_COLOR"`
+	// Term is the terminal type; "dumb" gets no colour.
+	Term string `env:"TERM"`
 	// LogLevel is debug, info, warn or error (default warn), logged to stderr.
 	LogLevel string `env:"KL_LOG_LEVEL, default=warn"`
+}
+
+// Bounds of KL_LEASE.
+const (
+	// MinLease is the shortest lease: the holder renews every third of it,
+	// and a lease shorter than a store round trip under load lets the
+	// reservations lapse while their run still works.
+	MinLease = 3 * time.Second
+	// MaxLease is the longest lease: the reservations of a killed kl block
+	// other applies until their lease ends.
+	MaxLease = 24 * time.Hour
+)
+
+// logLevels are the values of KL_LOG_LEVEL.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// envError is a bad value of an environment variable, named as the user
+// set it: "KL_LEASE=banana: not a duration (e.g. 2m)".
+type envError struct {
+	key, value, problem string
+}
+
+func (e *envError) Error() string {
+	v := e.value
+	if q := strconv.Quote(v); v == "" || q[1:len(q)-1] != v || strings.ContainsAny(v, " \t") {
+		v = q
+	}
+	return e.key + "=" + v + ": " + e.problem
+}
+
+// envTypes maps each variable of Config to its field's type, for
+// checkEnvSyntax.
+var envTypes = func() map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if key = strings.TrimSpace(key); key != "" {
+			m[key] = f.Type
+		}
+	}
+	return m
+}()
+
+// checkEnvSyntax is a go-envconfig mutator that parses a typed variable
+// before go-envconfig does, so that a bad value is reported under its
+// variable's name (go-envconfig's own errors name the Go field).
+func checkEnvSyntax(_ context.Context, _, key, _, value string) (string, bool, error) {
+	var problem string
+	switch t := envTypes[key]; {
+	case t == reflect.TypeFor[time.Duration]():
+		if _, err := time.ParseDuration(value); err != nil {
+			problem = "not a duration (e.g. 2m)"
+		}
+	case t != nil && t.Kind() == reflect.Bool:
+		if _, err := strconv.ParseBool(value); err != nil {
+			problem = "not a boolean (true or false)"
+		}
+	case t != nil && t.Kind() == reflect.Int:
+		if _, err := strconv.Atoi(value); err != nil {
+			problem = "not a whole number"
+		}
+	}
+	if problem != "" {
+		return "", true, &envError{key: key, value: value, problem: problem}
+	}
+	return value, false, nil
+}
+
+// shortDuration prints d without zero minutes and seconds: "2m", "24h".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// loadEnv reads the environment into a.cfg and checks its values.
+func (a *app) loadEnv(ctx context.Context) error {
+	vars := envMap(a.env)
+	for k, v := range vars {
+		if v == "" {
+			delete(vars, k) // an empty variable counts as unset
+		}
+	}
+	err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &a.cfg, Lookuper: envconfig.MapLookuper(vars),
+		Mutators: []envconfig.Mutator{envconfig.MutatorFunc(checkEnvSyntax)}})
+	var ee *envError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	if err != nil {
+		return fmt.Errorf("reading environment: %w", err)
+	}
+	switch lease := vars["KL_LEASE"]; {
+	case a.cfg.Lease < MinLease:
+		return &envError{key: "KL_LEASE", value: lease, problem: fmt.Sprintf("too short: use at least %s (default %s): the holder renews its "+
+			"reservations every third of the lease, and a lease shorter than a store round trip under load loses them to other runs",
+			shortDuration(MinLease), shortDuration(engine.DefaultLease))}
+	case a.cfg.Lease > MaxLease:
+		return &envError{key: "KL_LEASE", value: lease, problem: fmt.Sprintf("too long: use at most %s (default %s): "+
+			"the reservations of a kl that was killed block other applies until their lease ends",
+			shortDuration(MaxLease), shortDuration(engine.DefaultLease))}
+	}
+	if !slices.Contains(logLevels, strings.ToLower(a.cfg.LogLevel)) {
+		return &envError{key: "KL_LOG_LEVEL", value: a.cfg.LogLevel, problem: "use debug, info, warn or error"}
+	}
+	return nil
 }
 
 // ExitError carries a process exit code chosen by a command: 1 for errors,
@@ -76,27 +202,82 @@ type app struct {
 	env     []string
 	cfg     Config
 	io      IO
+	stdout  io.Writer // io.Out as given, to tell a terminal
 	store   string
 	jsonOut bool
+	parsed  bool // the flags were parsed: jsonOut is what they say
 	eng     *engine.Engine
 	closers []func() error
 }
 
 // Run runs kl with args (without the program name) and environment env
 // ("KEY=value" pairs). It returns nil on success, an *ExitError for a
-// refusal, or another error for failures.
+// refusal, or another error for failures. With --json, a command that
+// fails before it printed anything prints a kilolock/error/v1 document on
+// streams.Out, so that a script always reads JSON.
 func Run(ctx context.Context, args, env []string, streams IO) error {
-	a := &app{ctx: ctx, env: env, io: streams}
+	out := &countingWriter{w: streams.Out}
+	a := &app{ctx: ctx, env: env, io: IO{In: streams.In, Out: out, Err: streams.Err}, stdout: streams.Out}
 	defer a.close()
-	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &a.cfg, Lookuper: envconfig.MapLookuper(envMap(env))}); err != nil {
-		return fmt.Errorf("reading environment: %w", err)
-	}
 	root := a.rootCommand()
 	root.SetArgs(args)
-	root.SetOut(streams.Out)
+	root.SetOut(out)
 	root.SetErr(streams.Err)
 	root.SetContext(ctx)
-	return root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	if err != nil && out.n == 0 && a.wantsJSON(args) {
+		if jerr := report.ErrorDocument(streams.Out, err, ExitCode(err)); jerr != nil {
+			return errors.Join(err, jerr)
+		}
+	}
+	return err
+}
+
+// ExitCode is the process exit status for err: 0 for nil, an
+// *ExitError's code, else 1.
+func ExitCode(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	return 1
+}
+
+// wantsJSON reports whether the invocation asked for --json: the parsed
+// flag, or, when parsing failed (an unknown flag), a --json among args
+// before "--".
+func (a *app) wantsJSON(args []string) bool {
+	if a.parsed {
+		return a.jsonOut
+	}
+	for _, arg := range args {
+		if arg == "--" {
+			break
+		}
+		if arg == "--json" {
+			return true
+		}
+		if v, ok := strings.CutPrefix(arg, "--json="); ok {
+			b, err := strconv.ParseBool(v)
+			return err == nil && b
+		}
+	}
+	return false
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -110,6 +291,12 @@ whether it committed exactly what was planned, and which state version it produc
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
+		// Before every command, once its flags are parsed (so that --json
+		// is known when the environment is bad).
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			a.parsed = true
+			return a.loadEnv(cmd.Context())
+		},
 	}
 	root.PersistentFlags().StringVar(&a.store, "store", "", "store: SQLite file path or postgres:// URL (env KL_STORE; default .kl/kl.db)")
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print JSON (versioned schema, see docs/json.md) instead of text")
@@ -143,6 +330,8 @@ func (a *app) engine(needTerraform bool) (*engine.Engine, error) {
 		}
 		r, err := terraform.NewRunner(terraform.RunnerOptions{
 			WorkRoot: a.cfg.WorkDir, Binary: bin, Env: a.env, KeepWorkDirs: a.cfg.KeepWorkDirs, Logger: log,
+			// Never the work dir of a run whose lease may still run.
+			StaleAfter: max(terraform.DefaultStaleAfter, 2*a.cfg.Lease),
 		})
 		if err != nil {
 			return nil, err
@@ -173,7 +362,7 @@ func (a *app) openStore() (engine.Store, string, error) {
 		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
-	st, err := sqlite.Open(a.ctx, path)
+	st, err := sqlite.Open(a.ctx, path, sqlite.WithLogger(a.logger()))
 	if err != nil {
 		return nil, "", err // it says "opening store PATH: …" itself
 	}
@@ -235,8 +424,15 @@ func (a *app) reportOptions() report.Options {
 	if a.jsonOut {
 		o.Format = report.JSON
 	}
-	o.Color = o.Format == report.Text && !a.cfg.NoColor && isTTY(a.io.Out)
+	o.Color = o.Format == report.Text && useColor(a.cfg, isTTY(a.stdout))
 	return o
+}
+
+// useColor says whether text on a terminal (tty) gets ANSI colour: not
+// with NO_COLOR set to anything (https://no-color.org), nor on a terminal
+// that has none (TERM=dumb, as Emacs shell buffers and some CI logs say).
+func useColor(cfg Config, tty bool) bool {
+	return tty && cfg.NoColor == "" && cfg.Term != "dumb"
 }
 
 // refusal turns the engine's refusals into exit code 3.

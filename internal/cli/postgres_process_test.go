@@ -25,7 +25,8 @@ var seedFlag = flag.Uint64("kl.seed", 0, "seed of TestPostgresApplyProcesses/con
 
 // TestPostgresApplyProcesses drives real `kl apply` processes on one
 // PostgreSQL store (issue #3): several at once with overlapping footprints,
-// and one killed with SIGKILL while it holds its reservations.
+// and processes killed with SIGKILL: an apply holding its reservations, an
+// apply waiting for them, a plan planning.
 func TestPostgresApplyProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/kl, runs Terraform and PostgreSQL")
@@ -38,6 +39,8 @@ func TestPostgresApplyProcesses(t *testing.T) {
 	bin := buildKL(t, t.TempDir())
 	t.Run("concurrent applies", func(t *testing.T) { testConcurrentApplyProcesses(t, bin) })
 	t.Run("kill -9 holder", func(t *testing.T) { testKilledApplyProcess(t, bin) })
+	t.Run("kill -9 waiting apply", func(t *testing.T) { testKilledWaitingApply(t, bin) })
+	t.Run("kill -9 plan", func(t *testing.T) { testKilledPlanProcess(t, bin) })
 }
 
 // testConcurrentApplyProcesses: a state of 10 terraform_data resources (r07

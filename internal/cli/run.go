@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -24,9 +25,15 @@ func (a *app) planCommand() *cobra.Command {
 		Long: `Plan runs terraform init/plan/show in an isolated work dir against the head version of
 the state, stores the saved plan (server-side: it holds secrets) and the envelope — source
 serial, scope, write set, read set, reservation set, plan digest — and lists the other open
-plans whose footprints overlap this one.`,
+plans whose footprints overlap this one.
+
+Terraform runs in DIR (-C, like terraform -chdir): a relative --var-file path is relative
+to DIR, not to the current directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if in.CommitSHA != "" && !commitSHA.MatchString(in.CommitSHA) {
+				return fmt.Errorf("--commit %q: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", in.CommitSHA)
+			}
 			switch pr {
 			case "":
 			case "actions":
@@ -69,10 +76,10 @@ plans whose footprints overlap this one.`,
 	_ = cmd.MarkFlagRequired("state")
 	cmd.Flags().StringVarP(&in.Dir, "dir", "C", ".", "Terraform root module directory")
 	cmd.Flags().StringArrayVar(&in.Targets, "target", nil, "resource address to target (repeatable), as terraform plan -target")
-	cmd.Flags().StringArrayVar(&in.VarFiles, "var-file", nil, "variables file (repeatable), as terraform plan -var-file")
+	cmd.Flags().StringArrayVar(&in.VarFiles, "var-file", nil, "variables file (repeatable), as terraform plan -var-file; a relative path is relative to -C DIR, as with terraform -chdir")
 	cmd.Flags().StringArrayVar(&in.Replace, "replace", nil, "resource instance to replace (repeatable), as terraform plan -replace")
 	cmd.Flags().StringVar(&pr, "pr", "", "pull request this plan is for, OWNER/REPO#N, or \"actions\" for the pull request of the GitHub Actions event (recorded in the envelope and named in every report)")
-	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit the configuration is at (recorded in the envelope)")
+	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit SHA the configuration is at, 7-40 hex characters (recorded in the envelope)")
 	return cmd
 }
 
@@ -167,6 +174,9 @@ reserve for it. Without --config-dir, references through locals widen to their m
 func (a *app) progress() *progressLine {
 	return newProgressLine(a.io.Err, !a.jsonOut && isTTY(a.io.Err), termWidth(a.io.Err), time.Now)
 }
+
+// commitSHA is a full or abbreviated Git commit SHA.
+var commitSHA = regexp.MustCompile(`^[0-9a-fA-F]{7,40}$`)
 
 // parsePR parses OWNER/REPO#N.
 func parsePR(s string) (*engine.PullRequest, error) {

@@ -111,7 +111,17 @@ func TestSession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := k.runWith(nil, string(doc), "state", "init", "adopted-stdin", "--from", "-", "--json")
+		// The same Terraform state under a second name would fork it.
+		var adopted tfState
+		readJSON(t, tfstate, &adopted)
+		r := k.runWith(nil, string(doc), "state", "init", "twin", "--from", "-")
+		if want := "state adopted already has lineage " + adopted.Lineage + ": adopting the same Terraform state twice would fork it; use adopted"; r.err == nil ||
+			!strings.Contains(r.err.Error(), want) || r.out != "" {
+			t.Errorf("state init twin --from the adopted file: err %v, stdout %q; want %q, nothing printed", r.err, r.out, want)
+		}
+		// A copy with a lineage of its own is another state.
+		doc = []byte(strings.Replace(string(doc), adopted.Lineage, "6f1d2c3b-4a5e-4f60-8172-93a4b5c6d7e8", 1))
+		r = k.runWith(nil, string(doc), "state", "init", "adopted-stdin", "--from", "-", "--json")
 		if r.err != nil {
 			t.Fatalf("state init --from -: %v", r.err)
 		}
@@ -265,12 +275,47 @@ func TestSession(t *testing.T) {
 		k.golden("history-state.json", k.ok("history", "--state", "prod", "--json"))
 		k.golden("history-since-plan.txt", k.ok("history", "--since-plan", p4))
 		k.golden("history-since-plan.json", k.ok("history", "--since-plan", p4, "--json"))
+		// A page below the head still says where the head is, and how to
+		// go on.
+		page := k.ok("history", "--state", "prod", "--limit", "2", "--before", "3")
+		k.golden("history-page.txt", page)
+		var doc historyPageDoc
+		k.jsonOf(&doc, "history", "--state", "prod", "--limit", "2", "--before", "3")
+		if doc.HeadSerial != 3 || len(doc.Entries) != 2 || doc.Entries[0].Version.Serial != 2 || doc.NextBefore != 1 ||
+			doc.NextCommand != "kl history --state prod --before 1" {
+			t.Errorf("history --limit 2 --before 3 --json: %+v; want head 3, versions 2 and 1, next --before 1", doc)
+		}
+		doc = historyPageDoc{}
+		k.jsonOf(&doc, "history", "--state", "prod", "--before", "2")
+		if doc.HeadSerial != 3 || len(doc.Entries) != 2 || doc.NextBefore != 0 || doc.NextCommand != "" {
+			t.Errorf("history --before 2 --json: %+v; want head 3, versions 1 and 0, no next page", doc)
+		}
 	})
 
 	t.Run("runs", func(t *testing.T) {
 		k := k.with(t)
 		k.golden("runs.txt", k.ok("runs", "--state", "prod"))
 		k.golden("runs.json", k.ok("runs", "--state", "prod", "--json"))
+		k.golden("runs-page.txt", k.ok("runs", "--state", "prod", "--limit", "3"))
+		var all, first, next struct {
+			NextBefore  string `json:"next_before"`
+			NextCommand string `json:"next_command"`
+			Runs        []struct {
+				ID string `json:"id"`
+			} `json:"runs"`
+		}
+		k.jsonOf(&all, "runs", "--state", "prod")
+		k.jsonOf(&first, "runs", "--state", "prod", "--limit", "3")
+		if len(first.Runs) != 3 || first.NextBefore != first.Runs[2].ID || first.NextCommand != "kl runs --state prod --before "+first.Runs[2].ID {
+			t.Fatalf("runs --limit 3 --json: %+v; want 3 runs and the next page from the third", first)
+		}
+		k.jsonOf(&next, strings.Fields(first.NextCommand)[1:]...)
+		if len(next.Runs) == 0 || next.Runs[0].ID != all.Runs[3].ID {
+			t.Errorf("the next page starts at %+v, want run %s", next.Runs, all.Runs[3].ID)
+		}
+		if all.NextBefore != "" || all.NextCommand != "" {
+			t.Errorf("runs --json with every run shown: next %q %q, want none", all.NextBefore, all.NextCommand)
+		}
 	})
 
 	t.Run("run show and why", func(t *testing.T) {
@@ -301,6 +346,19 @@ func TestSession(t *testing.T) {
 }
 
 // tfState is the part of a Terraform state v4 document the tests read.
+// historyPageDoc is what the paging tests read of a kilolock/history/v1
+// document.
+type historyPageDoc struct {
+	HeadSerial  int64  `json:"head_serial"`
+	NextBefore  int64  `json:"next_before"`
+	NextCommand string `json:"next_command"`
+	Entries     []struct {
+		Version struct {
+			Serial int64 `json:"serial"`
+		} `json:"version"`
+	} `json:"entries"`
+}
+
 type tfState struct {
 	Version   int               `json:"version"`
 	Serial    int64             `json:"serial"`

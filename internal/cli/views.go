@@ -29,6 +29,10 @@ planned target changed (write set) — and its producing run.`,
 				return fmt.Errorf("history needs exactly one of --state NAME or --since-plan RUN; neither was given")
 			case state != "" && sincePlan != "":
 				return fmt.Errorf("history needs exactly one of --state NAME or --since-plan RUN; both were given")
+			case q.Limit < 1:
+				return fmt.Errorf("--limit %d: want at least 1 (versions per page)", q.Limit)
+			case q.Before < 0:
+				return fmt.Errorf("--before %d: want a serial, or 0 for a page from the head", q.Before)
 			}
 			e, err := a.engine(false)
 			if err != nil {
@@ -49,13 +53,18 @@ planned target changed (write set) — and its producing run.`,
 			if err != nil {
 				return err
 			}
-			return report.History(a.io.Out, state, hs, a.reportOptions())
+			// The head, which the page may not show.
+			st, err := e.Store.GetState(cmd.Context(), state)
+			if err != nil {
+				return fmt.Errorf("reading state %s: %w", state, err)
+			}
+			return report.History(a.io.Out, st, hs, a.reportOptions())
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "state whose versions to list")
 	cmd.Flags().StringVar(&sincePlan, "since-plan", "", "plan (or apply) run whose since-plan versions to classify")
-	cmd.Flags().IntVar(&q.Limit, "limit", 50, "at most this many versions")
-	cmd.Flags().Int64Var(&q.Before, "before", 0, "only versions with a serial below this (paging)")
+	cmd.Flags().IntVar(&q.Limit, "limit", 50, "at most this many versions (at least 1)")
+	cmd.Flags().Int64Var(&q.Before, "before", 0, "only versions with a serial below this, for paging (0: from the head)")
 	return cmd
 }
 
@@ -66,20 +75,30 @@ func (a *app) runsCommand() *cobra.Command {
 		Short: "Recent runs: who, what, which state, outcome",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if q.Limit < 1 {
+				return fmt.Errorf("--limit %d: want at least 1 (runs per page)", q.Limit)
+			}
 			e, err := a.engine(false)
 			if err != nil {
 				return err
 			}
-			rs, err := e.Runs(cmd.Context(), q)
+			// One more than shown tells whether there is a next page.
+			page := q
+			page.Limit++
+			rs, err := e.Runs(cmd.Context(), page)
 			if err != nil {
 				return err
 			}
-			return report.Runs(a.io.Out, rs, a.reportOptions())
+			more := len(rs) > q.Limit
+			if more {
+				rs = rs[:q.Limit]
+			}
+			return report.Runs(a.io.Out, rs, report.RunsPage{State: q.State, More: more}, a.reportOptions())
 		},
 	}
 	cmd.Flags().StringVar(&q.State, "state", "", "only runs of this state")
-	cmd.Flags().IntVar(&q.Limit, "limit", 20, "at most this many runs")
-	cmd.Flags().StringVar(&q.Before, "before", "", "only runs older than this run id (paging)")
+	cmd.Flags().IntVar(&q.Limit, "limit", 20, "at most this many runs (at least 1)")
+	cmd.Flags().StringVar(&q.Before, "before", "", "only runs older than this run id, for paging (empty: the newest)")
 	return cmd
 }
 
@@ -98,6 +117,11 @@ A plan that is being applied, or is not open, is left as it is (exit status 3).`
 			e, err := a.engine(false)
 			if err != nil {
 				return err
+			}
+			// An apply run is not a plan to close (an unknown run is the
+			// engine's to name).
+			if r, err := e.Store.GetRun(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
+				return fmt.Errorf("run %s is an apply run: only plan runs can be discarded (its plan is %s)", r.ID, r.PlanRun)
 			}
 			if reason == "" {
 				reason = "discarded by " + a.actor()

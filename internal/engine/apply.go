@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -64,6 +65,14 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	if in.State != "" && in.State != plan.State {
 		return nil, fmt.Errorf("%w: plan %s belongs to state %s, not %s", ErrInvalid, plan.ID, plan.State, in.State)
 	}
+	if plan.Status == StatusApplying {
+		// Its apply's holder may have died: the lease sweep decides
+		// whether the plan is really being applied.
+		e.expireLeases(ctx)
+		if plan, err = e.getRun(ctx, in.PlanRun); err != nil {
+			return nil, err
+		}
+	}
 	if plan.Status != StatusPlanned {
 		return nil, &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun}
 	}
@@ -80,6 +89,7 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	run := Run{
 		ID: NewRunID(), Kind: KindApply, State: plan.State, Actor: in.Actor, Holder: e.Holder,
 		Status: StatusWaiting, PR: in.PR, CreatedAt: now, UpdatedAt: now, PlanRun: plan.ID,
+		LeaseUntil: now.Add(e.lease()),
 	}
 	if run.PR == nil {
 		run.PR = plan.PR
@@ -87,17 +97,22 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	if err := e.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("creating apply run for plan %s: %w", plan.ID, err)
 	}
+	// Renewed from creation to the end — the wait, the re-plan, Terraform,
+	// the commit: killed at any point, the run ends lease-expired and the
+	// lease sweep hands its plan back.
+	ka := e.keepAlive(ctx, run.ID)
+	defer ka.Stop()
 	// Claim: exactly one apply run takes a plan (planned → applying).
 	if _, err := e.Store.UpdateRun(ctx, plan.ID, []RunStatus{StatusPlanned}, func(r *Run) error {
 		r.Status = StatusApplying
 		r.ApplyRun = run.ID
 		return nil
 	}); err != nil {
-		a := &applier{e: e, in: in, run: run, plan: plan, state: st}
+		a := &applier{e: e, in: in, run: run, plan: plan, state: st, ka: ka}
 		a.abortWith(ctx, StatusRefused, fmt.Sprintf("claiming plan %s: %v", plan.ID, err), "", nil)
 		return nil, &RunError{Run: run.ID, Err: fmt.Errorf("claiming plan %s for apply run %s: %w", plan.ID, run.ID, err)}
 	}
-	a := &applier{e: e, in: in, run: run, plan: plan, state: st, pf: pf}
+	a := &applier{e: e, in: in, run: run, plan: plan, state: st, pf: pf, ka: ka}
 	out, err := a.do(ctx)
 	if err != nil {
 		return out, &RunError{Run: run.ID, Err: err}
@@ -170,6 +185,7 @@ type applier struct {
 	plan  Run // the reviewed plan
 	state State
 	pf    *planFiles // the plan being applied (the reviewed one, or its re-plan)
+	ka    *keepAlive // renews the run's lease and, once held, its reservations
 	facts []Fact
 	sp    SincePlan
 }
@@ -180,29 +196,19 @@ func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Renew from the moment the reservations are held.
-	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
-	renewDone := make(chan struct{})
-	go func() {
-		defer close(renewDone)
-		e.renew(renewCtx, a.run.ID)
-	}()
-	defer func() {
-		stopRenew()
-		<-renewDone
-	}()
 	a.facts = append(a.facts, concurrencyFacts(a.plan.Envelope.Footprint, held.Others, a.runPRs(ctx, held.Others))...)
 
 	if err := a.preflight(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := e.Store.UpdateRun(ctx, a.run.ID, nil, func(r *Run) error {
+	if _, err := e.Store.UpdateRun(ctx, a.run.ID, []RunStatus{StatusApplying}, func(r *Run) error {
 		r.Status = StatusApplying
 		r.AllowedBecause = a.facts
 		sp := a.sp
 		r.SincePlan = &sp
 		return nil
 	}); err != nil {
+		err = leaseLost(a.run.ID, err)
 		a.abort(ctx, StatusFailed, fmt.Sprintf("recording allowed-because: %v", err), StatusPlanned)
 		return nil, fmt.Errorf("recording allowed-because of run %s: %w", a.run.ID, err)
 	}
@@ -340,7 +346,9 @@ func (a *applier) abortWith(ctx context.Context, status RunStatus, reason string
 		status = StatusInterrupted
 	}
 	markers = append(markers, Marker{Kind: MarkerFailed, Reason: reason})
-	if _, err := e.Store.UpdateRun(bctx, a.run.ID, nil, func(r *Run) error {
+	// Only a run still in progress: one the lease sweep ended stays
+	// lease-expired, and the sweep has handed its plan back already.
+	if _, err := e.Store.UpdateRun(bctx, a.run.ID, inProgress, func(r *Run) error {
 		r.Status = status
 		r.Reason = reason
 		r.AllowedBecause = nil
@@ -351,7 +359,12 @@ func (a *applier) abortWith(ctx context.Context, status RunStatus, reason string
 		}
 		return nil
 	}, markers...); err != nil {
-		e.log().Error("recording end of apply run", "run", a.run.ID, "err", err)
+		if errors.Is(leaseLost(a.run.ID, err), ErrLeaseLost) {
+			e.log().Warn("apply run ended by the lease sweep before it could record its end", "run", a.run.ID, "reason", reason)
+			planStatus = "" // the sweep handed the plan back
+		} else {
+			e.log().Error("recording end of apply run", "run", a.run.ID, "err", err)
+		}
 	}
 	e.releasePlans(bctx, a, planStatus, reason)
 	if err := e.Store.Release(bctx, a.run.ID); err != nil {
@@ -369,6 +382,9 @@ func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus, reas
 	// ApplyRun keeps naming the last attempt, so `kl why PLAN` can say why
 	// it did not go through; the status says whether it may be retried.
 	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying}, func(r *Run) error {
+		if err := claimedBy(r, a.run.ID); err != nil {
+			return err
+		}
 		r.Status = s
 		if s != StatusPlanned {
 			r.Reason = fmt.Sprintf("apply run %s: %s", a.run.ID, reason)
@@ -377,4 +393,14 @@ func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus, reas
 	}); err != nil {
 		e.log().Error("returning plan", "run", a.plan.ID, "status", s, "err", err)
 	}
+}
+
+// claimedBy refuses to change plan r unless apply run id claimed it: after
+// the lease sweep handed a stalled apply's plan back, another apply may
+// have claimed it since.
+func claimedBy(r *Run, id string) error {
+	if r.ApplyRun != id {
+		return &StatusError{Run: r.ID, Kind: r.Kind, Status: r.Status, By: r.ApplyRun}
+	}
+	return nil
 }

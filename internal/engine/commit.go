@@ -34,7 +34,7 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	status := StatusApplied
 	reason := ""
 	if applyErr != nil {
-		status, reason = StatusFailed, fmt.Sprintf("terraform apply: %v", applyErr)
+		status, reason = StatusFailed, applyErr.Error() // the runner says "terraform apply: …"
 		if errors.Is(applyErr, context.Canceled) || ctx.Err() != nil {
 			status, reason = StatusInterrupted, "interrupted during terraform apply: committed what Terraform wrote"
 		}
@@ -234,9 +234,15 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 }
 
 // finishPlans marks the reviewed plan consumed: applied, or failed when the
-// apply failed part-way (its partial result is version serial).
+// apply failed part-way (its partial result is version serial). A plan the
+// lease sweep already failed for this run (its reservations lapsed before
+// the lease-lost commit) gets the precise reason; a plan another apply
+// claimed since is left alone.
 func (e *Engine) finishPlans(ctx context.Context, a *applier, s RunStatus, serial int64) {
-	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying}, func(r *Run) error {
+	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying, StatusFailed}, func(r *Run) error {
+		if err := claimedBy(r, a.run.ID); err != nil {
+			return err
+		}
 		r.Status = s
 		if s != StatusApplied {
 			r.Reason = fmt.Sprintf("apply run %s failed part-way; its partial result is version %d: re-plan", a.run.ID, serial)

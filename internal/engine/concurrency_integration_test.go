@@ -34,7 +34,8 @@ var seedFlag = flag.Uint64("kl.seed", 0, "seed of TestConcurrentAppliesNoLostUpd
 // replay takes, per version, the planned inputs of the addresses it changed.
 // On a loaded machine a holder can outlive its 3s lease: that run must fail
 // with ErrLeaseLost having committed only part of its write set (marked
-// partial), and the replay still holds.
+// partial) — or, stalled before Terraform ran, end lease-expired having
+// committed nothing — and the replay still holds.
 // Re-run a failure with -kl.seed=SEED (go test -args).
 func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 	t.Parallel()
@@ -123,7 +124,7 @@ func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 	wg.Wait()
 
 	byPlan := map[string]*run{}
-	var committed, conflicts, stale, replanned, leaseLost int
+	var committed, conflicts, stale, replanned, leaseLost, lostEarly int
 	for i, r := range runs {
 		byPlan[r.plan.ID] = r
 		var ce *engine.ConflictError
@@ -132,12 +133,18 @@ func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 		case r.err == nil:
 			committed++
 			t.Logf("run %d: committed version %d", i, r.out.Version.Serial)
-		case errors.Is(r.err, engine.ErrLeaseLost):
-			// The machine stalled the holder past its 3s lease: the engine
-			// commits only what the head had not changed and says so.
+		case errors.Is(r.err, engine.ErrLeaseLost) && r.out != nil && r.out.Version != nil:
+			// The machine stalled the holder past its 3s lease while
+			// Terraform ran: the engine commits only what the head had not
+			// changed and says so.
 			leaseLost++
-			if r.out == nil || r.out.Version == nil {
-				t.Errorf("run %d lost its lease and committed nothing: %v", i, r.err)
+		case errors.Is(r.err, engine.ErrLeaseLost):
+			// Stalled past its lease before Terraform: the sweep ended the
+			// run, which stopped there and committed nothing.
+			lostEarly++
+			if run := h.run(runErrorID(r.err)); run.Status != engine.StatusLeaseExpired || run.CommittedSerial != 0 {
+				t.Errorf("run %d lost its lease before Terraform: run %s is %s, committed %d; want lease-expired, nothing committed: %v",
+					i, run.ID, run.Status, run.CommittedSerial, r.err)
 			}
 		case errors.As(r.err, &ce):
 			conflicts++
@@ -165,8 +172,8 @@ func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 			t.Logf("run %d: %v", i, r.err)
 		}
 	}
-	t.Logf("%d runs: %d committed, %d conflicts, %d stale, %d refused after re-plan, %d lost their lease",
-		nRuns, committed, conflicts, stale, replanned, leaseLost)
+	t.Logf("%d runs: %d committed, %d conflicts, %d stale, %d refused after re-plan, %d lost their lease (%d before Terraform)",
+		nRuns, committed, conflicts, stale, replanned, leaseLost+lostEarly, lostEarly)
 	if committed == 0 {
 		t.Fatal("no run committed")
 	}
@@ -257,6 +264,10 @@ func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 			}
 			if !slices.Contains(kinds(h.markers(a.ID)), engine.MarkerFailed) {
 				t.Errorf("apply run %s is %s without a failed marker: %v", a.ID, a.Status, kinds(h.markers(a.ID)))
+			}
+		case engine.StatusLeaseExpired:
+			if a.Reason == "" || !slices.Contains(kinds(h.markers(a.ID)), engine.MarkerLeaseExpired) {
+				t.Errorf("apply run %s is lease-expired without a reason (%q) or a lease-expired marker: %v", a.ID, a.Reason, kinds(h.markers(a.ID)))
 			}
 		default:
 			t.Errorf("apply run %s ended %s", a.ID, a.Status)

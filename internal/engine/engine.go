@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -25,8 +26,9 @@ const (
 
 // Default timings.
 const (
-	// DefaultLease is how long reservations live without renewal; a holder
-	// renews every Lease/3 while Terraform runs.
+	// DefaultLease is how long reservations, and a run in progress
+	// (Run.LeaseUntil), live without renewal; the holder renews every
+	// Lease/3 from the run's creation to its end (keepAlive).
 	DefaultLease = 2 * time.Minute
 	// DefaultPoll is how often a waiting apply retries its reservations.
 	DefaultPoll = 250 * time.Millisecond
@@ -48,7 +50,8 @@ type Engine struct {
 	Log       *slog.Logger
 	// Holder identifies this process on the reservations it takes.
 	Holder Holder
-	// Lease is the reservation lease (DefaultLease if zero).
+	// Lease is the lease of reservations and of runs in progress
+	// (DefaultLease if zero).
 	Lease time.Duration
 	// Poll is the retry interval while waiting (DefaultPoll if zero).
 	Poll time.Duration
@@ -102,14 +105,31 @@ func (e *Engine) log() *slog.Logger {
 // creation time to the millisecond).
 func NewRunID() string { return ulid.Make().String() }
 
-var stateNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
+// MaxStateName is the longest state name, in bytes (all ASCII).
+const MaxStateName = 200
 
-// ValidateStateName checks a state name: 1–200 characters of letters,
-// digits, '.', '_', '/', '-', starting with a letter or digit
-// ("acme/infra/prod").
+// stateSegmentRE is one '/'-separated segment of a state name.
+var stateSegmentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// ValidateStateName checks a state name ("acme/infra/prod"): at most
+// MaxStateName characters in segments separated by single '/', each segment
+// one or more ASCII letters, digits, '.', '_' or '-', starting with a letter
+// or digit and not ending in '.'. So there is no empty segment ("a//b",
+// "a/", "/a") and no "." or ".." segment ("a/./b", "a/../b"): a name means
+// one state however it is later joined into a path or a key; and no segment
+// ends in '.' ("a..", "a."), which Windows drops from file names. Errors
+// wrap ErrInvalid.
 func ValidateStateName(name string) error {
-	if !stateNameRE.MatchString(name) {
-		return fmt.Errorf("%w: state name %q: use 1-200 letters, digits, '.', '_', '/', '-', starting with a letter or digit", ErrInvalid, name)
+	ok := name != "" && len(name) <= MaxStateName
+	for _, seg := range strings.Split(name, "/") {
+		if !ok {
+			break
+		}
+		ok = stateSegmentRE.MatchString(seg) && !strings.HasSuffix(seg, ".")
+	}
+	if !ok {
+		return fmt.Errorf("%w: state name %q: use 1-%d characters: segments separated by single '/', each of ASCII letters, digits, '.', '_', '-', "+
+			"starting with a letter or digit and not ending in '.' (e.g. acme/infra/prod)", ErrInvalid, name, MaxStateName)
 	}
 	return nil
 }

@@ -23,7 +23,8 @@ var (
 	// ErrIntentChanged: a re-plan against the head plans something else than
 	// the reviewed plan; the new plan needs review.
 	ErrIntentChanged = errors.New("intent changed")
-	// ErrLeaseLost: the run's reservations expired before it committed.
+	// ErrLeaseLost: the run's reservations expired before it committed, or
+	// the lease sweep ended the run while this process still worked on it.
 	ErrLeaseLost = errors.New("lease lost")
 )
 

@@ -171,18 +171,27 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestInitStateAdoptsFile: a state adopted from a real Terraform state file
-// keeps its lineage and serial, so saved plans and tooling still recognise it.
+// keeps its lineage and serial, so saved plans and tooling still recognise
+// it; a document whose lineage another state has is refused (two diverging
+// copies of one Terraform state).
 func TestInitStateAdoptsFile(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	h.base(config{"a": {Value: "a0"}, "b": {Value: "b0", Ref: "a.id"}})
-	hs, doc := h.head()
+	hs, same := h.head()
+	_, err := h.eng.InitState(h.ctx, "acme/infra/twin", same, "tester")
+	if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), "state "+testState+" already has lineage "+hs.Lineage) {
+		t.Errorf("InitState of %s's own document under another name: %v, want ErrConflict naming %s", testState, err, testState)
+	}
+	// The same resources under a lineage of their own.
+	lineage := "5d0c1f7e-8a5b-4c8e-9f3a-2b6d7e1c0a94"
+	doc := []byte(strings.Replace(string(same), hs.Lineage, lineage, 1))
 	st, err := h.eng.InitState(h.ctx, "acme/infra/adopted", doc, "tester")
 	if err != nil {
 		t.Fatalf("InitState from a file: %v", err)
 	}
-	if st.Lineage != hs.Lineage || st.HeadSerial != hs.Serial {
-		t.Errorf("adopted state = lineage %s serial %d, want %s %d", st.Lineage, st.HeadSerial, hs.Lineage, hs.Serial)
+	if st.Lineage != lineage || st.HeadSerial != hs.Serial {
+		t.Errorf("adopted state = lineage %s serial %d, want %s %d", st.Lineage, st.HeadSerial, lineage, hs.Serial)
 	}
 	got, v, err := h.eng.Pull(h.ctx, "acme/infra/adopted", -1)
 	if err != nil {

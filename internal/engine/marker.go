@@ -41,7 +41,8 @@ const (
 //	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
 //	drift             Drift
 //	released          Count
-//	lease-expired     Addresses
+//	lease-expired     Addresses (the reservations dropped); or, when the run's own lease (Run.LeaseUntil) ran
+//	                  out while it held none (planning, waiting), no addresses and Reason
 //	failed            Reason
 type Marker struct {
 	// Run is the run the marker belongs to; set on read by the engine's

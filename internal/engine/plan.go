@@ -81,10 +81,14 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	run := Run{
 		ID: NewRunID(), Kind: KindPlan, State: st.Name, Actor: in.Actor, Holder: e.Holder,
 		Status: StatusPlanning, PR: in.PR, CreatedAt: started, UpdatedAt: started,
+		LeaseUntil: started.Add(e.lease()),
 	}
 	if err := e.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("creating plan run: %w", err)
 	}
+	// Renewed for the whole plan: killed, the run ends lease-expired.
+	ka := e.keepAlive(ctx, run.ID)
+	defer ka.Stop()
 	scopeDir := dir
 	if in.ScopeDir != "" {
 		scopeDir = in.ScopeDir
@@ -94,7 +98,7 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 		Run: run.ID, Dir: dir, Targets: in.Targets, VarFiles: in.VarFiles, Replace: in.Replace, Snapshot: snapshot, Progress: in.Progress,
 	})
 	if err != nil {
-		e.failRun(ctx, run.ID, nil, fmt.Sprintf("terraform plan: %v", err))
+		e.failRun(ctx, run.ID, nil, err.Error()) // the runner says "terraform plan: …"
 		return nil, fmt.Errorf("planning run %s on state %s: %w", run.ID, st.Name, err)
 	}
 	run, err = e.storePlan(ctx, run, st, scope, res, in.PR, in.CommitSHA, "")
@@ -163,7 +167,7 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 		return nil
 	}, append(widenMarkers, marker)...)
 	if err != nil {
-		return Run{}, fmt.Errorf("storing envelope of run %s: %w", run.ID, err)
+		return Run{}, fmt.Errorf("storing envelope of run %s: %w", run.ID, leaseLost(run.ID, err))
 	}
 	return run, nil
 }
@@ -198,9 +202,10 @@ func (e *Engine) Overlaps(ctx context.Context, run Run) ([]Overlap, error) {
 	return out, nil
 }
 
-// failRun marks a run failed with a "failed" marker, using a context that
-// survives ctx's cancellation. It logs instead of returning: it runs on an
-// error path whose own error is what the caller reports.
+// failRun marks a run in progress failed with a "failed" marker, using a
+// context that survives ctx's cancellation. It logs instead of returning:
+// it runs on an error path whose own error is what the caller reports. A run
+// no longer in progress (the lease sweep ended it) keeps its status.
 func (e *Engine) failRun(ctx context.Context, id string, update func(*Run), reason string) {
 	bctx, cancel := background(ctx)
 	defer cancel()
@@ -208,7 +213,7 @@ func (e *Engine) failRun(ctx context.Context, id string, update func(*Run), reas
 	if ctx.Err() != nil {
 		status = StatusInterrupted
 	}
-	_, err := e.Store.UpdateRun(bctx, id, nil, func(r *Run) error {
+	_, err := e.Store.UpdateRun(bctx, id, inProgress, func(r *Run) error {
 		r.Status = status
 		r.Reason = reason
 		t := e.now()

@@ -41,10 +41,16 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 	rp := Run{
 		ID: NewRunID(), Kind: KindPlan, State: st.Name, Actor: a.plan.Actor, Holder: e.Holder,
 		Status: StatusPlanning, PR: a.plan.PR, CreatedAt: now, UpdatedAt: now, ReplanOf: a.plan.ID,
+		LeaseUntil: now.Add(e.lease()),
 	}
 	if err := e.Store.CreateRun(ctx, rp); err != nil {
 		a.abort(ctx, StatusFailed, fmt.Sprintf("creating re-plan run: %v", err), StatusPlanned)
 		return fmt.Errorf("creating re-plan run for %s: %w", a.plan.ID, err)
+	}
+	// The apply's keep-alive renews the re-plan while it plans.
+	if a.ka != nil {
+		a.ka.add(ctx, rp.ID)
+		defer a.ka.remove(rp.ID)
 	}
 	env := a.plan.Envelope
 	res, err := e.Terraform.Plan(ctx, PlanRequest{
@@ -52,7 +58,7 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 		Snapshot: snapshot, Progress: a.in.Progress,
 	})
 	if err != nil {
-		e.failRun(ctx, rp.ID, nil, fmt.Sprintf("terraform plan: %v", err))
+		e.failRun(ctx, rp.ID, nil, err.Error())
 		a.abort(ctx, StatusFailed, fmt.Sprintf("re-plan %s failed: %v", rp.ID, err), StatusPlanned)
 		return fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err)
 	}

@@ -219,7 +219,8 @@ func TestSamePlanAppliedTwiceAtOnce(t *testing.T) {
 }
 
 // TestLeaseLostBeforeCommit: A's reservations expire while Terraform runs
-// (the store's clock jumps a minute ahead); B takes y and commits. A's
+// (the store's clock jumps a minute ahead: the sweep ends A and fails its
+// plan); B takes y and commits. A's
 // commit then merges only what the head had not changed since its plan —
 // x and z, not y — and A fails with ErrLeaseLost: B's update is not lost,
 // A's work is not dropped, and the caller is told (DESIGN.md apply step 6).
@@ -251,6 +252,10 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 		}
 		return false
 	})
+	// Its allowed-because facts are stored right before Terraform starts:
+	// from then on it is in Terraform, held by the gate. (A run the sweep
+	// ends before that stops there: its update fails on its status.)
+	waitFor(t, 30*time.Second, "A to run Terraform", func() bool { return len(h.run(holder).AllowedBecause) > 0 })
 	skew.Store(int64(time.Minute))
 	st, err := h.eng.Status(h.ctx, testState)
 	if err != nil || len(st.Expired) != 1 || st.Expired[0] != holder {

@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// applyInProgress are the statuses of an apply run in progress: the "from"
+// of its own updates while it reserves.
+var applyInProgress = []RunStatus{StatusWaiting, StatusApplying}
+
 // reserve acquires the reservation set all-or-none, waiting up to in.Wait.
 func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 	e := a.e
@@ -21,6 +25,9 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 	for {
 		res, err := e.Store.Acquire(ctx, AcquireRequest{State: a.state.Name, Run: a.run.ID, Holder: e.Holder, Reservations: want, Lease: e.lease()})
 		if err == nil {
+			if a.ka != nil {
+				a.ka.reservations(a.run.ID) // renewed from now on
+			}
 			m := Marker{Kind: MarkerReserved, Count: len(res.Held), Addresses: reservedAddresses(res.Held)}
 			if waited {
 				now := e.now()
@@ -34,11 +41,12 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 			// It holds its reservations and waits on nobody now: applying
 			// (not "waiting", which Status and Why would report through the
 			// preflight and re-plan).
-			if _, err := e.Store.UpdateRun(ctx, a.run.ID, nil, func(r *Run) error {
+			if _, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
 				r.Status = StatusApplying
 				r.Reason = ""
 				return nil
 			}, m); err != nil {
+				err = leaseLost(a.run.ID, err)
 				a.abort(ctx, StatusFailed, fmt.Sprintf("recording reservations: %v", err), StatusPlanned)
 				return AcquireResult{}, fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err)
 			}
@@ -46,6 +54,7 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 		}
 		var ce *ConflictError
 		if !errors.As(err, &ce) {
+			err = leaseLost(a.run.ID, err)
 			a.abort(ctx, StatusFailed, fmt.Sprintf("acquiring reservations: %v", err), StatusPlanned)
 			return AcquireResult{}, fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err)
 		}
@@ -68,11 +77,12 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 			return AcquireResult{}, fmt.Errorf("run %s: %w", a.run.ID, ce)
 		}
 		if len(fresh) > 0 {
-			if _, err := e.Store.UpdateRun(ctx, a.run.ID, nil, func(r *Run) error {
+			if _, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
 				r.Status = StatusWaiting
 				r.Reason = "waiting: " + blockersText(ce.Blockers)
 				return nil
 			}, fresh...); err != nil {
+				err = leaseLost(a.run.ID, err)
 				a.abort(ctx, StatusFailed, fmt.Sprintf("recording wait: %v", err), StatusPlanned)
 				return AcquireResult{}, fmt.Errorf("recording wait of run %s: %w", a.run.ID, err)
 			}
@@ -88,31 +98,6 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 			a.abort(ctx, StatusInterrupted, "interrupted while waiting for reservations", StatusPlanned)
 			return AcquireResult{}, fmt.Errorf("run %s waiting for reservations: %w", a.run.ID, ctx.Err())
 		case <-t.C:
-		}
-	}
-}
-
-// renew extends the run's lease every lease/3 until ctx ends.
-func (e *Engine) renew(ctx context.Context, run string) {
-	every := e.lease() / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			err := e.Store.Renew(ctx, run, e.lease())
-			switch {
-			case err == nil || ctx.Err() != nil:
-			case errors.Is(err, ErrLeaseLost):
-				// Released by the commit, or expired: the commit's own
-				// reservation check decides what that means.
-				e.log().Debug("reservations no longer held", "run", run)
-				return
-			default:
-				e.log().Warn("renewing reservations", "run", run, "err", err)
-			}
 		}
 	}
 }

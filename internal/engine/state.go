@@ -16,8 +16,14 @@ import (
 // be a Terraform state v4 document, adopted with its own lineage and serial
 // so existing saved plans and tooling keep recognising it.
 //
+// Terraform tells two states apart by lineage, so a lineage belongs to one
+// Kilolock state: adopting a document whose lineage another state already
+// has would make two diverging copies of one Terraform state, and is
+// refused.
+//
 // Errors: ErrInvalid for a bad name or a document that is not state v4;
-// ErrConflict when the name exists.
+// ErrConflict when the name exists or another state has the document's
+// lineage.
 func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor string) (State, error) {
 	if err := ValidateStateName(name); err != nil {
 		return State{}, err
@@ -32,6 +38,11 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 		st, err = tfstate.Parse(from)
 		if err != nil {
 			return State{}, fmt.Errorf("%w: adopting state %s: %v", ErrInvalid, name, err)
+		}
+	}
+	if from != nil && st.Lineage != "" {
+		if err := e.lineageFree(ctx, name, st.Lineage); err != nil {
+			return State{}, err
 		}
 	}
 	doc, err := st.Marshal()
@@ -53,6 +64,24 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 		return State{}, fmt.Errorf("creating state %s: %w", name, err)
 	}
 	return s, nil
+}
+
+// lineageFree refuses (ErrConflict) when a state other than name already
+// has lineage. It lists every state: states are few, and CreateState is
+// the check for the name itself. Two adoptions racing past it are not
+// caught; the store does not index lineages.
+func (e *Engine) lineageFree(ctx context.Context, name, lineage string) error {
+	states, err := e.Store.ListStates(ctx)
+	if err != nil {
+		return fmt.Errorf("creating state %s: listing states to check lineage %s: %w", name, lineage, err)
+	}
+	for _, o := range states {
+		if o.Lineage == lineage && o.Name != name {
+			return fmt.Errorf("creating state %s: state %s already has lineage %s: adopting the same Terraform state twice would fork it; use %s: %w",
+				name, o.Name, lineage, o.Name, ErrConflict)
+		}
+	}
+	return nil
 }
 
 // Pull returns the Terraform state v4 document of a version of state name;

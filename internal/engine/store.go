@@ -64,11 +64,12 @@ type Store interface {
 	GetArtifact(ctx context.Context, run, name string) ([]byte, error)
 
 	// Acquire takes all of req.Reservations for req.Run or none (ADR D2 /
-	// DESIGN.md apply step 2), in one transaction that also expires lapsed
-	// leases (writing "lease-expired" markers on their runs). On conflict it
-	// returns a *ConflictError naming the blocking runs and addresses. On
-	// success it returns the reservations held by other runs at that moment,
-	// for the allowed-because facts.
+	// DESIGN.md apply step 2), in one transaction that first runs the lease
+	// sweep (see ExpireLeases). On conflict it returns a *ConflictError
+	// naming the blocking runs and addresses. A run that is no longer open
+	// (finished, or just expired by the sweep) takes nothing: a *StatusError.
+	// On success it returns the reservations held by other runs at that
+	// moment, for the allowed-because facts.
 	Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error)
 	// Renew extends every reservation of run by lease from now. ErrLeaseLost
 	// if the run holds none (they expired and were taken away).
@@ -78,8 +79,22 @@ type Store interface {
 	Release(ctx context.Context, run string) error
 	// Reservations lists live reservations (of one state, or all if "").
 	Reservations(ctx context.Context, state string) ([]Reservation, error)
-	// ExpireLeases drops reservations whose lease ended before now, marks
-	// their runs lease-expired (status and marker), and returns those runs.
+	// RenewRun extends the run's own lease (Run.LeaseUntil) to now+lease, by
+	// the store's clock, while the run is in progress (Run.InProgress).
+	// ErrLeaseLost if it is not — it finished, or the lease sweep ended it;
+	// ErrNotFound if unknown; ErrInvalid for a lease <= 0. It changes
+	// nothing else (not UpdatedAt) and writes no marker.
+	RenewRun(ctx context.Context, run string, lease time.Duration) error
+	// ExpireLeases is the lease sweep, in one transaction: it drops
+	// reservations whose lease ended before now and marks their runs
+	// lease-expired (status when open, and a marker); it ends runs in
+	// progress whose own lease (Run.LeaseUntil, when set) ended and that
+	// hold no live reservation (status, reason, marker); and it hands the
+	// plan an expired apply run had claimed back — planned when the apply
+	// never held its reservations (no "reserved" marker: Terraform never
+	// ran), failed otherwise (Terraform may have changed infrastructure).
+	// It returns the runs it expired, sorted; each is expired, and marked,
+	// once, however many sweeps race.
 	ExpireLeases(ctx context.Context) ([]string, error)
 
 	// Close releases the store's connections.

@@ -14,6 +14,9 @@ import (
 // *StatusError, so a plan being applied is never pulled from under its
 // apply.
 func (e *Engine) Supersede(ctx context.Context, planRun, reason string) error {
+	// A plan claimed by an apply whose holder died is handed back by the
+	// lease sweep first.
+	e.expireLeases(ctx)
 	_, err := e.Store.UpdateRun(ctx, planRun, []RunStatus{StatusPlanned}, func(r *Run) error {
 		if r.Kind != KindPlan {
 			return fmt.Errorf("%w: run %s is an apply run, not a plan", ErrInvalid, r.ID)

@@ -163,6 +163,20 @@ func (s RunStatus) Open() bool {
 	return false
 }
 
+// InProgress reports whether r's holder is working on it now: a plan run
+// planning, an apply run waiting or applying. Only such a run has a lease of
+// its own (LeaseUntil) that its holder renews. A plan run claimed by an
+// apply (applying) is not in progress itself: its apply run is.
+func (r Run) InProgress() bool {
+	switch r.Kind {
+	case KindPlan:
+		return r.Status == StatusPlanning
+	case KindApply:
+		return r.Status == StatusWaiting || r.Status == StatusApplying
+	}
+	return false
+}
+
 // Run is one plan or one apply. IDs are ULIDs: sortable by creation time.
 type Run struct {
 	ID         string       `json:"id"`
@@ -176,6 +190,15 @@ type Run struct {
 	CreatedAt  time.Time    `json:"created_at"`
 	UpdatedAt  time.Time    `json:"updated_at"`
 	FinishedAt *time.Time   `json:"finished_at,omitempty"`
+	// LeaseUntil is the run's own lease (DESIGN.md "holder": renewed by
+	// lease): while the run is in progress (InProgress) its holder promises
+	// to be alive until then, and renews it every Lease/3 (Store.RenewRun,
+	// by the store's clock). Once it has passed, and the run holds no live
+	// reservation, the lease sweep (Store.ExpireLeases, Store.Acquire) ends
+	// the run lease-expired — a holder killed while planning or waiting
+	// leaves no run open forever. Zero for runs stored by a kl without run
+	// leases: the sweep leaves those alone.
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
 
 	// Plan runs.
 	Envelope *Envelope `json:"envelope,omitempty"`

@@ -38,8 +38,10 @@ type RunStory struct {
 	Overlaps []Overlap `json:"overlaps,omitempty"`
 }
 
-// RunStory assembles the story of run id.
+// RunStory assembles the story of run id, after the lease sweep (a run
+// whose holder died reads as lease-expired).
 func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
+	e.expireLeases(ctx)
 	run, err := e.getRun(ctx, id)
 	if err != nil {
 		return nil, err
@@ -240,8 +242,11 @@ type Why struct {
 }
 
 // Why explains run id. For a plan run it explains the apply that claimed
-// it, or, if none, what an apply would face now.
+// it, or, if none, what an apply would face now. It runs the lease sweep
+// first: a run whose holder died is explained as lease-expired, not as
+// waiting on runs that finished long ago.
 func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
+	e.expireLeases(ctx)
 	run, err := e.getRun(ctx, id)
 	if err != nil {
 		return nil, err
@@ -336,7 +341,7 @@ func planPendingReason(r Run) string {
 	switch r.Status {
 	case StatusPlanned:
 		return "plan not applied yet"
-	case StatusStale, StatusSuperseded, StatusFailed:
+	case StatusStale, StatusSuperseded, StatusFailed, StatusLeaseExpired:
 		if r.Reason != "" {
 			return fmt.Sprintf("plan is %s: %s", r.Status, r.Reason)
 		}
@@ -362,7 +367,9 @@ type Status struct {
 	Expired []string `json:"expired,omitempty"`
 }
 
-// Status reports the runs in progress on state ("" = every state).
+// Status reports the runs in progress on state ("" = every state), after
+// the lease sweep: a run whose holder stopped renewing is listed in Expired,
+// no longer as active.
 func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 	expired, err := e.Store.ExpireLeases(ctx)
 	if err != nil {

@@ -70,7 +70,8 @@ func factShort(f engine.Fact) sentence {
 		case len(f.Serials) > 0:
 			return words(fmt.Sprintf("staleness passed over %s %s (independent)", versionWord(len(f.Serials)), serials(f.Serials)))
 		case f.HeadSerial == f.SourceSerial:
-			return words(fmt.Sprintf("head unchanged since serial %d", f.SourceSerial))
+			// At preflight: the version may have merged onto a later head.
+			return words(fmt.Sprintf("head unchanged at preflight (serial %d)", f.SourceSerial))
 		}
 		return words("staleness passed")
 	case engine.FactReplanUnchanged:
@@ -247,6 +248,10 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerReleased:
 		return words(v("released"), " "+plural(m.Count, "reservation", "reservations"))
 	case engine.MarkerLeaseExpired:
+		if len(m.Addresses) == 0 {
+			// The run's own lease: it held no reservation (planning, waiting).
+			return words(v("lease expired"), reasonSuffix(m.Reason))
+		}
 		return words(v("lease expired"), ": reservations on ", addrs(m.Addresses), " dropped")
 	case engine.MarkerFailed:
 		return words(v("failed"), reasonSuffix(m.Reason))

@@ -8,15 +8,41 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-// History renders `kl history --state STATE`: one block per version,
-// newest first as given — serial, time, producing run with its actor and
-// PR, commit mode, "exact" or the drift, partial, the why line (the
-// allowed-because facts compressed), the re-plan line and the waited line
-// (ADR D5, D6). The first version says how the state began, as its
-// provenance records it (engine.Provenance.Origin): "init (adopted from
-// file, N resources)" or "init (empty)".
-func History(w io.Writer, state string, entries []engine.HistoryEntry, o Options) error {
-	return emit(w, o, func() *doc { return historyDoc(entries, state) }, func() any { return historyJSON(entries, state) })
+// History renders `kl history --state STATE`: a header that places the
+// page in the state — its head (st.HeadSerial, whatever the page), the
+// serials shown and, when older versions exist, the command for the next
+// page — then one block per version, newest first as given: serial, time,
+// producing run with its actor and PR, commit mode, "exact" or the drift,
+// partial, the why line (the allowed-because facts compressed), the
+// re-plan line and the waited line (ADR D5, D6). The first version says
+// how the state began, as its provenance records it
+// (engine.Provenance.Origin): "init (adopted from file, N resources)" or
+// "init (empty)".
+func History(w io.Writer, st engine.State, entries []engine.HistoryEntry, o Options) error {
+	return emit(w, o, func() *doc { return historyDoc(entries, st) }, func() any { return historyJSON(entries, st) })
+}
+
+// historyPage says where a page of history sits in its state: "head is
+// version 9; versions 4–3 shown (newest first); more: kl history --state
+// p --before 3". next is the --before of the next page, 0 when the page
+// ends at the state's first version (its init version, or serial 0).
+func historyPage(entries []engine.HistoryEntry, st engine.State) (line sentence, next int64, nextCmd string) {
+	line = words(fmt.Sprintf("head is version %d; ", st.HeadSerial))
+	if len(entries) == 0 {
+		return line.add(txt("no versions on this page")), 0, ""
+	}
+	newest, oldest := entries[0].Version, entries[len(entries)-1].Version
+	if len(entries) == 1 {
+		line = line.add(txt(fmt.Sprintf("version %d shown", newest.Serial)))
+	} else {
+		line = line.add(txt(fmt.Sprintf("versions %d–%d shown (newest first)", newest.Serial, oldest.Serial)))
+	}
+	if oldest.Serial > 0 && oldest.Provenance.Mode != engine.CommitInit {
+		next = oldest.Serial
+		nextCmd = fmt.Sprintf("kl history --state %s --before %d", st.Name, next)
+		line = words(line, "; more: ", code(nextCmd))
+	}
+	return line, next, nextCmd
 }
 
 // initWords says how a state began, from the init version's recorded
@@ -82,14 +108,7 @@ func historyOf(h engine.HistoryEntry) historyLine {
 		l.tainted = words(addrs(p.Drift.Tainted), toned(toneBad, ": "+taintedMeaning(len(p.Drift.Tainted))))
 	}
 	if h.Run != nil {
-		var parts []sentence
-		for _, f := range h.Run.AllowedBecause {
-			if f.Kind == engine.FactReplanUnchanged && h.Replan != nil {
-				continue // the re-plan line tells it
-			}
-			parts = append(parts, factShort(f))
-		}
-		l.why = join(parts, "; ")
+		l.why = whyLine(h.Run.AllowedBecause, h.Replan != nil)
 		switch h.Run.Status {
 		case engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
 			// The key names the status; the value does not say it again.
@@ -113,14 +132,80 @@ func historyOf(h engine.HistoryEntry) historyLine {
 	return l
 }
 
-func historyDoc(entries []engine.HistoryEntry, state string) *doc {
-	d := &doc{tone: toneInfo, more: "kl history --state " + state, title: words("History of ", strong(state))}
-	if len(entries) == 0 {
-		d.summary = append(d.summary, para(words("no versions")))
-		return d
+// whyRunsNamed is how many runs a compressed why clause names; one more is
+// named rather than counted ("and 1 more").
+const whyRunsNamed = 3
+
+// whyLine compresses a version's allowed-because facts to one line for
+// history (kl run show and kl why list each in full): the facts of one kind
+// about several runs — disjoint writes, read/read, waited for — become one
+// clause, where the first of them stood, that counts the runs and names the
+// first few ("disjoint writes with 7 concurrent runs (A, B, C and 4
+// more)"), so that the line does not grow with the concurrency.
+// skipReplan leaves out the re-plan fact, which the re-plan line tells.
+func whyLine(facts []engine.Fact, skipReplan bool) sentence {
+	type group struct {
+		kind engine.FactKind
+		runs []string
+		one  engine.Fact
 	}
-	head := entries[0].Version.Serial
-	d.summary = append(d.summary, para(words(fmt.Sprintf("%s, newest first; head is version %d", plural(len(entries), "version", "versions"), head))))
+	var order []*group
+	byKind := map[engine.FactKind]*group{}
+	for _, f := range facts {
+		if f.Kind == engine.FactReplanUnchanged && skipReplan {
+			continue
+		}
+		switch f.Kind {
+		case engine.FactDisjointWrites, engine.FactReadRead, engine.FactWaitedFor:
+			if g, ok := byKind[f.Kind]; ok {
+				g.runs = append(g.runs, f.Run)
+				continue
+			}
+			g := &group{kind: f.Kind, runs: []string{f.Run}, one: f}
+			byKind[f.Kind] = g
+			order = append(order, g)
+		default:
+			order = append(order, &group{kind: f.Kind, one: f})
+		}
+	}
+	var parts []sentence
+	for _, g := range order {
+		if len(g.runs) < 2 {
+			parts = append(parts, factShort(g.one))
+			continue
+		}
+		var named sentence
+		shown := g.runs
+		if len(shown) > whyRunsNamed+1 {
+			shown = shown[:whyRunsNamed]
+		}
+		for i, r := range shown {
+			if i > 0 {
+				named = named.add(txt(", "))
+			}
+			named = named.add(runSpan(r))
+		}
+		if n := len(g.runs) - len(shown); n > 0 {
+			named = named.add(txt(fmt.Sprintf(" and %d more", n)))
+		}
+		var lead string
+		switch g.kind {
+		case engine.FactDisjointWrites:
+			lead = fmt.Sprintf("disjoint writes with %d concurrent runs (", len(g.runs))
+		case engine.FactReadRead:
+			lead = fmt.Sprintf("read/read with %d concurrent runs (", len(g.runs))
+		default:
+			lead = fmt.Sprintf("waited for %d runs (", len(g.runs))
+		}
+		parts = append(parts, words(lead, named, ")"))
+	}
+	return join(parts, "; ")
+}
+
+func historyDoc(entries []engine.HistoryEntry, st engine.State) *doc {
+	d := &doc{tone: toneInfo, more: "kl history --state " + st.Name, title: words("History of ", strong(st.Name))}
+	line, _, _ := historyPage(entries, st)
+	d.summary = append(d.summary, para(line))
 	for _, h := range entries {
 		l := historyOf(h)
 		var f fields
@@ -141,9 +226,13 @@ func historyDoc(entries []engine.HistoryEntry, state string) *doc {
 }
 
 type historyDocument struct {
-	Schema  string         `json:"schema"`
-	State   string         `json:"state"`
-	Entries []historyEntry `json:"entries"`
+	Schema      string         `json:"schema"`
+	State       string         `json:"state"`
+	HeadSerial  int64          `json:"head_serial"`
+	NextBefore  int64          `json:"next_before,omitempty"`
+	NextCommand string         `json:"next_command,omitempty"`
+	Text        string         `json:"text"`
+	Entries     []historyEntry `json:"entries"`
 }
 
 type historyEntry struct {
@@ -157,8 +246,10 @@ type historyEntry struct {
 	Headline string    `json:"text"`
 }
 
-func historyJSON(entries []engine.HistoryEntry, state string) historyDocument {
-	j := historyDocument{Schema: SchemaHistory, State: state, Entries: []historyEntry{}}
+func historyJSON(entries []engine.HistoryEntry, st engine.State) historyDocument {
+	line, next, nextCmd := historyPage(entries, st)
+	j := historyDocument{Schema: SchemaHistory, State: st.Name, HeadSerial: st.HeadSerial, NextBefore: next, NextCommand: nextCmd,
+		Text: line.plain(), Entries: []historyEntry{}}
 	for _, h := range entries {
 		l := historyOf(h)
 		e := historyEntry{Version: toVersion(&h.Version), Run: toRun(h.Run), Why: l.why.plain(), Facts: []jFact{},

@@ -101,6 +101,7 @@ const (
 	SchemaFootprint = "kilolock/footprint/v1"
 	SchemaStates    = "kilolock/states/v1"
 	SchemaStateInit = "kilolock/state-init/v1"
+	SchemaError     = "kilolock/error/v1"
 )
 
 // GitHub's Markdown limits (shared/GITHUB.md).
@@ -111,6 +112,24 @@ const (
 	// CommentLimit is the most characters of an issue or PR comment body.
 	CommentLimit = 65536
 )
+
+// errorDocument is the kilolock/error/v1 document.
+type errorDocument struct {
+	Schema string `json:"schema"`
+	Error  string `json:"error"`
+	Code   int    `json:"code"`
+}
+
+// ErrorDocument writes the kilolock/error/v1 document of err: what kl
+// prints on stdout with --json when a command fails before it has a view
+// to print (bad flags or environment, an unknown run, a plan that cannot be
+// applied), so that a script always reads one JSON document. code is the
+// exit status: 3 for a refusal, 1 for any other error.
+func ErrorDocument(w io.Writer, err error, code int) error {
+	return emit(w, Options{Format: JSON}, nil, func() any {
+		return errorDocument{Schema: SchemaError, Error: err.Error(), Code: code}
+	})
+}
 
 // emit renders one view: the document model for Text and Markdown, the
 // JSON document otherwise. Both are built lazily: a JSON caller pays for

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -70,8 +71,9 @@ func goldenCases() []goldenCase {
 		{"run", "plan-applied", story(storyPlanApplied)},
 		{"run", "plan-open-again", story(storyPlanOpenAgain)},
 		{"run", "apply-interrupted-tainted", story(storyInterrupted)},
-		{"history", "prod", func(w io.Writer, o Options) error { return History(w, stateName, historyProd(), o) }},
-		{"history", "empty", func(w io.Writer, o Options) error { return History(w, stateName, nil, o) }},
+		{"history", "prod", func(w io.Writer, o Options) error { return History(w, prodState(15), historyProd(), o) }},
+		{"history", "empty", func(w io.Writer, o Options) error { return History(w, prodState(15), nil, o) }},
+		{"history", "page-concurrent", func(w io.Writer, o Options) error { return History(w, prodState(40), historyConcurrent(), o) }},
 		{"since-plan", "own-apply", since(sincePlanOwnApply)},
 		{"since-plan", "open-refused", since(sincePlanOpenRefused)},
 		{"since-plan", "open-replan", since(sincePlanOpenReplan)},
@@ -79,7 +81,10 @@ func goldenCases() []goldenCase {
 		{"since-plan", "open-unchanged", since(func() (*engine.SincePlan, engine.Run) {
 			return sincePlan(12), planRunA(engine.StatusPlanned, "")
 		})},
-		{"runs", "recent", func(w io.Writer, o Options) error { return Runs(w, recentRuns(), o) }},
+		{"runs", "recent", func(w io.Writer, o Options) error { return Runs(w, recentRuns(), RunsPage{}, o) }},
+		{"runs", "page", func(w io.Writer, o Options) error {
+			return Runs(w, recentRuns()[:3], RunsPage{State: stateName, More: true}, o)
+		}},
 		{"why", "allowed", why(whyAllowed)},
 		{"why", "refused-stale", why(func() *engine.Why { return whyFrom(storyRefusedStale(), engine.VerdictRefused) })},
 		{"why", "refused-intent", why(func() *engine.Why { return whyFrom(storyRefusedIntent(), engine.VerdictRefused) })},
@@ -259,11 +264,13 @@ func TestSparseViews(t *testing.T) {
 		"why": func(w io.Writer, o Options) error {
 			return Why(w, &engine.Why{Run: bare, Verdict: engine.VerdictRefused}, o)
 		},
-		"status":  func(w io.Writer, o Options) error { return Status(w, &engine.Status{}, o) },
-		"since":   func(w io.Writer, o Options) error { return SincePlan(w, &engine.SincePlan{}, engine.Run{}, o) },
-		"history": func(w io.Writer, o Options) error { return History(w, "s", []engine.HistoryEntry{{}}, o) },
-		"runs":    func(w io.Writer, o Options) error { return Runs(w, []engine.Run{{}}, o) },
-		"states":  func(w io.Writer, o Options) error { return States(w, nil, o) },
+		"status": func(w io.Writer, o Options) error { return Status(w, &engine.Status{}, o) },
+		"since":  func(w io.Writer, o Options) error { return SincePlan(w, &engine.SincePlan{}, engine.Run{}, o) },
+		"history": func(w io.Writer, o Options) error {
+			return History(w, engine.State{Name: "s"}, []engine.HistoryEntry{{}}, o)
+		},
+		"runs":   func(w io.Writer, o Options) error { return Runs(w, []engine.Run{{}}, RunsPage{More: true}, o) },
+		"states": func(w io.Writer, o Options) error { return States(w, nil, o) },
 		"fp": func(w io.Writer, o Options) error {
 			return Footprint(w, "-", engine.Footprint{}, engine.PlanSummary{}, o)
 		},
@@ -278,5 +285,25 @@ func TestSparseViews(t *testing.T) {
 	}
 	if err := Apply(io.Discard, &engine.RunStory{Run: engine.Run{Kind: engine.KindPlan}}, Options{}); err == nil {
 		t.Errorf("Apply accepted the story of a plan run")
+	}
+}
+
+// TestErrorDocument: the kilolock/error/v1 document is the error's words
+// and the exit code, whatever Options a caller holds.
+func TestErrorDocument(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	err := errors.New(`plan run P was already applied by run A; a plan applies at most once: plan again`)
+	if err := ErrorDocument(&b, err, 3); err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "schema": "kilolock/error/v1",
+  "error": "plan run P was already applied by run A; a plan applies at most once: plan again",
+  "code": 3
+}
+`
+	if b.String() != want {
+		t.Errorf("ErrorDocument =\n%s\nwant\n%s", b.String(), want)
 	}
 }

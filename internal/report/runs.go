@@ -3,19 +3,45 @@ package report
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
+// RunsPage places a page of `kl runs` for its paging hint.
+type RunsPage struct {
+	// State is the --state filter ("" for every state).
+	State string
+	// More says older runs exist than the last one given (the caller asked
+	// for one run more than it shows).
+	More bool
+}
+
+// next is the command for the page after runs: "kl runs [--state S]
+// --before OLDEST", or "" without more.
+func (p RunsPage) next(runs []engine.Run) (before, cmd string) {
+	if !p.More || len(runs) == 0 {
+		return "", ""
+	}
+	before = runs[len(runs)-1].ID
+	cmd = "kl runs"
+	if p.State != "" {
+		cmd += " --state " + p.State
+	}
+	return before, cmd + " --before " + before
+}
+
 // Runs renders `kl runs`: one row per run, newest first as given — id,
 // kind, state, actor, PR, status, created (with its age when Options.Now
-// is set) and what it did: a plan's change summary and write-set size, an
-// apply's plan run and committed serial.
-func Runs(w io.Writer, runs []engine.Run, o Options) error {
-	return emit(w, o, func() *doc { return runsDoc(runs, o.Now) }, func() any {
-		j := runsDocument{Schema: SchemaRuns, Runs: []runRow{}}
+// is set) and what it did: a plan's change summary and write-set size (or,
+// failed, the gist of its reason), an apply's plan run and committed
+// serial — and, when page.More, the command for the next page.
+func Runs(w io.Writer, runs []engine.Run, page RunsPage, o Options) error {
+	before, next := page.next(runs)
+	return emit(w, o, func() *doc { return runsDoc(runs, next, o.Now) }, func() any {
+		j := runsDocument{Schema: SchemaRuns, NextBefore: before, NextCommand: next, Runs: []runRow{}}
 		for i := range runs {
 			j.Runs = append(j.Runs, runRow{jRun: toRun(&runs[i]), What: whatWords(runs[i]).plain()})
 		}
@@ -24,8 +50,10 @@ func Runs(w io.Writer, runs []engine.Run, o Options) error {
 }
 
 type runsDocument struct {
-	Schema string   `json:"schema"`
-	Runs   []runRow `json:"runs"`
+	Schema      string   `json:"schema"`
+	NextBefore  string   `json:"next_before,omitempty"`
+	NextCommand string   `json:"next_command,omitempty"`
+	Runs        []runRow `json:"runs"`
 }
 
 type runRow struct {
@@ -41,7 +69,7 @@ func whatWords(r engine.Run) sentence {
 			if r.Status == engine.StatusPlanning {
 				return words(toned(toneDim, "planning"))
 			}
-			return words(toned(toneDim, "no envelope: "+clip(r.Reason, 60)))
+			return words(toned(toneDim, "no envelope: "+reasonGist(r.Reason, 60)))
 		}
 		s := words(summaryWords(r.Envelope.Summary), "; writes "+countWords(r.Envelope.Footprint.Write))
 		if r.ReplanOf != "" {
@@ -81,6 +109,33 @@ func firstClause(reason, plan string) string {
 	return clip(c, 60)
 }
 
+// tfCommand matches the "terraform COMMAND: " that starts Terraform's own
+// words in a reason (internal/terraform's CommandError).
+var tfCommand = regexp.MustCompile(`terraform (?:init|plan|show|apply|validate|version): `)
+
+// tfNoise is what may stand before Terraform's diagnostic: its exit status
+// and the "Error: " of its stderr.
+var tfNoise = regexp.MustCompile(`^(?:exit status \d+: |Error: )+`)
+
+// reasonGist is the most useful part of a failed run's reason for a table,
+// at most n runes: what Terraform said — its diagnostic summary, then the
+// detail — after the last "terraform COMMAND: ", without the run ids and
+// exit status around it; for any other reason its last clause, where an
+// error chain says its cause ("…: storing plan: database is locked" →
+// "database is locked").
+func reasonGist(reason string, n int) string {
+	s := strings.TrimSpace(reason)
+	if locs := tfCommand.FindAllStringIndex(s, -1); len(locs) > 0 {
+		s = tfNoise.ReplaceAllString(s[locs[len(locs)-1][1]:], "")
+	} else if i := strings.LastIndex(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	if strings.TrimSpace(s) == "" {
+		s = reason
+	}
+	return clip(strings.TrimSpace(s), n)
+}
+
 // clip shortens s to at most n runes, marking the cut with "…".
 func clip(s string, n int) string {
 	r := []rune(s)
@@ -110,12 +165,13 @@ func whenWords(t, now time.Time) sentence {
 	return words(fmtTime(t)+" ", toned(toneDim, "("+fmtAge(now, t)+")"))
 }
 
-func runsDoc(runs []engine.Run, now time.Time) *doc {
+func runsDoc(runs []engine.Run, next string, now time.Time) *doc {
 	d := &doc{tone: toneInfo, title: words(fmt.Sprintf("Runs (%d)", len(runs))), more: "kl runs"}
 	if len(runs) == 0 {
 		d.summary = append(d.summary, para(words("no runs")))
 		return d
 	}
+
 	t := table{head: []string{"id", "kind", "state", "actor", "PR", "status", "created", "what"}}
 	for _, r := range runs {
 		pr := sentence{}
@@ -126,6 +182,10 @@ func runsDoc(runs []engine.Run, now time.Time) *doc {
 			{toned(statusTone(r.Status), string(r.Status))}, whenWords(r.CreatedAt, now), whatWords(r)})
 	}
 	d.summary = append(d.summary, t)
+	if next != "" {
+		// After the table: the first run id printed is the newest run's.
+		d.summary = append(d.summary, para(words("more: ", code(next))))
+	}
 	return d
 }
 

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -60,6 +61,47 @@ func historyProd() []engine.HistoryEntry {
 	}
 }
 
+// prodState is the state acme/infra/prod with its head at serial head.
+func prodState(head int64) engine.State {
+	return engine.State{Name: stateName, Lineage: lineage, HeadSerial: head, CreatedAt: at(-86400)}
+}
+
+// historyConcurrent is a page in the middle of a busy state's history
+// (head 40, versions 22–20): version 22 was allowed beside seven runs
+// writing elsewhere and two reading what it read, version 21 beside four,
+// version 20 waited for two.
+func historyConcurrent() []engine.HistoryEntry {
+	others := []string{applyB, applyC, applyE, applyF, "01J2ZP0G00D00000000APPLY0G", "01J2ZP0H00D00000000APPLY0H", "01J2ZP0J00D00000000APPLY0J"}
+	var f22 []engine.Fact
+	for i, o := range others {
+		f22 = append(f22, engine.Fact{Kind: engine.FactDisjointWrites, Run: o, OwnWrite: set(web), OtherWrite: set(dbMain)})
+		if i == 2 {
+			f22 = append(f22, engine.Fact{Kind: engine.FactReadRead, Run: applyB, Addresses: set(vpc)},
+				engine.Fact{Kind: engine.FactReadRead, Run: applyE, Addresses: set(vpc)})
+		}
+	}
+	f22 = append(f22, engine.Fact{Kind: engine.FactStalenessPassed, SourceSerial: 21, HeadSerial: 21})
+	var f21 []engine.Fact
+	for _, o := range others[:4] {
+		f21 = append(f21, engine.Fact{Kind: engine.FactDisjointWrites, Run: o, OwnWrite: set(worker), OtherWrite: set(zone)})
+	}
+	f21 = append(f21, engine.Fact{Kind: engine.FactStalenessPassed, Serials: []int64{20}, SourceSerial: 19, HeadSerial: 20})
+	f20 := []engine.Fact{
+		{Kind: engine.FactWaitedFor, Run: applyB, Addresses: set(vpc), Waited: engine.Duration(2 * time.Second)},
+		{Kind: engine.FactWaitedFor, Run: applyC, Addresses: set(vpc), Waited: engine.Duration(3 * time.Second)},
+		{Kind: engine.FactStalenessPassed, SourceSerial: 19, HeadSerial: 19},
+	}
+	entry := func(serial int64, actor string, n int, facts []engine.Fact) engine.HistoryEntry {
+		id := fmt.Sprintf("01J2ZP1%02d0000000000APPLY%02d", serial, n)
+		r := engine.Run{ID: id, Kind: engine.KindApply, State: stateName, Actor: actor, Status: engine.StatusApplied,
+			CreatedAt: at(float64(serial * 60)), PlanRun: planDave, CommittedSerial: serial, AllowedBecause: facts}
+		v := version(serial, engine.Provenance{Run: id, PlanRun: planDave, SourceSerial: serial - 1,
+			Mode: engine.CommitSnapshotMerge, Exact: true, Actor: actor}, set(web), float64(serial*60+30))
+		return engine.HistoryEntry{Version: *v, Run: &r}
+	}
+	return []engine.HistoryEntry{entry(22, "dave", 1, f22), entry(21, "dave", 2, f21), entry(20, "dave", 3, f20)}
+}
+
 // sincePlanOwnApply: alice's plan was applied as version 15 after a re-plan
 // (14 changed its input); frank then changed the web server (16).
 func sincePlanOwnApply() (*engine.SincePlan, engine.Run) {
@@ -87,7 +129,7 @@ func sincePlanIndependent() (*engine.SincePlan, engine.Run) {
 func recentRuns() []engine.Run {
 	s := storyWaitedReplanned()
 	failed := engine.Run{ID: "01J2ZP0F4A0C0000000FAILED0", Kind: engine.KindPlan, State: stateName, Actor: "frank", Status: engine.StatusFailed,
-		Reason: "terraform plan: exit status 1: Error: Reference to undeclared resource", PR: pr(45), CreatedAt: at(1200), FinishedAt: atp(1210)}
+		Reason: "terraform plan: planning run 01J2ZP0F4A0C0000000FAILED0: terraform plan: Reference to undeclared resource: A managed resource \"terraform_data.nope\" has not been declared in the root module. (main.tf:3)", PR: pr(45), CreatedAt: at(1200), FinishedAt: atp(1210)}
 	planB := engine.Run{ID: planB, Kind: engine.KindPlan, State: stateName, Actor: "bob", Status: engine.StatusPlanned, PR: pr(41),
 		CreatedAt: at(700), Envelope: envelope("bob", pr(41), 15, engine.Footprint{Write: set(dbMain), Read: set(vpc)}, 700)}
 	planB.Envelope.Summary = engine.PlanSummary{Change: 1, Replace: 1}

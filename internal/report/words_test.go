@@ -119,3 +119,43 @@ func TestReplanOutcomes(t *testing.T) {
 		}
 	}
 }
+
+func TestReasonGist(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ reason, want string }{
+		"terraform diagnostic behind kl's context": {
+			reason: `terraform plan: planning run 01M8M39HR5KN918JBSK6Y99A1J: terraform plan: Reference to undeclared resource: A managed resource "terraform_data.nope" has not been declared in the root module. (main.tf:3)`,
+			want:   `Reference to undeclared resource: A managed resource "terra…`,
+		},
+		"stderr with exit status and Error:": {
+			reason: `terraform plan: exit status 1: Error: Reference to undeclared resource`,
+			want:   `Reference to undeclared resource`,
+		},
+		"init failure": {
+			reason: `terraform plan: planning run 01M8M39HR5KN918JBSK6Y99A1J: terraform init: Failed to query available provider packages`,
+			want:   `Failed to query available provider packages`,
+		},
+		"interrupted": {
+			reason: `terraform plan: planning run 01M8M39HR5KN918JBSK6Y99A1J: terraform plan: interrupted: context canceled`,
+			want:   `interrupted: context canceled`,
+		},
+		"other error chain: its cause": {
+			reason: `storing plan.tfplan: writing artifact: database is locked`,
+			want:   `database is locked`,
+		},
+		"one clause":    {reason: `plan made against lineage a, state has b`, want: `plan made against lineage a, state has b`},
+		"nothing after": {reason: `terraform plan: `, want: `terraform plan:`},
+		"empty":         {reason: ``, want: ``},
+		"long clause is clipped": {
+			reason: "x: " + strings.Repeat("y", 80),
+			want:   strings.Repeat("y", 59) + "…",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := reasonGist(tc.reason, 60); got != tc.want {
+				t.Errorf("reasonGist(%q)\n got %q\nwant %q", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

@@ -308,21 +308,107 @@ func LeaseExpiredMarker(addrs engine.AddressSet, at time.Time) engine.Marker {
 	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: at, Addresses: engine.NewAddressSet(addrs...)}
 }
 
-// ExpireRun changes r for a lease that ended at now: an open run becomes
-// lease-expired and finished, with a Reason naming the holder; a closed run
-// keeps its status. It reports whether r changed.
-func ExpireRun(r *engine.Run, holder engine.Holder, now time.Time) bool {
+// leaseTime renders a lease end in reasons: UTC, to the second.
+func leaseTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// ExpireRun changes r for the lease on its reservations, held by holder,
+// that ended at ended (the latest expires_at of the reservations dropped)
+// and was swept at now: an open run becomes lease-expired and finished, its
+// Reason naming the holder and when the lease ran out; a closed run keeps
+// its status. It reports whether r changed.
+func ExpireRun(r *engine.Run, holder engine.Holder, ended, now time.Time) bool {
 	if !r.Status.Open() {
 		return false
 	}
 	r.Status = engine.StatusLeaseExpired
-	if r.Reason == "" {
-		r.Reason = fmt.Sprintf("the lease on its reservations expired: holder %s stopped renewing", holder)
-	}
+	r.Reason = fmt.Sprintf("its holder %s stopped renewing: the lease on its reservations ran out at %s", holder, leaseTime(ended))
 	if r.FinishedAt == nil {
 		t := now
 		r.FinishedAt = &t
 	}
 	r.UpdatedAt = now
+	return true
+}
+
+// RunLeaseLapsed reports whether the lease sweep at now ends r by its own
+// lease (engine.Run.LeaseUntil): r is in progress (engine.Run.InProgress),
+// its LeaseUntil is set and not after now, and it holds no live reservation
+// (holdsLive, read in the sweep's transaction: while it holds some, their
+// lease rules, and ExpireRun ends the run when it ends). A zero LeaseUntil —
+// a run stored by a kl without run leases — never lapses.
+func RunLeaseLapsed(r engine.Run, holdsLive bool, now time.Time) bool {
+	return r.InProgress() && !r.LeaseUntil.IsZero() && !r.LeaseUntil.After(now) && !holdsLive
+}
+
+// ExpireRunLease ends r, whose own lease lapsed (RunLeaseLapsed), at now:
+// status lease-expired, finished, a Reason naming the holder, what the run
+// was doing and when its lease ran out. It returns the "lease-expired"
+// marker to append (no addresses: the run held no reservation).
+func ExpireRunLease(r *engine.Run, now time.Time) engine.Marker {
+	doing := map[engine.RunStatus]string{
+		engine.StatusPlanning: "planning",
+		engine.StatusWaiting:  "waiting for reservations",
+		engine.StatusApplying: "applying",
+	}[r.Status]
+	r.Status = engine.StatusLeaseExpired
+	r.Reason = fmt.Sprintf("its holder %s stopped renewing while %s: its lease ran out at %s", r.Holder, doing, leaseTime(r.LeaseUntil))
+	if r.FinishedAt == nil {
+		t := now
+		r.FinishedAt = &t
+	}
+	r.UpdatedAt = now
+	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: now, Reason: r.Reason}
+}
+
+// RenewRunLease is RenewRun's change to r at now: LeaseUntil = now+lease
+// while r is in progress, else engine.ErrLeaseLost.
+func RenewRunLease(r *engine.Run, lease time.Duration, now time.Time) error {
+	if !r.InProgress() {
+		return fmt.Errorf("%s run %s is %s, no longer in progress: %w", r.Kind, r.ID, r.Status, engine.ErrLeaseLost)
+	}
+	r.LeaseUntil = now.Add(lease)
+	return nil
+}
+
+// CheckLease validates the lease of Renew and RenewRun: positive, else
+// engine.ErrInvalid.
+func CheckLease(lease time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("lease %s is not positive: %w", lease, engine.ErrInvalid)
+	}
+	return nil
+}
+
+// AcquireAllowed checks that run r may take reservations: it is open (a
+// finished run, or one the lease sweep just ended, takes nothing), else a
+// *engine.StatusError.
+func AcquireAllowed(r engine.Run) error {
+	if r.Status.Open() {
+		return nil
+	}
+	return &engine.StatusError{Run: r.ID, Kind: r.Kind, Status: r.Status, Want: []engine.RunStatus{engine.StatusWaiting, engine.StatusApplying}, By: r.ApplyRun}
+}
+
+// ReleaseExpiredPlan hands back plan, claimed by apply run a which the
+// lease sweep has just expired (ExpireRun, ExpireRunLease) at now; ended is
+// when a's lease ran out. Only a plan still applying and claimed by a
+// (ApplyRun) changes. If a never held its reservations (reserved is false:
+// it has no "reserved" marker, so Terraform never ran) the plan goes back to
+// planned and may be applied again — ApplyRun keeps naming the attempt, as
+// the engine's own refusals do; otherwise Terraform may have changed
+// infrastructure, and the plan fails with a Reason saying so. It reports
+// whether plan changed.
+func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved bool, ended, now time.Time) bool {
+	if plan.Kind != engine.KindPlan || plan.Status != engine.StatusApplying || plan.ApplyRun != a.ID {
+		return false
+	}
+	if reserved {
+		plan.Status = engine.StatusFailed
+		plan.Reason = fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s): Terraform may have changed infrastructure; re-plan",
+			a.ID, a.Holder, leaseTime(ended))
+	} else {
+		plan.Status = engine.StatusPlanned
+	}
+	plan.UpdatedAt = now
 	return true
 }

@@ -96,3 +96,80 @@ func equal(a, b engine.AddressSet) bool {
 	}
 	return true
 }
+
+func TestRunLeaseLapsed(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	past, future := now.Add(-time.Second), now.Add(time.Second)
+	tests := map[string]struct {
+		kind   engine.RunKind
+		status engine.RunStatus
+		until  time.Time
+		live   bool
+		want   bool
+	}{
+		"plan planning, lapsed":       {engine.KindPlan, engine.StatusPlanning, past, false, true},
+		"apply waiting, lapsed":       {engine.KindApply, engine.StatusWaiting, past, false, true},
+		"apply applying, lapsed":      {engine.KindApply, engine.StatusApplying, past, false, true},
+		"ends exactly now":            {engine.KindApply, engine.StatusWaiting, now, false, true},
+		"live lease":                  {engine.KindApply, engine.StatusWaiting, future, false, false},
+		"no lease (older kl)":         {engine.KindApply, engine.StatusWaiting, time.Time{}, false, false},
+		"live reservations":           {engine.KindApply, engine.StatusApplying, past, true, false},
+		"plan claimed by an apply":    {engine.KindPlan, engine.StatusApplying, past, false, false},
+		"plan planned":                {engine.KindPlan, engine.StatusPlanned, past, false, false},
+		"apply finished":              {engine.KindApply, engine.StatusFailed, past, false, false},
+		"apply expired by a previous": {engine.KindApply, engine.StatusLeaseExpired, past, false, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := engine.Run{ID: "01R", Kind: tc.kind, Status: tc.status, LeaseUntil: tc.until}
+			if got := store.RunLeaseLapsed(r, tc.live, now); got != tc.want {
+				t.Fatalf("RunLeaseLapsed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReleaseExpiredPlan(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ended := now.Add(-time.Minute)
+	apply := engine.Run{ID: "01APPLY", Kind: engine.KindApply, Holder: engine.Holder{Host: "ci-7", PID: 42}, PlanRun: "01PLAN"}
+	tests := map[string]struct {
+		plan     engine.Run
+		reserved bool
+		want     engine.RunStatus // "" = unchanged
+	}{
+		"never reserved":     {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01APPLY"}, false, engine.StatusPlanned},
+		"reserved":           {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01APPLY"}, true, engine.StatusFailed},
+		"claimed by another": {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01OTHER"}, false, ""},
+		"already planned":    {engine.Run{Kind: engine.KindPlan, Status: engine.StatusPlanned, ApplyRun: "01APPLY"}, false, ""},
+		"already applied":    {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplied, ApplyRun: "01APPLY"}, true, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := tc.plan
+			changed := store.ReleaseExpiredPlan(&p, apply, tc.reserved, ended, now)
+			if changed != (tc.want != "") {
+				t.Fatalf("ReleaseExpiredPlan changed = %v, want %v", changed, tc.want != "")
+			}
+			if !changed {
+				if p.Status != tc.plan.Status || p.Reason != tc.plan.Reason || !p.UpdatedAt.IsZero() {
+					t.Fatalf("the plan changed: %+v", p)
+				}
+				return
+			}
+			if p.Status != tc.want || p.ApplyRun != "01APPLY" || !p.UpdatedAt.Equal(now) {
+				t.Fatalf("plan = status %s, apply %s, updated %v; want %s naming 01APPLY", p.Status, p.ApplyRun, p.UpdatedAt, tc.want)
+			}
+			if tc.want == engine.StatusFailed && p.Reason != "apply run 01APPLY lost its lease before it committed (holder ci-7:42 stopped renewing; its lease ran out at 2030-01-02T03:03:05Z): Terraform may have changed infrastructure; re-plan" {
+				t.Fatalf("reason = %q", p.Reason)
+			}
+			if tc.want == engine.StatusPlanned && p.Reason != "" {
+				t.Fatalf("a plan handed back got a reason %q", p.Reason)
+			}
+		})
+	}
+}

@@ -35,25 +35,28 @@ import (
 
 // Acquire takes all of req.Reservations for req.Run on req.State, or none
 // (ADR D2, DESIGN.md apply step 2). In one transaction it locks the state
-// row, reads the database clock, drops every lapsed reservation (marking
-// their runs lease-expired), then checks the request against the live
-// reservations of other runs with engine.Conflicts: read/read coexist,
+// row, reads the database clock, runs the lease sweep (see sweep; it also
+// locks req.Run), then checks the request against the live reservations of
+// other runs with engine.Conflicts: read/read coexist,
 // write conflicts with any overlapping address, prefixes and "*" included.
 // On conflict it returns a *engine.ConflictError naming each blocking run
 // with its actor, PR and the blocked addresses (the lease sweep still
 // commits). Otherwise it stores the request — a run re-acquiring an
 // (address, mode) it holds replaces that row, with a fresh lease — and
 // returns every reservation of the run on the state (Held) and those of
-// other runs (Others). ErrNotFound for an unknown state or run; ErrInvalid
-// for a malformed request.
+// other runs (Others). A run that is not open — it finished, or the sweep
+// just ended it — takes nothing: a *engine.StatusError (the sweep still
+// commits). ErrNotFound for an unknown state or run; ErrInvalid for a
+// malformed request.
 func (s *Store) Acquire(ctx context.Context, req engine.AcquireRequest) (engine.AcquireResult, error) {
 	if err := store.CheckAcquire(req); err != nil {
 		return engine.AcquireResult{}, fmt.Errorf("acquiring reservations for run %s: %w", req.Run, err)
 	}
 	var out engine.AcquireResult
 	var conflict *engine.ConflictError
+	var refused error
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		conflict = nil
+		conflict, refused = nil, nil
 		if _, err := s.getState(ctx, tx, req.State, true); err != nil {
 			return fmt.Errorf("state %s: %w", req.State, err)
 		}
@@ -64,8 +67,17 @@ func (s *Store) Acquire(ctx context.Context, req engine.AcquireRequest) (engine.
 		if err != nil {
 			return err
 		}
-		if _, err := s.sweep(ctx, tx, now); err != nil {
+		// The sweep locks req.Run with the runs it sweeps (one lock order).
+		if _, err := s.sweep(ctx, tx, now, req.Run); err != nil {
 			return err
+		}
+		run, err := s.getRun(ctx, tx, req.Run)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", req.Run, err)
+		}
+		if err := store.AcquireAllowed(run); err != nil {
+			refused = err
+			return nil // commit the lease sweep
 		}
 		held, err := s.reservations(ctx, tx, req.State, now)
 		if err != nil {
@@ -98,6 +110,9 @@ func (s *Store) Acquire(ctx context.Context, req engine.AcquireRequest) (engine.
 	})
 	if err != nil {
 		return engine.AcquireResult{}, fmt.Errorf("acquiring reservations for run %s: %w", req.Run, err)
+	}
+	if refused != nil {
+		return engine.AcquireResult{}, fmt.Errorf("acquiring reservations for run %s: %w", req.Run, refused)
 	}
 	if conflict != nil {
 		return engine.AcquireResult{}, conflict
@@ -198,8 +213,8 @@ func (s *Store) Reservations(ctx context.Context, state string) ([]engine.Reserv
 // none any more — they lapsed (the sweep then marks the run lease-expired,
 // and commits that) or were never taken. ErrInvalid for a lease <= 0.
 func (s *Store) Renew(ctx context.Context, run string, lease time.Duration) error {
-	if lease <= 0 {
-		return fmt.Errorf("renewing reservations of run %s: lease %s is not positive: %w", run, lease, engine.ErrInvalid)
+	if err := store.CheckLease(lease); err != nil {
+		return fmt.Errorf("renewing reservations of run %s: %w", run, err)
 	}
 	var renewed int64
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -264,11 +279,10 @@ func (s *Store) dropReservations(ctx context.Context, tx pgx.Tx, run string) (in
 	return int(tag.RowsAffected()), nil
 }
 
-// ExpireLeases drops every reservation whose lease ended at or before the
-// database clock's now, marks each run that lost some lease-expired
-// (status, when still open, and a "lease-expired" marker listing the
-// addresses), and returns those runs sorted. Concurrent sweeps in several
-// processes split the work: each lapsed row is deleted, and reported, once.
+// ExpireLeases runs the lease sweep (see sweep) in one transaction at the
+// database clock's now and returns the runs it expired, sorted. Concurrent
+// sweeps in several processes split the work: each lapsed reservation is
+// deleted, and each run expired and marked, once.
 func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
 	var runs []string
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -285,42 +299,137 @@ func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
 	return runs, nil
 }
 
-// sweep is the lease sweep every reservation write transaction starts with:
-// find the runs with reservations lapsed at now, lock those runs (id order),
-// delete their lapsed reservations, and per run that lost some set it
-// lease-expired when still open and append a "lease-expired" marker with
-// the addresses. It returns those runs, sorted. A row another transaction
-// swept first is skipped by the DELETE (it re-checks each row it waited
-// for), so that transaction alone reports it.
-func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now time.Time) ([]string, error) {
+// inProgressRuns selects the runs that may be in progress
+// (engine.Run.InProgress), whose own leases the sweep checks.
+const inProgressRuns = `SELECT body FROM runs
+	WHERE (kind = 'plan' AND status = 'planning') OR (kind = 'apply' AND status IN ('waiting', 'applying'))`
+
+// sweep is the lease sweep every reservation write transaction (and
+// ExpireLeases) starts with, at now:
+//
+//  1. find, without locks, the candidates: runs with reservations lapsed at
+//     now, and runs in progress whose own lease lapsed
+//     (store.RunLeaseLapsed, reservations not yet considered);
+//  2. lock, in ONE statement and in id order, the candidates, the plans the
+//     apply runs among them claimed (plan_run), and the runs in lock (the
+//     caller's own run: Acquire checks it after the sweep) — the adapter's
+//     lock order, state row → run rows by id, holds;
+//  3. delete the candidates' lapsed reservations and, per run that lost
+//     some, set it lease-expired when still open (store.ExpireRun) and
+//     append a "lease-expired" marker with the addresses;
+//  4. re-read each lease candidate under its lock and, if it is still in
+//     progress with a lapsed lease and no live reservation, end it
+//     (store.ExpireRunLease) with a "lease-expired" marker;
+//  5. hand back the plan each apply run ended in 3 or 4 had claimed
+//     (store.ReleaseExpiredPlan: planned, or failed when it had reserved).
+//
+// Everything is decided again under the locks (READ COMMITTED: each
+// statement sees what committed before it), so of two sweeps racing for
+// one run, the second finds it done — a row the first deleted is skipped by
+// the DELETE, a run it ended is no longer in progress — and only the first
+// reports it. It returns the runs of 3 and 4, sorted.
+func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now time.Time, lock ...string) ([]string, error) {
 	rows, err := tx.Query(ctx, `SELECT DISTINCT run FROM reservations WHERE expires_at <= $1 ORDER BY run`, nanos(now))
 	if err != nil {
 		return nil, fmt.Errorf("sweeping leases: %w", s.mapErr(err))
 	}
-	candidates, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	lapsed, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("sweeping leases: %w", s.mapErr(err))
 	}
-	if len(candidates) == 0 {
+	rows, err = tx.Query(ctx, inProgressRuns)
+	if err != nil {
+		return nil, fmt.Errorf("sweeping leases: %w", s.mapErr(err))
+	}
+	var idle []string
+	var body string
+	if _, err := pgx.ForEachRow(rows, []any{&body}, func() error {
+		r, err := decodeRun(body)
+		if err != nil {
+			return err
+		}
+		if store.RunLeaseLapsed(r, false, now) {
+			idle = append(idle, r.ID)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("sweeping leases: %w", s.mapErr(err))
+	}
+	if len(lapsed)+len(idle)+len(lock) == 0 {
 		return nil, nil
 	}
 	// ORDER BY is applied before the row locks are taken: ids in order.
-	if _, err := tx.Exec(ctx, `SELECT id FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`, candidates); err != nil {
+	candidates := append(append([]string{}, lapsed...), idle...)
+	if _, err := tx.Exec(ctx,
+		`SELECT id FROM runs
+		 WHERE id = ANY($1::text[]) OR id = ANY($2::text[])
+		    OR id IN (SELECT plan_run FROM runs WHERE id = ANY($1::text[]) AND plan_run IS NOT NULL)
+		 ORDER BY id FOR NO KEY UPDATE`, candidates, lock); err != nil {
 		return nil, fmt.Errorf("sweeping leases: locking runs: %w", s.mapErr(err))
 	}
-	rows, err = tx.Query(ctx,
-		`DELETE FROM reservations WHERE expires_at <= $1 AND run = ANY($2::text[]) RETURNING run, address, holder`,
+	expired := map[string]sweptRun{}
+	if len(lapsed) > 0 {
+		if expired, err = s.sweepReservations(ctx, tx, now, lapsed); err != nil {
+			return nil, fmt.Errorf("sweeping leases: %w", err)
+		}
+	}
+	for _, id := range idle {
+		if _, done := expired[id]; done {
+			continue
+		}
+		e, ok, err := s.sweepRun(ctx, tx, now, id)
+		if err != nil {
+			return nil, fmt.Errorf("sweeping leases: %w", err)
+		}
+		if ok {
+			expired[id] = e
+		}
+	}
+	if len(expired) == 0 {
+		return nil, nil
+	}
+	runs := make([]string, 0, len(expired))
+	for id := range expired {
+		runs = append(runs, id)
+	}
+	sort.Strings(runs)
+	for _, id := range runs {
+		e := expired[id]
+		if e.run == nil || e.run.Kind != engine.KindApply || e.run.PlanRun == "" {
+			continue
+		}
+		if err := s.releaseExpiredPlan(ctx, tx, *e.run, e.ended, now); err != nil {
+			return nil, fmt.Errorf("sweeping leases: plan of run %s: %w", id, err)
+		}
+	}
+	return runs, nil
+}
+
+// sweptRun is one run a sweep expired: the run as it left it when the
+// sweep ended it (nil when it was already closed), and when its lease ran
+// out.
+type sweptRun struct {
+	run   *engine.Run
+	ended time.Time
+}
+
+// sweepReservations is step 3 of sweep, for the runs in candidates (locked).
+func (s *Store) sweepReservations(ctx context.Context, tx pgx.Tx, now time.Time, candidates []string) (map[string]sweptRun, error) {
+	rows, err := tx.Query(ctx,
+		`DELETE FROM reservations WHERE expires_at <= $1 AND run = ANY($2::text[]) RETURNING run, address, holder, expires_at`,
 		nanos(now), candidates)
 	if err != nil {
-		return nil, fmt.Errorf("sweeping leases: %w", s.mapErr(err))
+		return nil, s.mapErr(err)
 	}
 	type lapsed struct {
 		addrs  engine.AddressSet
 		holder engine.Holder
+		ended  time.Time
 	}
 	byRun := map[string]*lapsed{}
 	var run, addr, holder string
-	if _, err := pgx.ForEachRow(rows, []any{&run, &addr, &holder}, func() error {
+	var expires int64
+	if _, err := pgx.ForEachRow(rows, []any{&run, &addr, &holder, &expires}, func() error {
 		l := byRun[run]
 		if l == nil {
 			l = &lapsed{}
@@ -330,32 +439,108 @@ func (s *Store) sweep(ctx context.Context, tx pgx.Tx, now time.Time) ([]string, 
 			byRun[run] = l
 		}
 		l.addrs = append(l.addrs, engine.Address(addr))
+		if t := fromNanos(expires); t.After(l.ended) {
+			l.ended = t
+		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("sweeping leases: %w", s.mapErr(err))
+		return nil, s.mapErr(err)
 	}
-	runs := make([]string, 0, len(byRun))
+	ids := make([]string, 0, len(byRun))
 	for id := range byRun {
-		runs = append(runs, id)
+		ids = append(ids, id)
 	}
-	sort.Strings(runs)
-	for _, id := range runs {
+	sort.Strings(ids)
+	out := map[string]sweptRun{}
+	for _, id := range ids {
 		l := byRun[id]
-		r, err := s.getRun(ctx, tx, id) // locked above
+		r, err := s.getRun(ctx, tx, id) // locked by sweep
 		if err != nil {
-			return nil, fmt.Errorf("sweeping leases: reading run %s: %w", id, err)
+			return nil, fmt.Errorf("reading run %s: %w", id, err)
 		}
-		if store.ExpireRun(&r, l.holder, now) {
+		e := sweptRun{ended: l.ended}
+		if store.ExpireRun(&r, l.holder, l.ended, now) {
 			if err := s.updateRun(ctx, tx, r); err != nil {
-				return nil, fmt.Errorf("sweeping leases: %w", err)
+				return nil, err
 			}
+			e.run = &r
 		}
 		if err := s.appendMarkers(ctx, tx, id, now, []engine.Marker{store.LeaseExpiredMarker(l.addrs, now)}); err != nil {
-			return nil, fmt.Errorf("sweeping leases: run %s: %w", id, err)
+			return nil, fmt.Errorf("run %s: %w", id, err)
 		}
+		out[id] = e
 	}
-	if len(runs) == 0 {
-		return nil, nil
+	return out, nil
+}
+
+// sweepRun is step 4 of sweep for run id (locked): it reports whether it
+// ended the run.
+func (s *Store) sweepRun(ctx context.Context, tx pgx.Tx, now time.Time, id string) (sweptRun, bool, error) {
+	r, err := s.getRun(ctx, tx, id)
+	if err != nil {
+		return sweptRun{}, false, fmt.Errorf("reading run %s: %w", id, err)
 	}
-	return runs, nil
+	var live bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM reservations WHERE run = $1 AND expires_at > $2)`, id, nanos(now)).Scan(&live); err != nil {
+		return sweptRun{}, false, s.mapErr(err)
+	}
+	if !store.RunLeaseLapsed(r, live, now) {
+		return sweptRun{}, false, nil
+	}
+	ended := r.LeaseUntil
+	m := store.ExpireRunLease(&r, now)
+	if err := s.updateRun(ctx, tx, r); err != nil {
+		return sweptRun{}, false, err
+	}
+	if err := s.appendMarkers(ctx, tx, id, now, []engine.Marker{m}); err != nil {
+		return sweptRun{}, false, fmt.Errorf("run %s: %w", id, err)
+	}
+	return sweptRun{run: &r, ended: ended}, true, nil
+}
+
+// releaseExpiredPlan is step 5 of sweep for apply run a (its plan is
+// locked by sweep); ended is when a's lease ran out.
+func (s *Store) releaseExpiredPlan(ctx context.Context, tx pgx.Tx, a engine.Run, ended, now time.Time) error {
+	plan, err := s.getRun(ctx, tx, a.PlanRun)
+	if err != nil {
+		return err
+	}
+	var reserved bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM markers WHERE run = $1 AND kind = $2)`, a.ID, string(engine.MarkerReserved)).Scan(&reserved); err != nil {
+		return s.mapErr(err)
+	}
+	if !store.ReleaseExpiredPlan(&plan, a, reserved, ended, now) {
+		return nil
+	}
+	return s.updateRun(ctx, tx, plan)
+}
+
+// RenewRun extends the run's own lease (engine.Run.LeaseUntil) to
+// now+lease, at the database clock's now, under the run's row lock, while
+// the run is in progress (store.RenewRunLease). ErrLeaseLost when it is not
+// (finished, or ended by the lease sweep — which holds the same lock, so
+// the two never interleave); ErrNotFound for an unknown run; ErrInvalid for
+// a lease <= 0. UpdatedAt is left alone and no marker is written.
+func (s *Store) RenewRun(ctx context.Context, run string, lease time.Duration) error {
+	if err := store.CheckLease(lease); err != nil {
+		return fmt.Errorf("renewing the lease of run %s: %w", run, err)
+	}
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		r, err := s.lockRun(ctx, tx, run)
+		if err != nil {
+			return err
+		}
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := store.RenewRunLease(&r, lease, now); err != nil {
+			return err
+		}
+		return s.updateRun(ctx, tx, r)
+	})
+	if err != nil {
+		return fmt.Errorf("renewing the lease of run %s: %w", run, err)
+	}
+	return nil
 }

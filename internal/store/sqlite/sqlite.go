@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -65,6 +67,7 @@ type Option func(*options)
 type options struct {
 	busyTimeout time.Duration
 	clock       func() time.Time
+	log         *slog.Logger
 }
 
 // WithBusyTimeout sets how long a write waits for the write lock
@@ -79,15 +82,31 @@ func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.clock = now }
 }
 
+// WithLogger sets the logger of Open's notes on the files' permissions
+// (slog.Default() if unset): info when it made a file private, a warning
+// when it could not.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.log = l }
+}
+
 // Open opens (creating if needed) the store at path, a file name. It creates
 // the parent directory with mode 0700 and the file with mode 0600 — the
 // database holds saved plans and state snapshots, which hold secrets — then
 // applies the embedded migrations. A database whose schema is newer than
 // this binary's migrations is refused with a *SchemaTooNewError.
+//
+// A database file, or its -wal or -shm file, that exists already (an empty
+// file made beforehand, a copy) keeps its mode; so when one belongs to the
+// current user and group or others have any permission on it, Open sets it
+// to 0600 and logs it at info. When it cannot (or the file is someone
+// else's), it logs a warning and goes on.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	o := options{busyTimeout: DefaultBusyTimeout, clock: time.Now}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
 	}
 	if o.busyTimeout < time.Millisecond {
 		o.busyTimeout = time.Millisecond
@@ -110,6 +129,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
+	for _, p := range []string{abs, abs + "-wal", abs + "-shm"} {
+		makePrivate(p, o.log)
+	}
 
 	db, err := sql.Open("sqlite", dsn(abs, o.busyTimeout))
 	if err != nil {
@@ -121,6 +143,57 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// makePrivate sets the existing file path to mode 0600 when it belongs to
+// the current user and grants group or others any permission, logging at
+// info; a file it cannot change, or that is another user's, gets a warning.
+// A missing file, and any file where the platform has no Unix owner, is
+// left alone (SQLite creates -wal and -shm with the database file's mode).
+func makePrivate(path string, log *slog.Logger) {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	mode := fi.Mode().Perm()
+	if mode&0o077 == 0 {
+		return
+	}
+	const why = "the store holds saved plans and state snapshots, which hold secrets"
+	uid, ok := fileOwner(fi)
+	if !ok {
+		return // no Unix owner (Windows): the permission bits say little there
+	}
+	if uid != os.Getuid() {
+		log.Warn("store file is open to group or others and belongs to another user: leaving its mode; make it 0600",
+			"path", path, "mode", fmt.Sprintf("%#o", mode), "why", why)
+		return
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		log.Warn("store file is open to group or others and could not be made private (0600)",
+			"path", path, "mode", fmt.Sprintf("%#o", mode), "err", err, "why", why)
+		return
+	}
+	log.Info("store file was open to group or others: set its mode to 0600",
+		"path", path, "was", fmt.Sprintf("%#o", mode), "why", why)
+}
+
+// fileOwner returns the uid of fi's owner, read from the Uid field of its
+// platform stat (syscall.Stat_t on Unix) without naming that type, which
+// Windows lacks; ok is false where there is none.
+func fileOwner(fi os.FileInfo) (uid int, ok bool) {
+	v := reflect.ValueOf(fi.Sys())
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return 0, false
+	}
+	f := v.FieldByName("Uid")
+	if !f.IsValid() || !f.CanUint() {
+		return 0, false
+	}
+	return int(f.Uint()), true
 }
 
 // dsn builds the modernc.org/sqlite data source name: a file: URI (so a path
@@ -154,9 +227,18 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	sources := p.ListSources()
 	newest := sources[len(sources)-1].Version
+	// Racing openers of a new file can also meet SQLITE_BUSY outside the
+	// busy handler's reach (switching a fresh file to WAL, creating goose's
+	// version table): retry the whole step a few times with a short,
+	// growing pause.
+	const attempts = 8
 	for attempt := 1; ; attempt++ {
 		cur, err := p.GetDBVersion(ctx)
 		if err != nil {
+			if attempt < attempts && ctx.Err() == nil {
+				pause(ctx, attempt)
+				continue
+			}
 			return fmt.Errorf("reading schema version: %w", s.mapErr(err))
 		}
 		if cur > newest {
@@ -169,9 +251,21 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if attempt == 3 || ctx.Err() != nil {
+		if attempt == attempts || ctx.Err() != nil {
 			return fmt.Errorf("migrating schema from version %d to %d: %w", cur, newest, s.mapErr(err))
 		}
+		pause(ctx, attempt)
+	}
+}
+
+// pause sleeps 25 ms × attempt (at most 200 ms), or until ctx ends.
+func pause(ctx context.Context, attempt int) {
+	d := time.Duration(min(attempt, 8)) * 25 * time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

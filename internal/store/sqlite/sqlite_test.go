@@ -1,10 +1,12 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +76,97 @@ func TestOpenCreatesPrivateFiles(t *testing.T) {
 				t.Fatalf("mode of %s = %v; want %v", tc.path, fi.Mode(), tc.mode)
 			}
 		})
+	}
+}
+
+// TestOpenMakesExistingFilesPrivate: a store file that exists before Open
+// (an empty file made beforehand, a leftover -wal or -shm) keeps its mode
+// through OpenFile; Open sets the current user's files to 0600 and logs it,
+// and warns about another user's file without touching it.
+func TestOpenMakesExistingFilesPrivate(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		files map[string]os.FileMode // suffix of the database path → mode before Open
+	}{
+		"empty database file":       {files: map[string]os.FileMode{"": 0o644}},
+		"database, -wal and -shm":   {files: map[string]os.FileMode{"": 0o640, "-wal": 0o644, "-shm": 0o604}},
+		"private already, -wal not": {files: map[string]os.FileMode{"": 0o600, "-wal": 0o660}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "kl.db")
+			for suffix, mode := range tc.files {
+				if err := os.WriteFile(path+suffix, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(path+suffix, mode); err != nil { // past the umask
+					t.Fatal(err)
+				}
+			}
+			var logs bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			s, err := sqlite.Open(t.Context(), path, sqlite.WithLogger(log))
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer s.Close()
+			if _, err := s.CreateState(t.Context(), storetest.NewState("s")); err != nil {
+				t.Fatalf("CreateState: %v", err)
+			}
+			for suffix, was := range tc.files {
+				p := path + suffix
+				fi, err := os.Stat(p)
+				if err != nil {
+					t.Fatalf("stat: %v", err)
+				}
+				if fi.Mode().Perm() != 0o600 {
+					t.Errorf("mode of %s = %v, want 0600", p, fi.Mode().Perm())
+				}
+				said := strings.Contains(logs.String(), "set its mode to 0600") && strings.Contains(logs.String(), "path="+p+" ")
+				if wantLog := was&0o077 != 0; said != wantLog {
+					t.Errorf("log says %s was made private: %v, want %v (mode was %v); log:\n%s", p, said, wantLog, was, logs.String())
+				}
+			}
+			if strings.Contains(logs.String(), "level=WARN") {
+				t.Errorf("warnings about the current user's files:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// TestOpenLeavesAnotherUsersFile: a store file open to others that belongs
+// to another user is left as it is, with a warning (root only: it chowns).
+func TestOpenLeavesAnotherUsersFile(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	path := filepath.Join(t.TempDir(), "kl.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s, err := sqlite.Open(t.Context(), path, sqlite.WithLogger(log))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o644 {
+		t.Errorf("mode = %v, want 0644 left as it was", fi.Mode().Perm())
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "belongs to another user") {
+		t.Errorf("no warning about another user's file open to others; log:\n%s", logs.String())
 	}
 }
 

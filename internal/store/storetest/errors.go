@@ -50,6 +50,14 @@ func testErrors(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				return err
 			}, engine.ErrLeaseLost},
 			"Renew without lease": {func() error { return f.s.Renew(f.ctx, r.ID, time.Minute) }, engine.ErrLeaseLost},
+			"RenewRun unknown":    {func() error { return f.s.RenewRun(f.ctx, "nope", time.Minute) }, engine.ErrNotFound},
+			"RenewRun finished": {func() error {
+				return f.s.RenewRun(f.ctx, f.run("s", engine.KindApply, engine.StatusApplied).ID, time.Minute)
+			}, engine.ErrLeaseLost},
+			"Acquire finished run": {func() error {
+				_, err := f.acquire("s", f.run("s", engine.KindApply, engine.StatusFailed).ID, time.Minute, w("terraform_data.free"))
+				return err
+			}, engine.ErrConflict},
 		}
 		sentinels := []error{engine.ErrNotFound, engine.ErrConflict, engine.ErrLeaseLost, engine.ErrInvalid}
 		for name, tc := range tests {

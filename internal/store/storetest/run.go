@@ -26,6 +26,7 @@ func fullRun(state string) engine.Run {
 		CreatedAt:  ts,
 		UpdatedAt:  ts.Add(time.Second),
 		FinishedAt: &fin,
+		LeaseUntil: ts.Add(time.Minute),
 		Envelope: &engine.Envelope{
 			Actor:        "octocat",
 			Holder:       engine.Holder{Host: "runner-1", PID: 99},

@@ -1,0 +1,131 @@
+package engine_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store/sqlite"
+	"github.com/kilolock/kilolock/internal/tfstate"
+)
+
+func TestValidateStateName(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		in string
+		ok bool
+	}{
+		"one segment":               {in: "prod", ok: true},
+		"three segments":            {in: "acme/infra/prod", ok: true},
+		"dots, dashes, underscores": {in: "acme.io/infra_core/eu-west-1.prod", ok: true},
+		"digit first":               {in: "0/1", ok: true},
+		"dots inside":               {in: "a..b", ok: true},
+		"200 characters":            {in: strings.Repeat("a", 200), ok: true},
+		"200 with segments":         {in: strings.Repeat("ab/", 66) + "ab", ok: true},
+		"empty":                     {in: ""},
+		"201 characters":            {in: strings.Repeat("a", 201)},
+		"double slash":              {in: "a//b"},
+		"leading slash":             {in: "/a"},
+		"trailing slash":            {in: "a/"},
+		"only a slash":              {in: "/"},
+		"dot-dot segment":           {in: "a/../b"},
+		"dot segment":               {in: "a/./b"},
+		"dot-dot alone":             {in: ".."},
+		"trailing dots":             {in: "a.."},
+		"trailing dot":              {in: "a/b."},
+		"dot first":                 {in: ".a"},
+		"dash first in a segment":   {in: "a/-b"},
+		"underscore first":          {in: "_a"},
+		"space":                     {in: "bad name"},
+		"backslash":                 {in: `a\b`},
+		"colon":                     {in: "a:b"},
+		"non-ASCII letter":          {in: "prød"},
+		"newline":                   {in: "a\nb"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := engine.ValidateStateName(tc.in)
+			if tc.ok {
+				if err != nil {
+					t.Errorf("ValidateStateName(%q) = %v, want nil", tc.in, err)
+				}
+				return
+			}
+			if !errors.Is(err, engine.ErrInvalid) {
+				t.Fatalf("ValidateStateName(%q) = %v, want ErrInvalid", tc.in, err)
+			}
+			for _, w := range []string{"ASCII letters", "single '/'", "starting with a letter or digit", "1-200"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestInitStateLineage: one Terraform lineage is one Kilolock state;
+// adopting a document whose lineage another state has is refused, naming
+// that state, and creates nothing.
+func TestInitStateLineage(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kl.db"))
+	if err != nil {
+		t.Fatalf("opening store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := engine.New(st, nil, nil)
+	const lineage = "0b8d9c64-3f0e-4d7a-9d53-6a1f2c9e8b70"
+	doc := stateDoc(t, lineage, 7)
+
+	x, err := e.InitState(ctx, "acme/x", doc, "tester")
+	if err != nil {
+		t.Fatalf("adopting the document as acme/x: %v", err)
+	}
+	if x.Lineage != lineage || x.HeadSerial != 7 {
+		t.Errorf("acme/x = lineage %s serial %d, want %s 7", x.Lineage, x.HeadSerial, lineage)
+	}
+
+	_, err = e.InitState(ctx, "acme/y", doc, "tester")
+	want := "state acme/x already has lineage " + lineage + ": adopting the same Terraform state twice would fork it; use acme/x"
+	if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), want) {
+		t.Errorf("adopting it again as acme/y = %v, want ErrConflict saying %q", err, want)
+	}
+	// The same name again is refused for its name, not its lineage.
+	_, err = e.InitState(ctx, "acme/x", doc, "tester")
+	if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), "a state of that name exists") {
+		t.Errorf("adopting it again as acme/x = %v, want the name conflict", err)
+	}
+	// Another lineage and empty states (each a new lineage) are fine.
+	if _, err := e.InitState(ctx, "acme/z", stateDoc(t, "7e4f1a2b-9c3d-4e5f-8a6b-1c2d3e4f5a6b", 1), "tester"); err != nil {
+		t.Errorf("adopting another lineage: %v", err)
+	}
+	for _, n := range []string{"acme/e1", "acme/e2"} {
+		if _, err := e.InitState(ctx, n, nil, "tester"); err != nil {
+			t.Errorf("creating empty state %s: %v", n, err)
+		}
+	}
+	states, err := st.ListStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range states {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, " "); strings.Contains(got, "acme/y") || len(names) != 4 {
+		t.Errorf("states = %s, want acme/x, acme/z and the two empty ones", got)
+	}
+}
+
+// stateDoc is an empty Terraform state v4 document of lineage at serial.
+func stateDoc(t *testing.T, lineage string, serial int64) []byte {
+	t.Helper()
+	b, err := tfstate.Empty(lineage, serial, "1.5.7").Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
