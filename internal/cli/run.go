@@ -93,9 +93,13 @@ for runs that hold overlapping ones; classifies the versions committed since the
 (independent / plan input changed / planned target changed): a changed planned target
 refuses, a changed plan input re-plans against the head and proceeds only if the intent is
 unchanged (--strict-since-plan refuses instead); applies the saved plan to the snapshot it was
-made from; and commits the result into the head as a new version in one transaction.
+made from; and commits the result into the head as a new version in one transaction. A plan
+without changes reserves nothing, runs no Terraform and commits nothing.
 
-Exit status: 0 committed; 3 refused (reservation conflict, stale plan, intent changed, plan
+If this kl is killed while Terraform applies, what Terraform wrote is kept as a checkpoint:
+once the run's lease has run out, kl run recover RUN commits it.
+
+Exit status: 0 committed (or nothing to commit: a plan without changes); 3 refused (reservation conflict, stale plan, intent changed, plan
 not applicable); 1 any other failure (a failed Terraform apply commits what it wrote).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

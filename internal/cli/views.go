@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -103,7 +104,7 @@ func (a *app) runsCommand() *cobra.Command {
 }
 
 func (a *app) runCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "run", Short: "Inspect one run, or discard an open plan"}
+	cmd := &cobra.Command{Use: "run", Short: "Inspect one run, discard an open plan, or recover what a stopped apply's Terraform wrote"}
 	var reason string
 	discard := &cobra.Command{
 		Use:   "discard RUN",
@@ -140,7 +141,7 @@ A plan that is being applied, or is not open, is left as it is (exit status 3).`
 		},
 	}
 	discard.Flags().StringVar(&reason, "reason", "", "why the plan is discarded (recorded on the run)")
-	cmd.AddCommand(discard)
+	cmd.AddCommand(discard, a.recoverCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show RUN",
 		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance",
@@ -199,4 +200,47 @@ func (a *app) statusCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only this state")
 	return cmd
+}
+
+func (a *app) recoverCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "recover RUN",
+		Short: "Commit what Terraform last wrote for apply run RUN, which stopped without committing",
+		Long: `Recover commits what Terraform wrote for an apply run that stopped before its commit: its
+kl was killed while Terraform applied (the run ends lease-expired once its lease runs out),
+or it failed or was interrupted and its commit did not go through. While Terraform applies,
+kl stores the state Terraform writes as a checkpoint (at most every 2 s); recover takes the
+last one (or the result Terraform returned, when kl got that far) and commits what changed
+against the snapshot Terraform applied to — the same safe rule as a commit whose
+reservations lapsed: an address is taken only where the head has not changed it since the
+plan and no other live run holds it; elsewhere the head is kept and the drift says so. The
+version is marked partial; the run keeps its status and gains the version; the plan stays
+failed: re-plan after recovering.
+
+Without recovering, the next plan would create again what Terraform already created.
+
+Exit status: 0 committed; 3 refused (a plan run, a run that committed already, a run whose
+holder may still be running — wait for its lease —, a run that never ran Terraform, or nothing
+Terraform wrote to recover); 1 any other error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.engine(false)
+			if err != nil {
+				return err
+			}
+			out, err := e.Recover(cmd.Context(), args[0])
+			var re *engine.RecoverError
+			if errors.As(err, &re) {
+				return &ExitError{Code: 3, Err: err}
+			}
+			if err != nil {
+				return err
+			}
+			s, err := e.RunStory(context.WithoutCancel(cmd.Context()), out.Run.ID)
+			if err != nil {
+				return err
+			}
+			return report.RunStory(a.io.Out, s, a.reportOptions())
+		},
+	}
 }

@@ -45,11 +45,18 @@ type ApplyOutcome struct {
 //  3. preflight the since-plan versions (ADR D3): write-changed refuses;
 //     read-changed re-plans against the head and proceeds only if the intent
 //     is unchanged (strict: refuses); independent proceeds;
-//  4. apply the saved plan to the snapshot it was made from;
+//  4. apply the saved plan to the snapshot it was made from, after an
+//     "apply-started" marker, storing the state Terraform writes as it goes
+//     as a checkpoint (ArtifactApplyCheckpoint: what Recover commits if this
+//     process dies before step 6);
 //  5. compare what changed with the planned write set (exact or drift);
 //  6. snapshot-merge the result into the head as version head+1 and release,
 //     in one transaction — also when Terraform failed or was interrupted
 //     part-way, so that what it wrote is never lost (marked partial).
+//
+// A plan without changes (no reservations, no write set, an empty summary)
+// stops after step 1: nothing is reserved, applied or committed; the run
+// and the plan end applied (ApplyOutcome.Version nil).
 //
 // Every decision is a marker; the allowed-because facts are stored on the
 // run (ADR D2, D4). Refusals return typed errors: *StatusError,
@@ -113,11 +120,56 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 		return nil, &RunError{Run: run.ID, Err: fmt.Errorf("claiming plan %s for apply run %s: %w", plan.ID, run.ID, err)}
 	}
 	a := &applier{e: e, in: in, run: run, plan: plan, state: st, pf: pf, ka: ka}
-	out, err := a.do(ctx)
+	do := a.do
+	if nothingToApply(plan.Envelope) {
+		do = a.applyNothing
+	}
+	out, err := do(ctx)
 	if err != nil {
 		return out, &RunError{Run: run.ID, Err: err}
 	}
 	return out, nil
+}
+
+// nothingToApply reports whether a plan changes nothing and holds nothing:
+// no reservations, an empty write set and a summary without changes. Such a
+// plan has no footprint to reserve, and a commit needs reservations.
+func nothingToApply(env *Envelope) bool {
+	return len(env.Reservations) == 0 && len(env.Footprint.Write) == 0 && env.Summary.Empty()
+}
+
+// reasonNothingToApply is the reason of the apply run of a plan without
+// changes.
+const reasonNothingToApply = "the plan has no changes: nothing applied, nothing committed"
+
+// applyNothing ends the apply of a plan without changes (nothingToApply)
+// at once: no reservation, no since-plan preflight, no Terraform, no
+// version. The run ends applied with an "applied" marker of Count 0 and
+// the plan is consumed (applied): applying nothing is done.
+func (a *applier) applyNothing(ctx context.Context) (*ApplyOutcome, error) {
+	e := a.e
+	run, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
+		r.Status = StatusApplied
+		r.Reason = reasonNothingToApply
+		t := e.now()
+		r.FinishedAt = &t
+		return nil
+	}, Marker{Kind: MarkerApplied, Reason: "the plan has no changes: Terraform was not run"})
+	if err != nil {
+		err = leaseLost(a.run.ID, err)
+		a.abort(ctx, StatusFailed, fmt.Sprintf("recording the end of an apply without changes: %v", err), StatusPlanned)
+		return nil, fmt.Errorf("ending apply run %s of plan %s without changes: %w", a.run.ID, a.plan.ID, err)
+	}
+	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying}, func(r *Run) error {
+		if err := claimedBy(r, a.run.ID); err != nil {
+			return err
+		}
+		r.Status = StatusApplied
+		return nil
+	}); err != nil {
+		e.log().Error("finishing plan", "run", a.plan.ID, "err", err)
+	}
+	return &ApplyOutcome{Run: run}, nil
 }
 
 // planFiles is what an apply needs of a plan run.

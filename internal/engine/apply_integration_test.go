@@ -68,12 +68,15 @@ func TestApplyCommits(t *testing.T) {
 		t.Errorf("plan run = status %s, apply run %q; want applied by %s", pr.Status, pr.ApplyRun, run.ID)
 	}
 	wantKinds := []engine.MarkerKind{engine.MarkerReserved, engine.MarkerPreflight, engine.MarkerStalenessPassed,
-		engine.MarkerApplied, engine.MarkerCommitted, engine.MarkerReleased}
+		engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerCommitted, engine.MarkerReleased}
 	ms := h.markers(run.ID)
 	if got := kinds(ms); !slices.Equal(got, wantKinds) {
 		t.Fatalf("apply markers = %v, want %v", got, wantKinds)
 	}
-	if m := ms[4]; m.Serial != v.Serial || m.FromSerial != before || m.Mode != engine.CommitSnapshotMerge {
+	if m := ms[3]; m.Serial != before {
+		t.Errorf("apply-started marker = %+v, want serial %d", m, before)
+	}
+	if m := ms[5]; m.Serial != v.Serial || m.FromSerial != before || m.Mode != engine.CommitSnapshotMerge {
 		t.Errorf("committed marker = %+v", m)
 	}
 	if m := ms[0]; m.Count != 2 || !sameSet(m.Addresses, addrs("a", "b")) {

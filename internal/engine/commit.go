@@ -25,7 +25,18 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 		return nil, fmt.Errorf("parsing snapshot %d of state %s: %w", env.SourceSerial, a.state.Name, err)
 	}
 
-	res, applyErr := e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base, Progress: a.in.Progress})
+	// Say that Terraform runs before it does, in the run's own update: a
+	// run the lease sweep ended meanwhile does not start Terraform, and
+	// every story can tell whether Terraform ran (and a lapsed one may
+	// have changed infrastructure: Recover).
+	if _, err := e.Store.UpdateRun(ctx, a.run.ID, []RunStatus{StatusApplying}, func(*Run) error { return nil },
+		Marker{Kind: MarkerApplyStarted, Serial: env.SourceSerial}); err != nil {
+		err = leaseLost(a.run.ID, err)
+		a.abort(ctx, StatusFailed, fmt.Sprintf("recording the start of terraform apply: %v", err), StatusPlanned)
+		return nil, fmt.Errorf("recording the start of terraform apply for run %s: %w", a.run.ID, err)
+	}
+	res, applyErr := e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base,
+		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx)})
 	// From here on ctx may be cancelled (Ctrl-C): finish with a context that
 	// is not, so that what Terraform wrote is committed and reservations are
 	// released exactly once.
@@ -120,6 +131,22 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	return out, err
 }
 
+// checkpoint returns the ApplyRequest.Checkpoint of the run: it stores the
+// state Terraform has written so far as ArtifactApplyCheckpoint,
+// overwriting the last one. Best effort: a failure is logged and the apply
+// goes on (the result is stored and committed when Terraform returns; the
+// checkpoint only matters if this process dies first). It stores also
+// after ctx is cancelled: an interrupted Terraform still writes.
+func (a *applier) checkpoint(ctx context.Context) func([]byte) {
+	return func(state []byte) {
+		bctx, cancel := background(ctx)
+		defer cancel()
+		if err := a.e.Store.PutArtifact(bctx, a.run.ID, ArtifactApplyCheckpoint, state); err != nil {
+			a.e.log().Warn("storing apply checkpoint (the apply goes on)", "run", a.run.ID, "bytes", len(state), "err", err)
+		}
+	}
+}
+
 // heldByOthers returns the addresses of changed that another run holds a
 // live reservation on (any mode, prefixes included).
 func (a *applier) heldByOthers(ctx context.Context, changed AddressSet) ([]string, error) {
@@ -153,6 +180,12 @@ type commitSpec struct {
 	reason     string
 	partial    bool // Terraform failed or was interrupted part-way
 	requireRes bool // fail with ErrLeaseLost unless the run still holds reservations
+	// recovered makes the commit a recovery (Engine.Recover) of a run that
+	// ended without committing: the run keeps its status, reason and end
+	// and gains only CommittedSerial; this marker (Serial and Count set
+	// here) is appended instead of a "failed" one; the plan is left to the
+	// caller.
+	recovered *Marker
 }
 
 // commit writes version head+1: the snapshot-merge of result into the head
@@ -205,15 +238,29 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 				markers = append(markers, Marker{Kind: MarkerDrift, Drift: &d, Reason: driftText(&d)})
 			}
 			markers = append(markers, Marker{Kind: MarkerCommitted, Serial: serial, FromSerial: head.Serial, Mode: CommitSnapshotMerge, Count: len(changed)})
-			if spec.status != StatusApplied {
+			switch {
+			case spec.recovered != nil:
+				m := *spec.recovered
+				m.Serial, m.Count, m.Addresses = serial, len(changed), d.Kept
+				m.Reason = recoveredText(m.Extra[extraArtifact], serial, d.Kept)
+				markers = append(markers, m)
+			case spec.status != StatusApplied:
 				markers = append(markers, Marker{Kind: MarkerFailed, Reason: spec.reason})
 			}
 			return CommitResult{
 				Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov,
 				UpdateRun: func(r *Run) error {
 					if r.CommittedSerial != 0 {
-						// A run commits once (a retried commit must not write twice).
+						// A run commits once (a retried commit, or a second
+						// recovery, must not write twice).
 						return fmt.Errorf("%w: run %s already committed version %d", ErrConflict, r.ID, r.CommittedSerial)
+					}
+					if spec.recovered != nil {
+						if r.InProgress() {
+							return fmt.Errorf("%w: run %s is %s again", ErrConflict, r.ID, r.Status)
+						}
+						r.CommittedSerial = serial
+						return nil
 					}
 					r.Status = spec.status
 					r.Reason = spec.reason
@@ -229,7 +276,9 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 	if err != nil {
 		return nil, err
 	}
-	e.finishPlans(ctx, a, planStatus, v.Serial)
+	if spec.recovered == nil {
+		e.finishPlans(ctx, a, planStatus, v.Serial)
+	}
 	return &v, nil
 }
 

@@ -34,12 +34,20 @@ const (
 	DefaultPoll = 250 * time.Millisecond
 )
 
-// Artifact names stored per plan run (they hold secrets: server-side only).
+// Artifact names stored per run (they hold secrets: server-side only).
 const (
-	ArtifactPlanFile    = "plan.tfplan"
-	ArtifactConfig      = "config.tar.gz"
-	ArtifactIntent      = "intent.json"
+	// Of a plan run.
+	ArtifactPlanFile = "plan.tfplan"
+	ArtifactConfig   = "config.tar.gz"
+	ArtifactIntent   = "intent.json"
+	// ArtifactApplyResult (apply run) is the state Terraform left when it
+	// returned, stored before the commit.
 	ArtifactApplyResult = "apply-result.tfstate"
+	// ArtifactApplyCheckpoint (apply run) is the state Terraform had
+	// written to the run's snapshot file the last time Kilolock looked
+	// while it applied (ApplyRequest.Checkpoint), overwritten each time:
+	// what survives a holder killed mid-apply (Engine.Recover).
+	ArtifactApplyCheckpoint = "apply-checkpoint.tfstate"
 )
 
 // Engine orchestrates plans and applies over a Store and a Terraform.

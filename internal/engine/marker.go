@@ -17,12 +17,14 @@ const (
 	MarkerReplanned       MarkerKind = "replanned"        // re-plan against the head; IntentChanged says how it ended
 	MarkerWidened         MarkerKind = "widened"          // narrow lane → broader scope
 	MarkerFellBack        MarkerKind = "fell-back"        // native lane → full snapshot
+	MarkerApplyStarted    MarkerKind = "apply-started"    // terraform apply about to run on snapshot Serial
 	MarkerApplied         MarkerKind = "applied"          // terraform apply finished
 	MarkerCommitted       MarkerKind = "committed"        // version Serial written
 	MarkerDrift           MarkerKind = "drift"            // committed ≠ planned
 	MarkerReleased        MarkerKind = "released"         // reservations released
 	MarkerLeaseExpired    MarkerKind = "lease-expired"    // holder stopped renewing
 	MarkerFailed          MarkerKind = "failed"           // Reason says why
+	MarkerRecovered       MarkerKind = "recovered"        // `kl run recover` committed version Serial from what Terraform last wrote
 )
 
 // Marker is one typed, timestamped event on a run (ADR D4). Which fields are
@@ -37,13 +39,19 @@ const (
 //	replanned         Other (the re-plan run), Serial (head planned against), IntentChanged, Class (where the
 //	                  re-plan differed: write-changed = the intent, read-changed = what the plan reads),
 //	                  Addresses (those differences), Extra["outside"] (instances it changes outside the footprint)
-//	applied           Count (resources Terraform changed)
+//	apply-started     Serial (the snapshot Terraform applies the plan to: the plan's source serial); written
+//	                  just before Terraform runs, so a run without it never ran Terraform
+//	applied           Count (resources Terraform changed), Addresses; with Count 0 and a Reason, Terraform
+//	                  was not run (a plan without changes)
 //	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
 //	drift             Drift
 //	released          Count
 //	lease-expired     Addresses (the reservations dropped); or, when the run's own lease (Run.LeaseUntil) ran
 //	                  out while it held none (planning, waiting), no addresses and Reason
 //	failed            Reason
+//	recovered         Serial (the version committed), Count (addresses it changed), Addresses (changes
+//	                  kept at the head, not merged), Extra["artifact"] (the artifact recovered from:
+//	                  apply-result.tfstate or apply-checkpoint.tfstate), Reason
 type Marker struct {
 	// Run is the run the marker belongs to; set on read by the engine's
 	// views (the store keys markers by run).

@@ -61,6 +61,15 @@ type ApplyRequest struct {
 	Config   []byte // PlanResult.Config of the plan
 	Snapshot []byte
 	Progress func(Progress)
+	// Checkpoint, if set, is handed the run's state file as Terraform
+	// rewrites it while it applies: after a resource completed or failed,
+	// at most every few seconds, only when the bytes changed, and once more
+	// when Terraform has finished. It is called from one goroutine of the
+	// implementation's own, never from the one reading Terraform's output,
+	// so a slow Checkpoint delays checkpoints, not Terraform. The bytes
+	// hold secrets. The engine stores them as ArtifactApplyCheckpoint: what
+	// Terraform wrote survives a holder killed mid-apply (Engine.Recover).
+	Checkpoint func(state []byte)
 }
 
 // ApplyResult is the state Terraform wrote. Changed counts resources

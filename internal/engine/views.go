@@ -36,6 +36,10 @@ type RunStory struct {
 	Version *Version `json:"version,omitempty"`
 	// Overlaps lists open plans overlapping an open plan.
 	Overlaps []Overlap `json:"overlaps,omitempty"`
+	// Recoverable is what the apply run's Terraform wrote that no version
+	// holds yet (it stopped without committing): `kl run recover` commits
+	// it (Engine.Recover).
+	Recoverable *Recoverable `json:"recoverable,omitempty"`
 }
 
 // RunStory assembles the story of run id, after the lease sweep (a run
@@ -112,6 +116,9 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 		}
 	} else if apply != nil && apply.SincePlan != nil {
 		s.SincePlan = apply.SincePlan
+	}
+	if apply != nil {
+		s.Recoverable = e.recoverableOf(ctx, *apply, s.Plan)
 	}
 	if apply != nil && apply.CommittedSerial > 0 {
 		v, err := e.Store.GetVersion(ctx, apply.State, apply.CommittedSerial)
@@ -233,12 +240,17 @@ type Why struct {
 	Waited []Marker `json:"waited,omitempty"`
 	// Reserved is the "reserved" marker (with how long it waited), if any.
 	Reserved *Marker `json:"reserved,omitempty"`
-	// Decisive are the markers that decided a refusal or a re-plan:
-	// staleness-failed, replanned, failed, lease-expired.
+	// Decisive are the markers that decided a refusal or a re-plan, or
+	// tell how an apply ended: staleness-failed, replanned, failed,
+	// lease-expired, drift, recovered — and apply-started for an apply
+	// that did not commit (Terraform ran: infrastructure may have changed).
 	Decisive  []Marker   `json:"decisive,omitempty"`
 	SincePlan *SincePlan `json:"since_plan,omitempty"`
 	// Overlaps: for a pending plan, the open plans it would contend with.
 	Overlaps []Overlap `json:"overlaps,omitempty"`
+	// Recoverable: what the apply's Terraform wrote that no version holds
+	// yet (see RunStory.Recoverable).
+	Recoverable *Recoverable `json:"recoverable,omitempty"`
 }
 
 // Why explains run id. For a plan run it explains the apply that claimed
@@ -266,9 +278,10 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 			}
 			w.Apply = &last
 			w.Reason = fmt.Sprintf("plan not applied yet; the last attempt, apply run %s, was %s: %s", last.ID, last.Status, last.Reason)
-			if err := e.collectWhy(ctx, w, last.ID); err != nil {
+			if err := e.collectWhy(ctx, w, last); err != nil {
 				return nil, err
 			}
+			w.Recoverable = e.recoverableOf(ctx, last, &p)
 		}
 		if run.Envelope != nil {
 			if w.SincePlan, err = e.SincePlan(ctx, run.ID); err != nil {
@@ -293,9 +306,10 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 		}
 		w.Plan = &p
 	}
-	if err := e.collectWhy(ctx, w, target.ID); err != nil {
+	if err := e.collectWhy(ctx, w, target); err != nil {
 		return nil, err
 	}
+	w.Recoverable = e.recoverableOf(ctx, target, w.Plan)
 	w.Facts = target.AllowedBecause
 	w.SincePlan = target.SincePlan
 	w.Reason = target.Reason
@@ -315,23 +329,29 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 	return w, nil
 }
 
-// collectWhy sorts the markers of apply run id into w: waits, the
+// collectWhy sorts the markers of apply run a into w: waits, the
 // reservation, and the decisive markers.
-func (e *Engine) collectWhy(ctx context.Context, w *Why, id string) error {
-	ms, err := e.Store.Markers(ctx, id)
+func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
+	ms, err := e.Store.Markers(ctx, a.ID)
 	if err != nil {
-		return fmt.Errorf("reading markers of run %s: %w", id, err)
+		return fmt.Errorf("reading markers of run %s: %w", a.ID, err)
 	}
 	for i := range ms {
 		m := ms[i]
-		m.Run = id
+		m.Run = a.ID
 		switch m.Kind {
 		case MarkerWaited:
 			w.Waited = append(w.Waited, m)
 		case MarkerReserved:
 			w.Reserved = &m
-		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDrift:
+		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDrift, MarkerRecovered:
 			w.Decisive = append(w.Decisive, m)
+		case MarkerApplyStarted:
+			// Decisive where the apply stopped before its own commit:
+			// Terraform ran, so infrastructure may have changed.
+			if a.Status != StatusApplied && a.Status != StatusApplying {
+				w.Decisive = append(w.Decisive, m)
+			}
 		}
 	}
 	return nil

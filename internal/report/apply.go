@@ -180,16 +180,37 @@ func endTitle(st engine.RunStatus) string {
 	return "Failed"
 }
 
-// endFields tells what a failed or interrupted apply left behind — the
-// verdict line says why it stopped, once: what Terraform wrote, the
-// resources it left tainted (the next plan replaces them), any other
-// failure, and what to do next.
+// endFields tells what a failed, interrupted or expired apply left behind
+// — the verdict line says why it stopped, once: what Terraform wrote; when
+// no version holds it (the holder died mid-apply), what its last state
+// changed and the `kl run recover` that commits it, or, when Kilolock saw
+// nothing although Terraform had started, that infrastructure may have
+// changed; what a recovery committed; the resources it left tainted (the
+// next plan replaces them); any other failure; and what to do next.
 func endFields(s *engine.RunStory, a *engine.Run) fields {
 	var f fields
-	if m := lastOf(s.Markers, a.ID, engine.MarkerApplied); m != nil && len(m.Addresses) > 0 {
+	rec := recoverableOf(s.Recoverable, a)
+	started := lastOf(s.Markers, a.ID, engine.MarkerApplyStarted)
+	switch m := lastOf(s.Markers, a.ID, engine.MarkerApplied); {
+	case m != nil && len(m.Addresses) > 0:
 		f = f.addField("terraform wrote", words(countWords(m.Addresses)+": ", addrs(m.Addresses)))
-	} else if a.CommittedSerial == 0 {
+	case rec != nil:
+		it := "it"
+		if len(rec.Changed) > 1 {
+			it = "them"
+		}
+		f = f.addField("not committed", words(addrs(rec.Changed), ": Terraform wrote "+it+"; no version holds "+it+" yet"))
+	case a.CommittedSerial == 0 && started != nil:
 		f = f.addField("committed", words("nothing"))
+		f = f.addField("terraform", startedUnseenWords(started))
+	case a.CommittedSerial == 0:
+		f = f.addField("committed", words("nothing"))
+	}
+	if rec != nil {
+		f = f.addField("recover", recoverWords(rec))
+	}
+	if m := lastOf(s.Markers, a.ID, engine.MarkerRecovered); m != nil {
+		f = f.addField("recovered", recoveredWords(*m))
 	}
 	if v := s.Version; v != nil && tainted(v.Provenance.Drift) {
 		t := v.Provenance.Drift.Tainted
@@ -209,6 +230,12 @@ func endFields(s *engine.RunStory, a *engine.Run) fields {
 // re-plan when it can no longer be applied.
 func endNext(s *engine.RunStory, a *engine.Run) sentence {
 	p := reviewedPlan(s, a)
+	if rec := recoverableOf(s.Recoverable, a); rec != nil {
+		// First commit what Terraform wrote, or the next plan creates it
+		// again.
+		next, _ := replanNext(*a, p)
+		return words("recover first: ", code(recoverCommand(rec.Run)), " commits what Terraform wrote as a partial version (otherwise the next plan creates it again); then ", next)
+	}
 	if p == nil {
 		return nil
 	}
@@ -220,6 +247,39 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 		return next
 	}
 	return nil
+}
+
+// recoverableOf returns rec when it is apply run a's: what a's Terraform
+// wrote that no version holds yet.
+func recoverableOf(rec *engine.Recoverable, a *engine.Run) *engine.Recoverable {
+	if rec == nil || a == nil || rec.Run != a.ID || a.CommittedSerial != 0 {
+		return nil
+	}
+	return rec
+}
+
+func recoverCommand(run string) string { return "kl run recover " + run }
+
+// recoverWords: "Terraform had written 2 resources when it stopped: `kl run
+// recover RUN`".
+func recoverWords(rec *engine.Recoverable) sentence {
+	return words(toned(toneBad, "Terraform had written "+countWords(rec.Changed)+" when it stopped"), ": ", code(recoverCommand(rec.Run)))
+}
+
+// startedUnseenWords: Terraform ran for an apply that committed nothing,
+// and Kilolock saw nothing it wrote.
+func startedUnseenWords(m *engine.Marker) sentence {
+	return words(toned(toneBad, "started"), fmt.Sprintf(" at %s on serial %d, and Kilolock saw nothing it wrote: infrastructure may have changed all the same; check it before you plan again",
+		fmtTime(m.At), m.Serial))
+}
+
+// recoveredWords tells a "recovered" marker in a run's end fields.
+func recoveredWords(m engine.Marker) sentence {
+	s := words(code("kl run recover"), " committed ", strong(fmt.Sprintf("version %d", m.Serial)), " at "+fmtTime(m.At)+" "+recoveredFrom(m.Extra["artifact"]))
+	if len(m.Addresses) > 0 {
+		s = words(s, "; kept at the head: ", addrs(m.Addresses))
+	}
+	return s
 }
 
 // applySections adds what an apply decided and committed: refusal or how
@@ -306,20 +366,21 @@ func sincePlanSection(d *doc, sp *engine.SincePlan, live bool) {
 }
 
 type applyDocument struct {
-	Schema         string      `json:"schema"`
-	Verdict        string      `json:"verdict"`
-	Text           string      `json:"text"`
-	Run            *jRun       `json:"run"`
-	Plan           *jRun       `json:"plan,omitempty"`
-	Replans        []*jRun     `json:"replans"`
-	Footprint      *jFootprint `json:"footprint,omitempty"`
-	Reserved       *jMarker    `json:"reserved,omitempty"`
-	Waited         []jMarker   `json:"waited"`
-	SincePlan      *jSincePlan `json:"since_plan,omitempty"`
-	AllowedBecause []jFact     `json:"allowed_because"`
-	Refusals       []jRefusal  `json:"refusals"`
-	Markers        []jMarker   `json:"markers"`
-	Version        *jVersion   `json:"version,omitempty"`
+	Schema         string        `json:"schema"`
+	Verdict        string        `json:"verdict"`
+	Text           string        `json:"text"`
+	Run            *jRun         `json:"run"`
+	Plan           *jRun         `json:"plan,omitempty"`
+	Replans        []*jRun       `json:"replans"`
+	Footprint      *jFootprint   `json:"footprint,omitempty"`
+	Reserved       *jMarker      `json:"reserved,omitempty"`
+	Waited         []jMarker     `json:"waited"`
+	SincePlan      *jSincePlan   `json:"since_plan,omitempty"`
+	AllowedBecause []jFact       `json:"allowed_because"`
+	Refusals       []jRefusal    `json:"refusals"`
+	Markers        []jMarker     `json:"markers"`
+	Version        *jVersion     `json:"version,omitempty"`
+	Recoverable    *jRecoverable `json:"recoverable,omitempty"`
 }
 
 func toRuns(rs []engine.Run) []*jRun {
@@ -338,7 +399,8 @@ func applyJSON(s *engine.RunStory) applyDocument {
 	j := applyDocument{Schema: SchemaApply, Verdict: v.word, Text: v.words.plain(), Run: toRun(&a), Plan: toRun(s.Plan),
 		Replans: toRuns(s.Replans), Waited: toMarkers(ofKind(s.Markers, a.ID, engine.MarkerWaited), rl, nil),
 		SincePlan: toSincePlan(s.SincePlan, s.Plan, s.SincePlanLive, s.SincePlanLive), AllowedBecause: toFacts(a.AllowedBecause, res),
-		Refusals: toRefusals(refusals(a, s.Markers, s.SincePlan, s.Replans, s.Plan)), Markers: toMarkers(s.Markers, rl, statuses(s)), Version: toVersion(s.Version)}
+		Refusals: toRefusals(refusals(a, s.Markers, s.SincePlan, s.Replans, s.Plan)), Markers: toMarkers(s.Markers, rl, statuses(s)), Version: toVersion(s.Version),
+		Recoverable: toRecoverable(recoverableOf(s.Recoverable, &a))}
 	if res != nil {
 		m := toMarker(*res, rl[res.Run], a.Status)
 		j.Reserved = &m

@@ -139,6 +139,8 @@ func markerTone(m engine.Marker) tone {
 		return toneWarn
 	case engine.MarkerStalenessPassed, engine.MarkerCommitted, engine.MarkerReserved:
 		return toneGood
+	case engine.MarkerRecovered:
+		return toneWarn // a partial version: the apply did not finish
 	}
 	return toneNone
 }
@@ -230,7 +232,13 @@ func markerWords(m engine.Marker) sentence {
 		return words(v("read set widened"), " to ", addrs(m.Addresses), reasonSuffix(m.Reason))
 	case engine.MarkerFellBack:
 		return words(v("fell back"), " from the native lane to the full snapshot", reasonSuffix(m.Reason))
+	case engine.MarkerApplyStarted:
+		return words(v("terraform apply started"), fmt.Sprintf(" on the snapshot of serial %d", m.Serial))
 	case engine.MarkerApplied:
+		if m.Count == 0 && len(m.Addresses) == 0 && m.Reason != "" {
+			// Terraform was not run (a plan without changes).
+			return words(v("nothing applied"), reasonSuffix(m.Reason))
+		}
 		changed := plural(m.Count, "address", "addresses")
 		if len(m.Addresses) > 0 {
 			changed = countWords(m.Addresses)
@@ -255,6 +263,12 @@ func markerWords(m engine.Marker) sentence {
 		return words(v("lease expired"), ": reservations on ", addrs(m.Addresses), " dropped")
 	case engine.MarkerFailed:
 		return words(v("failed"), reasonSuffix(m.Reason))
+	case engine.MarkerRecovered:
+		s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
+		if len(m.Addresses) > 0 {
+			s = words(s, "; kept at the head (changed there since the plan, or held by another run): ", addrs(m.Addresses))
+		}
+		return s
 	}
 	s := words(v(string(m.Kind)))
 	if m.Other != "" {
@@ -268,4 +282,19 @@ func reasonSuffix(r string) sentence {
 		return nil
 	}
 	return words(": " + r)
+}
+
+// recoveredFrom says which state `kl run recover` committed from
+// (engine.Recover): the artifact of a "recovered" marker or of
+// engine.Recoverable.
+func recoveredFrom(artifact string) string {
+	switch artifact {
+	case engine.ArtifactApplyCheckpoint:
+		return "from the last state Terraform wrote while it applied (its checkpoint)"
+	case engine.ArtifactApplyResult:
+		return "from the state Terraform left when it returned"
+	case "":
+		return "from what Terraform wrote"
+	}
+	return "from what Terraform wrote (" + artifact + ")"
 }

@@ -448,3 +448,22 @@ func toRefusals(rs []refusal) []jRefusal {
 	}
 	return out
 }
+
+// jRecoverable is what a stopped apply's Terraform wrote that no version
+// holds yet (engine.Recoverable).
+type jRecoverable struct {
+	Run         string   `json:"run"`
+	Artifact    string   `json:"artifact"`
+	BaseSerial  int64    `json:"base_serial"`
+	Changed     []string `json:"changed"`
+	Text        string   `json:"text"`
+	NextCommand string   `json:"next_command"`
+}
+
+func toRecoverable(r *engine.Recoverable) *jRecoverable {
+	if r == nil {
+		return nil
+	}
+	return &jRecoverable{Run: r.Run, Artifact: r.Artifact, BaseSerial: r.BaseSerial, Changed: strs(r.Changed),
+		Text: recoverWords(r).plain(), NextCommand: recoverCommand(r.Run)}
+}

@@ -427,6 +427,10 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 			}
 			return verdict{"allowed", driftTone(p), s.add(toned(driftTone(p), driftShort(p.Drift)))}
 		}
+		if a.CommittedSerial == 0 {
+			// A plan without changes: nothing to apply or commit.
+			return verdict{"allowed", toneGood, words(strongT(toneGood, "applied"), ": "+orWords(a.Reason, "nothing committed"))}
+		}
 		return verdict{"allowed", toneGood, s.add(txt(fmt.Sprintf("version %d", a.CommittedSerial)))}
 	case engine.StatusApplying:
 		return verdict{"allowed", toneInfo, words(strongT(toneInfo, "applying"), ": reservations held, Terraform is running")}
@@ -448,15 +452,29 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 	if a.Status == engine.StatusInterrupted {
 		word = "interrupted"
 	}
-	return verdict{word, toneBad, endVerdictWords(a, v)}
+	return verdict{word, toneBad, endVerdictWords(a, v, lastOf(ms, a.ID, engine.MarkerRecovered))}
+}
+
+func orWords(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }
 
 // endVerdictWords says how a failed, interrupted or expired apply ended,
 // once: "interrupted during terraform apply: committed what Terraform
 // wrote (version 13, partial)", "failed: terraform apply: …; committed what
-// Terraform wrote (version 13, partial)".
-func endVerdictWords(a engine.Run, v *engine.Version) sentence {
-	s := endWords(a.Status, a.Reason, toneBad)
+// Terraform wrote (version 13, partial)"; for a run recovered since
+// (recovered, its "recovered" marker), "…; `kl run recover` committed what
+// Terraform had written (version 13, partial)".
+func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) sentence {
+	reason := a.Reason
+	if recovered != nil {
+		// Done: the stored reason's "kl run recover" hint is not news.
+		reason = strings.TrimSuffix(reason, "; "+engine.RecoverHint(a.ID))
+	}
+	s := endWords(a.Status, reason, toneBad)
 	s[0] = strongT(toneBad, s[0].text)
 	if a.CommittedSerial == 0 {
 		return s
@@ -464,6 +482,9 @@ func endVerdictWords(a engine.Run, v *engine.Version) sentence {
 	what := fmt.Sprintf("version %d", a.CommittedSerial)
 	if v == nil || v.Provenance.Partial {
 		what += ", partial"
+	}
+	if recovered != nil {
+		return words(s, "; ", code("kl run recover"), " committed what Terraform had written ("+what+")")
 	}
 	if strings.HasSuffix(a.Reason, "committed what Terraform wrote") {
 		return s.add(txt(" (" + what + ")"))

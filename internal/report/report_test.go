@@ -62,6 +62,10 @@ func goldenCases() []goldenCase {
 		{"apply", "refused-conflict", apply(storyRefusedConflict)},
 		{"apply", "partial-drift", apply(storyPartialDrift)},
 		{"apply", "interrupted-tainted", apply(storyInterrupted)},
+		{"apply", "lease-expired-recoverable", apply(storyLeaseExpiredRecoverable)},
+		{"apply", "lease-expired-unseen", apply(storyLeaseExpiredUnseen)},
+		{"apply", "recovered", apply(storyRecovered)},
+		{"apply", "no-changes", apply(storyNoChanges)},
 		{"run", "apply-waited-replanned", story(storyWaitedReplanned)},
 		{"run", "apply-refused-stale", story(storyRefusedStale)},
 		{"run", "apply-refused-behind-head", story(storyRefusedBehindHead)},
@@ -71,6 +75,9 @@ func goldenCases() []goldenCase {
 		{"run", "plan-applied", story(storyPlanApplied)},
 		{"run", "plan-open-again", story(storyPlanOpenAgain)},
 		{"run", "apply-interrupted-tainted", story(storyInterrupted)},
+		{"run", "apply-lease-expired-recoverable", story(storyLeaseExpiredRecoverable)},
+		{"run", "apply-recovered", story(storyRecovered)},
+		{"run", "apply-no-changes", story(storyNoChanges)},
 		{"history", "prod", func(w io.Writer, o Options) error { return History(w, prodState(15), historyProd(), o) }},
 		{"history", "empty", func(w io.Writer, o Options) error { return History(w, prodState(15), nil, o) }},
 		{"history", "page-concurrent", func(w io.Writer, o Options) error { return History(w, prodState(40), historyConcurrent(), o) }},
@@ -97,6 +104,11 @@ func goldenCases() []goldenCase {
 		{"why", "pending", why(whyPending)},
 		{"why", "plan-open-again", why(whyPlanOpenAgain)},
 		{"why", "interrupted-tainted", why(func() *engine.Why { return whyFrom(storyInterrupted(), engine.VerdictInterrupted) })},
+		{"why", "lease-expired-recoverable", why(func() *engine.Why { return whyFrom(storyLeaseExpiredRecoverable(), engine.VerdictFailed) })},
+		{"why", "plan-lease-expired-recoverable", why(func() *engine.Why {
+			return whyPlanOf(storyLeaseExpiredRecoverable(), engine.VerdictFailed)
+		})},
+		{"why", "recovered", why(func() *engine.Why { return whyFrom(storyRecovered(), engine.VerdictFailed) })},
 		{"status", "waiter", func(w io.Writer, o Options) error { return Status(w, statusWaiter(), o) }},
 		{"footprint", "widening", func(w io.Writer, o Options) error {
 			return Footprint(w, "plan.json", footprintWidened(), engine.PlanSummary{Add: 1, Change: 1, Outputs: 1}, o)

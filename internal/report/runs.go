@@ -82,6 +82,10 @@ func whatWords(r engine.Run) sentence {
 			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", r.CommittedSerial)))
 		}
 		switch r.Status {
+		case engine.StatusApplied:
+			if r.CommittedSerial == 0 {
+				s = s.add(txt("; no changes: nothing committed"))
+			}
 		case engine.StatusRefused, engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
 			if c := firstClause(r.Reason, r.PlanRun); c != "" {
 				s = s.add(txt("; "), toned(statusTone(r.Status), c))

@@ -25,9 +25,10 @@ func storyAllowedConcurrent() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
-		engine.Marker{Run: applyA, Seq: 4, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},
-		engine.Marker{Run: applyA, Seq: 5, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 3},
-		engine.Marker{Run: applyA, Seq: 6, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
+		engine.Marker{Run: applyA, Seq: 5, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},
+		engine.Marker{Run: applyA, Seq: 6, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 3},
+		engine.Marker{Run: applyA, Seq: 7, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "alice", PR: pr(42)},
@@ -88,9 +89,10 @@ func storyWaitedReplanned() *engine.RunStory {
 			Reason: fmt.Sprintf("plan input changed in version 14; re-plan %s against head 14 plans the same for the reviewed write set "+
 				"and changes nothing this plan reads: applying the reviewed plan", replanA)},
 		engine.Marker{Run: applyA, Seq: 5, At: at(622.2), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
-		engine.Marker{Run: applyA, Seq: 6, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},
-		engine.Marker{Run: applyA, Seq: 7, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 15, FromSerial: 14, Mode: engine.CommitSnapshotMerge, Count: 3},
-		engine.Marker{Run: applyA, Seq: 8, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
+		engine.Marker{Run: applyA, Seq: 6, At: at(622.25), Kind: engine.MarkerApplyStarted, Serial: 12},
+		engine.Marker{Run: applyA, Seq: 7, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},
+		engine.Marker{Run: applyA, Seq: 8, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 15, FromSerial: 14, Mode: engine.CommitSnapshotMerge, Count: 3},
+		engine.Marker{Run: applyA, Seq: 9, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(15, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "alice", PR: pr(42)},
@@ -213,12 +215,13 @@ func storyPartialDrift() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
-		engine.Marker{Run: applyA, Seq: 4, At: at(631), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, cache), Reason: failReason},
-		engine.Marker{Run: applyA, Seq: 5, At: at(631.4), Kind: engine.MarkerDrift, Drift: drift,
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
+		engine.Marker{Run: applyA, Seq: 5, At: at(631), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, cache), Reason: failReason},
+		engine.Marker{Run: applyA, Seq: 6, At: at(631.4), Kind: engine.MarkerDrift, Drift: drift,
 			Reason: "changed but not planned: module.app.terraform_data.cache; planned but not changed: module.app.terraform_data.worker, output.web_url"},
-		engine.Marker{Run: applyA, Seq: 6, At: at(631.4), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
-		engine.Marker{Run: applyA, Seq: 7, At: at(631.4), Kind: engine.MarkerFailed, Reason: failReason},
-		engine.Marker{Run: applyA, Seq: 8, At: at(631.5), Kind: engine.MarkerReleased, Count: 6},
+		engine.Marker{Run: applyA, Seq: 7, At: at(631.4), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
+		engine.Marker{Run: applyA, Seq: 8, At: at(631.4), Kind: engine.MarkerFailed, Reason: failReason},
+		engine.Marker{Run: applyA, Seq: 9, At: at(631.5), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
@@ -267,12 +270,13 @@ func storyInterrupted() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
-		engine.Marker{Run: applyA, Seq: 4, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), Reason: interruptReason},
-		engine.Marker{Run: applyA, Seq: 5, At: at(624.3), Kind: engine.MarkerDrift, Drift: drift,
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
+		engine.Marker{Run: applyA, Seq: 5, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), Reason: interruptReason},
+		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerDrift, Drift: drift,
 			Reason: "planned but not changed: output.web_url; tainted (created but not finished; the next plan replaces them): module.app.terraform_data.worker"},
-		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
-		engine.Marker{Run: applyA, Seq: 7, At: at(624.3), Kind: engine.MarkerFailed, Reason: interruptReason},
-		engine.Marker{Run: applyA, Seq: 8, At: at(624.4), Kind: engine.MarkerReleased, Count: 6},
+		engine.Marker{Run: applyA, Seq: 7, At: at(624.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
+		engine.Marker{Run: applyA, Seq: 8, At: at(624.3), Kind: engine.MarkerFailed, Reason: interruptReason},
+		engine.Marker{Run: applyA, Seq: 9, At: at(624.4), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
@@ -328,12 +332,12 @@ func storyOverwritten() *engine.RunStory {
 	var ms []engine.Marker
 	for _, m := range s.Markers {
 		if m.Kind == engine.MarkerCommitted {
-			ms = append(ms, engine.Marker{Run: applyA, Seq: 5, At: at(639.5), Kind: engine.MarkerDrift, Drift: drift,
+			ms = append(ms, engine.Marker{Run: applyA, Seq: 6, At: at(639.5), Kind: engine.MarkerDrift, Drift: drift,
 				Reason: "written over a change the head made since the plan (reservations lapsed?): module.app.terraform_data.web"})
-			m.Seq, m.Serial, m.FromSerial = 6, 14, 13
+			m.Seq, m.Serial, m.FromSerial = 7, 14, 13
 		}
 		if m.Kind == engine.MarkerReleased {
-			m.Seq = 7
+			m.Seq = 8
 		}
 		ms = append(ms, m)
 	}
@@ -349,4 +353,89 @@ func storyReplanOpen() *engine.RunStory {
 	rp.UpdatedAt = at(622.1)
 	return &engine.RunStory{Run: rp, Plan: &rp, Markers: replanMarkers(), SincePlan: &engine.SincePlan{PlanRun: replanA, SourceSerial: 14, HeadSerial: 14,
 		Entries: []engine.SincePlanEntry{}}, SincePlanLive: true}
+}
+
+// leaseReason is the reason the lease sweep stores on alice's apply when
+// her kl was killed while Terraform applied (store.ExpireRun, then
+// store.NoteApplyStarted).
+var leaseReason = "its holder ci-runner-7:4242 stopped renewing: the lease on its reservations ran out at 2026-07-10T12:12:00Z; " +
+	engine.RecoverHint(applyA)
+
+// killedMarkers are the markers of alice's apply killed (kill -9 of kl)
+// while Terraform applied: it reserved, passed the preflight, started
+// Terraform on serial 12, and its lease ran out two minutes later.
+func killedMarkers(sp *engine.SincePlan) []engine.Marker {
+	return append(planMarkers(),
+		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
+		engine.Marker{Run: applyA, Seq: 5, At: at(720.2), Kind: engine.MarkerLeaseExpired, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+	)
+}
+
+// storyLeaseExpiredRecoverable: alice's kl was killed (kill -9) while
+// Terraform applied. Terraform had replaced the web server, and its last
+// checkpoint holds it; the lease sweep ended the run lease-expired and
+// failed the plan. Nothing is committed yet: `kl run recover` would.
+func storyLeaseExpiredRecoverable() *engine.RunStory {
+	plan := planRunA(engine.StatusFailed, applyA)
+	plan.Reason = fmt.Sprintf("apply run %s lost its lease before it committed (holder ci-runner-7:4242 stopped renewing; its lease ran out at 2026-07-10T12:12:00Z); %s, then re-plan",
+		applyA, engine.RecoverHint(applyA))
+	a := applyRunA(engine.StatusLeaseExpired, leaseReason)
+	a.FinishedAt, a.UpdatedAt = atp(720.2), at(720.2)
+	sp := sincePlan(12)
+	a.SincePlan = sp
+	a.AllowedBecause = []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 12, HeadSerial: 12}}
+	return &engine.RunStory{Run: a, Plan: &plan, Markers: killedMarkers(sp), SincePlan: sp,
+		Recoverable: &engine.Recoverable{Run: applyA, Artifact: engine.ArtifactApplyCheckpoint, BaseSerial: 12, Changed: set(web)}}
+}
+
+// storyLeaseExpiredUnseen is storyLeaseExpiredRecoverable where kl died
+// before Terraform finished any resource (or before a checkpoint reached
+// the store): Terraform ran, Kilolock saw nothing it wrote.
+func storyLeaseExpiredUnseen() *engine.RunStory {
+	s := storyLeaseExpiredRecoverable()
+	s.Recoverable = nil
+	return s
+}
+
+// storyRecovered is storyLeaseExpiredRecoverable after `kl run recover`:
+// version 13 holds the web server from the checkpoint, partial; the run
+// stays lease-expired and names the version; the plan stays failed.
+func storyRecovered() *engine.RunStory {
+	s := storyLeaseExpiredRecoverable()
+	s.Recoverable = nil
+	s.Plan.Reason = fmt.Sprintf("apply run %s stopped part-way; `kl run recover` committed what Terraform had written as version 13: re-plan", applyA)
+	s.Run.CommittedSerial = 13
+	drift := &engine.Drift{Unchanged: set(worker, webURL)}
+	s.Markers = append(s.Markers,
+		engine.Marker{Run: applyA, Seq: 6, At: at(900.3), Kind: engine.MarkerDrift, Drift: drift,
+			Reason: "planned but not changed: module.app.terraform_data.worker, output.web_url"},
+		engine.Marker{Run: applyA, Seq: 7, At: at(900.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 1},
+		engine.Marker{Run: applyA, Seq: 8, At: at(900.3), Kind: engine.MarkerRecovered, Serial: 13, Count: 1,
+			Extra:  map[string]string{"artifact": engine.ArtifactApplyCheckpoint, "holder": "laptop-alice:977"},
+			Reason: "committed version 13 from the last state Terraform wrote (artifact apply-checkpoint.tfstate)"},
+	)
+	s.Version = version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
+		PlanDigest: s.Plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
+		set(web), 900.3)
+	return s
+}
+
+// storyNoChanges: alice applied a plan without changes (terraform plan
+// said "No changes"): nothing reserved, Terraform not run, nothing
+// committed; the run and the plan are applied.
+func storyNoChanges() *engine.RunStory {
+	plan := planRunA(engine.StatusApplied, applyA)
+	plan.Envelope.Footprint = engine.Footprint{}
+	plan.Envelope.Reservations = nil
+	plan.Envelope.Summary = engine.PlanSummary{}
+	a := applyRunA(engine.StatusApplied, "the plan has no changes: nothing applied, nothing committed")
+	a.FinishedAt, a.UpdatedAt = atp(600.02), at(600.02)
+	ms := []engine.Marker{
+		{Run: planA, Seq: 1, At: at(18.5), Kind: engine.MarkerPlanned, Serial: 12},
+		{Run: applyA, Seq: 1, At: at(600.02), Kind: engine.MarkerApplied, Reason: "the plan has no changes: Terraform was not run"},
+	}
+	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms}
 }

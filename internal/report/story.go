@@ -206,23 +206,24 @@ func replanRunFields(rp engine.Run) fields {
 }
 
 type storyDocument struct {
-	Schema         string      `json:"schema"`
-	Verdict        string      `json:"verdict"`
-	Text           string      `json:"text"`
-	Run            *jRun       `json:"run"`
-	Plan           *jRun       `json:"plan,omitempty"`
-	Replans        []*jRun     `json:"replans"`
-	Apply          *jRun       `json:"apply,omitempty"`
-	Envelope       *jEnvelope  `json:"envelope,omitempty"`
-	Summary        *jSummary   `json:"summary,omitempty"`
-	Footprint      *jFootprint `json:"footprint,omitempty"`
-	Markers        []jMarker   `json:"markers"`
-	AllowedBecause []jFact     `json:"allowed_because"`
-	Refusals       []jRefusal  `json:"refusals"`
-	SincePlan      *jSincePlan `json:"since_plan,omitempty"`
-	Version        *jVersion   `json:"version,omitempty"`
-	Overlaps       []jOverlap  `json:"overlaps"`
-	NextCommand    string      `json:"next_command,omitempty"`
+	Schema         string        `json:"schema"`
+	Verdict        string        `json:"verdict"`
+	Text           string        `json:"text"`
+	Run            *jRun         `json:"run"`
+	Plan           *jRun         `json:"plan,omitempty"`
+	Replans        []*jRun       `json:"replans"`
+	Apply          *jRun         `json:"apply,omitempty"`
+	Envelope       *jEnvelope    `json:"envelope,omitempty"`
+	Summary        *jSummary     `json:"summary,omitempty"`
+	Footprint      *jFootprint   `json:"footprint,omitempty"`
+	Markers        []jMarker     `json:"markers"`
+	AllowedBecause []jFact       `json:"allowed_because"`
+	Refusals       []jRefusal    `json:"refusals"`
+	SincePlan      *jSincePlan   `json:"since_plan,omitempty"`
+	Version        *jVersion     `json:"version,omitempty"`
+	Overlaps       []jOverlap    `json:"overlaps"`
+	NextCommand    string        `json:"next_command,omitempty"`
+	Recoverable    *jRecoverable `json:"recoverable,omitempty"`
 }
 
 func storyJSON(s *engine.RunStory) storyDocument {
@@ -238,8 +239,10 @@ func storyJSON(s *engine.RunStory) storyDocument {
 	if a := storyApply(s); a != nil {
 		j.AllowedBecause = toFacts(a.AllowedBecause, lastOf(s.Markers, a.ID, engine.MarkerReserved))
 		j.Refusals = toRefusals(refusals(*a, s.Markers, s.SincePlan, s.Replans, s.Plan))
+		j.Recoverable = toRecoverable(recoverableOf(s.Recoverable, a))
 	} else if last := lastAttempt(s.Run, s.Apply); last != nil {
 		j.Refusals = toRefusals(refusals(*last, s.Markers, nil, s.Replans, s.Plan))
+		j.Recoverable = toRecoverable(recoverableOf(s.Recoverable, last))
 	}
 	if r := s.Run; r.Kind == engine.KindPlan && r.Status == engine.StatusPlanned && r.Envelope != nil {
 		_, j.NextCommand = openPlanNext(r, s.SincePlan)

@@ -158,10 +158,15 @@ func whyFrom(s *engine.RunStory, v engine.Verdict) *engine.Why {
 		case engine.MarkerReserved:
 			mm := m
 			w.Reserved = &mm
-		case engine.MarkerStalenessFailed, engine.MarkerReplanned, engine.MarkerFailed, engine.MarkerLeaseExpired, engine.MarkerDrift:
+		case engine.MarkerStalenessFailed, engine.MarkerReplanned, engine.MarkerFailed, engine.MarkerLeaseExpired, engine.MarkerDrift, engine.MarkerRecovered:
 			w.Decisive = append(w.Decisive, m)
+		case engine.MarkerApplyStarted:
+			if s.Run.Status != engine.StatusApplied && s.Run.Status != engine.StatusApplying {
+				w.Decisive = append(w.Decisive, m)
+			}
 		}
 	}
+	w.Recoverable = s.Recoverable
 	return w
 }
 

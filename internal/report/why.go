@@ -101,6 +101,11 @@ func whyDoc(y *engine.Why) *doc {
 		next, _ := openPlanNext(y.Run, y.SincePlan)
 		d.summary = append(d.summary, fields{{"next", next}})
 	}
+	// What Terraform wrote that no version holds (t is the apply, or the
+	// last attempt of a plan open again).
+	if rec := recoverableOf(y.Recoverable, &t); rec != nil {
+		d.summary = append(d.summary, fields{{"recover", recoverWords(rec)}, {"not committed", addrs(rec.Changed)}})
+	}
 	rs := refusals(t, whyMarkers(y), y.SincePlan, nil, whyPlan(y))
 	for _, r := range rs {
 		if last != nil && r.rule == ruleOther {
@@ -149,21 +154,22 @@ func whyDoc(y *engine.Why) *doc {
 }
 
 type whyDocument struct {
-	Schema         string      `json:"schema"`
-	Verdict        string      `json:"verdict"`
-	Text           string      `json:"text"`
-	Reason         string      `json:"reason,omitempty"`
-	Run            *jRun       `json:"run"`
-	Plan           *jRun       `json:"plan,omitempty"`
-	Apply          *jRun       `json:"apply,omitempty"`
-	AllowedBecause []jFact     `json:"allowed_because"`
-	Waited         []jMarker   `json:"waited"`
-	Reserved       *jMarker    `json:"reserved,omitempty"`
-	Decisive       []jMarker   `json:"decisive"`
-	Refusals       []jRefusal  `json:"refusals"`
-	SincePlan      *jSincePlan `json:"since_plan,omitempty"`
-	Overlaps       []jOverlap  `json:"overlaps"`
-	NextCommand    string      `json:"next_command,omitempty"`
+	Schema         string        `json:"schema"`
+	Verdict        string        `json:"verdict"`
+	Text           string        `json:"text"`
+	Reason         string        `json:"reason,omitempty"`
+	Run            *jRun         `json:"run"`
+	Plan           *jRun         `json:"plan,omitempty"`
+	Apply          *jRun         `json:"apply,omitempty"`
+	AllowedBecause []jFact       `json:"allowed_because"`
+	Waited         []jMarker     `json:"waited"`
+	Reserved       *jMarker      `json:"reserved,omitempty"`
+	Decisive       []jMarker     `json:"decisive"`
+	Refusals       []jRefusal    `json:"refusals"`
+	SincePlan      *jSincePlan   `json:"since_plan,omitempty"`
+	Overlaps       []jOverlap    `json:"overlaps"`
+	NextCommand    string        `json:"next_command,omitempty"`
+	Recoverable    *jRecoverable `json:"recoverable,omitempty"`
 }
 
 func whyJSON(y *engine.Why) whyDocument {
@@ -177,6 +183,7 @@ func whyJSON(y *engine.Why) whyDocument {
 		m := toMarker(*y.Reserved, "", "")
 		j.Reserved = &m
 	}
+	j.Recoverable = toRecoverable(recoverableOf(y.Recoverable, &t))
 	if y.Verdict == engine.VerdictPending && y.Run.Kind == engine.KindPlan && y.Run.Status == engine.StatusPlanned && y.Run.Envelope != nil {
 		_, j.NextCommand = openPlanNext(y.Run, y.SincePlan)
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -396,19 +397,45 @@ func AcquireAllowed(r engine.Run) error {
 // it has no "reserved" marker, so Terraform never ran) the plan goes back to
 // planned and may be applied again — ApplyRun keeps naming the attempt, as
 // the engine's own refusals do; otherwise Terraform may have changed
-// infrastructure, and the plan fails with a Reason saying so. It reports
-// whether plan changed.
-func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved bool, ended, now time.Time) bool {
+// infrastructure, and the plan fails with a Reason saying so — and, when
+// Terraform had started (started: a has an "apply-started" marker), how to
+// commit what it wrote (engine.RecoverHint). It reports whether plan
+// changed.
+func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved, started bool, ended, now time.Time) bool {
 	if plan.Kind != engine.KindPlan || plan.Status != engine.StatusApplying || plan.ApplyRun != a.ID {
 		return false
 	}
-	if reserved {
+	switch {
+	case started:
+		plan.Status = engine.StatusFailed
+		plan.Reason = fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s); %s, then re-plan",
+			a.ID, a.Holder, leaseTime(ended), engine.RecoverHint(a.ID))
+	case reserved:
 		plan.Status = engine.StatusFailed
 		plan.Reason = fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s): Terraform may have changed infrastructure; re-plan",
 			a.ID, a.Holder, leaseTime(ended))
-	} else {
+	default:
 		plan.Status = engine.StatusPlanned
 	}
 	plan.UpdatedAt = now
+	return true
+}
+
+// NoteApplyStarted adds to the Reason of apply run a, which the lease
+// sweep has just expired (ExpireRun, ExpireRunLease) after Terraform had
+// started (an "apply-started" marker) and before it committed, how to
+// commit what Terraform wrote (engine.RecoverHint). A run that committed,
+// or whose Reason says so already, is left alone. It reports whether a
+// changed.
+func NoteApplyStarted(a *engine.Run) bool {
+	hint := engine.RecoverHint(a.ID)
+	if a.Kind != engine.KindApply || a.Status != engine.StatusLeaseExpired || a.CommittedSerial != 0 || strings.Contains(a.Reason, hint) {
+		return false
+	}
+	if a.Reason == "" {
+		a.Reason = hint
+	} else {
+		a.Reason += "; " + hint
+	}
 	return true
 }

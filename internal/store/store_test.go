@@ -136,22 +136,28 @@ func TestReleaseExpiredPlan(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	ended := now.Add(-time.Minute)
 	apply := engine.Run{ID: "01APPLY", Kind: engine.KindApply, Holder: engine.Holder{Host: "ci-7", PID: 42}, PlanRun: "01PLAN"}
+	claimed := engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01APPLY"}
 	tests := map[string]struct {
-		plan     engine.Run
-		reserved bool
-		want     engine.RunStatus // "" = unchanged
+		plan              engine.Run
+		reserved, started bool
+		want              engine.RunStatus // "" = unchanged
+		reason            string
 	}{
-		"never reserved":     {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01APPLY"}, false, engine.StatusPlanned},
-		"reserved":           {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01APPLY"}, true, engine.StatusFailed},
-		"claimed by another": {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01OTHER"}, false, ""},
-		"already planned":    {engine.Run{Kind: engine.KindPlan, Status: engine.StatusPlanned, ApplyRun: "01APPLY"}, false, ""},
-		"already applied":    {engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplied, ApplyRun: "01APPLY"}, true, ""},
+		"never reserved": {plan: claimed, want: engine.StatusPlanned},
+		"reserved": {plan: claimed, reserved: true, want: engine.StatusFailed,
+			reason: "apply run 01APPLY lost its lease before it committed (holder ci-7:42 stopped renewing; its lease ran out at 2030-01-02T03:03:05Z): Terraform may have changed infrastructure; re-plan"},
+		"terraform started": {plan: claimed, reserved: true, started: true, want: engine.StatusFailed,
+			reason: "apply run 01APPLY lost its lease before it committed (holder ci-7:42 stopped renewing; its lease ran out at 2030-01-02T03:03:05Z); " +
+				"Terraform had started applying: `kl run recover 01APPLY` commits what it last wrote, then re-plan"},
+		"claimed by another": {plan: engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplying, ApplyRun: "01OTHER"}, started: true},
+		"already planned":    {plan: engine.Run{Kind: engine.KindPlan, Status: engine.StatusPlanned, ApplyRun: "01APPLY"}},
+		"already applied":    {plan: engine.Run{Kind: engine.KindPlan, Status: engine.StatusApplied, ApplyRun: "01APPLY"}, reserved: true, started: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			p := tc.plan
-			changed := store.ReleaseExpiredPlan(&p, apply, tc.reserved, ended, now)
+			changed := store.ReleaseExpiredPlan(&p, apply, tc.reserved, tc.started, ended, now)
 			if changed != (tc.want != "") {
 				t.Fatalf("ReleaseExpiredPlan changed = %v, want %v", changed, tc.want != "")
 			}
@@ -164,11 +170,43 @@ func TestReleaseExpiredPlan(t *testing.T) {
 			if p.Status != tc.want || p.ApplyRun != "01APPLY" || !p.UpdatedAt.Equal(now) {
 				t.Fatalf("plan = status %s, apply %s, updated %v; want %s naming 01APPLY", p.Status, p.ApplyRun, p.UpdatedAt, tc.want)
 			}
-			if tc.want == engine.StatusFailed && p.Reason != "apply run 01APPLY lost its lease before it committed (holder ci-7:42 stopped renewing; its lease ran out at 2030-01-02T03:03:05Z): Terraform may have changed infrastructure; re-plan" {
-				t.Fatalf("reason = %q", p.Reason)
+			if p.Reason != tc.reason {
+				t.Fatalf("reason = %q, want %q", p.Reason, tc.reason)
 			}
-			if tc.want == engine.StatusPlanned && p.Reason != "" {
-				t.Fatalf("a plan handed back got a reason %q", p.Reason)
+		})
+	}
+}
+
+func TestNoteApplyStarted(t *testing.T) {
+	t.Parallel()
+	hint := "Terraform had started applying: `kl run recover 01APPLY` commits what it last wrote"
+	expired := engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, Reason: "its holder ci-7:42 stopped renewing"}
+	tests := map[string]struct {
+		run  engine.Run
+		want string // "" = unchanged
+	}{
+		"expired":          {run: expired, want: "its holder ci-7:42 stopped renewing; " + hint},
+		"without a reason": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired}, want: hint},
+		"said already":     {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, Reason: "x; " + hint}},
+		"committed": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, Reason: "x",
+			CommittedSerial: 7}},
+		"still open": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusApplying}},
+		"a plan":     {run: engine.Run{ID: "01PLAN", Kind: engine.KindPlan, Status: engine.StatusLeaseExpired}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := tc.run
+			changed := store.NoteApplyStarted(&r)
+			if changed != (tc.want != "") {
+				t.Fatalf("NoteApplyStarted changed = %v, want %v", changed, tc.want != "")
+			}
+			want := tc.want
+			if want == "" {
+				want = tc.run.Reason
+			}
+			if r.Reason != want || r.Status != tc.run.Status {
+				t.Fatalf("run = %s, %q; want %s, %q", r.Status, r.Reason, tc.run.Status, want)
 			}
 		})
 	}

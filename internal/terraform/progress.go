@@ -185,6 +185,10 @@ type uiStream struct {
 	refreshed map[string]bool // refresh_complete
 	applied   map[string]bool // at least one apply_complete: the state changed
 	errored   map[string]bool // apply_errored
+
+	// wrote, if set, is called (it must not block) on apply_complete and
+	// apply_errored: Terraform is about to write the state file.
+	wrote func()
 }
 
 func newUIStream(phase string, rep *progressReporter, log *slog.Logger) *uiStream {
@@ -295,6 +299,9 @@ func (s *uiStream) line(b []byte) {
 			s.completed[addr]++
 		case "apply_errored":
 			s.errored[addr] = true
+		}
+		if s.wrote != nil && (m.Type == "apply_complete" || m.Type == "apply_errored") {
+			s.wrote()
 		}
 		s.progress(addr)
 	case "change_summary":

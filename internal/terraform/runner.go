@@ -321,7 +321,10 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 // write one; req.Snapshot when Terraform wrote nothing. Changed counts the
 // resource instances Terraform reported done (apply_complete; a replace
 // counts once). Progress: "init", then "apply" with Done of Total planned
-// changes (≤5 reports a second).
+// changes (≤5 reports a second). Checkpoint, when set, gets the state file
+// as Terraform rewrites it (see engine.ApplyRequest.Checkpoint: after a
+// resource completed or errored, at most every 2 s, only changed bytes,
+// once more at the end), from a goroutine of its own (checkpointer).
 //
 // Errors: as Plan (a Config whose root module has no configuration files
 // too: its plan would destroy everything); a Terraform failure is a
@@ -376,7 +379,10 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	}
 	t := time.Now()
 	rep.phase(phaseApply)
+	cp := newCheckpointer(req.Checkpoint, w.Snapshot, req.Snapshot, log)
+	defer cp.finish() // before the work dir is removed
 	stream := newUIStream(phaseApply, rep, log)
+	stream.wrote = cp.kick
 	err = runCommand(ctx, tf, "apply", stream, func() error {
 		err := tf.ApplyJSON(ctx, stream, applyOptions(w)...)
 		stream.close()

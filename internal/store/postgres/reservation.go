@@ -321,7 +321,9 @@ const inProgressRuns = `SELECT body FROM runs
 //     progress with a lapsed lease and no live reservation, end it
 //     (store.ExpireRunLease) with a "lease-expired" marker;
 //  5. hand back the plan each apply run ended in 3 or 4 had claimed
-//     (store.ReleaseExpiredPlan: planned, or failed when it had reserved).
+//     (store.ReleaseExpiredPlan: planned, or failed when it had reserved),
+//     and name the recovery in the run's reason when Terraform had started
+//     (store.NoteApplyStarted).
 //
 // Everything is decided again under the locks (READ COMMITTED: each
 // statement sees what committed before it), so of two sweeps racing for
@@ -498,18 +500,27 @@ func (s *Store) sweepRun(ctx context.Context, tx pgx.Tx, now time.Time, id strin
 	return sweptRun{run: &r, ended: ended}, true, nil
 }
 
-// releaseExpiredPlan is step 5 of sweep for apply run a (its plan is
-// locked by sweep); ended is when a's lease ran out.
+// releaseExpiredPlan is step 5 of sweep for apply run a (it and its plan
+// are locked by sweep); ended is when a's lease ran out. When Terraform had
+// started (an "apply-started" marker), a's Reason also says how to recover
+// what it wrote (store.NoteApplyStarted).
 func (s *Store) releaseExpiredPlan(ctx context.Context, tx pgx.Tx, a engine.Run, ended, now time.Time) error {
 	plan, err := s.getRun(ctx, tx, a.PlanRun)
 	if err != nil {
 		return err
 	}
-	var reserved bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM markers WHERE run = $1 AND kind = $2)`, a.ID, string(engine.MarkerReserved)).Scan(&reserved); err != nil {
+	var reserved, started bool
+	if err := tx.QueryRow(ctx,
+		`SELECT EXISTS (SELECT 1 FROM markers WHERE run = $1 AND kind = $2), EXISTS (SELECT 1 FROM markers WHERE run = $1 AND kind = $3)`,
+		a.ID, string(engine.MarkerReserved), string(engine.MarkerApplyStarted)).Scan(&reserved, &started); err != nil {
 		return s.mapErr(err)
 	}
-	if !store.ReleaseExpiredPlan(&plan, a, reserved, ended, now) {
+	if started && store.NoteApplyStarted(&a) {
+		if err := s.updateRun(ctx, tx, a); err != nil {
+			return err
+		}
+	}
+	if !store.ReleaseExpiredPlan(&plan, a, reserved, started, ended, now) {
 		return nil
 	}
 	return s.updateRun(ctx, tx, plan)

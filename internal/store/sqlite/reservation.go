@@ -265,7 +265,9 @@ func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
 //     live reservation (store.RunLeaseLapsed, store.ExpireRunLease), with a
 //     "lease-expired" marker;
 //  3. hand back the plan each apply run ended by 1 or 2 had claimed
-//     (store.ReleaseExpiredPlan: planned, or failed when it had reserved).
+//     (store.ReleaseExpiredPlan: planned, or failed when it had reserved),
+//     and name the recovery in the run's reason when Terraform had started
+//     (store.NoteApplyStarted).
 //
 // The write transaction is the only guard: no other writer interleaves. It
 // returns the runs of 1 and 2, sorted.
@@ -436,17 +438,35 @@ func (s *Store) sweepRuns(ctx context.Context, tx *sql.Tx, now time.Time) (map[s
 }
 
 // releaseExpiredPlan is step 3 of sweep for apply run a, ended by the
-// sweep; ended is when its lease ran out.
+// sweep; ended is when its lease ran out. When Terraform had started (an
+// "apply-started" marker), a's Reason also says how to recover what it
+// wrote (store.NoteApplyStarted).
 func (s *Store) releaseExpiredPlan(ctx context.Context, tx *sql.Tx, a engine.Run, ended, now time.Time) error {
 	plan, err := s.getRun(ctx, tx, a.PlanRun)
 	if err != nil {
 		return err
 	}
-	var reserved int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM markers WHERE run = ? AND kind = ?`, a.ID, string(engine.MarkerReserved)).Scan(&reserved); err != nil {
-		return s.mapErr(err)
+	count := func(kind engine.MarkerKind) (int, error) {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM markers WHERE run = ? AND kind = ?`, a.ID, string(kind)).Scan(&n); err != nil {
+			return 0, s.mapErr(err)
+		}
+		return n, nil
 	}
-	if !store.ReleaseExpiredPlan(&plan, a, reserved > 0, ended, now) {
+	reserved, err := count(engine.MarkerReserved)
+	if err != nil {
+		return err
+	}
+	started, err := count(engine.MarkerApplyStarted)
+	if err != nil {
+		return err
+	}
+	if started > 0 && store.NoteApplyStarted(&a) {
+		if err := s.updateRun(ctx, tx, a); err != nil {
+			return err
+		}
+	}
+	if !store.ReleaseExpiredPlan(&plan, a, reserved > 0, started > 0, ended, now) {
 		return nil
 	}
 	return s.updateRun(ctx, tx, plan)

@@ -81,6 +81,28 @@ func (f *fixture) wantExpiredByLease(id, doing string) {
 	}
 }
 
+// wantRecoverHint checks that the sweep ended c's apply run, which had
+// started Terraform, lease-expired with a reason saying doing and how to
+// recover (engine.RecoverHint), and failed its plan with a reason saying
+// the same.
+func (f *fixture) wantRecoverHint(c claim, doing string) {
+	f.t.Helper()
+	hint := engine.RecoverHint(c.apply.ID)
+	if r := f.getRun(c.apply.ID); r.Status != engine.StatusLeaseExpired || r.FinishedAt == nil ||
+		!strings.Contains(r.Reason, doing) || !strings.HasSuffix(r.Reason, "; "+hint) {
+		f.t.Fatalf("run %s = status %s, reason %q; want lease-expired, saying %q and ending %q", c.apply.ID, r.Status, r.Reason, doing, hint)
+	}
+	p := f.getRun(c.plan.ID)
+	if p.Status != engine.StatusFailed || p.ApplyRun != c.apply.ID {
+		f.t.Fatalf("plan of an apply that started Terraform = status %s, apply %s; want failed, naming %s", p.Status, p.ApplyRun, c.apply.ID)
+	}
+	for _, s := range []string{c.apply.ID, "lost its lease before it committed", "Terraform had started applying", "`kl run recover " + c.apply.ID + "`", "re-plan"} {
+		if !strings.Contains(p.Reason, s) {
+			f.t.Fatalf("failed plan reason %q lacks %q", p.Reason, s)
+		}
+	}
+}
+
 // wantUntouched checks that the sweep left run r as it was created.
 func (f *fixture) wantUntouched(r engine.Run) {
 	f.t.Helper()
@@ -167,6 +189,10 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			// released; then it stalled and its own lease ran out.
 			reserved := f.claim("s", engine.StatusApplying, leased(lapsed()))
 			f.addMarkers(reserved.apply.ID, engine.Marker{Kind: engine.MarkerReserved, Count: 1})
+			// Reserved and started Terraform (an "apply-started" marker),
+			// then stalled: Terraform may have written state.
+			started := f.claim("s", engine.StatusApplying, leased(lapsed()))
+			f.addMarkers(started.apply.ID, engine.Marker{Kind: engine.MarkerReserved, Count: 1}, engine.Marker{Kind: engine.MarkerApplyStarted, Serial: 1})
 			// Expired while its plan was handed to another apply since.
 			reclaimed := f.claim("s", engine.StatusWaiting, leased(lapsed()))
 			if _, err := f.s.UpdateRun(f.ctx, reclaimed.plan.ID, nil, func(r *engine.Run) error { r.ApplyRun = "01OTHERAPPLY"; return nil }); err != nil {
@@ -204,7 +230,7 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				got = nil
 			}
 			if sweep == "ExpireLeases" {
-				want := []string{planning.ID, waiting.apply.ID, claimed.apply.ID, reserved.apply.ID, reclaimed.apply.ID}
+				want := []string{planning.ID, waiting.apply.ID, claimed.apply.ID, reserved.apply.ID, started.apply.ID, reclaimed.apply.ID}
 				sort.Strings(want)
 				diff(t, "expired runs", got, want)
 			}
@@ -237,6 +263,12 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 					t.Fatalf("failed plan reason %q lacks %q", p.Reason, s)
 				}
 			}
+			if r := f.getRun(reserved.apply.ID); strings.Contains(r.Reason, "kl run recover") {
+				t.Fatalf("the reason of a run that never started Terraform names a recovery: %q", r.Reason)
+			}
+			// Started Terraform: the run and its plan say how to commit what
+			// it wrote.
+			f.wantRecoverHint(started, "applying")
 			f.wantUntouched(reclaimed.plan)
 
 			f.wantUntouched(livePlanning)
@@ -298,12 +330,16 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		f.mustAcquire("s", reserved.apply.ID, shortLease, w("terraform_data.a"))
 		f.addMarkers(reserved.apply.ID, engine.Marker{Kind: engine.MarkerReserved, Count: 1})
 		f.mustAcquire("s", unmarked.apply.ID, shortLease, w("terraform_data.b"))
+		started := f.claim("s", engine.StatusApplying, leased(live()))
+		f.mustAcquire("s", started.apply.ID, shortLease, w("terraform_data.c"))
+		f.addMarkers(started.apply.ID, engine.Marker{Kind: engine.MarkerReserved, Count: 1}, engine.Marker{Kind: engine.MarkerApplyStarted, Serial: 1})
 		time.Sleep(shortLease + expiryMargin)
 		got, err := f.s.ExpireLeases(f.ctx)
 		if err != nil {
 			t.Fatalf("ExpireLeases: %v", err)
 		}
-		want := []string{reserved.apply.ID, unmarked.apply.ID}
+		f.wantRecoverHint(started, "stopped renewing")
+		want := []string{reserved.apply.ID, unmarked.apply.ID, started.apply.ID}
 		sort.Strings(want)
 		diff(t, "expired runs", got, want)
 		for _, id := range want {

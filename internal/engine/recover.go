@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kilolock/kilolock/internal/tfstate"
+)
+
+// RecoverError is a refusal of Engine.Recover, in words the user can act
+// on (STYLE.md 8). It unwraps to ErrInvalid (not an apply run that stopped
+// after Terraform ran), ErrConflict (it committed already, or may still be
+// running) or ErrNotFound (Kilolock saw nothing Terraform wrote).
+type RecoverError struct {
+	Run    string
+	Reason string
+	Err    error
+}
+
+func (e *RecoverError) Error() string {
+	return fmt.Sprintf("cannot recover run %s: %s", e.Run, e.Reason)
+}
+
+// Unwrap returns the sentinel that classifies the refusal.
+func (e *RecoverError) Unwrap() error { return e.Err }
+
+// RecoverHint is what the reason of an apply run that ended without
+// committing after Terraform started says to do (the lease sweep appends it:
+// internal/store ReleaseExpiredPlan, NoteApplyStarted).
+func RecoverHint(run string) string {
+	return fmt.Sprintf("Terraform had started applying: `kl run recover %s` commits what it last wrote", run)
+}
+
+// Recoverable is what an apply run that stopped without committing
+// (failed, interrupted, lease-expired) left of Terraform's work where
+// Kilolock saw it: the artifact holding the last state Terraform wrote and
+// the addresses that state changed against the snapshot Terraform applied
+// to. None of it is in any version until Recover commits it.
+type Recoverable struct {
+	Run string `json:"run"`
+	// Artifact is ArtifactApplyResult (Terraform returned, the commit did
+	// not happen) or ArtifactApplyCheckpoint (the holder died while
+	// Terraform ran).
+	Artifact   string     `json:"artifact"`
+	BaseSerial int64      `json:"base_serial"`
+	Changed    AddressSet `json:"changed"`
+}
+
+// Recover commits what Terraform last wrote for apply run id, which
+// stopped without committing — its holder was killed mid-apply (the lease
+// sweep ended it lease-expired), or it failed or was interrupted before its
+// commit went through — so that, as DESIGN.md apply step 6 promises, what
+// Terraform wrote is not lost (`kl run recover RUN`).
+//
+// It reads the last state Kilolock saw Terraform write (ArtifactApplyResult,
+// else ArtifactApplyCheckpoint) and the snapshot Terraform applied to (the
+// "apply-started" marker's serial, else the plan's source serial), and
+// commits what changed between them with the lease-lost rule (commit.go):
+// nothing is merged unconditionally; a changed address is taken only where
+// the head has not changed it since that snapshot and no other live run
+// holds a reservation on it — elsewhere the head is kept and the drift
+// says so. The version is partial, with a "drift" marker and a
+// "recovered" marker naming the artifact and what was kept. The run keeps
+// its status and reason and gains CommittedSerial; its plan is (or stays)
+// failed, its reason naming the version.
+//
+// A run commits at most once: the commit re-checks CommittedSerial inside
+// the store transaction, so of two recoveries (or a recovery and the
+// holder's own late commit) one commits and the other is refused.
+//
+// Refusals are *RecoverError: a plan run; a run that committed; a run
+// still in progress (its holder may still be running: wait for its lease);
+// a run that never ran Terraform; no state Terraform wrote (no artifact);
+// a state that changes nothing. ErrNotFound for an unknown run.
+func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) {
+	e.expireLeases(ctx) // a dead holder's run reads lease-expired, not applying
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRecoverable(run); err != nil {
+		return nil, err
+	}
+	plan, err := e.getRun(ctx, run.PlanRun)
+	if err != nil {
+		return nil, err
+	}
+	st, err := e.getState(ctx, run.State)
+	if err != nil {
+		return nil, err
+	}
+	lo, err := e.leftover(ctx, run, plan)
+	if errors.Is(err, ErrNotFound) {
+		return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
+			"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, then re-plan",
+			id, ArtifactApplyResult, ArtifactApplyCheckpoint)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recovering run %s: %w", id, err)
+	}
+	if len(lo.changed) == 0 {
+		return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
+			"the last state Terraform wrote (artifact %s) changes nothing against serial %d, the snapshot it applied to: nothing to recover",
+			lo.artifact, lo.baseSerial)}
+	}
+	a := &applier{e: e, run: run, plan: plan, state: st, pf: &planFiles{run: plan}}
+	keep, err := a.heldByOthers(ctx, lo.changed)
+	if err != nil {
+		return nil, fmt.Errorf("recovering run %s: %w", id, err)
+	}
+	tainted, err := parseAddresses(lo.result.Tainted())
+	if err != nil {
+		return nil, fmt.Errorf("recovering run %s: reading tainted addresses: %w", id, err)
+	}
+	planned := plan.Envelope.Footprint.Write
+	spec := commitSpec{
+		keep: keep, status: run.Status, reason: run.Reason, partial: true,
+		drift: Drift{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
+		recovered: &Marker{Kind: MarkerRecovered, Extra: map[string]string{
+			extraArtifact: lo.artifact, "holder": e.Holder.String(),
+		}},
+	}
+	v, err := a.commit(ctx, lo.base, lo.result, spec)
+	if err != nil {
+		if errors.Is(err, ErrConflict) {
+			// Committed meanwhile: by another recovery, or by its holder.
+			if r, gerr := e.Store.GetRun(ctx, id); gerr == nil && r.CommittedSerial != 0 {
+				return nil, &RecoverError{Run: id, Err: ErrConflict, Reason: fmt.Sprintf(
+					"it committed version %d meanwhile (another recovery, or its holder): nothing left to recover", r.CommittedSerial)}
+			}
+		}
+		return nil, fmt.Errorf("recovering run %s: committing: %w", id, err)
+	}
+	e.recoveredPlan(ctx, run, v.Serial)
+	out := &ApplyOutcome{Version: v}
+	if out.Run, err = e.getRun(ctx, id); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkRecoverable refuses runs Recover must not touch, with the reason.
+func checkRecoverable(r Run) error {
+	refuse := func(err error, format string, args ...any) error {
+		return &RecoverError{Run: r.ID, Err: err, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case r.Kind != KindApply:
+		if r.ApplyRun != "" {
+			return refuse(ErrInvalid, "it is a plan run: recover the apply run that applied it, %s", r.ApplyRun)
+		}
+		return refuse(ErrInvalid, "it is a plan run: only an apply run has what Terraform wrote")
+	case r.CommittedSerial != 0:
+		return refuse(ErrConflict, "it committed version %d already: what Terraform wrote is there (`kl run show %s`)", r.CommittedSerial, r.ID)
+	case r.InProgress():
+		until := ""
+		if !r.LeaseUntil.IsZero() {
+			until = fmt.Sprintf(" (it runs until %s unless renewed)", r.LeaseUntil.UTC().Format("2006-01-02T15:04:05Z"))
+		}
+		return refuse(ErrConflict, "it is %s: its holder %s may still be running; wait for the lease%s, then recover", r.Status, r.Holder, until)
+	}
+	switch r.Status {
+	case StatusFailed, StatusInterrupted, StatusLeaseExpired:
+		return nil
+	case StatusApplied:
+		return refuse(ErrInvalid, "it is applied without a version: %s", orWords(r.Reason, "nothing to recover"))
+	case StatusRefused:
+		return refuse(ErrInvalid, "it was refused before Terraform ran: nothing to recover")
+	}
+	return refuse(ErrInvalid, "it is %s: nothing to recover", r.Status)
+}
+
+func orWords(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+// leftover is the last state Kilolock saw Terraform write for an apply run
+// that did not commit, with the snapshot Terraform applied to.
+type leftover struct {
+	artifact     string
+	baseSerial   int64
+	base, result *tfstate.State
+	changed      AddressSet
+}
+
+// leftover reads run's last written state (ArtifactApplyResult, else
+// ArtifactApplyCheckpoint: ErrNotFound when it has neither) and the
+// snapshot Terraform applied it to: the serial of the run's
+// "apply-started" marker, or the plan's source serial for runs stored
+// before that marker existed.
+func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error) {
+	if plan.Envelope == nil {
+		return nil, fmt.Errorf("%w: plan run %s of run %s has no envelope", ErrInvalid, plan.ID, run.ID)
+	}
+	lo := &leftover{baseSerial: plan.Envelope.SourceSerial}
+	var doc []byte
+	for _, name := range []string{ArtifactApplyResult, ArtifactApplyCheckpoint} {
+		b, err := e.Store.GetArtifact(ctx, run.ID, name)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s of run %s: %w", name, run.ID, err)
+		}
+		doc, lo.artifact = b, name
+		break
+	}
+	if doc == nil {
+		return nil, fmt.Errorf("run %s has no state Terraform wrote: %w", run.ID, ErrNotFound)
+	}
+	ms, err := e.Store.Markers(ctx, run.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading markers of run %s: %w", run.ID, err)
+	}
+	for _, m := range ms {
+		if m.Kind == MarkerApplyStarted {
+			lo.baseSerial = m.Serial
+		}
+	}
+	b, err := e.Store.Snapshot(ctx, run.State, lo.baseSerial)
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot %d of state %s: %w", lo.baseSerial, run.State, err)
+	}
+	if lo.base, err = tfstate.Parse(b); err != nil {
+		return nil, fmt.Errorf("parsing snapshot %d of state %s: %w", lo.baseSerial, run.State, err)
+	}
+	if lo.result, err = tfstate.Parse(doc); err != nil {
+		return nil, fmt.Errorf("%w: artifact %s of run %s is not a readable state: %v", ErrInvalid, lo.artifact, run.ID, err)
+	}
+	if lo.changed, err = parseAddresses(tfstate.Changed(lo.base, lo.result)); err != nil {
+		return nil, fmt.Errorf("reading addresses changed by run %s: %w", run.ID, err)
+	}
+	return lo, nil
+}
+
+// recoverableOf is the Recoverable of an apply run for the views: nil when
+// the run is not one Recover would take, or left nothing it could commit.
+// A failure to read it is logged: a view goes on without it.
+func (e *Engine) recoverableOf(ctx context.Context, run Run, plan *Run) *Recoverable {
+	if checkRecoverable(run) != nil || plan == nil || plan.ID != run.PlanRun {
+		return nil
+	}
+	lo, err := e.leftover(ctx, run, *plan)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		e.log().Warn("reading what Terraform wrote for a run that did not commit", "run", run.ID, "err", err)
+		return nil
+	}
+	if len(lo.changed) == 0 {
+		return nil
+	}
+	return &Recoverable{Run: run.ID, Artifact: lo.artifact, BaseSerial: lo.baseSerial, Changed: lo.changed}
+}
+
+// recoveredPlan marks the reviewed plan of recovered apply run a failed,
+// its reason naming the version (whatever it said before): infrastructure
+// changed, so it cannot be applied again. A plan another apply claimed
+// since is left alone.
+func (e *Engine) recoveredPlan(ctx context.Context, a Run, serial int64) {
+	if _, err := e.Store.UpdateRun(ctx, a.PlanRun, []RunStatus{StatusFailed, StatusPlanned}, func(r *Run) error {
+		if err := claimedBy(r, a.ID); err != nil {
+			return err
+		}
+		r.Status = StatusFailed
+		r.Reason = fmt.Sprintf("apply run %s stopped part-way; `kl run recover` committed what Terraform had written as version %d: re-plan", a.ID, serial)
+		return nil
+	}); err != nil {
+		e.log().Error("finishing plan of a recovered run", "run", a.PlanRun, "err", err)
+	}
+}
+
+// extraArtifact is the Marker.Extra key of the artifact a "recovered"
+// marker committed from.
+const extraArtifact = "artifact"
+
+// recoveredText is the reason of a "recovered" marker.
+func recoveredText(artifact string, serial int64, kept AddressSet) string {
+	s := fmt.Sprintf("committed version %d from the last state Terraform wrote (artifact %s)", serial, artifact)
+	if len(kept) > 0 {
+		s += "; kept at the head, which changed them since the plan or another run holds them: " + strings.Join(kept.Strings(), ", ")
+	}
+	return s
+}
