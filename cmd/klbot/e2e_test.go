@@ -59,13 +59,50 @@ type pr struct {
 	paths []string
 }
 
-func (h *harness) open(t *testing.T, p pr) sent {
+// setup starts klbot against a new fake (installation 1 on repo; alice may
+// write, mallory read) and a fresh schema whose state repo holds
+// baseRepo() applied.
+func setup(t *testing.T) *harness {
+	t.Helper()
+	tfBin := terraformBinary(t)
+	fake := githubfake.New(t)
+	key := fake.NewAppKey(appID)
+	fake.AddInstallation(1, appID, repo)
+	fake.SetPermission(repo, "alice", "write")
+	fake.SetPermission(repo, "mallory", "read")
+	dsn := pgtest.DSN(t)
+	bootstrap(t, dsn, tfBin, repo, baseRepo())
+	return start(t, fake, key, dsn, tfBin)
+}
+
+// seed registers pull request p (a draft when draft is set) and its head's
+// tarball on the fake.
+func (h *harness) seed(t *testing.T, p pr, draft bool) {
 	t.Helper()
 	h.fake.SetTarball(repo, p.head, tarball(t, p.head, p.files))
 	t2 := true
-	h.fake.AddPR(repo, githubfake.PR{Number: p.n, HeadSHA: p.head, Files: p.paths, Author: "alice", Mergeable: &t2, BaseSHA: sha(0)})
-	d, code, took := h.deliver("pull_request", githubfake.PullRequestEvent("pull_request.opened.0", repo, p.n, p.head))
-	t.Logf("pull_request opened #%d answered %d in %s", p.n, code, took)
+	h.fake.AddPR(repo, githubfake.PR{Number: p.n, HeadSHA: p.head, Files: p.paths, Author: "alice", Mergeable: &t2, BaseSHA: sha(0), Draft: draft})
+}
+
+// prEvent delivers payload name (a pull_request.* example) for p's head,
+// its pull_request.draft set to draft, and returns the delivery and the
+// status klbot answered (202 enqueued, 200 duplicate).
+func (h *harness) prEvent(t *testing.T, name string, p pr, draft bool) (sent, int) {
+	t.Helper()
+	body, err := githubfake.Patch(githubfake.PullRequestEvent(name, repo, p.n, p.head), map[string]any{"pull_request.draft": draft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, code, took := h.deliver("pull_request", body)
+	t.Logf("%s #%d answered %d in %s", name, p.n, code, took)
+	return d, code
+}
+
+// open seeds pull request p (ready for review) and delivers its opening.
+func (h *harness) open(t *testing.T, p pr) sent {
+	t.Helper()
+	h.seed(t, p, false)
+	d, _ := h.prEvent(t, "pull_request.opened.0", p, false)
 	return d
 }
 
@@ -136,15 +173,8 @@ func mustContain(t *testing.T, what, body string, subs ...string) {
 // and a merge-time apply. Every check-run summary and comment body is
 // compared with its golden file.
 func TestEndToEnd(t *testing.T) {
-	tfBin := terraformBinary(t)
-	fake := githubfake.New(t)
-	key := fake.NewAppKey(appID)
-	fake.AddInstallation(1, appID, repo)
-	fake.SetPermission(repo, "alice", "write")
-	fake.SetPermission(repo, "mallory", "read")
-	dsn := pgtest.DSN(t)
-	bootstrap(t, dsn, tfBin, repo, baseRepo())
-	h := start(t, fake, key, dsn, tfBin)
+	h := setup(t)
+	fake := h.fake
 
 	app := "infra/app.tf"
 	prs := []pr{
@@ -219,12 +249,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// --- PR 2: the check run's Apply button (requested_action). ---
-	button := githubfake.MustPatch("check_run.requested_action.6", map[string]any{
-		"check_run.external_id": "kl:2:infra", "check_run.head_sha": sha(2), "check_run.pull_requests": []any{},
-		"requested_action.identifier": "kl-apply", "sender.login": "alice", "installation.id": 1,
-		"repository.full_name": repo, "repository.name": "infra", "repository.owner.login": "acme",
-	})
-	h.deliver("check_run", button)
+	h.deliver("check_run", githubfake.RequestedAction(repo, "kl:2:infra", sha(2), "alice", "kl-apply"))
 	h.settle()
 	if c := h.one(t, sha(2), "kl apply · infra"); c.Conclusion != "success" {
 		t.Errorf("PR 2 apply: conclusion %q, want success", c.Conclusion)

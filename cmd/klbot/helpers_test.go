@@ -165,10 +165,7 @@ func (h *harness) redeliver(d sent) (int, time.Duration) {
 func (h *harness) settle() {
 	h.t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, h.dsn)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	conn := h.conn()
 	defer conn.Close(ctx)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -201,17 +198,30 @@ func (h *harness) settle() {
 // count runs one counting query.
 func (h *harness) count(query string, args ...any) int {
 	h.t.Helper()
+	var n int
+	h.scan(&n, query, args...)
+	return n
+}
+
+// scan runs a query of one row and one column into dest.
+func (h *harness) scan(dest any, query string, args ...any) {
+	h.t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, h.dsn)
+	conn := h.conn()
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, query, args...).Scan(dest); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// conn connects to the test's database; the caller closes it.
+func (h *harness) conn() *pgx.Conn {
+	h.t.Helper()
+	conn, err := pgx.Connect(context.Background(), h.dsn)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	var n int
-	if err := conn.QueryRow(ctx, query, args...).Scan(&n); err != nil {
-		h.t.Fatal(err)
-	}
-	return n
+	return conn
 }
 
 // sha returns a commit SHA (40 hex digits) for a test name.

@@ -6,27 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/riverqueue/river"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
 	"github.com/kilolock/kilolock/internal/report"
 )
-
-type applyWorker struct {
-	river.WorkerDefaults[ApplyArgs]
-	b *Bot
-}
-
-func (w *applyWorker) Timeout(*river.Job[ApplyArgs]) time.Duration { return w.b.opts.ApplyTimeout }
-
-func (w *applyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
-	return w.b.runJob(ctx, KindApply, job.Args.JobBase, job.Attempt, func(ctx context.Context) (string, error) {
-		return w.b.apply(ctx, job.Args)
-	})
-}
 
 // Rules an apply is refused by before the engine runs (DESIGN.md apply step
 // 1); each refusal names its rule.
@@ -59,12 +43,7 @@ type applyCtx struct {
 // re-plan, apply and commit, and its run story is reported. A refusal is
 // not an error: the job succeeds after reporting it.
 func (b *Bot) apply(ctx context.Context, a ApplyArgs) (string, error) {
-	c, repo, err := b.client(a.JobBase)
-	if err != nil {
-		return "", err
-	}
-	b.acknowledge(ctx, c, repo, a.CommentID)
-	pr, err := c.GetPullRequest(ctx, repo, a.PR)
+	c, repo, pr, err := b.pullRequest(ctx, a.JobBase)
 	if err != nil {
 		return "", err
 	}

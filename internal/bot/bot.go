@@ -99,12 +99,44 @@ func New(eng *engine.Engine, gh Installations, pool *pgxpool.Pool, log *slog.Log
 // SetRiver attaches the River client jobs are inserted with.
 func (b *Bot) SetRiver(c *river.Client[pgx.Tx]) { b.river = c }
 
-// AddWorkers registers the bot's workers (one per job kind).
+// AddWorkers registers the bot's workers (one per job kind): plans and
+// applies bounded by Options.PlanTimeout and ApplyTimeout, replies and
+// refreshes by 5 minutes.
 func (b *Bot) AddWorkers(w *river.Workers) {
-	river.AddWorker(w, &planWorker{b: b})
-	river.AddWorker(w, &applyWorker{b: b})
-	river.AddWorker(w, &replyWorker{b: b})
-	river.AddWorker(w, &refreshWorker{b: b})
+	river.AddWorker(w, &worker[PlanArgs]{b: b, timeout: b.opts.PlanTimeout, work: b.plan})
+	river.AddWorker(w, &worker[ApplyArgs]{b: b, timeout: b.opts.ApplyTimeout, work: b.apply})
+	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: func(ctx context.Context, a ReplyArgs) (string, error) {
+		return "ok", b.answer(ctx, a)
+	}})
+	river.AddWorker(w, &worker[RefreshArgs]{b: b, timeout: 5 * time.Minute, work: b.refresh})
+}
+
+// jobArgs are the args of the bot's jobs: each embeds JobBase.
+type jobArgs interface {
+	river.JobArgs
+	base() JobBase
+}
+
+// base returns the request keys every job carries (jobArgs).
+func (j JobBase) base() JobBase { return j }
+
+// worker runs one kind of job through runJob (the per-PR lock, the
+// logger, metrics), bounded by timeout; work returns the job's result.
+type worker[T jobArgs] struct {
+	river.WorkerDefaults[T]
+	b       *Bot
+	timeout time.Duration
+	work    func(ctx context.Context, args T) (string, error)
+}
+
+// Timeout bounds one run of the job.
+func (w *worker[T]) Timeout(*river.Job[T]) time.Duration { return w.timeout }
+
+// Work runs the job.
+func (w *worker[T]) Work(ctx context.Context, job *river.Job[T]) error {
+	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), job.Attempt, func(ctx context.Context) (string, error) {
+		return w.work(ctx, job.Args)
+	})
 }
 
 // MaxAttempts is how often a job runs before River discards it (a job
@@ -147,6 +179,22 @@ func (b *Bot) client(j JobBase) (Client, github.Repo, error) {
 		return nil, github.Repo{}, fmt.Errorf("GitHub client for installation %d: %w", j.Installation, err)
 	}
 	return c, repo, nil
+}
+
+// pullRequest starts a job on a pull request: the installation's client,
+// 👀 on the command comment (if any), and the pull request as GitHub has
+// it now.
+func (b *Bot) pullRequest(ctx context.Context, j JobBase) (Client, github.Repo, github.PullRequest, error) {
+	c, repo, err := b.client(j)
+	if err != nil {
+		return nil, github.Repo{}, github.PullRequest{}, err
+	}
+	b.acknowledge(ctx, c, repo, j.CommentID)
+	pr, err := c.GetPullRequest(ctx, repo, j.PR)
+	if err != nil {
+		return nil, github.Repo{}, github.PullRequest{}, err
+	}
+	return c, repo, pr, nil
 }
 
 // runJob wraps a job's work: the per-PR lock, the logger, metrics.

@@ -224,7 +224,8 @@ func ParseConfig(data []byte, defaultTrigger Trigger) (*RepoConfig, error) {
 		if p.State == "" {
 			bad(line, "project %q: state is required (the Kilolock state it plans against, e.g. acme/infra/prod)", p.Name)
 		} else if err := engine.ValidateStateName(p.State); err != nil {
-			bad(line, "project %q: state %q: use 1-200 letters, digits, '.', '_', '/', '-', starting with a letter or digit", p.Name, p.State)
+			bad(line, "project %q: state %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
+				"starting with a letter or digit and not ending in '.'", p.Name, p.State, engine.MaxStateName)
 		}
 		if p.Workspace == "" {
 			p.Workspace = "default"

@@ -72,6 +72,7 @@ func TestParseConfigErrors(t *testing.T) {
 		"empty file":              {"", []string{"kl.yaml:1: the file is empty"}},
 		"missing name and state":  {"version: 1\nprojects:\n  - dir: x\n", []string{"kl.yaml:3: project 1: name is required", "kl.yaml:3: project \"\": state is required"}},
 		"duplicate names":         {"version: 1\nprojects:\n  - name: a\n    state: s\n  - name: a\n    state: t\n", []string{`kl.yaml:5: project name "a" is used twice (first on line 3)`}},
+		"state ending in a dot":   {"version: 1\nprojects:\n  - name: a\n    state: acme/infra.\n", []string{`kl.yaml:3: project "a": state "acme/infra."`, "not ending in '.'"}},
 		"dir outside":             {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: ../x\n", []string{`kl.yaml:3: project "a": dir "../x" must be a relative path inside the repository`}},
 		"absolute dir":            {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: /etc\n", []string{`dir "/etc" must be a relative path`}},
 		"bad state":               {"version: 1\nprojects:\n  - name: a\n    state: \"-x y\"\n", []string{`state "-x y"`}},

@@ -12,13 +12,25 @@ const (
 	KindRefresh = "klbot_refresh"
 )
 
+// Keys of push plans (PlanArgs.Key), from the delivery's pull_request.draft.
+const (
+	KeyPush  = "push"  // a pull request ready for review
+	KeyDraft = "draft" // a draft pull request
+)
+
 // PlanArgs plans the projects of a pull request at a head commit: on a push
 // (Trigger "push": the touched projects), a "/kl plan" comment ("comment":
 // the touched projects, or Project), or a re-run of a plan check run
-// ("rerequest": Project). Unique on (repo, PR, head SHA, key): key is
-// "push" for pushes — GitHub sends synchronize and ready_for_review for one
-// push (shared/GITHUB.md) — and the delivery id otherwise, so an explicit
-// request always plans again.
+// ("rerequest": Project, or the touched projects for the "kl plan" and
+// "kl config" runs). Unique on (repo, PR, head SHA, key). For pushes the
+// key is KeyPush, or KeyDraft when the delivery's pull request is a draft:
+// GitHub sends synchronize and ready_for_review for one push
+// (shared/GITHUB.md) and they stay one job, while the ready_for_review of
+// a former draft is a job of its own, so a draft skipped under kl.yaml
+// plan_drafts: false is planned once it is ready at the same head. For
+// comments and re-runs the key is the delivery id, so an explicit request
+// always plans again. Whether a draft is planned is decided by the pull
+// request as fetched when the job runs (Bot.plan).
 type PlanArgs struct {
 	JobBase
 	HeadSHA string `json:"head_sha" river:"unique"` // "" for comments: the PR's head when the job runs

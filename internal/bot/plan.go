@@ -9,9 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
-
-	"github.com/riverqueue/river"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -20,19 +17,6 @@ import (
 
 // maxConfigBytes caps kl.yaml.
 const maxConfigBytes = 1 << 20
-
-type planWorker struct {
-	river.WorkerDefaults[PlanArgs]
-	b *Bot
-}
-
-func (w *planWorker) Timeout(*river.Job[PlanArgs]) time.Duration { return w.b.opts.PlanTimeout }
-
-func (w *planWorker) Work(ctx context.Context, job *river.Job[PlanArgs]) error {
-	return w.b.runJob(ctx, KindPlan, job.Args.JobBase, job.Attempt, func(ctx context.Context) (string, error) {
-		return w.b.plan(ctx, job.Args)
-	})
-}
 
 // checkout is a pull request's head commit, extracted for one job.
 type checkout struct {
@@ -50,14 +34,18 @@ type checkout struct {
 // older plans of the pull request, plan every touched project (or the one
 // asked for) with one "kl plan · PROJECT" check run each, and update the
 // sticky comment.
+//
+// Drafts are decided by the pull request as fetched (the key only says what
+// the delivery saw): a push job stops when the pull request is a draft and
+// kl.yaml has plan_drafts: false; a KeyDraft job stops when the pull
+// request is no longer a draft, because GitHub's ready_for_review delivery
+// made a KeyPush job for the same head (one plan, not two). Comments and
+// re-runs plan drafts too. Left to "/kl plan": a pull request converted to
+// a draft before its KeyPush job ran and made ready again at the same head
+// (that ready_for_review is a Duplicate).
 func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 	log := logOf(ctx)
-	c, repo, err := b.client(a.JobBase)
-	if err != nil {
-		return "", err
-	}
-	b.acknowledge(ctx, c, repo, a.CommentID)
-	pr, err := c.GetPullRequest(ctx, repo, a.PR)
+	c, repo, pr, err := b.pullRequest(ctx, a.JobBase)
 	if err != nil {
 		return "", err
 	}
@@ -67,6 +55,10 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 	}
 	if a.HeadSHA != "" && pr.HeadSHA != a.HeadSHA {
 		log.Info("superseded: the pull request's head moved on", "job_head", a.HeadSHA, "head", pr.HeadSHA)
+		return "skipped", nil
+	}
+	if a.Key == KeyDraft && !pr.Draft {
+		log.Info("ready for review since the delivery: the ready_for_review delivery's job plans it")
 		return "skipped", nil
 	}
 	if a.Trigger == "comment" {

@@ -5,27 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
-	"github.com/riverqueue/river"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
 	"github.com/kilolock/kilolock/internal/report"
 )
-
-type replyWorker struct {
-	river.WorkerDefaults[ReplyArgs]
-	b *Bot
-}
-
-func (w *replyWorker) Timeout(*river.Job[ReplyArgs]) time.Duration { return 5 * time.Minute }
-
-func (w *replyWorker) Work(ctx context.Context, job *river.Job[ReplyArgs]) error {
-	return w.b.runJob(ctx, KindReply, job.Args.JobBase, job.Attempt, func(ctx context.Context) (string, error) {
-		return "ok", w.b.answer(ctx, job.Args)
-	})
-}
 
 // acknowledge reacts 👀 to the command comment (a failure is logged, not
 // fatal: the reply says the rest).

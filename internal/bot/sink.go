@@ -26,8 +26,12 @@ const ApplyActionID = "kl-apply"
 //     redelivery → Duplicate, nothing enqueued (shared/GITHUB.md: de-duplicate
 //     on X-GitHub-Delivery).
 //  2. Route: pull_request opened/synchronize/reopened/ready_for_review →
-//     a plan job, unique on (repo, PR, head SHA) (GitHub sends synchronize
-//     and ready_for_review for one push: the second is Duplicate); closed →
+//     a plan job, unique on (repo, PR, head SHA, key) with key KeyPush, or
+//     KeyDraft when the payload's pull_request.draft is true (GitHub sends
+//     synchronize and ready_for_review for one push: the second is
+//     Duplicate; but the ready_for_review of a former draft is a new job,
+//     so a draft skipped by plan_drafts: false is planned once it is
+//     ready — PlanArgs); closed →
 //     an apply job of trigger merge (or close); issue_comment created with a
 //     "/kl" line → a plan, apply or reply job; check_run requested_action
 //     "kl-apply" → an apply job, rerequested → a plan job, both mapped to
@@ -98,7 +102,11 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 		base.Actor = e.GetSender().GetLogin()
 		switch d.Action {
 		case "opened", "synchronize", "reopened", "ready_for_review":
-			return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: "push", Trigger: "push"}}, nil
+			key := KeyPush
+			if e.GetPullRequest().GetDraft() {
+				key = KeyDraft
+			}
+			return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: key, Trigger: "push"}}, nil
 		case "closed":
 			trig := "close"
 			if e.GetPullRequest().GetMerged() {
@@ -137,10 +145,7 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 				return nil, nil
 			}
 			return []river.JobArgs{ApplyArgs{JobBase: base, Trigger: "button", Project: project, HeadSHA: d.HeadSHA}}, nil
-		case "rerequested":
-			if project == "" {
-				return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: d.ID, Trigger: "rerequest"}}, nil
-			}
+		case "rerequested": // project "": the "kl plan" or "kl config" run, every touched project
 			return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: d.ID, Trigger: "rerequest", Project: project}}, nil
 		}
 	case *gh.InstallationEvent:

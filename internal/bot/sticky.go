@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/riverqueue/river"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -253,21 +250,13 @@ func demote(md string) string {
 	return out.String()
 }
 
-type refreshWorker struct {
-	river.WorkerDefaults[RefreshArgs]
-	b *Bot
-}
-
-func (w *refreshWorker) Timeout(*river.Job[RefreshArgs]) time.Duration { return 5 * time.Minute }
-
-func (w *refreshWorker) Work(ctx context.Context, job *river.Job[RefreshArgs]) error {
-	return w.b.runJob(ctx, KindRefresh, job.Args.JobBase, job.Attempt, func(ctx context.Context) (string, error) {
-		c, repo, err := w.b.client(job.Args.JobBase)
-		if err != nil {
-			return "", err
-		}
-		return "ok", w.b.updateSticky(ctx, c, repo, job.Args.PR)
-	})
+// refresh is the refresh job (RefreshArgs): re-render the sticky comment.
+func (b *Bot) refresh(ctx context.Context, a RefreshArgs) (string, error) {
+	c, repo, err := b.client(a.JobBase)
+	if err != nil {
+		return "", err
+	}
+	return "ok", b.updateSticky(ctx, c, repo, a.PR)
 }
 
 // refreshOthers enqueues a refresh of the sticky comment of every other

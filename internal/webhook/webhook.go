@@ -19,7 +19,8 @@
 // redeliver by itself, and a manual redelivery of a 500 would fail again.
 //
 // The package knows nothing of queues or databases: de-duplication on the
-// delivery id and on (repo, PR, head SHA) is the Sink's, done durably.
+// delivery id and, for push plans, on (repo, PR, head SHA, draft or not)
+// is the Sink's, done durably.
 // Every request logs once, with RequestKeys attached; the body and the
 // headers are never logged.
 package webhook
@@ -89,8 +90,8 @@ type Outcome int
 const (
 	// Enqueued: recorded and its work enqueued durably → 202.
 	Enqueued Outcome = iota + 1
-	// Duplicate: already recorded (same delivery id, or a plan for the
-	// same repo, PR and head SHA) → 200.
+	// Duplicate: already recorded (same delivery id, or a push plan for
+	// the same repo, PR and head SHA, draft or not) → 200.
 	Duplicate
 	// Ignored: recorded or not, there is no work to do → 202.
 	Ignored
@@ -113,8 +114,8 @@ func (o Outcome) String() string {
 // Sink takes verified deliveries; internal/bot implements it with a
 // durable enqueue.
 type Sink interface {
-	// Accept durably records d (de-duplicated on d.ID and, for plans, on
-	// (repo, PR, head SHA)) and enqueues its work; it returns only once
+	// Accept durably records d (de-duplicated on d.ID and, for push plans,
+	// on (repo, PR, head SHA, draft or not)) and enqueues its work; it returns only once
 	// that is durable. ctx carries the request's logger (LoggerFrom) and is
 	// cancelled after HandlerConfig.AcceptTimeout. An error means nothing
 	// was made durable: the handler answers 503 so an operator redelivers.

@@ -84,9 +84,8 @@ func (f *Fake) createCheckRun(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
+	rp := f.callRepoLocked(w, c)
 	if rp == nil {
-		notFound(w)
 		return
 	}
 	cr := &CheckRun{ID: f.id(), Repo: rp.owner + "/" + rp.name, Status: "queued", StartedAt: f.now()}
@@ -96,13 +95,26 @@ func (f *Fake) createCheckRun(w http.ResponseWriter, r *http.Request, c *call) {
 	writeJSON(w, http.StatusCreated, f.checkRunJSON(c.op, http.StatusCreated, rp, cr))
 }
 
+// callCheckRunLocked finds the call's check run, answering 404 when there
+// is none (then the check run is nil). Call with f.mu held.
+func (f *Fake) callCheckRunLocked(w http.ResponseWriter, c *call) (*repo, *CheckRun) {
+	rp := f.callRepoLocked(w, c)
+	if rp == nil {
+		return nil, nil
+	}
+	cr := f.checkRuns[c.intParam("check_run_id")]
+	if cr == nil || cr.Repo != rp.owner+"/"+rp.name {
+		notFound(w)
+		return nil, nil
+	}
+	return rp, cr
+}
+
 func (f *Fake) getCheckRun(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
-	cr := f.checkRuns[c.intParam("check_run_id")]
-	if rp == nil || cr == nil || cr.Repo != rp.owner+"/"+rp.name {
-		notFound(w)
+	rp, cr := f.callCheckRunLocked(w, c)
+	if cr == nil {
 		return
 	}
 	writeJSON(w, http.StatusOK, f.checkRunJSON(c.op, http.StatusOK, rp, cr))
@@ -111,10 +123,8 @@ func (f *Fake) getCheckRun(w http.ResponseWriter, r *http.Request, c *call) {
 func (f *Fake) updateCheckRun(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
-	cr := f.checkRuns[c.intParam("check_run_id")]
-	if rp == nil || cr == nil || cr.Repo != rp.owner+"/"+rp.name {
-		notFound(w)
+	rp, cr := f.callCheckRunLocked(w, c)
+	if cr == nil {
 		return
 	}
 	if errs := checkRunRules(c, cr); len(errs) > 0 {
@@ -129,9 +139,8 @@ func (f *Fake) updateCheckRun(w http.ResponseWriter, r *http.Request, c *call) {
 func (f *Fake) listCheckRuns(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
+	rp := f.callRepoLocked(w, c)
 	if rp == nil {
-		notFound(w)
 		return
 	}
 	q := r.URL.Query()

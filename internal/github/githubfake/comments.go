@@ -16,26 +16,32 @@ func commentRules(c *call) []FieldError {
 	return nil
 }
 
-// issueExistsLocked: a pull request, or an issue some comment was seeded on.
-func (f *Fake) issueExistsLocked(rp *repo, n int) bool {
+// callIssueLocked finds the call's issue: a pull request, or an issue some
+// comment was seeded on. It answers 404 when there is none (then the
+// repository is nil). Call with f.mu held.
+func (f *Fake) callIssueLocked(w http.ResponseWriter, c *call) (*repo, int) {
+	rp := f.callRepoLocked(w, c)
+	if rp == nil {
+		return nil, 0
+	}
+	n := int(c.intParam("issue_number"))
 	if rp.prs[n] != nil {
-		return true
+		return rp, n
 	}
 	for _, cm := range f.comments {
 		if cm.Repo == rp.owner+"/"+rp.name && cm.Issue == n {
-			return true
+			return rp, n
 		}
 	}
-	return false
+	notFound(w)
+	return nil, 0
 }
 
 func (f *Fake) listComments(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
-	n := int(c.intParam("issue_number"))
-	if rp == nil || !f.issueExistsLocked(rp, n) {
-		notFound(w)
+	rp, n := f.callIssueLocked(w, c)
+	if rp == nil {
 		return
 	}
 	all := f.commentsLocked(rp.owner+"/"+rp.name, n)
@@ -49,13 +55,7 @@ func (f *Fake) listComments(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 		all = kept
 	}
-	lo, hi := f.paginate(w, r, len(all))
-	item := listExample(c.op, http.StatusOK)
-	list := []any{}
-	for i := lo; i < hi; i++ {
-		list = append(list, fillExample(item, f.commentFields(rp, &all[i])))
-	}
-	writeJSON(w, http.StatusOK, list)
+	f.writePage(w, r, c, len(all), func(i int) map[string]any { return f.commentFields(rp, &all[i]) })
 }
 
 func (f *Fake) createComment(w http.ResponseWriter, r *http.Request, c *call) {
@@ -65,10 +65,8 @@ func (f *Fake) createComment(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
-	n := int(c.intParam("issue_number"))
-	if rp == nil || !f.issueExistsLocked(rp, n) {
-		notFound(w)
+	rp, n := f.callIssueLocked(w, c)
+	if rp == nil {
 		return
 	}
 	body, _ := c.str("body")
@@ -78,10 +76,16 @@ func (f *Fake) createComment(w http.ResponseWriter, r *http.Request, c *call) {
 	writeJSON(w, http.StatusCreated, f.fill(c.op, http.StatusCreated, f.commentFields(rp, cm)))
 }
 
-func (f *Fake) commentLocked(c *call) (*repo, *Comment) {
-	rp := f.callRepoLocked(c)
+// callCommentLocked finds the call's comment, answering 404 when there is
+// none (then the comment is nil). Call with f.mu held.
+func (f *Fake) callCommentLocked(w http.ResponseWriter, c *call) (*repo, *Comment) {
+	rp := f.callRepoLocked(w, c)
+	if rp == nil {
+		return nil, nil
+	}
 	cm := f.comments[c.intParam("comment_id")]
-	if rp == nil || cm == nil || cm.Repo != rp.owner+"/"+rp.name {
+	if cm == nil || cm.Repo != rp.owner+"/"+rp.name {
+		notFound(w)
 		return nil, nil
 	}
 	return rp, cm
@@ -94,9 +98,8 @@ func (f *Fake) updateComment(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp, cm := f.commentLocked(c)
+	rp, cm := f.callCommentLocked(w, c)
 	if cm == nil {
-		notFound(w)
 		return
 	}
 	cm.Body, _ = c.str("body")
@@ -108,9 +111,8 @@ func (f *Fake) updateComment(w http.ResponseWriter, r *http.Request, c *call) {
 func (f *Fake) deleteComment(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_, cm := f.commentLocked(c)
+	_, cm := f.callCommentLocked(w, c)
 	if cm == nil {
-		notFound(w)
 		return
 	}
 	delete(f.comments, cm.ID)
@@ -120,9 +122,8 @@ func (f *Fake) deleteComment(w http.ResponseWriter, r *http.Request, c *call) {
 func (f *Fake) createReaction(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_, cm := f.commentLocked(c)
+	_, cm := f.callCommentLocked(w, c)
 	if cm == nil {
-		notFound(w)
 		return
 	}
 	content, _ := c.str("content")
@@ -168,10 +169,8 @@ func (f *Fake) commentFields(rp *repo, cm *Comment) map[string]any {
 func (f *Fake) getIssue(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
-	n := int(c.intParam("issue_number"))
-	if rp == nil || !f.issueExistsLocked(rp, n) {
-		notFound(w)
+	rp, n := f.callIssueLocked(w, c)
+	if rp == nil {
 		return
 	}
 	full := rp.owner + "/" + rp.name

@@ -18,8 +18,8 @@ import (
 const maxBody = 30 << 20
 
 // Fake is a GitHub REST API server for tests. Create it with New; seed it
-// with AddRepo, AddInstallation, NewAppKey, AddToken, AddPR, AddComment,
-// SetPermission, AddReview and SetTarball; point clients at APIURL; read
+// with AddRepo, AddInstallation, NewAppKey, AddToken, AddPR, SetDraft,
+// AddComment, SetPermission, AddReview and SetTarball; point clients at APIURL; read
 // what happened with Requests, CheckRuns, Comments and Reactions. All
 // methods are safe for concurrent use.
 type Fake struct {

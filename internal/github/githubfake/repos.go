@@ -37,10 +37,11 @@ func (f *Fake) prFields(rp *repo, pr *PR) map[string]any {
 	}
 }
 
+// callPRLocked finds the call's pull request, answering 404 when there is
+// none (then the pull request is nil). Call with f.mu held.
 func (f *Fake) callPRLocked(w http.ResponseWriter, c *call) (*repo, *PR) {
-	rp := f.callRepoLocked(c)
+	rp := f.callRepoLocked(w, c)
 	if rp == nil {
-		notFound(w)
 		return nil, nil
 	}
 	pr := rp.prs[int(c.intParam("pull_number"))]
@@ -64,9 +65,8 @@ func (f *Fake) getPull(w http.ResponseWriter, r *http.Request, c *call) {
 func (f *Fake) listPulls(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
+	rp := f.callRepoLocked(w, c)
 	if rp == nil {
-		notFound(w)
 		return
 	}
 	state := r.URL.Query().Get("state")
@@ -80,13 +80,7 @@ func (f *Fake) listPulls(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 	}
 	sort.Slice(prs, func(i, j int) bool { return prs[i].Number > prs[j].Number })
-	lo, hi := f.paginate(w, r, len(prs))
-	item := listExample(c.op, http.StatusOK)
-	list := []any{}
-	for _, pr := range prs[lo:hi] {
-		list = append(list, fillExample(item, f.prFields(rp, pr)))
-	}
-	writeJSON(w, http.StatusOK, list)
+	f.writePage(w, r, c, len(prs), func(i int) map[string]any { return f.prFields(rp, prs[i]) })
 }
 
 func (f *Fake) listPullFiles(w http.ResponseWriter, r *http.Request, c *call) {
@@ -100,14 +94,9 @@ func (f *Fake) listPullFiles(w http.ResponseWriter, r *http.Request, c *call) {
 	if len(files) > 3000 { // GitHub lists at most 3000 files
 		files = files[:3000]
 	}
-	lo, hi := f.paginate(w, r, len(files))
-	item := listExample(c.op, http.StatusOK)
-	list := []any{}
-	for _, name := range files[lo:hi] {
-		list = append(list, fillExample(item, map[string]any{"filename": name, "status": "modified",
-			"previous_filename": nil, "additions": 1, "deletions": 1, "changes": 2}))
-	}
-	writeJSON(w, http.StatusOK, list)
+	f.writePage(w, r, c, len(files), func(i int) map[string]any {
+		return map[string]any{"filename": files[i], "status": "modified", "previous_filename": nil, "additions": 1, "deletions": 1, "changes": 2}
+	})
 }
 
 func (f *Fake) listReviews(w http.ResponseWriter, r *http.Request, c *call) {
@@ -118,15 +107,11 @@ func (f *Fake) listReviews(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	reviews := rp.reviews[pr.Number]
-	lo, hi := f.paginate(w, r, len(reviews))
-	item := listExample(c.op, http.StatusOK)
-	list := []any{}
-	for _, rv := range reviews[lo:hi] {
-		list = append(list, fillExample(item, map[string]any{"id": rv.ID, "node_id": fmt.Sprintf("PRR_%d", rv.ID),
-			"user": userFields(rv.User), "state": rv.State, "commit_id": rv.CommitID, "body": "",
-			"submitted_at": ts(rv.SubmittedAt)}))
-	}
-	writeJSON(w, http.StatusOK, list)
+	f.writePage(w, r, c, len(reviews), func(i int) map[string]any {
+		rv := reviews[i]
+		return map[string]any{"id": rv.ID, "node_id": fmt.Sprintf("PRR_%d", rv.ID), "user": userFields(rv.User), "state": rv.State,
+			"commit_id": rv.CommitID, "body": "", "submitted_at": ts(rv.SubmittedAt)}
+	})
 }
 
 // legacyPermission is the "permission" GitHub answers for a role.
@@ -147,9 +132,8 @@ func legacyPermission(role string) string {
 func (f *Fake) getPermission(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
+	rp := f.callRepoLocked(w, c)
 	if rp == nil {
-		notFound(w)
 		return
 	}
 	login := c.params["username"]
@@ -164,9 +148,8 @@ func (f *Fake) getPermission(w http.ResponseWriter, r *http.Request, c *call) {
 func (f *Fake) tarball(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
+	rp := f.callRepoLocked(w, c)
 	if rp == nil {
-		notFound(w)
 		return
 	}
 	data, ok := rp.tarballs[c.params["ref"]]
@@ -208,9 +191,8 @@ func (f *Fake) getContent(w http.ResponseWriter, r *http.Request, c *call) {
 func (f *Fake) createStatus(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rp := f.callRepoLocked(c)
+	rp := f.callRepoLocked(w, c)
 	if rp == nil {
-		notFound(w)
 		return
 	}
 	st := map[string]any{"id": f.id(), "sha": c.params["sha"]}

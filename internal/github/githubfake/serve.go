@@ -159,11 +159,13 @@ func opID(op *Operation) string {
 	return op.ID
 }
 
-// repoLocked finds the call's repository, reachable by the caller.
-// Call with f.mu held.
-func (f *Fake) callRepoLocked(c *call) *repo {
+// callRepoLocked finds the call's repository, reachable by the caller;
+// otherwise it answers 404, as GitHub does for a repository the caller
+// cannot see, and returns nil. Call with f.mu held.
+func (f *Fake) callRepoLocked(w http.ResponseWriter, c *call) *repo {
 	r := f.repos[strings.ToLower(c.params["owner"]+"/"+c.params["repo"])]
 	if r == nil || !f.canReachLocked(c.who, r) {
+		notFound(w)
 		return nil
 	}
 	return r
@@ -214,6 +216,19 @@ func merge(dst, src map[string]any) {
 		}
 		dst[k] = v
 	}
+}
+
+// writePage answers the page of a list of n items the request asks for:
+// fields(i) are the stateful fields of item i, filled into the operation's
+// example item.
+func (f *Fake) writePage(w http.ResponseWriter, r *http.Request, c *call, n int, fields func(i int) map[string]any) {
+	lo, hi := f.paginate(w, r, n)
+	item := listExample(c.op, http.StatusOK)
+	list := []any{}
+	for i := lo; i < hi; i++ {
+		list = append(list, fillExample(item, fields(i)))
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 // listExample is the first element of a list operation's example.

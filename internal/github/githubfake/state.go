@@ -118,6 +118,19 @@ func (f *Fake) AddPR(fullName string, pr PR) {
 	r.prs[pr.Number] = &pr
 }
 
+// SetDraft marks pull request number of repo "owner/name" as a draft or as
+// ready for review (what GitHub's converted_to_draft and ready_for_review
+// change). It panics when the pull request was not added (test setup).
+func (f *Fake) SetDraft(fullName string, number int, draft bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pr := f.repoLocked(fullName).prs[number]
+	if pr == nil {
+		panic(fmt.Sprintf("githubfake: %s has no pull request %d", fullName, number))
+	}
+	pr.Draft = draft
+}
+
 // SetPermission sets a user's role on a repository: admin, maintain,
 // write, triage or read (or a custom role name). GitHub answers
 // "permission" with the legacy level (maintain → write, triage → read) and

@@ -145,22 +145,28 @@ func PullRequestEvent(name, repo string, number int, headSHA string) []byte {
 }
 
 func pullRequestPayload(name, repo string, number int, headSHA string, extra map[string]any) []byte {
-	owner, rname, _ := strings.Cut(repo, "/")
-	set := map[string]any{
+	set := inRepo(repo, map[string]any{
 		"number":                           number,
 		"pull_request.number":              number,
 		"pull_request.head.sha":            headSHA,
-		"repository.full_name":             repo,
-		"repository.name":                  rname,
-		"repository.owner.login":           owner,
-		"installation.id":                  1,
 		"installation.node_id":             "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==",
 		"pull_request.base.repo.full_name": repo,
-	}
+	})
 	for k, v := range extra {
 		set[k] = v
 	}
 	return MustPatch(name, set)
+}
+
+// inRepo adds to set what points a payload at repo "owner/name" and
+// routes it like an App delivery of installation id 1.
+func inRepo(repo string, set map[string]any) map[string]any {
+	owner, rname, _ := strings.Cut(repo, "/")
+	set["repository.full_name"] = repo
+	set["repository.name"] = rname
+	set["repository.owner.login"] = owner
+	set["installation.id"] = 1
+	return set
 }
 
 // IssueCommentOnPR is issue_comment.created.0 patched to a comment on pull
@@ -168,21 +174,49 @@ func pullRequestPayload(name, repo string, number int, headSHA string, extra map
 // holds a command): issue.pull_request is added, comment.body set, the
 // commenter is login.
 func IssueCommentOnPR(repo string, number int, login, body string) []byte {
-	owner, rname, _ := strings.Cut(repo, "/")
-	return MustPatch("issue_comment.created.0", map[string]any{
+	return MustPatch("issue_comment.created.0", inRepo(repo, map[string]any{
 		"issue.number": number,
 		"issue.pull_request": map[string]any{
 			"url":      fmt.Sprintf("https://api.github.com/repos/%s/pulls/%d", repo, number),
 			"html_url": fmt.Sprintf("https://github.com/%s/pull/%d", repo, number),
 		},
-		"comment.body":           body,
-		"comment.user.login":     login,
-		"sender.login":           login,
-		"repository.full_name":   repo,
-		"repository.name":        rname,
-		"repository.owner.login": owner,
-		"installation.id":        1,
+		"comment.body":       body,
+		"comment.user.login": login,
+		"sender.login":       login,
+	}))
+}
+
+// CheckRunEvent is payload name (a check_run.* example) pointed at a check
+// run of repo: its external_id and head SHA, an empty pull_requests (as
+// GitHub sends for a fork's push: the app maps the run through
+// external_id), sent by login, installation id 1. The app timestamps of
+// check_run.rerequested.7 and .8 ("2018-04-25 20:42:10", which go-github
+// v62 rejects) are rewritten in RFC 3339, as GitHub sends them today.
+func CheckRunEvent(name, repo, externalID, headSHA, login string) []byte {
+	set := inRepo(repo, map[string]any{
+		"check_run.external_id":   externalID,
+		"check_run.head_sha":      headSHA,
+		"check_run.pull_requests": []any{},
+		"sender.login":            login,
 	})
+	if strings.HasPrefix(name, "check_run.rerequested.") {
+		for _, app := range []string{"check_run.app", "check_run.check_suite.app"} {
+			set[app+".created_at"] = "2018-04-25T20:42:10Z"
+			set[app+".updated_at"] = "2018-04-25T20:42:10Z"
+		}
+	}
+	return MustPatch(name, set)
+}
+
+// RequestedAction is check_run.requested_action.6 as CheckRunEvent makes
+// it, for the button identifier: a click on a check run's button.
+func RequestedAction(repo, externalID, headSHA, login, identifier string) []byte {
+	b, err := Patch(CheckRunEvent("check_run.requested_action.6", repo, externalID, headSHA, login),
+		map[string]any{"requested_action.identifier": identifier})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // WebhookRequest builds the POST GitHub would send to url: event and

@@ -69,6 +69,25 @@ func TestPatchedPayloads(t *testing.T) {
 		ic.GetComment().GetUser().GetLogin() != "maria" {
 		t.Errorf("issue comment payload: %+v", ic.GetIssue().PullRequestLinks)
 	}
+	for _, name := range []string{"check_run.rerequested.7", "check_run.rerequested.8", "check_run.requested_action.6"} {
+		ev, err = gh.ParseWebHook("check_run", CheckRunEvent(name, "acme/infra", "kl:7:prod", sha1, "maria"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cr := ev.(*gh.CheckRunEvent)
+		if cr.GetCheckRun().GetExternalID() != "kl:7:prod" || cr.GetCheckRun().GetHeadSHA() != sha1 || len(cr.GetCheckRun().PullRequests) != 0 ||
+			cr.GetRepo().GetFullName() != "acme/infra" || cr.GetInstallation().GetID() != 1 || cr.GetSender().GetLogin() != "maria" {
+			t.Errorf("%s payload: external id %q sha %s prs %d repo %s installation %d sender %s", name, cr.GetCheckRun().GetExternalID(),
+				cr.GetCheckRun().GetHeadSHA(), len(cr.GetCheckRun().PullRequests), cr.GetRepo().GetFullName(), cr.GetInstallation().GetID(), cr.GetSender().GetLogin())
+		}
+	}
+	ev, err = gh.ParseWebHook("check_run", RequestedAction("acme/infra", "kl:7:prod", sha1, "maria", "kl-apply"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ra := ev.(*gh.CheckRunEvent); ra.GetAction() != "requested_action" || ra.GetRequestedAction().Identifier != "kl-apply" {
+		t.Errorf("requested_action payload: action %s identifier %+v", ra.GetAction(), ra.GetRequestedAction())
+	}
 	// Large ids survive patching exactly (no float64 rounding).
 	b := MustPatch("check_run.requested_action.6", map[string]any{"requested_action.identifier": "apply"})
 	var v struct {
