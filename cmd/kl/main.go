@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,31 +14,34 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(os.Args[1:]))
+}
+
+// run runs kl and returns its exit status: 0, 3 for a refusal, 130 or 143
+// for a command SIGINT or SIGTERM stopped, 1 for any other error.
+func run(args []string) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	finished := make(chan struct{})
 	go func() {
 		select {
-		case <-ctx.Done():
-			select {
-			case <-finished: // stop() after a normal end, not a signal
-			default:
-				// A second Ctrl-C exits at once: Terraform is killed with kl,
-				// and the reservations expire with their lease (KL_LEASE).
-				stop()
-				fmt.Fprintln(os.Stderr, "\nkl: interrupted: stopping Terraform; an apply commits what Terraform wrote and releases its reservations (Ctrl-C again to exit at once)…")
-			}
+		case s := <-sigs:
+			// A second Ctrl-C exits at once (the default action): Terraform
+			// is killed with kl, and the reservations expire with their
+			// lease (KL_LEASE). cli.Run prints what the command does now.
+			signal.Stop(sigs)
+			sig, _ := s.(syscall.Signal)
+			cancel(&cli.Interrupted{Signal: sig})
 		case <-finished:
 		}
 	}()
-	err := cli.Run(ctx, os.Args[1:], os.Environ(), cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	err := cli.Run(ctx, args, os.Environ(), cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	close(finished)
-	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kl:", err)
-		var ee *cli.ExitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.Code)
-		}
-		os.Exit(1)
 	}
+	return cli.ExitCode(err)
 }

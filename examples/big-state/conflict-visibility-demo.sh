@@ -35,7 +35,12 @@ if [ -z "${TF_CLI_CONFIG_FILE:-}" ] || [ ! -e "${TF_CLI_CONFIG_FILE}" ]; then
   export TF_CLI_CONFIG_FILE=/dev/null
 fi
 
-bold=$(tput bold 2>/dev/null || true); reset=$(tput sgr0 2>/dev/null || true)
+# Bold headings only on a terminal that has them (a log gets plain text),
+# and never with NO_COLOR (https://no-color.org), as kl itself.
+bold=''; reset=''
+if [ -t 1 ] && [ -n "${TERM:-}" ] && [ "$TERM" != dumb ] && [ -z "${NO_COLOR:-}" ]; then
+  bold=$(tput bold 2>/dev/null || true); reset=$(tput sgr0 2>/dev/null || true)
+fi
 step() { printf '\n%s━━ %s%s\n' "$bold" "$*" "$reset"; }
 show() { printf '%s$ %s%s\n' "$bold" "$*" "$reset"; "$@"; }
 # ulid reads the first run id (a 26-character ULID) from stdin.

@@ -45,6 +45,9 @@ func TestBadInput(t *testing.T) {
 	withStore := func(store string) []string {
 		return append(append([]string(nil), k.env...), "KL_STORE="+store)
 	}
+	// A mistyped store path: only kl state init creates a store.
+	missing := filepath.Join(k.dir, "nonexistent", "dir", "kl.db")
+	noStore := []string{"no Kilolock store at " + missing + " (KL_STORE)", `"kl state init NAME" creates one`}
 
 	for name, tc := range map[string]struct {
 		args  []string
@@ -57,9 +60,9 @@ func TestBadInput(t *testing.T) {
 		"run show of an unknown run":       {args: []string{"run", "show", unknown}, want: []string{"run " + unknown + " does not exist", "kl runs"}, code: 1},
 		"why of an unknown run":            {args: []string{"why", unknown}, want: []string{"run " + unknown + " does not exist"}, code: 1},
 		"since-plan of an unknown run":     {args: []string{"history", "--since-plan", unknown}, want: []string{"run " + unknown + " does not exist"}, code: 1},
-		"apply of an apply run":            {args: []string{"apply", applyRun}, want: []string{"run " + applyRun + " is an apply run, not a plan", "apply its plan run " + applied}, code: 1},
+		"apply of an apply run":            {args: []string{"apply", applyRun}, want: []string{"run " + applyRun + " is an apply run, not a plan", "apply its plan run " + applied}, code: 3},
 		"apply of an applied plan":         {args: []string{"apply", applied}, want: []string{"plan run " + applied + " was already applied by run " + applyRun}, code: 3},
-		"apply --state of another state":   {args: []string{"apply", open, "--state", "other"}, want: []string{"plan " + open + " belongs to state prod, not other"}, code: 1},
+		"apply --state of another state":   {args: []string{"apply", open, "--state", "other"}, want: []string{"plan " + open + " belongs to state prod, not other"}, code: 3},
 		"state init from a non-state JSON": {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "not-a-state.json")}, want: []string{"not-a-state.json", "not a Terraform state", `no "version" field`}, code: 1},
 		"state init from a v3 state":       {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "v3.tfstate")}, want: []string{"v3.tfstate", "found state format version 3", "version 4 only"}, code: 1},
 		"state init from garbage":          {args: []string{"state", "init", "x", "--from", filepath.Join(k.dir, "garbage.tfstate")}, want: []string{"garbage.tfstate", "not a Terraform state"}, code: 1},
@@ -85,7 +88,7 @@ func TestBadInput(t *testing.T) {
 		"runs --limit 0":                 {args: []string{"runs", "--limit", "0"}, want: []string{"--limit 0: want at least 1"}, code: 1},
 		"plan --commit not hex":          {args: []string{"plan", "--state", "prod", "-C", cfg, "--commit", "zzz"}, want: []string{`--commit "zzz": want a commit SHA, 7 to 40 hexadecimal characters`}, code: 1},
 		"plan --commit too long":         {args: []string{"plan", "--state", "prod", "-C", cfg, "--commit", strings.Repeat("a", 41)}, want: []string{"--commit", "7 to 40 hexadecimal"}, code: 1},
-		"run discard of an apply run":    {args: []string{"run", "discard", applyRun}, want: []string{"run " + applyRun + " is an apply run: only plan runs can be discarded (its plan is " + applied + ")"}, code: 1},
+		"run discard of an apply run":    {args: []string{"run", "discard", applyRun}, want: []string{"run " + applyRun + " is an apply run: only plan runs can be discarded (its plan is " + applied + ")"}, code: 3},
 		"KL_LEASE not a duration":        {args: []string{"runs"}, env: withEnv("KL_LEASE=banana"), want: []string{"KL_LEASE=banana: not a duration (e.g. 2m)"}, code: 1},
 		"KL_LEASE 1ns":                   {args: []string{"runs"}, env: withEnv("KL_LEASE=1ns"), want: []string{"KL_LEASE=1ns: too short: use at least 3s (default 2m)", "every third of the lease"}, code: 1},
 		"KL_LEASE 1ms":                   {args: []string{"runs"}, env: withEnv("KL_LEASE=1ms"), want: []string{"KL_LEASE=1ms: too short", "store round trip"}, code: 1},
@@ -99,10 +102,47 @@ func TestBadInput(t *testing.T) {
 			want: []string{"no terraform binary found", "KL_TERRAFORM", "terraform", "tofu", "make tools"}, code: 1},
 		"store in an unwritable place": {args: []string{"runs"}, env: withStore(filepath.Join(k.dir, "file", "kl.db")),
 			want: []string{"opening store " + filepath.Join(k.dir, "file", "kl.db"), "not a directory"}, code: 1},
+		"state list of a missing store": {args: []string{"state", "list"}, env: withStore(missing), want: noStore, code: 1},
+		"runs of a missing store":       {args: []string{"runs"}, env: withStore(missing), want: noStore, code: 1},
+		"status of a missing store":     {args: []string{"status"}, env: withStore(missing), want: noStore, code: 1},
+		"history of a missing store":    {args: []string{"history", "--state", "prod"}, env: withStore(missing), want: noStore, code: 1},
+		"plan on a missing store":       {args: []string{"plan", "--state", "prod", "-C", cfg}, env: withStore(missing), want: noStore, code: 1},
+		"apply on a missing store":      {args: []string{"apply", open}, env: withStore(missing), want: noStore, code: 1},
+		"run show on a missing store":   {args: []string{"run", "show", open}, env: withStore(missing), want: noStore, code: 1},
+		"state pull of a missing store": {args: []string{"state", "pull", "prod"}, env: withStore(missing), want: noStore, code: 1},
+		"--store of a missing store": {args: []string{"runs", "--store", missing},
+			want: []string{"no Kilolock store at " + missing + " (--store)", "kl state init NAME"}, code: 1},
+		"sqlite:// of a missing store": {args: []string{"runs"}, env: withStore("sqlite://" + missing), want: noStore, code: 1},
 		"unknown store scheme": {args: []string{"runs"}, env: withStore("mysql://kl:secret@db/kl"),
 			want: []string{"opening store mysql://kl:xxxxx@db/kl", "unknown store kind", "postgres://"}, code: 1},
 		"unknown subcommand": {args: []string{"aply", open}, want: []string{`unknown command "aply" for "kl"`}, code: 1},
-		"unknown flag":       {args: []string{"apply", open, "--wiat", "1m"}, want: []string{"unknown flag: --wiat"}, code: 1},
+		// Free text is stored and printed later on everyone's terminal.
+		"KL_ACTOR with control characters": {args: []string{"plan", "--state", "prod", "-C", cfg}, env: withEnv("KL_ACTOR=evil\nactor\x1b[31mRED"),
+			want: []string{`KL_ACTOR="evil\nactor\x1b[31mRED": contains the control character U+000A`, "printable text"}, code: 1},
+		"KL_ACTOR with an escape":       {args: []string{"runs"}, env: withEnv("KL_ACTOR=x\x1b[2J"), want: []string{`KL_ACTOR="x\x1b[2J": contains the control character U+001B`}, code: 1},
+		"KL_ACTOR with a bidi override": {args: []string{"runs"}, env: withEnv("KL_ACTOR=bob\u202eevil"), want: []string{"KL_ACTOR=", "bidirectional control U+202E"}, code: 1},
+		"KL_ACTOR too long":             {args: []string{"runs"}, env: withEnv("KL_ACTOR=" + strings.Repeat("a", 201)), want: []string{"KL_ACTOR=\"aaaa", "…\": too long: 201 characters, at most 200"}, code: 1},
+		"KL_ACTOR not UTF-8":            {args: []string{"runs"}, env: withEnv("KL_ACTOR=b\xffb"), want: []string{`KL_ACTOR="b\xffb": not valid UTF-8`}, code: 1},
+		"discard --reason with escapes": {args: []string{"run", "discard", open, "--reason", "old\x1b[31m"},
+			want: []string{`--reason "old\x1b[31m": contains the control character U+001B`}, code: 1},
+		"discard --reason with a newline": {args: []string{"run", "discard", open, "--reason", "a\nb"}, want: []string{`--reason "a\nb": contains the control character U+000A`}, code: 1},
+		"discard --reason too long":       {args: []string{"run", "discard", open, "--reason", strings.Repeat("r", 1001)}, want: []string{"--reason", "too long: 1001 characters, at most 1000"}, code: 1},
+		"plan -C with an escape":          {args: []string{"plan", "--state", "prod", "-C", cfg + "\x1b[1m"}, want: []string{"-C ", "contains the control character U+001B"}, code: 1},
+		"plan --var-file with a newline":  {args: []string{"plan", "--state", "prod", "-C", cfg, "--var-file", "a\nb.tfvars"}, want: []string{`--var-file "a\nb.tfvars": contains the control character`}, code: 1},
+		"plan --pr with an escape":        {args: []string{"plan", "--state", "prod", "-C", cfg, "--pr", "ac\x1bme/infra#1"}, want: []string{`--pr "ac\x1bme/infra#1": want OWNER/REPO#NUMBER`}, code: 1},
+		"plan --pr actions outside Actions": {args: []string{"plan", "--state", "prod", "-C", cfg, "--pr", "actions"},
+			want: []string{"--pr actions: GITHUB_REPOSITORY is not set", "pass --pr OWNER/REPO#N"}, code: 1},
+		"runs --before garbage":     {args: []string{"runs", "--before", "garbage"}, want: []string{`--before "garbage": not a run id`}, code: 1},
+		"runs --before a 27th char": {args: []string{"runs", "--before", unknown + "0"}, want: []string{"--before", "not a run id"}, code: 1},
+		"runs --before not base32":  {args: []string{"runs", "--before", "01J000000000000000000000UU"}, want: []string{"not a run id"}, code: 1},
+		"runs of an unknown state": {args: []string{"runs", "--state", "does/not/exist"},
+			want: []string{`state "does/not/exist" does not exist (create it with ` + "`kl state init does/not/exist`)"}, code: 1},
+		"status of an unknown state": {args: []string{"status", "--state", "nope"}, want: []string{`state "nope" does not exist`}, code: 1},
+		"KL_TERRAFORM not terraform": {args: []string{"plan", "--state", "prod", "-C", cfg}, env: withEnv("KL_TERRAFORM=/bin/true"),
+			want: []string{"KL_TERRAFORM=/bin/true is not Terraform or OpenTofu", "`/bin/true version -json` printed no version"}, code: 1},
+		"KL_TERRAFORM failing": {args: []string{"plan", "--state", "prod", "-C", cfg}, env: withEnv("KL_TERRAFORM=/bin/false"),
+			want: []string{"KL_TERRAFORM=/bin/false is not Terraform or OpenTofu", "failed: exit status 1"}, code: 1},
+		"unknown flag": {args: []string{"apply", open, "--wiat", "1m"}, want: []string{"unknown flag: --wiat"}, code: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			k := k.with(t)
@@ -153,5 +193,8 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(k.dir, "file", "kl.db")); err == nil {
 		t.Error("a store was created under a regular file")
+	}
+	if _, err := os.Stat(filepath.Join(k.dir, "nonexistent")); err == nil {
+		t.Error("a command other than kl state init created the directory of a missing store")
 	}
 }

@@ -62,8 +62,8 @@ func (k *kit) exec(bin string, args ...string) proc {
 }
 
 // TestBinary builds the real kl and checks what only a process shows:
-// exit codes (0 success, 3 refusal, 1 error), --help, and Ctrl-C during a
-// slow apply.
+// exit codes (0 success, 3 refusal, 1 error, 130 for Ctrl-C), --help, and
+// Ctrl-C during a slow apply.
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/kl and runs Terraform")
@@ -193,8 +193,8 @@ resource "terraform_data" "slow" {
 		if took > 4*time.Second {
 			t.Errorf("kl apply took %s to exit after SIGINT; the provisioner's sleep 5 was not stopped", took)
 		}
-		if code := cmd.ProcessState.ExitCode(); code == 0 {
-			t.Errorf("kl apply exited 0 after SIGINT")
+		if code := cmd.ProcessState.ExitCode(); code != 130 {
+			t.Errorf("kl apply exited %d after SIGINT, want 130 (128+SIGINT)", code)
 		}
 		if !strings.Contains(errOut.String(), "kl: interrupted: stopping Terraform; an apply commits what Terraform wrote and releases its reservations") {
 			t.Errorf("stderr has no interruption note:\n%s", errOut.String())

@@ -18,7 +18,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sethvargo/go-envconfig"
 	"github.com/spf13/cobra"
@@ -89,8 +91,8 @@ type envError struct {
 
 func (e *envError) Error() string {
 	v := e.value
-	if q := strconv.Quote(v); v == "" || q[1:len(q)-1] != v || strings.ContainsAny(v, " \t") {
-		v = q
+	if q := strconv.Quote(v); v == "" || q[1:len(q)-1] != v || strings.ContainsAny(v, " \t") || utf8.RuneCountInString(v) > 60 {
+		v = preview(v)
 	}
 	return e.key + "=" + v + ": " + e.problem
 }
@@ -177,11 +179,16 @@ func (a *app) loadEnv(ctx context.Context) error {
 	if !slices.Contains(logLevels, strings.ToLower(a.cfg.LogLevel)) {
 		return &envError{key: "KL_LOG_LEVEL", value: a.cfg.LogLevel, problem: "use debug, info, warn or error"}
 	}
+	// Recorded on every run and printed to everyone who reads it.
+	if p := textProblem(a.cfg.Actor, MaxActor); p != "" {
+		return &envError{key: "KL_ACTOR", value: a.cfg.Actor, problem: p + " (it names you on every run)"}
+	}
 	return nil
 }
 
 // ExitError carries a process exit code chosen by a command: 1 for errors,
-// 3 for a refusal (stale plan, reservation conflict, intent changed).
+// 3 for a refusal (stale plan, reservation conflict, intent changed, plan
+// not applicable), 128+signal for a command a signal stopped (Interrupted).
 type ExitError struct {
 	Code int
 	Err  error
@@ -203,11 +210,16 @@ type app struct {
 	cfg     Config
 	io      IO
 	stdout  io.Writer // io.Out as given, to tell a terminal
+	stderr  io.Writer // io.Err as given, to tell a terminal
 	store   string
 	jsonOut bool
 	parsed  bool // the flags were parsed: jsonOut is what they say
 	eng     *engine.Engine
 	closers []func() error
+	// createStore: this command creates a missing SQLite store (only kl
+	// state init does; the others refuse a store that does not exist).
+	createStore bool
+	phase       phaseTracker // how far the command got, for an interrupt
 }
 
 // Run runs kl with args (without the program name) and environment env
@@ -215,16 +227,28 @@ type app struct {
 // refusal, or another error for failures. With --json, a command that
 // fails before it printed anything prints a kilolock/error/v1 document on
 // streams.Out, so that a script always reads JSON.
+//
+// When ctx is cancelled with an *Interrupted cause (a signal), Run prints
+// on streams.Err what the running command does about it, and a command
+// that then fails returns an *ExitError of code 128+signal.
 func Run(ctx context.Context, args, env []string, streams IO) error {
 	out := &countingWriter{w: streams.Out}
-	a := &app{ctx: ctx, env: env, io: IO{In: streams.In, Out: out, Err: streams.Err}, stdout: streams.Out}
+	// stderr is written by the command, its logger, its progress line and
+	// the interrupt note, from several goroutines.
+	errOut := &lockedWriter{w: streams.Err}
+	a := &app{ctx: ctx, env: env, io: IO{In: streams.In, Out: out, Err: errOut}, stdout: streams.Out, stderr: streams.Err}
 	defer a.close()
+	stopNote := noteOnInterrupt(ctx, errOut, &a.phase)
+	defer stopNote()
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(out)
-	root.SetErr(streams.Err)
+	root.SetErr(errOut)
 	root.SetContext(ctx)
 	err := root.ExecuteContext(ctx)
+	if in := interruptedBy(ctx); in != nil && err != nil {
+		err = &ExitError{Code: in.Code(), Err: err}
+	}
 	if err != nil && out.n == 0 && a.wantsJSON(args) {
 		if jerr := report.ErrorDocument(streams.Out, err, ExitCode(err)); jerr != nil {
 			return errors.Join(err, jerr)
@@ -266,6 +290,18 @@ func (a *app) wantsJSON(args []string) bool {
 		}
 	}
 	return false
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // countingWriter counts the bytes written through it.
@@ -328,6 +364,11 @@ func (a *app) engine(needTerraform bool) (*engine.Engine, error) {
 		if err != nil {
 			return nil, err
 		}
+		if v := strings.TrimSpace(a.getenv("KL_TERRAFORM")); v != "" {
+			if err := checkTerraform(a.ctx, "KL_TERRAFORM="+v, bin, a.env); err != nil {
+				return nil, err
+			}
+		}
 		r, err := terraform.NewRunner(terraform.RunnerOptions{
 			WorkRoot: a.cfg.WorkDir, Binary: bin, Env: a.env, KeepWorkDirs: a.cfg.KeepWorkDirs, Logger: log,
 			// Never the work dir of a run whose lease may still run.
@@ -362,6 +403,17 @@ func (a *app) openStore() (engine.Store, string, error) {
 		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
+	if !a.createStore && storeMissing(path) {
+		// A mistyped KL_STORE must not start an empty store.
+		src := "KL_STORE"
+		switch {
+		case a.store != "":
+			src = "--store"
+		case a.cfg.Store == "":
+			src = "the default; set KL_STORE or --store to use another"
+		}
+		return nil, "", fmt.Errorf("no Kilolock store at %s (%s): \"kl state init NAME\" creates one", path, src)
+	}
 	st, err := sqlite.Open(a.ctx, path, sqlite.WithLogger(a.logger()))
 	if err != nil {
 		return nil, "", err // it says "opening store PATH: …" itself
@@ -385,7 +437,7 @@ func (a *app) actor() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
 	}
-	if u := a.getenv("USER"); u != "" {
+	if u := a.getenv("USER"); u != "" && textProblem(u, MaxActor) == "" {
 		return u
 	}
 	return "unknown"
@@ -435,16 +487,19 @@ func useColor(cfg Config, tty bool) bool {
 	return tty && cfg.NoColor == "" && cfg.Term != "dumb"
 }
 
-// refusal turns the engine's refusals into exit code 3.
-func refusal(err error) error {
+// refusal turns the engine's refusals into exit code 3, by their kind: a
+// reservation conflict or a run in the wrong status (ErrConflict), a stale
+// plan (ErrStalePlan), a re-plan with another intent (ErrIntentChanged);
+// and the kinds given in also (kl apply: ErrInvalid, a plan that is not
+// applicable — an apply run, a plan of another state or lineage).
+func refusal(err error, also ...error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *engine.ConflictError
-	var se *engine.StaleError
-	var st *engine.StatusError
-	if errors.As(err, &ce) || errors.As(err, &se) || errors.As(err, &st) || errors.Is(err, engine.ErrIntentChanged) {
-		return &ExitError{Code: 3, Err: err}
+	for _, kind := range append([]error{engine.ErrConflict, engine.ErrStalePlan, engine.ErrIntentChanged}, also...) {
+		if errors.Is(err, kind) {
+			return &ExitError{Code: 3, Err: err}
+		}
 	}
 	return err
 }

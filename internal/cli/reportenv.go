@@ -106,10 +106,13 @@ func (a *app) ghTargetOf(f ghReportFlags) (ghTarget, error) {
 		t.sha = a.getenv("GITHUB_SHA")
 	}
 	if t.sha == "" && !t.askHead {
-		return t, errors.New("reporting to GitHub: no commit for the check run: pass --sha SHA or set GITHUB_SHA")
+		return t, fmt.Errorf("reporting to GitHub: %w for the check run: pass --sha SHA or set GITHUB_SHA", errNoCommit)
 	}
 	return t, nil
 }
+
+// errNoCommit: ghTargetOf found no commit (kl plan --pr actions needs none).
+var errNoCommit = errors.New("no commit")
 
 // runIDFrom reads the run id from a `kl plan --json` or `kl apply --json`
 // document (its "run"."id").

@@ -34,13 +34,26 @@ to DIR, not to the current directory.`,
 			if in.CommitSHA != "" && !commitSHA.MatchString(in.CommitSHA) {
 				return fmt.Errorf("--commit %q: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", in.CommitSHA)
 			}
+			// Stored in the envelope and printed in every report.
+			if err := errors.Join(checkText("-C", in.Dir, maxPath), checkTexts("--var-file", in.VarFiles, maxPath),
+				checkTexts("--target", in.Targets, maxPath), checkTexts("--replace", in.Replace, maxPath)); err != nil {
+				return err
+			}
 			switch pr {
 			case "":
 			case "actions":
 				// The pull request of the GitHub Actions event, if any.
-				t, err := a.ghTargetOf(ghReportFlags{})
-				if err != nil {
-					return fmt.Errorf("kl plan --pr actions: %w", err)
+				if a.getenv("GITHUB_REPOSITORY") == "" {
+					return errors.New("--pr actions: GITHUB_REPOSITORY is not set (not in GitHub Actions?): " +
+						"pass --pr OWNER/REPO#N to name the pull request, or leave --pr out")
+				}
+				// The commit is the event's, or --commit; kl plan needs none.
+				t, err := a.ghTargetOf(ghReportFlags{sha: in.CommitSHA})
+				if err != nil && !errors.Is(err, errNoCommit) {
+					return fmt.Errorf("--pr actions: %w", err)
+				}
+				if !repoPattern.MatchString(t.repo.String()) {
+					return fmt.Errorf("--pr actions: GITHUB_REPOSITORY=%s: want OWNER/REPO", preview(t.repo.String()))
 				}
 				if t.pr > 0 {
 					if in.CommitSHA == "" && !t.askHead {
@@ -63,6 +76,7 @@ to DIR, not to the current directory.`,
 			in.Actor = a.actor()
 			p := a.progress()
 			in.Progress = p.update
+			a.phase.set(phasePlan)
 			out, err := e.Plan(cmd.Context(), in)
 			p.done()
 			if err != nil {
@@ -100,7 +114,9 @@ If this kl is killed while Terraform applies, what Terraform wrote is kept as a 
 once the run's lease has run out, kl run recover RUN commits it.
 
 Exit status: 0 committed (or nothing to commit: a plan without changes); 3 refused (reservation conflict, stale plan, intent changed, plan
-not applicable); 1 any other failure (a failed Terraform apply commits what it wrote).`,
+not applicable: an apply run, a plan of another state, a plan applied or discarded); 130 or 143
+stopped by SIGINT (Ctrl-C) or SIGTERM; 1 any other failure (a failed Terraform apply commits what
+it wrote).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.PlanRun = args[0]
@@ -110,8 +126,15 @@ not applicable); 1 any other failure (a failed Terraform apply commits what it w
 			}
 			in.Actor = a.actor()
 			p := a.progress()
-			in.Progress = p.update
-			in.OnWait = func(bs []engine.Blocker) { p.waiting(bs) }
+			in.Progress = func(ev engine.Progress) {
+				a.phase.terraformPhase(ev.Phase)
+				p.update(ev)
+			}
+			in.OnWait = func(bs []engine.Blocker) {
+				a.phase.set(phaseApplyWait)
+				p.waiting(bs)
+			}
+			a.phase.set(phaseApplyStart)
 			out, err := e.Apply(cmd.Context(), in)
 			p.done()
 			// Whenever an apply run exists, it tells its story — refused,
@@ -129,7 +152,9 @@ not applicable); 1 any other failure (a failed Terraform apply commits what it w
 					return errors.Join(err, rerr)
 				}
 			}
-			return refusal(err)
+			// A plan that is not applicable (an apply run, a plan of another
+			// state or lineage, a corrupted saved plan) is refused too.
+			return refusal(err, engine.ErrInvalid)
 		},
 	}
 	cmd.Flags().StringVar(&in.State, "state", "", "refuse unless the plan belongs to this state")
@@ -176,7 +201,7 @@ reserve for it. Without --config-dir, references through locals widen to their m
 // progress returns a progress line for stderr, active only on a terminal
 // and without --json.
 func (a *app) progress() *progressLine {
-	return newProgressLine(a.io.Err, !a.jsonOut && isTTY(a.io.Err), termWidth(a.io.Err), time.Now)
+	return newProgressLine(a.io.Err, !a.jsonOut && isTTY(a.stderr), termWidth(a.stderr), time.Now)
 }
 
 // commitSHA is a full or abbreviated Git commit SHA.
@@ -186,7 +211,7 @@ var commitSHA = regexp.MustCompile(`^[0-9a-fA-F]{7,40}$`)
 func parsePR(s string) (*engine.PullRequest, error) {
 	repo, num, ok := strings.Cut(s, "#")
 	n, err := strconv.Atoi(num)
-	if !ok || err != nil || n <= 0 || strings.Count(repo, "/") != 1 || strings.HasPrefix(repo, "/") || strings.HasSuffix(repo, "/") {
+	if !ok || err != nil || n <= 0 || !repoPattern.MatchString(repo) {
 		return nil, fmt.Errorf("--pr %q: want OWNER/REPO#NUMBER, e.g. acme/infra#42", s)
 	}
 	return &engine.PullRequest{Repo: repo, Number: n}, nil

@@ -39,6 +39,7 @@ func (a *app) stateInitCommand() *cobra.Command {
 				}
 				doc = b
 			}
+			a.createStore = true // the one command that creates a SQLite store
 			e, err := a.engine(false)
 			if err != nil {
 				return err

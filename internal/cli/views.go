@@ -79,8 +79,18 @@ func (a *app) runsCommand() *cobra.Command {
 			if q.Limit < 1 {
 				return fmt.Errorf("--limit %d: want at least 1 (runs per page)", q.Limit)
 			}
+			if q.Before != "" {
+				id, err := parseRunID("--before", q.Before)
+				if err != nil {
+					return err
+				}
+				q.Before = id
+			}
 			e, err := a.engine(false)
 			if err != nil {
+				return err
+			}
+			if err := knownState(cmd.Context(), e, q.State); err != nil {
 				return err
 			}
 			// One more than shown tells whether there is a next page.
@@ -111,22 +121,30 @@ func (a *app) runCommand() *cobra.Command {
 		Short: "Close an open plan that will not be applied (it stops being listed as an overlap)",
 		Long: `Discard closes an open plan run — one that will never be applied, such as the plan of a
 pull request that was closed or replaced — so that it is no longer listed among the open plans
-that overlap newer ones. Its status becomes superseded with the reason, recorded as a marker.
-A plan that is being applied, or is not open, is left as it is (exit status 3).`,
+that overlap newer ones. Its status becomes superseded with the reason ("discarded by ACTOR",
+and --reason), recorded as a marker. A run that is not an open plan — an apply run, a plan
+being applied or no longer open — is left as it is (exit status 3).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkText("--reason", reason, MaxReason); err != nil {
+				return err
+			}
 			e, err := a.engine(false)
 			if err != nil {
 				return err
 			}
 			// An apply run is not a plan to close (an unknown run is the
-			// engine's to name).
+			// engine's to name): not applicable, a refusal like a plan
+			// that is not open.
 			if r, err := e.Store.GetRun(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
-				return fmt.Errorf("run %s is an apply run: only plan runs can be discarded (its plan is %s)", r.ID, r.PlanRun)
+				return &ExitError{Code: 3, Err: fmt.Errorf("run %s is an apply run: only plan runs can be discarded (its plan is %s)", r.ID, r.PlanRun)}
 			}
-			if reason == "" {
-				reason = "discarded by " + a.actor()
+			// Who discarded it is part of every reason.
+			by := "discarded by " + a.actor()
+			if reason != "" {
+				by += ": " + reason
 			}
+			reason = by
 			if err := e.Supersede(cmd.Context(), args[0], reason); err != nil {
 				if errors.Is(err, engine.ErrConflict) {
 					return &ExitError{Code: 3, Err: err}
@@ -191,6 +209,9 @@ func (a *app) statusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := knownState(cmd.Context(), e, state); err != nil {
+				return err
+			}
 			s, err := e.Status(cmd.Context(), state)
 			if err != nil {
 				return err
@@ -243,4 +264,20 @@ Terraform wrote to recover); 1 any other error.`,
 			return report.RunStory(a.io.Out, s, a.reportOptions())
 		},
 	}
+}
+
+// knownState returns an error unless state is "" (every state) or exists,
+// worded as kl history and kl plan word it.
+func knownState(ctx context.Context, e *engine.Engine, state string) error {
+	if state == "" {
+		return nil
+	}
+	_, err := e.Store.GetState(ctx, state)
+	if errors.Is(err, engine.ErrNotFound) {
+		return fmt.Errorf("state %q does not exist (create it with `kl state init %s`): %w", state, state, engine.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("reading state %s: %w", state, err)
+	}
+	return nil
 }

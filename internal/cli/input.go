@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Bounds of free text that kl stores and later prints to everyone who
+// reads the run (kl runs, kl run show, GitHub reports).
+const (
+	// MaxActor is the longest KL_ACTOR, in characters.
+	MaxActor = 200
+	// MaxReason is the longest kl run discard --reason, in characters.
+	MaxReason = 1000
+	// maxPath is the longest -C or --var-file path, in characters.
+	maxPath = 4096
+)
+
+// textProblem says what makes s unfit to be stored and printed later on
+// other people's terminals, or "" when it is fine: invalid UTF-8, more
+// than max characters, a control character (an escape sequence recolours
+// or rewrites a terminal, a newline breaks a table) or a bidirectional
+// control (it reorders what is shown, as in "Trojan Source").
+func textProblem(s string, max int) string {
+	if !utf8.ValidString(s) {
+		return "not valid UTF-8"
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return fmt.Sprintf("too long: %d characters, at most %d", n, max)
+	}
+	for _, r := range s {
+		switch {
+		case unicode.IsControl(r):
+			return fmt.Sprintf("contains the control character %U: use printable text on one line", r)
+		case isBidiControl(r):
+			return fmt.Sprintf("contains the bidirectional control %U: use printable text", r)
+		}
+	}
+	return ""
+}
+
+// isBidiControl reports whether r is a Unicode bidirectional control
+// character (Unicode Bidi_Control).
+func isBidiControl(r rune) bool {
+	return unicode.Is(unicode.Bidi_Control, r)
+}
+
+// preview is s as shown in an error: quoted (Go syntax, so control
+// characters show as escapes), and cut to 60 characters.
+func preview(s string) string {
+	const n = 60
+	if utf8.RuneCountInString(s) > n {
+		s = string([]rune(s)[:n]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// checkText returns an error naming flag when value is unfit to be stored
+// and printed later (textProblem).
+func checkText(flag, value string, max int) error {
+	if p := textProblem(value, max); p != "" {
+		return fmt.Errorf("%s %s: %s", flag, preview(value), p)
+	}
+	return nil
+}
+
+// checkTexts checks every value of a repeatable flag (checkText).
+func checkTexts(flag string, values []string, max int) error {
+	for _, v := range values {
+		if err := checkText(flag, v, max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseRunID checks that s is a run id — a ULID, 26 characters of
+// Crockford base32 (engine.NewRunID) — and returns it in the canonical
+// upper case kl stores.
+func parseRunID(flag, s string) (string, error) {
+	id, err := ulid.ParseStrict(s)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: not a run id (26 characters of Crockford base32, e.g. 01J0000000000000000000000X, as kl runs shows)", flag, preview(s))
+	}
+	return id.String(), nil
+}
+
+// repoPattern is a GitHub OWNER/REPO: an owner of letters, digits and '-',
+// a repository of letters, digits, '.', '_' and '-'.
+var repoPattern = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$`)
+
+// storeMissing reports whether a SQLite store file path does not exist
+// (only `kl state init` creates one). Other stat errors — a parent that
+// is a regular file, a permission — are left to the store to report.
+func storeMissing(path string) bool {
+	_, err := os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// versionTimeout bounds `terraform version`, which should answer at once.
+const versionTimeout = 30 * time.Second
+
+// checkTerraform runs `bin version -json` and returns an error naming
+// where bin came from (what) unless it prints a Terraform or OpenTofu
+// version: a binary that does not (KL_TERRAFORM=/bin/true) would fail
+// later with terraform-exec's "unable to parse version".
+func checkTerraform(ctx context.Context, what, bin string, env []string) error {
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "version", "-json")
+	// No update check: `terraform version` asks checkpoint.hashicorp.com.
+	cmd.Env = append(append([]string(nil), env...), "CHECKPOINT_DISABLE=1")
+	out, err := cmd.Output()
+	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	var v struct {
+		Version string `json:"terraform_version"`
+	}
+	if err == nil && json.Unmarshal(out, &v) == nil && v.Version != "" {
+		return nil
+	}
+	if err == nil && plainVersion.Match(out) {
+		return nil // a Terraform older than 0.13 has no version -json; terraform-exec says what is wrong with it
+	}
+	why := "printed no version"
+	if err != nil {
+		why = "failed: " + err.Error()
+	}
+	return fmt.Errorf("%s is not Terraform or OpenTofu: `%s version -json` %s; "+
+		"set KL_TERRAFORM to a terraform or tofu binary, or unset it to use terraform or tofu on PATH", what, bin, why)
+}
+
+// plainVersion is the first line of `terraform version` / `tofu version`.
+var plainVersion = regexp.MustCompile(`(?m)^(Terraform|OpenTofu) v\d+\.\d+`)
