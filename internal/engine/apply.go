@@ -81,7 +81,11 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 		}
 	}
 	if plan.Status != StatusPlanned {
-		return nil, &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun}
+		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, Reason: plan.Reason}
+		if plan.FinishedAt != nil {
+			se.At = *plan.FinishedAt
+		}
+		return nil, se
 	}
 	st, err := e.getState(ctx, plan.State)
 	if err != nil {

@@ -100,12 +100,27 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 		// the plan and no other live run holds; keep the head elsewhere and
 		// say so. Nothing Terraform wrote is dropped silently: the raw
 		// result is kept as an artifact.
-		spec.written, spec.requireRes, spec.status, spec.partial = nil, false, StatusFailed, true
+		// The version is committed even when the head keeps every address:
+		// it is the provenance of an apply that ran (who, which plan, what
+		// Terraform wrote and where it went), and its drift names what no
+		// version holds.
+		spec.written, spec.requireRes, spec.status = nil, false, StatusFailed
+		spec.leaseLost = true
 		spec.reason = "lease lost before commit: merged only addresses unchanged at the head since the plan and not held by another run"
+		if applyErr == nil {
+			spec.reason = "lease lost before commit: Terraform finished, but the reservations had expired; merged only addresses unchanged at the head since the plan and not held by another run"
+		}
 		if reason != "" {
 			spec.reason += "; " + reason
 		}
-		if spec.keep, err = a.heldByOthers(cctx, changed); err == nil {
+		var held []Reservation
+		if spec.keep, held, err = a.heldByOthers(cctx, changed); err == nil {
+			if spec.since, err = e.Store.VersionsAfter(cctx, a.state.Name, env.SourceSerial); err != nil {
+				err = fmt.Errorf("reading versions after %d of state %s: %w", env.SourceSerial, a.state.Name, err)
+			}
+		}
+		if err == nil {
+			spec.held = held
 			v, err = a.commit(cctx, baseState, result, spec)
 		}
 	}
@@ -123,6 +138,9 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	if leaseLost {
 		// The run failed even when Terraform did not: say so to the caller.
 		lost := fmt.Errorf("%w: the reservations expired before the commit; version %d holds only what the head had not changed since the plan", ErrLeaseLost, v.Serial)
+		if d := v.Provenance.Drift; d != nil && len(d.Lost) > 0 {
+			lost = fmt.Errorf("%w; %s", lost, lostText(d.Lost))
+		}
 		if err != nil {
 			lost = fmt.Errorf("%w; %w", lost, err)
 		}
@@ -148,22 +166,78 @@ func (a *applier) checkpoint(ctx context.Context) func([]byte) {
 }
 
 // heldByOthers returns the addresses of changed that another run holds a
-// live reservation on (any mode, prefixes included).
-func (a *applier) heldByOthers(ctx context.Context, changed AddressSet) ([]string, error) {
+// live reservation on (any mode, prefixes included), and those
+// reservations.
+func (a *applier) heldByOthers(ctx context.Context, changed AddressSet) ([]string, []Reservation, error) {
 	res, err := a.e.Store.Reservations(ctx, a.state.Name)
 	if err != nil {
-		return nil, fmt.Errorf("reading reservations of state %s: %w", a.state.Name, err)
+		return nil, nil, fmt.Errorf("reading reservations of state %s: %w", a.state.Name, err)
 	}
 	var out []string
+	var held []Reservation
 	for _, c := range changed {
 		for _, r := range res {
 			if r.Run != a.run.ID && c.Overlaps(r.Address) {
 				out = append(out, string(c))
+				held = append(held, r)
 				break
 			}
 		}
 	}
-	return out, nil
+	return out, held, nil
+}
+
+// lostWrites says, for each address the head kept (kept) in a commit after
+// the run's lease lapsed, why: the last version since the plan that changed
+// it (among since, with its run), or else the run holding it (held).
+func lostWrites(kept AddressSet, since []Version, held []Reservation) []LostWrite {
+	var out []LostWrite
+	for _, k := range kept {
+		l := LostWrite{Address: k}
+		for i := len(since) - 1; i >= 0; i-- {
+			v := since[i]
+			if len(v.Changed.Overlapping(AddressSet{k})) > 0 {
+				l.Serial, l.Run, l.Actor, l.PR = v.Serial, v.Provenance.Run, v.Provenance.Actor, v.Provenance.PR
+				break
+			}
+		}
+		if l.Serial == 0 {
+			for _, r := range held {
+				if k.Overlaps(r.Address) {
+					l.Run, l.Held = r.Run, true
+					break
+				}
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// lostText puts lost writes into words, for a run's reason and the
+// caller's error: "terraform_data.a kept as version 7 (run X) changed it:
+// what this apply did to it is in no version; check the real object, then
+// import or remove it".
+func lostText(lost []LostWrite) string {
+	var parts []string
+	for _, l := range lost {
+		switch {
+		case l.Serial > 0 && l.Run != "":
+			parts = append(parts, fmt.Sprintf("%s (version %d, run %s, changed it while this run's lease had lapsed)", l.Address, l.Serial, l.Run))
+		case l.Serial > 0:
+			parts = append(parts, fmt.Sprintf("%s (version %d changed it while this run's lease had lapsed)", l.Address, l.Serial))
+		case l.Run != "":
+			parts = append(parts, fmt.Sprintf("%s (run %s holds it)", l.Address, l.Run))
+		default:
+			parts = append(parts, string(l.Address))
+		}
+	}
+	what := "it"
+	if len(lost) > 1 {
+		what = "them"
+	}
+	return fmt.Sprintf("the head kept %s: what this apply did to %s is in no version — check the real object, then import or remove it",
+		strings.Join(parts, ", "), what)
 }
 
 // commitSpec says how a commit merges and ends the run.
@@ -180,6 +254,13 @@ type commitSpec struct {
 	reason     string
 	partial    bool // Terraform failed or was interrupted part-way
 	requireRes bool // fail with ErrLeaseLost unless the run still holds reservations
+	// leaseLost marks the commit after the run's reservations expired:
+	// the drift's Lost says why the head kept each address, from since
+	// (the versions after the plan's source serial) and held (other runs'
+	// reservations on changed addresses).
+	leaseLost bool
+	since     []Version
+	held      []Reservation
 	// recovered makes the commit a recovery (Engine.Recover) of a run that
 	// ended without committing: the run keeps its status, reason and end
 	// and gains only CommittedSerial; this marker (Serial and Count set
@@ -225,6 +306,16 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 			if d.Overwritten, err = parseAddresses(rep.Overwritten); err != nil {
 				return CommitResult{}, err
 			}
+			reason := spec.reason
+			if spec.leaseLost {
+				d.Lost = lostWrites(d.Kept, spec.since, spec.held)
+				if len(d.Lost) > 0 {
+					reason += "; " + lostText(d.Lost)
+				}
+				if len(changed) == 0 {
+					reason += fmt.Sprintf("; version %d changes nothing: it records that this apply ran and where its changes went", serial)
+				}
+			}
 			exact := d.empty()
 			prov := Provenance{
 				Run: a.run.ID, PlanRun: a.plan.ID,
@@ -245,7 +336,7 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 				m.Reason = recoveredText(m.Extra[extraArtifact], serial, d.Kept)
 				markers = append(markers, m)
 			case spec.status != StatusApplied:
-				markers = append(markers, Marker{Kind: MarkerFailed, Reason: spec.reason})
+				markers = append(markers, Marker{Kind: MarkerFailed, Reason: reason})
 			}
 			return CommitResult{
 				Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov,
@@ -263,7 +354,7 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 						return nil
 					}
 					r.Status = spec.status
-					r.Reason = spec.reason
+					r.Reason = reason
 					r.CommittedSerial = serial
 					t := e.now()
 					r.FinishedAt = &t
@@ -277,7 +368,7 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 		return nil, err
 	}
 	if spec.recovered == nil {
-		e.finishPlans(ctx, a, planStatus, v.Serial)
+		e.finishPlans(ctx, a, planStatus, v.Serial, spec.partial)
 	}
 	return &v, nil
 }
@@ -287,14 +378,18 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 // lease sweep already failed for this run (its reservations lapsed before
 // the lease-lost commit) gets the precise reason; a plan another apply
 // claimed since is left alone.
-func (e *Engine) finishPlans(ctx context.Context, a *applier, s RunStatus, serial int64) {
+func (e *Engine) finishPlans(ctx context.Context, a *applier, s RunStatus, serial int64, partial bool) {
 	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying, StatusFailed}, func(r *Run) error {
 		if err := claimedBy(r, a.run.ID); err != nil {
 			return err
 		}
 		r.Status = s
-		if s != StatusApplied {
+		switch {
+		case s == StatusApplied:
+		case partial:
 			r.Reason = fmt.Sprintf("apply run %s failed part-way; its partial result is version %d: re-plan", a.run.ID, serial)
+		default:
+			r.Reason = fmt.Sprintf("apply run %s lost its lease before its commit; version %d holds what the head could take: re-plan", a.run.ID, serial)
 		}
 		return nil
 	}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Adapters map their own errors onto these (STYLE.md 7) so
@@ -23,10 +24,24 @@ var (
 	// ErrIntentChanged: a re-plan against the head plans something else than
 	// the reviewed plan; the new plan needs review.
 	ErrIntentChanged = errors.New("intent changed")
+	// ErrBehindHead: a re-plan against the head would also change what the
+	// plan reads — the configuration is behind the head there (DESIGN.md
+	// apply step 3; replan.go). It is an ErrIntentChanged too: a re-plan
+	// stopped the apply.
+	ErrBehindHead error = behindHeadError{}
 	// ErrLeaseLost: the run's reservations expired before it committed, or
 	// the lease sweep ended the run while this process still worked on it.
 	ErrLeaseLost = errors.New("lease lost")
 )
+
+// behindHeadError is ErrBehindHead: "configuration behind the head", the
+// words the reports use, and errors.Is ErrIntentChanged.
+type behindHeadError struct{}
+
+func (behindHeadError) Error() string { return "configuration behind the head" }
+
+// Is makes errors.Is(ErrBehindHead, ErrIntentChanged) true.
+func (behindHeadError) Is(target error) bool { return target == ErrIntentChanged }
 
 // ConflictError is a refusal to reserve: the blocking runs and the
 // addresses they hold (STYLE.md 8: a refusal is a value the user can read).
@@ -60,6 +75,11 @@ type StatusError struct {
 	Want   []RunStatus
 	// By is the run that holds or consumed it (ApplyRun of a plan), if any.
 	By string
+	// Reason is the run's stored reason and At when it closed (set by the
+	// engine's own refusals, not by the stores): a discarded plan
+	// (Run.Discarded) is refused as discarded, by whom, when and why.
+	Reason string
+	At     time.Time
 }
 
 func (e *StatusError) Error() string {
@@ -69,7 +89,20 @@ func (e *StatusError) Error() string {
 			return fmt.Sprintf("plan run %s was already applied by run %s; a plan applies at most once: plan again", e.Run, e.By)
 		case StatusApplying:
 			return fmt.Sprintf("plan run %s is being applied by run %s right now; a plan applies at most once", e.Run, e.By)
-		case StatusStale, StatusSuperseded, StatusFailed:
+		case StatusSuperseded:
+			if (Run{Kind: e.Kind, Status: e.Status, Reason: e.Reason}).Discarded() {
+				who, why, _ := strings.Cut(strings.TrimPrefix(e.Reason, discardedPrefix), ": ")
+				msg := fmt.Sprintf("plan run %s was discarded by %s", e.Run, who)
+				if !e.At.IsZero() {
+					msg += " at " + e.At.UTC().Format(time.RFC3339)
+				}
+				if why != "" {
+					msg += " (" + why + ")"
+				}
+				return msg + " and cannot be applied: plan again"
+			}
+			fallthrough
+		case StatusStale, StatusFailed:
 			return fmt.Sprintf("plan run %s is %s and cannot be applied (see `kl why %s`): plan again", e.Run, e.Status, e.Run)
 		}
 	}

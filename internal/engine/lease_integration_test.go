@@ -282,3 +282,67 @@ func sameStrings(got []string, want ...string) bool {
 	}
 	return true
 }
+
+// deadPlanning stores what `kl plan` leaves when it is killed with kill -9
+// while Terraform plans: a plan run planning whose own lease ran out a
+// minute ago.
+func (h *harness) deadPlanning() engine.Run {
+	h.t.Helper()
+	now := time.Now().UTC()
+	r := engine.Run{
+		ID: engine.NewRunID(), Kind: engine.KindPlan, State: testState, Actor: "carol", Holder: deadHolder,
+		Status: engine.StatusPlanning, CreatedAt: now.Add(-2 * time.Minute), LeaseUntil: now.Add(-time.Minute),
+	}
+	if err := h.store.CreateRun(h.ctx, r); err != nil {
+		h.t.Fatalf("CreateRun: %v", err)
+	}
+	return r
+}
+
+// TestDeadPlanEveryViewAgrees: a plan whose holder was killed while
+// planning reads as lease-expired in every view, each sweeping first as
+// Status, RunStory and Why do — Runs (`kl runs`), History and SincePlan
+// (`kl history --since-plan`, refused with words that say planning never
+// finished, never an empty "(status planning: )") — and Why says failed,
+// lease-expired, not pending: it can never be applied.
+func TestDeadPlanEveryViewAgrees(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+
+	viaRuns := h.deadPlanning()
+	rs, err := h.eng.Runs(h.ctx, engine.RunQuery{Limit: 10})
+	if err != nil {
+		t.Fatalf("Runs: %v", err)
+	}
+	for _, r := range rs {
+		if r.ID == viaRuns.ID && r.Status != engine.StatusLeaseExpired {
+			t.Errorf("Runs lists the dead plan as %s; want lease-expired", r.Status)
+		}
+	}
+
+	viaHistory := h.deadPlanning()
+	if _, err := h.eng.History(h.ctx, testState, engine.HistoryQuery{Limit: 10}); err != nil {
+		t.Fatalf("History: %v", err)
+	}
+	if r := h.run(viaHistory.ID); r.Status != engine.StatusLeaseExpired {
+		t.Errorf("after History the dead plan is %s; want lease-expired", r.Status)
+	}
+
+	viaSincePlan := h.deadPlanning()
+	_, err = h.eng.SincePlan(h.ctx, viaSincePlan.ID)
+	if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "never finished planning") ||
+		!strings.Contains(err.Error(), string(engine.StatusLeaseExpired)) || !strings.Contains(err.Error(), deadHolder.String()) ||
+		strings.Contains(err.Error(), "planning: )") {
+		t.Errorf("SincePlan of the dead plan = %v; want invalid: never finished planning, lease-expired, naming its holder", err)
+	}
+
+	viaWhy := h.deadPlanning()
+	why, err := h.eng.Why(h.ctx, viaWhy.ID)
+	if err != nil || why.Verdict != engine.VerdictFailed || !strings.HasPrefix(why.Reason, "lease-expired: planning never finished: ") ||
+		!strings.Contains(why.Reason, deadHolder.String()) {
+		t.Fatalf("Why(dead plan) = %+v, %v; want failed: lease-expired: planning never finished, naming the holder", why, err)
+	}
+	if len(why.Decisive) == 0 || why.Decisive[len(why.Decisive)-1].Kind != engine.MarkerLeaseExpired {
+		t.Errorf("Why(dead plan).Decisive = %v; want its lease-expired marker", kinds(why.Decisive))
+	}
+}

@@ -106,7 +106,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 			lo.artifact, lo.baseSerial)}
 	}
 	a := &applier{e: e, run: run, plan: plan, state: st, pf: &planFiles{run: plan}}
-	keep, err := a.heldByOthers(ctx, lo.changed)
+	keep, _, err := a.heldByOthers(ctx, lo.changed)
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: %w", id, err)
 	}
@@ -134,6 +134,13 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, fmt.Errorf("recovering run %s: committing: %w", id, err)
 	}
 	e.recoveredPlan(ctx, run, v.Serial)
+	// What the killed Terraform wrote is committed: its work dir (the
+	// snapshot it wrote, the saved plan) is no longer needed.
+	if rm, ok := e.Terraform.(WorkDirRemover); ok {
+		if err := rm.RemoveWorkDir(id); err != nil {
+			e.log().Warn("removing the work dir of the recovered run (the stale sweep removes it later)", "run", id, "err", err)
+		}
+	}
 	out := &ApplyOutcome{Version: v}
 	if out.Run, err = e.getRun(ctx, id); err != nil {
 		return nil, err

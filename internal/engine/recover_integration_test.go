@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -101,7 +103,8 @@ func (h *harness) killedApply(plan engine.Run, checkpoint []byte, lease ...time.
 // Recover then commits version N+2 with a taken (the head had not changed
 // it), b and c kept at the head, d planned but unchanged — partial, with
 // drift and recovered markers; the run stays lease-expired and gains the
-// version; the plan stays failed. A second Recover is refused.
+// version; the plan stays failed; the work dir the killed process left is
+// removed. A second Recover is refused.
 func TestRecover(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -156,7 +159,18 @@ func TestRecover(t *testing.T) {
 	}
 
 	headBefore := h.headSerial()
+	// The killed process left its Terraform work dir behind (runs/<id>).
+	workDir := filepath.Join(h.dir, "runs", killed.ID)
+	if err := os.MkdirAll(filepath.Join(workDir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(workDir, "snapshot.tfstate"), checkpoint, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out, err := h.eng.Recover(h.ctx, killed.ID)
+	if _, serr := os.Stat(workDir); err == nil && !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("work dir of the recovered run after Recover: %v; want removed (its checkpoint is committed)", serr)
+	}
 	if err != nil {
 		t.Fatalf("Recover: %v", err)
 	}

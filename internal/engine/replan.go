@@ -80,14 +80,17 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 	changed := true
 	switch {
 	case len(cmp.Read) > 0:
-		reason := fmt.Sprintf("re-plan %s against head %d would also change %s, which this plan reads (changed in %s): the configuration is behind the head there and would revert that change; update it with the head and plan again",
+		// One term on stderr and in the reports: "configuration behind the
+		// head" (report/outcome.go's ruleBehindHead).
+		detail := fmt.Sprintf("re-plan %s against head %d would also change %s, which this plan reads (changed in %s): applying would revert that change; update the configuration with the head and plan again",
 			rp.ID, st.HeadSerial, abbreviate(cmp.Read, 8), versions)
+		reason := ErrBehindHead.Error() + ": " + detail
 		m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &changed, Class: ClassReadChanged,
 			Addresses: instanceAddresses(cmp.Read), Reason: reason, Extra: outsideExtra(cmp.Outside)}
 		e.closeReplan(ctx, rp.ID, StatusSuperseded, "not applicable: it would revert changes of newer versions to what plan "+a.plan.ID+" reads")
 		sp := a.sp
 		a.abortWith(ctx, StatusRefused, reason, StatusStale, func(r *Run) { r.SincePlan = &sp }, m)
-		return fmt.Errorf("applying run %s: %w: %s", a.run.ID, ErrIntentChanged, reason)
+		return fmt.Errorf("applying run %s: %w: %s", a.run.ID, ErrBehindHead, detail)
 	case len(cmp.Write) > 0:
 		reason := fmt.Sprintf("re-plan %s against head %d plans something else for %s (plan input changed in %s)%s; review plan %s and apply it",
 			rp.ID, st.HeadSerial, abbreviate(cmp.Write, 8), versions, outside, rp.ID)

@@ -192,8 +192,12 @@ func TestReadChangedConfigBehindHead(t *testing.T) {
 	head := h.headSerial()
 
 	_, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: c.ID, Actor: "alice"})
-	if !errors.Is(err, engine.ErrIntentChanged) {
-		t.Fatalf("Apply C = %v, want a refusal (ErrIntentChanged)", err)
+	if !errors.Is(err, engine.ErrIntentChanged) || !errors.Is(err, engine.ErrBehindHead) {
+		t.Fatalf("Apply C = %v, want a refusal (ErrBehindHead, an ErrIntentChanged)", err)
+	}
+	// One term on stderr and in the reports (DESIGN.md words).
+	if msg := err.Error(); !strings.Contains(msg, "configuration behind the head: re-plan ") || strings.Contains(msg, "intent changed") {
+		t.Errorf("Apply C error = %q; want it to say configuration behind the head, not intent changed", msg)
 	}
 	run := h.run(runErrorID(err))
 	if run.Status != engine.StatusRefused || !strings.Contains(run.Reason, "revert") || !strings.Contains(run.Reason, "terraform_data.x") {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -276,18 +277,29 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 	}
 	v := ra.out.Version
 	p := v.Provenance
-	if v.Serial != source+2 || !sameSet(v.Changed, addrs("x", "z")) || !p.Partial || p.Exact || p.Drift == nil || !sameSet(p.Drift.Kept, addrs("y")) {
-		t.Errorf("A's version %d: changed %v, provenance %+v, drift %+v; want x and z merged, y kept", v.Serial, v.Changed, p, p.Drift)
+	// Terraform finished: not partial. y is kept at the head, and the drift
+	// says why — B's version and run — so that what A did to y is not lost
+	// silently.
+	if v.Serial != source+2 || !sameSet(v.Changed, addrs("x", "z")) || p.Partial || p.Exact || p.Drift == nil || !sameSet(p.Drift.Kept, addrs("y")) {
+		t.Errorf("A's version %d: changed %v, provenance %+v, drift %+v; want x and z merged, y kept, not partial", v.Serial, v.Changed, p, p.Drift)
+	}
+	if p.Drift == nil || len(p.Drift.Lost) != 1 || p.Drift.Lost[0].Address != "terraform_data.y" || p.Drift.Lost[0].Serial != source+1 ||
+		p.Drift.Lost[0].Run != outB.Run.ID || p.Drift.Lost[0].Actor != outB.Run.Actor {
+		t.Errorf("A's drift lost = %+v; want y, kept as version %d by run %s", p.Drift, source+1, outB.Run.ID)
 	}
 	run := h.run(holder)
-	if run.ID != ra.out.Run.ID || run.Status != engine.StatusFailed || !strings.Contains(run.Reason, "lease lost") {
-		t.Errorf("A's apply run = %s status %s, reason %q", run.ID, run.Status, run.Reason)
+	if run.ID != ra.out.Run.ID || run.Status != engine.StatusFailed || !strings.Contains(run.Reason, "lease lost") ||
+		!strings.Contains(run.Reason, "Terraform finished") ||
+		!strings.Contains(run.Reason, fmt.Sprintf("terraform_data.y (version %d, run %s", source+1, outB.Run.ID)) ||
+		!strings.Contains(run.Reason, "in no version") || !strings.Contains(ra.err.Error(), "import or remove it") {
+		t.Errorf("A's apply run = %s status %s, reason %q, error %v; want lease lost, naming y, B's version and run, and that A's change to y is in no version",
+			run.ID, run.Status, run.Reason, ra.err)
 	}
 	for _, k := range []engine.MarkerKind{engine.MarkerLeaseExpired, engine.MarkerCommitted, engine.MarkerFailed} {
 		h.marker(run.ID, k)
 	}
-	if pr := h.run(a.ID); pr.Status != engine.StatusFailed {
-		t.Errorf("A's plan = %s, want failed", pr.Status)
+	if pr := h.run(a.ID); pr.Status != engine.StatusFailed || strings.Contains(pr.Reason, "part-way") {
+		t.Errorf("A's plan = %s, %q; want failed, not part-way", pr.Status, pr.Reason)
 	}
 	hs, _ := h.head()
 	if got := hs.inputs(); got["x"] != "x1" || got["y"] != "y2" || got["z"] != "z1" {

@@ -21,7 +21,8 @@ import (
 // has would make two diverging copies of one Terraform state, and is
 // refused.
 //
-// Errors: ErrInvalid for a bad name or a document that is not state v4;
+// Errors: ErrInvalid for a bad name, a document that is not state v4, or a
+// serial above tfstate.MaxAdoptSerial (too large to grow);
 // ErrConflict when the name exists or another state has the document's
 // lineage.
 func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor string) (State, error) {
@@ -38,6 +39,10 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 		st, err = tfstate.Parse(from)
 		if err != nil {
 			return State{}, fmt.Errorf("%w: adopting state %s: %v", ErrInvalid, name, err)
+		}
+		if st.Serial > tfstate.MaxAdoptSerial {
+			return State{}, fmt.Errorf("%w: adopting state %s: serial %d is out of range: want 0 to %d (2^53−1, the largest integer JSON carries exactly; a serial must have room to grow by one per write)",
+				ErrInvalid, name, st.Serial, int64(tfstate.MaxAdoptSerial))
 		}
 	}
 	if from != nil && st.Lineage != "" {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,6 +118,39 @@ func TestInitStateLineage(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); strings.Contains(got, "acme/y") || len(names) != 4 {
 		t.Errorf("states = %s, want acme/x, acme/z and the two empty ones", got)
+	}
+}
+
+// TestInitStateSerialRange: a state is adopted only with a serial that can
+// grow (at most tfstate.MaxAdoptSerial, 2^53−1): one near 2^63−1 is refused
+// at adoption, with the range, instead of failing its first apply after
+// Terraform ran; one past int64 is refused as out of range.
+func TestInitStateSerialRange(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "kl.db"))
+	if err != nil {
+		t.Fatalf("opening store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := engine.New(st, nil, nil)
+	if s, err := e.InitState(ctx, "acme/max", stateDoc(t, "11111111-3f0e-4d7a-9d53-6a1f2c9e8b70", tfstate.MaxAdoptSerial), "tester"); err != nil || s.HeadSerial != tfstate.MaxAdoptSerial {
+		t.Errorf("adopting serial 2^53-1 = %+v, %v; want accepted", s, err)
+	}
+	for name, tc := range map[string]struct{ doc []byte }{
+		"2^53":             {stateDoc(t, "22222222-3f0e-4d7a-9d53-6a1f2c9e8b70", tfstate.MaxAdoptSerial+1)},
+		"near 2^63-1":      {stateDoc(t, "33333333-3f0e-4d7a-9d53-6a1f2c9e8b70", math.MaxInt64-3)},
+		"2^64+5 (no int)":  {[]byte(`{"version": 4, "lineage": "44444444-3f0e-4d7a-9d53-6a1f2c9e8b70", "serial": 18446744073709551621, "resources": []}`)},
+		"negative, in doc": {[]byte(`{"version": 4, "lineage": "55555555-3f0e-4d7a-9d53-6a1f2c9e8b70", "serial": -2, "resources": []}`)},
+	} {
+		_, err := e.InitState(ctx, "acme/big", tc.doc, "tester")
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "out of range: want 0 to ") {
+			t.Errorf("%s: InitState = %v; want invalid: out of range, naming the range", name, err)
+		}
+	}
+	if _, err := e.InitState(ctx, "acme/big2", stateDoc(t, "66666666-3f0e-4d7a-9d53-6a1f2c9e8b70", tfstate.MaxAdoptSerial+1), "tester"); err == nil ||
+		!strings.Contains(err.Error(), "want 0 to 9007199254740991") {
+		t.Errorf("InitState at 2^53 = %v; want the range 0 to 2^53-1", err)
 	}
 }
 

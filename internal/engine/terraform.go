@@ -26,6 +26,16 @@ type Terraform interface {
 	InspectPlanFile(planFile []byte) (PlanFileInfo, error)
 }
 
+// WorkDirRemover is implemented by a Terraform that keeps each run's work in
+// a dir of its own (internal/terraform's Runner): RemoveWorkDir removes the
+// work dir of run if one is left — a holder killed mid-apply leaves it,
+// holding the snapshot Terraform wrote and the saved plan (secrets), until
+// a stale sweep. Engine.Recover calls it once it has committed what that
+// Terraform wrote: the dir is no longer needed. Nil when none is left.
+type WorkDirRemover interface {
+	RemoveWorkDir(run string) error
+}
+
 // PlanRequest is one plan.
 type PlanRequest struct {
 	Run      string // the plan run id: names the work dir

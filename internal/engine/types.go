@@ -87,6 +87,27 @@ type Drift struct {
 	// Tainted lists written resources Terraform left tainted: created, but
 	// their creation did not finish (a failed provisioner, an interruption).
 	Tainted AddressSet `json:"tainted,omitempty"`
+	// Lost lists, for a commit made after the run's lease had lapsed (its
+	// reservations expired before the commit), each address of Kept with
+	// why the head kept it: another run changed it since the plan (that
+	// version and run) or holds it now. What this run's Terraform did to
+	// it is in no version: the real object may be untracked (orphaned)
+	// until someone checks it and imports or removes it.
+	Lost []LostWrite `json:"lost,omitempty"`
+}
+
+// LostWrite is one address a run's Terraform wrote that its commit left
+// to the head because the run's lease had lapsed (Drift.Lost).
+type LostWrite struct {
+	Address Address `json:"address"`
+	// Serial, Run, Actor and PR name the version that changed the address
+	// at the head since the plan, and its run; Serial is 0 when none did
+	// and Run holds a reservation on it instead (Held).
+	Serial int64        `json:"serial,omitempty"`
+	Run    string       `json:"run,omitempty"`
+	Actor  string       `json:"actor,omitempty"`
+	PR     *PullRequest `json:"pr,omitempty"`
+	Held   bool         `json:"held,omitempty"`
 }
 
 // empty reports whether the commit matched the plan exactly.

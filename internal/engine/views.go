@@ -106,7 +106,7 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 	if s.Plan.Envelope != nil && s.Plan.Status == StatusPlanned {
 		// Open (again): what an apply would face now, not what an earlier
 		// attempt found.
-		sp, err := e.SincePlan(ctx, s.Plan.ID)
+		sp, err := e.sincePlan(ctx, s.Plan.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -132,8 +132,17 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 
 // SincePlan classifies, now, every version committed after the source
 // serial of plan run id (or of an apply run's plan) against its footprint
-// (`kl history --since-plan`, ADR D3/D8).
+// (`kl history --since-plan`, ADR D3/D8). It runs the lease sweep first, as
+// every view does: a plan whose holder died while planning is refused as
+// lease-expired, not as "planning". A plan without an envelope (it never
+// finished planning) is refused with ErrInvalid, saying why.
 func (e *Engine) SincePlan(ctx context.Context, id string) (*SincePlan, error) {
+	e.expireLeases(ctx)
+	return e.sincePlan(ctx, id)
+}
+
+// sincePlan is SincePlan without the sweep, for views that ran it already.
+func (e *Engine) sincePlan(ctx context.Context, id string) (*SincePlan, error) {
 	run, err := e.getRun(ctx, id)
 	if err != nil {
 		return nil, err
@@ -144,7 +153,7 @@ func (e *Engine) SincePlan(ctx context.Context, id string) (*SincePlan, error) {
 		}
 	}
 	if run.Envelope == nil {
-		return nil, fmt.Errorf("%w: plan run %s has no envelope (status %s: %s)", ErrInvalid, run.ID, run.Status, run.Reason)
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, noEnvelopeWords(run))
 	}
 	env := run.Envelope
 	versions, err := e.Store.VersionsAfter(ctx, run.State, env.SourceSerial)
@@ -170,8 +179,10 @@ type HistoryEntry struct {
 }
 
 // History returns versions of state newest first, each with its producing
-// run (`kl history --state`).
+// run (`kl history --state`), after the lease sweep (the runs it shows read
+// as every other view reads them).
 func (e *Engine) History(ctx context.Context, state string, q HistoryQuery) ([]HistoryEntry, error) {
+	e.expireLeases(ctx)
 	if _, err := e.getState(ctx, state); err != nil {
 		return nil, err
 	}
@@ -215,7 +226,7 @@ type Verdict string
 const (
 	VerdictAllowed     Verdict = "allowed"     // the apply proceeded (it may have waited first)
 	VerdictRefused     Verdict = "refused"     // a rule stopped it; Reason and markers say which
-	VerdictFailed      Verdict = "failed"      // Terraform or Kilolock failed
+	VerdictFailed      Verdict = "failed"      // Terraform or Kilolock failed, or a plan never finished planning (failed, lease-expired)
 	VerdictInterrupted Verdict = "interrupted" // cancelled; what Terraform wrote is committed
 	VerdictWaiting     Verdict = "waiting"     // blocked now on other runs
 	VerdictPending     Verdict = "pending"     // a plan not applied yet
@@ -283,8 +294,16 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 			}
 			w.Recoverable = e.recoverableOf(ctx, last, &p)
 		}
+		if closedPlan(run) {
+			// It never finished planning, or its holder died while it
+			// planned: it can never be applied.
+			w.Verdict, w.Reason = VerdictFailed, planPendingReason(run)
+			if err := e.collectWhy(ctx, w, run); err != nil {
+				return nil, err
+			}
+		}
 		if run.Envelope != nil {
-			if w.SincePlan, err = e.SincePlan(ctx, run.ID); err != nil {
+			if w.SincePlan, err = e.sincePlan(ctx, run.ID); err != nil {
 				return nil, err
 			}
 			if w.Overlaps, err = e.Overlaps(ctx, run); err != nil {
@@ -357,11 +376,46 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 	return nil
 }
 
+// closedPlan reports whether plan run r, claimed by no apply, failed
+// itself: Terraform or Kilolock failed while planning, or its lease ran out
+// (its holder died or stalled) before it finished.
+func closedPlan(r Run) bool {
+	return r.Kind == KindPlan && r.ApplyRun == "" && (r.Status == StatusFailed || r.Status == StatusLeaseExpired)
+}
+
+// noEnvelopeWords says why plan run r has no envelope: "plan run X never
+// finished planning: its lease expired (REASON)", "… is still planning".
+func noEnvelopeWords(r Run) string {
+	switch {
+	case r.Status == StatusPlanning:
+		return fmt.Sprintf("plan run %s has no envelope yet: it is still planning (see `kl run show %s`)", r.ID, r.ID)
+	case r.Reason != "":
+		return fmt.Sprintf("plan run %s has no envelope: it never finished planning (%s: %s)", r.ID, r.Status, r.Reason)
+	}
+	return fmt.Sprintf("plan run %s has no envelope: it never finished planning (%s)", r.ID, r.Status)
+}
+
 func planPendingReason(r Run) string {
 	switch r.Status {
 	case StatusPlanned:
 		return "plan not applied yet"
-	case StatusStale, StatusSuperseded, StatusFailed, StatusLeaseExpired:
+	case StatusLeaseExpired, StatusFailed:
+		if r.Envelope == nil && r.ApplyRun == "" {
+			// Planning never finished: say so before the stored reason.
+			what := "planning never finished"
+			if r.Status == StatusLeaseExpired {
+				what = "lease-expired: planning never finished"
+			}
+			if r.Reason != "" {
+				return what + ": " + r.Reason
+			}
+			return what
+		}
+		if r.Reason != "" {
+			return fmt.Sprintf("plan is %s: %s", r.Status, r.Reason)
+		}
+		return fmt.Sprintf("plan is %s", r.Status)
+	case StatusStale, StatusSuperseded:
 		if r.Reason != "" {
 			return fmt.Sprintf("plan is %s: %s", r.Status, r.Reason)
 		}
@@ -438,8 +492,11 @@ func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 	return out, nil
 }
 
-// Runs lists recent runs (`kl runs`).
+// Runs lists recent runs (`kl runs`), after the lease sweep: a run whose
+// holder died reads as lease-expired, as in `kl status`, `kl run show` and
+// `kl why`, not as still planning or applying.
 func (e *Engine) Runs(ctx context.Context, q RunQuery) ([]Run, error) {
+	e.expireLeases(ctx)
 	rs, err := e.Store.ListRuns(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("listing runs: %w", err)

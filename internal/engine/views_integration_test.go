@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -120,5 +122,41 @@ func TestViews(t *testing.T) {
 	}
 	if _, err := h.eng.RunStory(h.ctx, "01NOSUCHRUN0000000000000000"); !errors.Is(err, engine.ErrNotFound) {
 		t.Errorf("RunStory(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+// TestDiscardedPlanRefusal: a plan discarded with a reason (`kl run discard
+// --reason obsolete`, Supersede "discarded by ACTOR: WHY") keeps who and
+// why in its marker, and applying it is refused as discarded — by whom,
+// when, why — not as "superseded".
+func TestDiscardedPlanRefusal(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	cfg := config{"a": {Value: "a0"}}
+	h.base(cfg)
+	p := h.plan(cfg.with(map[string]string{"a": "a1"}))
+	if err := h.eng.Supersede(h.ctx, p.ID, "discarded by tester: obsolete"); err != nil {
+		t.Fatalf("Supersede: %v", err)
+	}
+	if m := h.marker(p.ID, engine.MarkerFailed); m.Reason != "discarded by tester: obsolete" {
+		t.Errorf("failed marker reason = %q; want who and why", m.Reason)
+	}
+	r := h.run(p.ID)
+	if !r.Discarded() || r.FinishedAt == nil {
+		t.Errorf("plan = %s %q, finished %v; want discarded, with its time", r.Status, r.Reason, r.FinishedAt)
+	}
+	_, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: p.ID, Actor: "alice"})
+	var se *engine.StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("Apply of the discarded plan = %v; want a *StatusError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"was discarded by tester at " + r.FinishedAt.UTC().Format(time.RFC3339), "(obsolete)", "cannot be applied"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Apply error = %q; want it to say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "superseded") {
+		t.Errorf("Apply error = %q; a discard is not 'superseded'", msg)
 	}
 }

@@ -277,8 +277,42 @@ func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 	if p.Partial {
 		f = f.addField("partial", words(toned(toneBad, "yes"), ": the apply stopped part-way; this version holds what Terraform wrote"))
 	}
+	var lost []engine.LostWrite
+	if p.Drift != nil {
+		lost = p.Drift.Lost
+	}
+	for _, l := range lost {
+		f = f.addField("not in the state", lostWords(l))
+	}
+	if len(v.Changed) == 0 && len(lost) > 0 {
+		// Kept on purpose: the provenance of an apply that ran.
+		f = f.addField("changed", words("nothing: the head kept every address this apply wrote (its lease had lapsed); this version records that the apply ran and where its changes went"))
+		return f
+	}
 	f = f.addField("changed", words(countWords(v.Changed)+"; the snapshot holds "+plural(v.Resources, "resource", "resources")))
 	return f
+}
+
+// lostWords tells one address the head kept after the apply's lease
+// lapsed (engine.LostWrite): "terraform_data.a: the head keeps version 7
+// by run X (alice), which changed it while this apply's lease had lapsed;
+// what this apply did to it is in no version: check the real object, then
+// import or remove it".
+func lostWords(l engine.LostWrite) sentence {
+	s := words(code(string(l.Address)), ": the head keeps ")
+	switch {
+	case l.Serial > 0:
+		s = s.add(strong(fmt.Sprintf("version %d", l.Serial)))
+		if l.Run != "" {
+			s = words(s, " by ", who(l.Run, l.Actor, l.PR))
+		}
+		s = s.add(txt(", which changed it while this apply's lease had lapsed"))
+	case l.Run != "":
+		s = words(s, "it: ", who(l.Run, l.Actor, l.PR), " holds it")
+	default:
+		s = s.add(txt("it"))
+	}
+	return s.add(toned(toneBad, "; what this apply did to it is in no version (the object may be orphaned): check the real object, then import or remove it"))
 }
 
 // appliedPlanWords says which plan an apply applied: "reviewed P; re-checked

@@ -148,7 +148,8 @@ func markerTone(m engine.Marker) tone {
 // markerWordsOf puts a marker of a run in status into words: the "failed"
 // marker the engine records when a run ends says how it ended — "refused:
 // …" for a refusal (engine apply.go abort), "interrupted …", "superseded:
-// …" — instead of "failed". status "" reads the marker alone.
+// …", "discarded by ACTOR: WHY" — instead of "failed". status "" reads the
+// marker alone.
 func markerWordsOf(m engine.Marker, status engine.RunStatus) sentence {
 	if m.Kind != engine.MarkerFailed {
 		return markerWords(m)
@@ -156,7 +157,13 @@ func markerWordsOf(m engine.Marker, status engine.RunStatus) sentence {
 	switch status {
 	case engine.StatusRefused:
 		return words(toned(toneBad, "refused"), reasonSuffix(m.Reason))
-	case engine.StatusInterrupted, engine.StatusSuperseded, engine.StatusLeaseExpired:
+	case engine.StatusSuperseded:
+		if rest, ok := strings.CutPrefix(strings.TrimPrefix(m.Reason, "superseded: "), "discarded by "); ok {
+			// A discard (`kl run discard`): who, and why when given.
+			return words(toned(markerTone(m), "discarded"), " by "+rest)
+		}
+		return endWords(status, m.Reason, markerTone(m))
+	case engine.StatusInterrupted, engine.StatusLeaseExpired:
 		return endWords(status, m.Reason, markerTone(m))
 	}
 	return markerWords(m)

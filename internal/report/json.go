@@ -267,14 +267,30 @@ type jDrift struct {
 	Kept        []string `json:"kept"`
 	Overwritten []string `json:"overwritten"`
 	Tainted     []string `json:"tainted"`
+	Lost        []jLost  `json:"lost,omitempty"`
+}
+
+// jLost is one engine.LostWrite: an address the head kept after the run's
+// lease lapsed, what this apply did to it being in no version.
+type jLost struct {
+	Address string `json:"address"`
+	Serial  int64  `json:"serial,omitempty"`
+	Run     string `json:"run,omitempty"`
+	Actor   string `json:"actor,omitempty"`
+	PR      *jPR   `json:"pr,omitempty"`
+	Held    bool   `json:"held,omitempty"`
 }
 
 func toDrift(d *engine.Drift) *jDrift {
 	if d == nil {
 		return nil
 	}
-	return &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept), Overwritten: strs(d.Overwritten),
+	j := &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept), Overwritten: strs(d.Overwritten),
 		Tainted: strs(d.Tainted)}
+	for _, l := range d.Lost {
+		j.Lost = append(j.Lost, jLost{Address: string(l.Address), Serial: l.Serial, Run: l.Run, Actor: l.Actor, PR: toPR(l.PR), Held: l.Held})
+	}
+	return j
 }
 
 type jMarker struct {

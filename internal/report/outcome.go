@@ -455,6 +455,15 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 	return verdict{word, toneBad, endVerdictWords(a, v, lastOf(ms, a.ID, engine.MarkerRecovered))}
 }
 
+// leaseLostGist is the start of a lease-lost commit's reason, up to the
+// engine's list of what the head kept (the provenance tells it in full).
+func leaseLostGist(reason string) string {
+	if i := strings.Index(reason, "; the head kept "); i >= 0 {
+		return reason[:i]
+	}
+	return reason
+}
+
 func orWords(s, otherwise string) string {
 	if s == "" {
 		return otherwise
@@ -474,12 +483,26 @@ func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) 
 		// Done: the stored reason's "kl run recover" hint is not news.
 		reason = strings.TrimSuffix(reason, "; "+engine.RecoverHint(a.ID))
 	}
+	lost := 0
+	if v != nil && v.Provenance.Drift != nil {
+		lost = len(v.Provenance.Drift.Lost)
+	}
+	if lost > 0 {
+		// The provenance names each address the head kept.
+		reason = leaseLostGist(reason)
+	}
 	s := endWords(a.Status, reason, toneBad)
 	s[0] = strongT(toneBad, s[0].text)
 	if a.CommittedSerial == 0 {
 		return s
 	}
 	what := fmt.Sprintf("version %d", a.CommittedSerial)
+	if lost > 0 {
+		// The lease lapsed before the commit: the head kept what others
+		// changed meanwhile.
+		return words(s, "; committed ", strong(what),
+			toned(toneBad, fmt.Sprintf(" without %s the head kept: what this apply did there is in no version", plural(lost, "address", "addresses"))))
+	}
 	if v == nil || v.Provenance.Partial {
 		what += ", partial"
 	}

@@ -65,6 +65,7 @@ func goldenCases() []goldenCase {
 		{"apply", "lease-expired-recoverable", apply(storyLeaseExpiredRecoverable)},
 		{"apply", "lease-expired-unseen", apply(storyLeaseExpiredUnseen)},
 		{"apply", "recovered", apply(storyRecovered)},
+		{"apply", "lease-lost", apply(storyLeaseLost)},
 		{"apply", "no-changes", apply(storyNoChanges)},
 		{"run", "apply-waited-replanned", story(storyWaitedReplanned)},
 		{"run", "apply-refused-stale", story(storyRefusedStale)},
@@ -108,6 +109,7 @@ func goldenCases() []goldenCase {
 		{"why", "plan-lease-expired-recoverable", why(func() *engine.Why {
 			return whyPlanOf(storyLeaseExpiredRecoverable(), engine.VerdictFailed)
 		})},
+		{"why", "plan-lease-expired", why(whyPlanLeaseExpired)},
 		{"why", "recovered", why(func() *engine.Why { return whyFrom(storyRecovered(), engine.VerdictFailed) })},
 		{"status", "waiter", func(w io.Writer, o Options) error { return Status(w, statusWaiter(), o) }},
 		{"footprint", "widening", func(w io.Writer, o Options) error {

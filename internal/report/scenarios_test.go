@@ -439,3 +439,40 @@ func storyNoChanges() *engine.RunStory {
 	}
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms}
 }
+
+// storyLeaseLost: alice's apply stalled while Terraform ran (SIGSTOP) past
+// its lease; erin's apply took the web server meanwhile and committed
+// version 13. Terraform then finished — not part-way — but its change to
+// the web server is in no version: the engine committed version 14, which
+// changes nothing (the head kept the web server), as the provenance of the
+// apply that ran, its drift naming erin's version and run.
+func storyLeaseLost() *engine.RunStory {
+	reason := "lease lost before commit: Terraform finished, but the reservations had expired; merged only addresses unchanged at the head since the plan and not held by another run" +
+		"; the head kept module.app.terraform_data.web (version 13, run " + applyE + ", changed it while this run's lease had lapsed): what this apply did to it is in no version — check the real object, then import or remove it" +
+		"; version 14 changes nothing: it records that this apply ran and where its changes went"
+	plan := planRunA(engine.StatusFailed, applyA)
+	plan.Reason = fmt.Sprintf("apply run %s lost its lease before its commit; version 14 holds what the head could take: re-plan", applyA)
+	a := applyRunA(engine.StatusFailed, reason)
+	a.CommittedSerial = 14
+	sp := sincePlan(12)
+	a.SincePlan = sp
+	a.AllowedBecause = []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 12, HeadSerial: 12}}
+	drift := &engine.Drift{Unchanged: set(worker, webURL), Kept: set(web),
+		Lost: []engine.LostWrite{{Address: web, Serial: 13, Run: applyE, Actor: "erin", PR: pr(44)}}}
+	ms := append(planMarkers(),
+		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
+		engine.Marker{Run: applyA, Seq: 5, At: at(900), Kind: engine.MarkerLeaseExpired, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+		engine.Marker{Run: applyA, Seq: 6, At: at(960), Kind: engine.MarkerApplied, Count: 1, Addresses: set(web)},
+		engine.Marker{Run: applyA, Seq: 7, At: at(960.4), Kind: engine.MarkerDrift, Drift: drift,
+			Reason: "planned but not changed: module.app.terraform_data.worker, output.web_url; not merged, the head changed them since the plan: module.app.terraform_data.web"},
+		engine.Marker{Run: applyA, Seq: 8, At: at(960.4), Kind: engine.MarkerCommitted, Serial: 14, FromSerial: 13, Mode: engine.CommitSnapshotMerge},
+		engine.Marker{Run: applyA, Seq: 9, At: at(960.4), Kind: engine.MarkerFailed, Reason: reason},
+	)
+	v := version(14, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
+		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Actor: "alice", PR: pr(42)},
+		nil, 960.4)
+	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
+}

@@ -285,3 +285,14 @@ func whyPlanOf(s *engine.RunStory, v engine.Verdict) *engine.Why {
 	w.Run, w.Apply = *s.Plan, &a
 	return w
 }
+
+// whyPlanLeaseExpired is what engine.Why answers for dave's plan whose
+// holder was killed while Terraform planned: failed, lease-expired,
+// planning never finished, with the sweep's lease-expired marker.
+func whyPlanLeaseExpired() *engine.Why {
+	reason := "its holder " + holder.String() + " stopped renewing while planning: its lease ran out at 2026-07-10T12:11:00Z"
+	r := engine.Run{ID: planDave, Kind: engine.KindPlan, State: stateName, Actor: "dave", Holder: holder, Status: engine.StatusLeaseExpired,
+		Reason: reason, CreatedAt: at(610)}
+	return &engine.Why{Run: r, Plan: &r, Verdict: engine.VerdictFailed, Reason: "lease-expired: planning never finished: " + reason,
+		Decisive: []engine.Marker{{Run: planDave, Seq: 1, At: at(700), Kind: engine.MarkerLeaseExpired, Reason: reason}}}
+}

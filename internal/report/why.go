@@ -75,6 +75,18 @@ func whyVerdict(y *engine.Why) verdict {
 			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", t.CommittedSerial)))
 		}
 		return verdict{string(y.Verdict), toneGood, s}
+	case engine.VerdictFailed:
+		if t.Kind == engine.KindPlan {
+			// A plan that never finished planning: lease-expired (its
+			// holder died or stalled) or failed, and the stored reason.
+			reason := "planning never finished"
+			if t.Reason != "" {
+				reason += ": " + t.Reason
+			}
+			s := endWords(t.Status, reason, toneBad)
+			s[0] = strongT(toneBad, s[0].text)
+			return verdict{string(y.Verdict), toneBad, s}
+		}
 	}
 	// Refused, failed, interrupted, waiting: the apply verdict says which
 	// rule, version, run and address.
@@ -100,6 +112,8 @@ func whyDoc(y *engine.Why) *doc {
 	case y.Verdict == engine.VerdictPending && y.Run.Status == engine.StatusPlanned && y.Run.Envelope != nil:
 		next, _ := openPlanNext(y.Run, y.SincePlan)
 		d.summary = append(d.summary, fields{{"next", next}})
+	case neverPlanned(y):
+		d.summary = append(d.summary, fields{{"next", words("it can never be applied: plan again, ", code(replanCommand(y.Run, nil)))}})
 	}
 	// What Terraform wrote that no version holds (t is the apply, or the
 	// last attempt of a plan open again).
@@ -141,6 +155,9 @@ func whyDoc(y *engine.Why) *doc {
 		if m.Kind == engine.MarkerFailed && (t.Status == engine.StatusRefused || m.Reason == t.Reason) {
 			continue // the engine's record of how the run ended: the verdict told it
 		}
+		if m.Kind == engine.MarkerLeaseExpired && neverPlanned(y) && m.Reason == t.Reason {
+			continue // the verdict told it
+		}
 		l = append(l, item{s: words(fmtTime(m.At)+"  ", markerWordsOf(m, t.Status))})
 	}
 	if len(l) > 0 {
@@ -151,6 +168,12 @@ func whyDoc(y *engine.Why) *doc {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(y.Overlaps))), blocks...)
 	}
 	return d
+}
+
+// neverPlanned reports whether the answer is about a plan run that never
+// finished planning (engine.Why: failed, no apply, no envelope).
+func neverPlanned(y *engine.Why) bool {
+	return y.Verdict == engine.VerdictFailed && y.Apply == nil && y.Run.Kind == engine.KindPlan && y.Run.Envelope == nil
 }
 
 type whyDocument struct {

@@ -147,14 +147,71 @@ func TestReasonGist(t *testing.T) {
 		"nothing after": {reason: `terraform plan: `, want: `terraform plan:`},
 		"empty":         {reason: ``, want: ``},
 		"long clause is clipped": {
-			reason: "x: " + strings.Repeat("y", 80),
+			reason: "reading x: " + strings.Repeat("y", 80),
 			want:   strings.Repeat("y", 59) + "…",
+		},
+		"no context clause: from the start, without the sentinel": {
+			reason: "no Terraform configuration files in /w/cfg: a plan would destroy every resource of the state; refusing (…): invalid input",
+			want:   "no Terraform configuration files in /w/cfg: a plan would de…",
+		},
+		"missing var file keeps its name": {
+			reason: "var file prod.tfvars: no such file or directory",
+			want:   "var file prod.tfvars: no such file or directory",
+		},
+		"cause after the context keeps what it names": {
+			reason: "copying configuration tree /w/cfg: larger than 64 MiB or 10000 entries: invalid input",
+			want:   "larger than 64 MiB or 10000 entries",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			if got := reasonGist(tc.reason, 60); got != tc.want {
 				t.Errorf("reasonGist(%q)\n got %q\nwant %q", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWhatFailedPlan: the "what" of `kl runs` for a plan that failed is
+// the gist of its stored reason, naming what went wrong — not a bare
+// sentinel ("invalid input") or errno ("no such file or directory").
+func TestWhatFailedPlan(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ reason, want string }{
+		"no configuration": {
+			reason: "no Terraform configuration files in /w/cfg: a plan would destroy every resource of the state; refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet): invalid input",
+			want:   "no Terraform configuration files in /w/cfg: a plan would de…",
+		},
+		"missing var file": {reason: "var file missing.tfvars: no such file or directory", want: "var file missing.tfvars: no such file or directory"},
+		"no reason":        {reason: "", want: "no envelope"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := engine.Run{ID: planA, Kind: engine.KindPlan, Status: engine.StatusFailed, Reason: tc.reason}
+			if got := whatWords(r).plain(); got != tc.want {
+				t.Errorf("whatWords = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDiscardedMarkerWords: the timeline entry of a discarded plan keeps
+// both who discarded it and why (the marker of engine.Supersede with a
+// "discarded by ACTOR: WHY" reason, or one stored before as "superseded:
+// discarded by …").
+func TestDiscardedMarkerWords(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ reason, want string }{
+		"with a reason":    {"discarded by tester: obsolete", "discarded by tester: obsolete"},
+		"without a reason": {"discarded by tester", "discarded by tester"},
+		"stored before":    {"superseded: discarded by tester", "discarded by tester"},
+		"superseded":       {"superseded: newer push", "superseded: newer push"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := engine.Marker{Kind: engine.MarkerFailed, Reason: tc.reason}
+			if got := markerWordsOf(m, engine.StatusSuperseded).plain(); got != tc.want {
+				t.Errorf("markerWordsOf(%q) = %q; want %q", tc.reason, got, tc.want)
 			}
 		})
 	}

@@ -274,7 +274,13 @@ func buildConfigArchive(dir string, varFiles []string, log *slog.Logger) ([]byte
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("reading var file: %w", err)
+			// Name the file as given (the path error names it resolved),
+			// so a run's stored reason says which one.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				return nil, fmt.Errorf("var file %s: %w", vf, pe.Err)
+			}
+			return nil, fmt.Errorf("var file %s: %w", vf, err)
 		}
 		e := archiveEntry{name: varFileEntry(i, vf), typ: tar.TypeReg, data: data}
 		if err := add(e, int64(len(data))); err != nil {

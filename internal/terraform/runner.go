@@ -24,7 +24,10 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-var _ engine.Terraform = (*Runner)(nil)
+var (
+	_ engine.Terraform      = (*Runner)(nil)
+	_ engine.WorkDirRemover = (*Runner)(nil)
+)
 
 // RunnerOptions configures a Runner.
 type RunnerOptions struct {
@@ -456,6 +459,33 @@ func (r *Runner) cleanup(w workDir, log *slog.Logger) {
 	if err := os.RemoveAll(w.Dir); err != nil {
 		log.Error("removing work dir", "dir", w.Dir, "error", err)
 	}
+}
+
+// RemoveWorkDir removes the work dir of run below the work root if one is
+// left (engine.WorkDirRemover): a process killed mid-apply leaves it until
+// the stale sweep (DefaultStaleAfter); Engine.Recover removes it once it
+// has committed what that Terraform wrote. A missing dir is no error; a
+// run id that is not a plain name is engine.ErrInvalid. With KeepWorkDirs
+// the dir is kept (made private), as after any run.
+func (r *Runner) RemoveWorkDir(run string) error {
+	if run == "" || run == "." || run == ".." || strings.ContainsAny(run, `/\`) || !filepath.IsLocal(run) {
+		return fmt.Errorf("removing work dir: run id %q is not a plain name: %w", run, engine.ErrInvalid)
+	}
+	dir := filepath.Join(r.workRoot, run)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if r.keep {
+		if err := restrictWorkDir(dir); err != nil {
+			return fmt.Errorf("restricting the modes of the kept work dir %s: %w", dir, err)
+		}
+		r.log.Info("kept work dir (it holds secrets)", "dir", dir)
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing work dir %s: %w", dir, err)
+	}
+	return nil
 }
 
 // sameVarFiles checks that the var files of a re-plan request name the

@@ -176,3 +176,48 @@ func TestSameVarFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveWorkDir: RemoveWorkDir removes a run's work dir left behind (a
+// holder killed mid-apply), and nothing else under the work root; a missing
+// dir is no error, a run id that is not a plain name is refused, and with
+// KeepWorkDirs the dir stays.
+func TestRemoveWorkDir(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join(t.TempDir(), "runs")
+	left, err := newWorkDir(root, "01JLEFT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := newWorkDir(root, "01JOTHER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := left.writeSnapshot([]byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{workRoot: root}
+	if err := r.RemoveWorkDir("01JLEFT"); err != nil {
+		t.Fatalf("RemoveWorkDir: %v", err)
+	}
+	if _, err := os.Stat(left.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("work dir %s after RemoveWorkDir: %v; want removed", left.Dir, err)
+	}
+	if _, err := os.Stat(other.Dir); err != nil {
+		t.Errorf("another run's work dir: %v; want kept", err)
+	}
+	if err := r.RemoveWorkDir("01JLEFT"); err != nil {
+		t.Errorf("RemoveWorkDir of a missing dir = %v; want nil", err)
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", `a\b`, "../x"} {
+		if err := r.RemoveWorkDir(bad); !errors.Is(err, engine.ErrInvalid) {
+			t.Errorf("RemoveWorkDir(%q) = %v; want ErrInvalid", bad, err)
+		}
+	}
+	kept := &Runner{workRoot: root, keep: true, log: discard}
+	if err := kept.RemoveWorkDir("01JOTHER"); err != nil {
+		t.Errorf("RemoveWorkDir with KeepWorkDirs: %v", err)
+	}
+	if _, err := os.Stat(other.Dir); err != nil {
+		t.Errorf("with KeepWorkDirs the work dir is gone: %v", err)
+	}
+}

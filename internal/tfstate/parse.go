@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -91,8 +92,8 @@ func Parse(b []byte) (*State, error) {
 		return nil, invalid(nil, "state has no lineage (every state Terraform writes has one)")
 	}
 	if len(serial) > 0 && string(serial) != "null" {
-		if s.Serial, err = strconv.ParseInt(string(serial), 10, 64); err != nil || s.Serial < 0 {
-			return nil, invalid(nil, "serial %s: want a whole number ≥ 0", serial)
+		if s.Serial, err = parseSerial(serial); err != nil {
+			return nil, invalid(nil, "serial %s: %v", serial, err)
 		}
 	}
 	if s.TerraformVersion, err = optString(tfVersion); err != nil {
@@ -322,4 +323,18 @@ func jsonKind(b []byte) string {
 		return "null"
 	}
 	return "a number"
+}
+
+// parseSerial reads a serial: a JSON integer from 0 to math.MaxInt64
+// (Kilolock keeps serials as int64; Terraform's own are uint64). A number
+// outside that range is out of range, anything else not a whole number.
+func parseSerial(raw []byte) (int64, error) {
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	switch {
+	case err == nil && n >= 0:
+		return n, nil
+	case errors.Is(err, strconv.ErrRange) || err == nil:
+		return 0, fmt.Errorf("out of range: want 0 to %d", int64(math.MaxInt64))
+	}
+	return 0, fmt.Errorf("want a whole number from 0 to %d", int64(math.MaxInt64))
 }

@@ -12,6 +12,16 @@ import (
 // writes: 4, written by Terraform 0.12 and later (and by OpenTofu).
 const FormatVersion = 4
 
+// MaxAdoptSerial is the largest serial a state may be adopted with (the
+// engine's InitState refuses larger ones): 2^53−1, the largest integer JSON
+// carries exactly between implementations (RFC 8259 §6; JavaScript's
+// Number.MAX_SAFE_INTEGER), so every tool that reads the state reads its
+// serial right. Terraform adds to the serial on every write it makes and
+// Kilolock one per commit; from at most 2^53−1 a state has about 2^62
+// writes before Parse's int64 range (math.MaxInt64) runs out, where a serial
+// near 2^63−1 let Terraform write one Parse could not read.
+const MaxAdoptSerial = 1<<53 - 1
+
 // ErrInvalid marks every error of Parse: the input is not a Terraform state
 // v4 document. Test with errors.Is; the engine maps it to engine.ErrInvalid.
 var ErrInvalid = errors.New("invalid Terraform state")

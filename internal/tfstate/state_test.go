@@ -51,7 +51,10 @@ func TestParseErrors(t *testing.T) {
 		"no lineage":         {`{"version": 4, "serial": 1, "resources": []}`, "state has no lineage"},
 		"empty lineage":      {`{"version": 4, "lineage": ""}`, "state has no lineage"},
 		"lineage number":     {`{"version": 4, "lineage": 7}`, "lineage: want a string"},
-		"negative serial":    {`{"version": 4, "lineage": "l", "serial": -1}`, "serial -1: want a whole number"},
+		"negative serial":    {`{"version": 4, "lineage": "l", "serial": -1}`, "serial -1: out of range: want 0 to 9223372036854775807"},
+		"serial past int64":  {`{"version": 4, "lineage": "l", "serial": 9223372036854775812}`, "serial 9223372036854775812: out of range: want 0 to 9223372036854775807"},
+		"serial past uint64": {`{"version": 4, "lineage": "l", "serial": 18446744073709551621}`, "serial 18446744073709551621: out of range: want 0 to 9223372036854775807"},
+		"fractional serial":  {`{"version": 4, "lineage": "l", "serial": 1.5}`, "serial 1.5: want a whole number from 0 to 9223372036854775807"},
 		"resources object":   {`{"version": 4, "lineage": "l", "resources": {}}`, "resources: want an array, found an object"},
 		"resource string":    {`{"version": 4, "lineage": "l", "resources": ["secret"]}`, "resources[0]: want an object, found a string"},
 		"missing type": {`{"version": 4, "lineage": "l", "resources": [
