@@ -1,8 +1,14 @@
 // Package store holds what Kilolock's store adapters (store/sqlite and
-// store/postgres) share besides the engine.Store interface: snapshot
+// store/postgres) share besides the engine.Store interface: the write
+// algorithms themselves (CreateState, Commit, Acquire, Renew, Release,
+// the lease sweep of ExpireLeases, UpdateRun, RenewRun, AddMarkers),
+// written once over an Executor of primitive statements that each adapter
+// implements in its own SQL dialect (exec.go, after River's
+// riverdriver.Executor); and the pure rules they use — snapshot
 // compression and checks, request validation, the markers the store itself
-// writes, and the schema-version refusal. Both adapters call these so that they behave alike and pass
-// the same storetest contract suite (STYLE.md 2). It does no I/O.
+// writes, and the schema-version refusal. Both adapters call these so that
+// they behave alike and pass the same storetest contract suite (STYLE.md
+// 2). The package does no I/O of its own: only through an Executor.
 package store
 
 import (

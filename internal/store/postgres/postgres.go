@@ -338,13 +338,44 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.mapErr(tx.Commit(ctx))
 }
 
-// querier is what *pgxpool.Pool and pgx.Tx share, for helpers used inside
-// and outside transactions.
+// querier is what *pgxpool.Pool and pgx.Tx share: an executor runs on
+// either.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// executor is the store's store.Executor on q: the pool, where each
+// statement runs on its own, or a READ COMMITTED transaction. PostgreSQL's
+// statements, in its dialect (arrays and unnest for many rows in one
+// statement); errors through Store.mapErr. Its Lock methods take row locks
+// (FOR NO KEY UPDATE) in the order the package doc gives.
+type executor struct {
+	s *Store
+	q querier
+}
+
+var _ store.Executor = executor{}
+
+// database is the store's store.DB: the executor on the pool, and
+// transactions.
+type database struct{ executor }
+
+var _ store.DB = database{}
+
+func (s *Store) database() database { return database{executor{s: s, q: s.pool}} }
+
+// InTx runs fn in one READ COMMITTED transaction (withTx), and again from
+// the start after a deadlock or serialization failure.
+func (d database) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
+	return d.s.withTx(ctx, func(tx pgx.Tx) error { return fn(executor{s: d.s, q: tx}) })
+}
+
+// Now is the store's clock in UTC (store.Executor): the database's, read
+// through the executor — inside a transaction after the locks it took so
+// far — unless WithClock set another.
+func (e executor) Now(ctx context.Context) (time.Time, error) { return e.s.now(ctx, e.q) }
 
 // sqlNow is the database clock as Unix nanoseconds (microsecond precision).
 // clock_timestamp(), not now(): now() is the transaction's START, which may

@@ -16,29 +16,15 @@ import (
 
 // The runs table keeps the queryable fields as columns and the whole
 // engine.Run as JSON in body; both are written together from one value by
-// insertRun/updateRun, and reads decode body. A field added to engine.Run is
+// InsertRun/SaveRun, and reads decode body. A field added to engine.Run is
 // therefore stored without a migration.
 
-// CreateRun stores a new run. CreatedAt defaults to now and UpdatedAt to
-// CreatedAt; times are stored in UTC. ErrConflict if the id exists;
-// ErrNotFound if its state does not exist; ErrInvalid for a run without id,
-// kind, state or status.
+// CreateRun is store.CreateRun: the run stored on its own (no transaction),
+// CreatedAt defaulting to the database clock. ErrConflict if the id exists;
+// ErrNotFound if its state does not; ErrInvalid for a run store.CheckRun
+// refuses.
 func (s *Store) CreateRun(ctx context.Context, r engine.Run) error {
-	if err := store.CheckRun(r); err != nil {
-		return fmt.Errorf("creating run: %w", err)
-	}
-	var now time.Time
-	if r.CreatedAt.IsZero() {
-		var err error
-		if now, err = s.now(ctx, s.pool); err != nil {
-			return fmt.Errorf("creating run %s: %w", r.ID, err)
-		}
-	}
-	r = store.NewRun(r, now)
-	if err := s.insertRun(ctx, s.pool, r); err != nil {
-		return fmt.Errorf("creating run %s: %w", r.ID, err)
-	}
-	return nil
+	return store.CreateRun(ctx, s.database(), r)
 }
 
 func runArgs(r engine.Run) ([]any, error) {
@@ -71,30 +57,32 @@ func runArgs(r engine.Run) ([]any, error) {
 	}, nil
 }
 
-func (s *Store) insertRun(ctx context.Context, q querier, r engine.Run) error {
+// InsertRun stores a new run as given (store.Executor).
+func (e executor) InsertRun(ctx context.Context, r engine.Run) error {
 	args, err := runArgs(r)
 	if err != nil {
 		return err
 	}
-	_, err = q.Exec(ctx,
+	_, err = e.q.Exec(ctx,
 		`INSERT INTO runs (kind, state, actor, status, created_at, updated_at, finished_at,
 		                   plan_run, apply_run, replan_of, committed_serial, pr, body, id)
 		 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`, args...)
-	return s.mapErr(err)
+	return e.s.mapErr(err)
 }
 
-func (s *Store) updateRun(ctx context.Context, q querier, r engine.Run) error {
+// SaveRun writes every field of run r back (store.Executor).
+func (e executor) SaveRun(ctx context.Context, r engine.Run) error {
 	args, err := runArgs(r)
 	if err != nil {
 		return err
 	}
-	tag, err := q.Exec(ctx,
+	tag, err := e.q.Exec(ctx,
 		`UPDATE runs SET kind = $1, state = $2, actor = $3, status = $4, created_at = $5, updated_at = $6,
 		                 finished_at = $7, plan_run = $8, apply_run = $9, replan_of = $10,
 		                 committed_serial = $11, pr = $12, body = $13
 		 WHERE id = $14`, args...)
 	if err != nil {
-		return fmt.Errorf("writing run %s: %w", r.ID, s.mapErr(err))
+		return fmt.Errorf("writing run %s: %w", r.ID, e.s.mapErr(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("writing run %s: %w", r.ID, engine.ErrNotFound)
@@ -104,31 +92,71 @@ func (s *Store) updateRun(ctx context.Context, q querier, r engine.Run) error {
 
 // GetRun returns a run. ErrNotFound if unknown.
 func (s *Store) GetRun(ctx context.Context, id string) (engine.Run, error) {
-	r, err := s.getRun(ctx, s.pool, id)
+	r, err := s.database().GetRun(ctx, id)
 	if err != nil {
 		return engine.Run{}, fmt.Errorf("getting run %s: %w", id, err)
 	}
 	return r, nil
 }
 
-func (s *Store) getRun(ctx context.Context, q querier, id string) (engine.Run, error) {
+// GetRun reads a run without locking it (store.Executor).
+func (e executor) GetRun(ctx context.Context, id string) (engine.Run, error) {
 	var body string
-	if err := q.QueryRow(ctx, `SELECT body FROM runs WHERE id = $1`, id).Scan(&body); err != nil {
-		return engine.Run{}, s.mapErr(err)
+	if err := e.q.QueryRow(ctx, `SELECT body FROM runs WHERE id = $1`, id).Scan(&body); err != nil {
+		return engine.Run{}, e.s.mapErr(err)
 	}
 	return decodeRun(body)
 }
 
-// lockRun reads a run under its row lock (FOR NO KEY UPDATE): writers of
+// LockRun reads a run under its row lock (FOR NO KEY UPDATE): writers of
 // one run — UpdateRun, markers, Release, the lease sweep, Commit — take
 // turns, and each sees the run as the previous one left it. The lock does
-// not block inserts that only reference the run (its markers' foreign key).
-func (s *Store) lockRun(ctx context.Context, tx pgx.Tx, id string) (engine.Run, error) {
+// not block inserts that only reference the run (its markers' foreign key)
+// (store.Executor).
+func (e executor) LockRun(ctx context.Context, id string) (engine.Run, error) {
 	var body string
-	if err := tx.QueryRow(ctx, `SELECT body FROM runs WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&body); err != nil {
-		return engine.Run{}, s.mapErr(err)
+	if err := e.q.QueryRow(ctx, `SELECT body FROM runs WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&body); err != nil {
+		return engine.Run{}, e.s.mapErr(err)
 	}
 	return decodeRun(body)
+}
+
+// LockRuns locks, in ONE statement and in id order (ORDER BY is applied
+// before the row locks are taken), the runs ids and the plans (plan_run)
+// the runs plansOf claimed (store.Executor).
+func (e executor) LockRuns(ctx context.Context, ids, plansOf []string) error {
+	if _, err := e.q.Exec(ctx,
+		`SELECT id FROM runs
+		 WHERE id = ANY($1::text[])
+		    OR id IN (SELECT plan_run FROM runs WHERE id = ANY($2::text[]) AND plan_run IS NOT NULL)
+		 ORDER BY id FOR NO KEY UPDATE`, ids, plansOf); err != nil {
+		return e.s.mapErr(err)
+	}
+	return nil
+}
+
+// InProgressRuns returns, without locks, the runs that may be in progress
+// (engine.Run.InProgress), whose own leases the sweep checks
+// (store.Executor).
+func (e executor) InProgressRuns(ctx context.Context) ([]engine.Run, error) {
+	rows, err := e.q.Query(ctx, `SELECT body FROM runs
+		WHERE (kind = 'plan' AND status = 'planning') OR (kind = 'apply' AND status IN ('waiting', 'applying'))`)
+	if err != nil {
+		return nil, e.s.mapErr(err)
+	}
+	var out []engine.Run
+	var body string
+	if _, err := pgx.ForEachRow(rows, []any{&body}, func() error {
+		r, err := decodeRun(body)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}); err != nil {
+		return nil, e.s.mapErr(err)
+	}
+	return out, nil
 }
 
 func decodeRun(body string) (engine.Run, error) {
@@ -194,121 +222,65 @@ func (s *Store) ListRuns(ctx context.Context, q engine.RunQuery) ([]engine.Run, 
 	return out, nil
 }
 
-// UpdateRun changes run id in one transaction: read it under its row lock
-// (a concurrent UpdateRun of the same run waits, then reads what this one
-// wrote), check its status is one of from (any if empty; otherwise a
-// *engine.StatusError naming the run's ApplyRun as By), call fn, set
-// UpdatedAt, write it back, append markers. This is how exactly one of two
-// concurrent applies — in any processes — claims a plan. An error from fn
-// aborts the update and is returned wrapped. ErrNotFound if the run is
-// unknown; ErrInvalid if fn changes the id or empties a required field.
+// UpdateRun is store.UpdateRun under the run's row lock: a concurrent
+// UpdateRun of the run, in any process, waits and then reads what this one
+// wrote — how exactly one of two concurrent applies claims a plan. Errors
+// as there: *engine.StatusError, fn's, ErrNotFound, ErrInvalid.
 func (s *Store) UpdateRun(ctx context.Context, id string, from []engine.RunStatus, fn func(*engine.Run) error, markers ...engine.Marker) (engine.Run, error) {
-	var out engine.Run
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		r, err := s.lockRun(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := store.StatusAllowed(r, from); err != nil {
-			return err
-		}
-		if fn != nil {
-			if err := fn(&r); err != nil {
-				return err
-			}
-		}
-		if r.ID != id {
-			return fmt.Errorf("the update changed the run id to %q: %w", r.ID, engine.ErrInvalid)
-		}
-		if err := store.CheckRun(r); err != nil {
-			return err
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		r.UpdatedAt = now
-		if err := s.updateRun(ctx, tx, r); err != nil {
-			return err
-		}
-		if err := s.appendMarkers(ctx, tx, id, now, markers); err != nil {
-			return err
-		}
-		out = r
-		return nil
-	})
-	if err != nil {
-		return engine.Run{}, fmt.Errorf("updating run %s: %w", id, err)
-	}
-	return out, nil
+	return store.UpdateRun(ctx, s.database(), id, from, fn, markers...)
 }
 
-// AddMarkers appends markers to run in one transaction under the run's row
-// lock, numbering them after the run's last marker (Seq 1, 2, 3…) and
-// stamping At with now when it is zero. ErrNotFound if the run is unknown.
+// AddMarkers is store.AddMarkers under the run's row lock: markers
+// numbered after the run's last. ErrNotFound if the run is unknown.
 func (s *Store) AddMarkers(ctx context.Context, run string, markers ...engine.Marker) error {
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := s.lockRun(ctx, tx, run); err != nil {
-			return err
-		}
-		if len(markers) == 0 {
-			return nil
-		}
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		return s.appendMarkers(ctx, tx, run, now, markers)
-	})
-	if err != nil {
-		return fmt.Errorf("adding markers to run %s: %w", run, err)
-	}
-	return nil
+	return store.AddMarkers(ctx, s.database(), run, markers...)
 }
 
-func (s *Store) runExists(ctx context.Context, q querier, run string) error {
+func (s *Store) runExists(ctx context.Context, run string) error {
 	var one int
-	return s.mapErr(q.QueryRow(ctx, `SELECT 1 FROM runs WHERE id = $1`, run).Scan(&one))
+	return s.mapErr(s.pool.QueryRow(ctx, `SELECT 1 FROM runs WHERE id = $1`, run).Scan(&one))
 }
 
-// appendMarkers inserts markers after the run's last Seq, in one statement.
-// The caller holds the run's row lock (lockRun), so no other transaction can
-// take the Seq it reads.
-func (s *Store) appendMarkers(ctx context.Context, tx pgx.Tx, run string, now time.Time, markers []engine.Marker) error {
-	if len(markers) == 0 {
-		return nil
-	}
+// LastMarkerSeq returns the Seq of run's last marker, 0 if none
+// (store.Executor).
+func (e executor) LastMarkerSeq(ctx context.Context, run string) (int64, error) {
 	var last int64
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM markers WHERE run = $1`, run).Scan(&last); err != nil {
-		return fmt.Errorf("numbering markers: %w", s.mapErr(err))
+	if err := e.q.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM markers WHERE run = $1`, run).Scan(&last); err != nil {
+		return 0, e.s.mapErr(err)
 	}
+	return last, nil
+}
+
+// InsertMarkers stores markers of run as given, in one statement
+// (store.Executor).
+func (e executor) InsertMarkers(ctx context.Context, run string, markers []engine.Marker) error {
 	seqs := make([]int64, len(markers))
 	ats := make([]int64, len(markers))
 	kinds := make([]string, len(markers))
 	bodies := make([]string, len(markers))
 	for i, m := range markers {
-		last++
-		m.Seq = last
-		if m.At.IsZero() {
-			m.At = now
-		}
-		m.At = m.At.UTC()
-		if m.Kind == "" {
-			return fmt.Errorf("marker %d has no kind: %w", m.Seq, engine.ErrInvalid)
-		}
 		body, err := json.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("encoding %s marker: %w", m.Kind, err)
 		}
 		seqs[i], ats[i], kinds[i], bodies[i] = m.Seq, nanos(m.At), string(m.Kind), string(body)
 	}
-	if _, err := tx.Exec(ctx,
+	if _, err := e.q.Exec(ctx,
 		`INSERT INTO markers (run, seq, at, kind, body)
 		 SELECT $1::text, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[])`,
 		run, seqs, ats, kinds, bodies); err != nil {
-		return fmt.Errorf("inserting markers %v: %w", kinds, s.mapErr(err))
+		return fmt.Errorf("inserting markers %v: %w", kinds, e.s.mapErr(err))
 	}
 	return nil
+}
+
+// HasMarker reports whether run has a marker of kind (store.Executor).
+func (e executor) HasMarker(ctx context.Context, run string, kind engine.MarkerKind) (bool, error) {
+	var has bool
+	if err := e.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM markers WHERE run = $1 AND kind = $2)`, run, string(kind)).Scan(&has); err != nil {
+		return false, e.s.mapErr(err)
+	}
+	return has, nil
 }
 
 // Markers returns a run's markers in Seq order. ErrNotFound if the run is
@@ -322,7 +294,7 @@ func (s *Store) Markers(ctx context.Context, run string) ([]engine.Marker, error
 }
 
 func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error) {
-	if err := s.runExists(ctx, s.pool, run); err != nil {
+	if err := s.runExists(ctx, run); err != nil {
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT body FROM markers WHERE run = $1 ORDER BY seq`, run)
@@ -383,4 +355,12 @@ func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, erro
 		data = []byte{}
 	}
 	return data, nil
+}
+
+// RenewRun is store.RenewRun under the run's row lock, at the database
+// clock's now — the lease sweep takes the same lock, so the two never
+// interleave. ErrLeaseLost when the run is no longer in progress;
+// ErrNotFound for an unknown run; ErrInvalid for a lease <= 0.
+func (s *Store) RenewRun(ctx context.Context, run string, lease time.Duration) error {
+	return store.RenewRun(ctx, s.database(), run, lease)
 }

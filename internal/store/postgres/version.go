@@ -11,60 +11,63 @@ import (
 	"github.com/kilolock/kilolock/internal/store"
 )
 
-// CreateState stores a new state and its first version (serial init.Serial,
-// commit mode init) in one transaction. ErrConflict if the name exists (two
-// processes creating one state: exactly one wins); ErrInvalid for an empty
-// name or lineage, or a snapshot whose serial or lineage disagree
-// (store.CheckNewState).
+// CreateState is store.CreateState in one transaction stamped with the
+// database clock: the state and its first version. ErrConflict if the name
+// exists (of two processes creating one state, exactly one wins);
+// ErrInvalid for a request store.CheckNewState refuses.
 func (s *Store) CreateState(ctx context.Context, init engine.NewState) (engine.State, error) {
-	if err := store.CheckNewState(init); err != nil {
-		return engine.State{}, fmt.Errorf("creating state: %w", err)
-	}
-	var st engine.State
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		now, err := s.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		st = engine.State{Name: init.Name, Lineage: init.Lineage, HeadSerial: init.Serial, CreatedAt: now}
-		if _, err := tx.Exec(ctx,
-			`INSERT INTO states (name, lineage, head_serial, created_at) VALUES ($1, $2, $3, $4)`,
-			st.Name, st.Lineage, st.HeadSerial, nanos(st.CreatedAt)); err != nil {
-			return s.mapErr(err)
-		}
-		return s.insertVersion(ctx, tx, store.InitVersion(init, now), init.Snapshot)
-	})
-	if err != nil {
-		return engine.State{}, fmt.Errorf("creating state %s: %w", init.Name, err)
-	}
-	return st, nil
+	return store.CreateState(ctx, s.database(), init)
 }
 
 // GetState returns the named state with its head serial. ErrNotFound if
 // unknown.
 func (s *Store) GetState(ctx context.Context, name string) (engine.State, error) {
-	st, err := s.getState(ctx, s.pool, name, false)
+	st, err := s.database().state(ctx, name, false)
 	if err != nil {
 		return engine.State{}, fmt.Errorf("getting state %s: %w", name, err)
 	}
 	return st, nil
 }
 
-// getState reads a state; lock takes the state row lock (FOR NO KEY
+// InsertState stores a new state row (store.Executor).
+func (e executor) InsertState(ctx context.Context, st engine.State) error {
+	_, err := e.q.Exec(ctx,
+		`INSERT INTO states (name, lineage, head_serial, created_at) VALUES ($1, $2, $3, $4)`,
+		st.Name, st.Lineage, st.HeadSerial, nanos(st.CreatedAt))
+	return e.s.mapErr(err)
+}
+
+// LockState reads the named state under the state row lock (FOR NO KEY
 // UPDATE) that serializes commits and acquisitions on the state, waiting
-// for the current holder and returning the row as it committed.
-func (s *Store) getState(ctx context.Context, q querier, name string, lock bool) (engine.State, error) {
+// for the current holder and returning the row as it committed
+// (store.Executor).
+func (e executor) LockState(ctx context.Context, name string) (engine.State, error) {
+	return e.state(ctx, name, true)
+}
+
+// state reads a state; lock takes the state row lock (LockState).
+func (e executor) state(ctx context.Context, name string, lock bool) (engine.State, error) {
 	query := `SELECT name, lineage, head_serial, created_at FROM states WHERE name = $1`
 	if lock {
 		query += ` FOR NO KEY UPDATE`
 	}
 	var st engine.State
 	var created int64
-	if err := q.QueryRow(ctx, query, name).Scan(&st.Name, &st.Lineage, &st.HeadSerial, &created); err != nil {
-		return engine.State{}, s.mapErr(err)
+	if err := e.q.QueryRow(ctx, query, name).Scan(&st.Name, &st.Lineage, &st.HeadSerial, &created); err != nil {
+		return engine.State{}, e.s.mapErr(err)
 	}
 	st.CreatedAt = fromNanos(created)
 	return st, nil
+}
+
+// MoveHead sets the state's head serial to to if it is still from
+// (store.Executor).
+func (e executor) MoveHead(ctx context.Context, state string, from, to int64) (bool, error) {
+	tag, err := e.q.Exec(ctx, `UPDATE states SET head_serial = $1 WHERE name = $2 AND head_serial = $3`, to, state, from)
+	if err != nil {
+		return false, e.s.mapErr(err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // ListStates returns every state ordered by name (byte order: the column is
@@ -88,9 +91,9 @@ func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 	return out, nil
 }
 
-// insertVersion writes version v with its changed addresses (one statement
-// for all of them) and compressed snapshot.
-func (s *Store) insertVersion(ctx context.Context, tx pgx.Tx, v engine.Version, snapshot []byte) error {
+// InsertVersion writes version v with its changed addresses (one statement
+// for all of them) and compressed snapshot (store.Executor).
+func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error {
 	prov, err := json.Marshal(v.Provenance)
 	if err != nil {
 		return fmt.Errorf("encoding provenance: %w", err)
@@ -99,19 +102,19 @@ func (s *Store) insertVersion(ctx context.Context, tx pgx.Tx, v engine.Version, 
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx,
+	if _, err := e.q.Exec(ctx,
 		`INSERT INTO versions (state, serial, lineage, created_at, provenance, resources, size, snapshot)
 		 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		v.State, v.Serial, v.Lineage, nanos(v.CreatedAt), string(prov), v.Resources, v.Size, z); err != nil {
-		return fmt.Errorf("inserting version %d: %w", v.Serial, s.mapErr(err))
+		return fmt.Errorf("inserting version %d: %w", v.Serial, e.s.mapErr(err))
 	}
 	if len(v.Changed) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx,
+	if _, err := e.q.Exec(ctx,
 		`INSERT INTO version_changes (state, serial, address) SELECT $1::text, $2::bigint, unnest($3::text[])`,
 		v.State, v.Serial, v.Changed.Strings()); err != nil {
-		return fmt.Errorf("inserting the changed addresses of version %d: %w", v.Serial, s.mapErr(err))
+		return fmt.Errorf("inserting the changed addresses of version %d: %w", v.Serial, e.s.mapErr(err))
 	}
 	return nil
 }
@@ -135,20 +138,21 @@ func scanVersion(row pgx.Row) (engine.Version, error) {
 // GetVersion returns one version with its changed addresses, without its
 // snapshot. ErrNotFound if the state or serial is unknown.
 func (s *Store) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
-	v, err := s.getVersion(ctx, s.pool, state, serial)
+	v, err := s.database().GetVersion(ctx, state, serial)
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("getting version %d of state %s: %w", serial, state, err)
 	}
 	return v, nil
 }
 
-func (s *Store) getVersion(ctx context.Context, q querier, state string, serial int64) (engine.Version, error) {
-	v, err := scanVersion(q.QueryRow(ctx,
+// GetVersion reads one version with its changed addresses (store.Executor).
+func (e executor) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
+	v, err := scanVersion(e.q.QueryRow(ctx,
 		`SELECT `+versionColumns+` FROM versions WHERE state = $1 AND serial = $2`, state, serial))
 	if err != nil {
-		return engine.Version{}, s.mapErr(err)
+		return engine.Version{}, e.s.mapErr(err)
 	}
-	changed, err := s.changes(ctx, q, state, serial, serial)
+	changed, err := e.changes(ctx, state, serial, serial)
 	if err != nil {
 		return engine.Version{}, err
 	}
@@ -159,13 +163,13 @@ func (s *Store) getVersion(ctx context.Context, q querier, state string, serial 
 // changes returns the changed addresses of the versions of state with
 // serials in [from, to], by serial, each set sorted (byte order, as
 // engine.AddressSet sorts).
-func (s *Store) changes(ctx context.Context, q querier, state string, from, to int64) (map[int64]engine.AddressSet, error) {
-	rows, err := q.Query(ctx,
+func (e executor) changes(ctx context.Context, state string, from, to int64) (map[int64]engine.AddressSet, error) {
+	rows, err := e.q.Query(ctx,
 		`SELECT serial, address FROM version_changes
 		 WHERE state = $1 AND serial BETWEEN $2 AND $3 ORDER BY serial, address`,
 		state, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("reading changed addresses: %w", s.mapErr(err))
+		return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 	}
 	out := map[int64]engine.AddressSet{}
 	var serial int64
@@ -174,7 +178,7 @@ func (s *Store) changes(ctx context.Context, q querier, state string, from, to i
 		out[serial] = append(out[serial], engine.Address(a))
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("reading changed addresses: %w", s.mapErr(err))
+		return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 	}
 	return out, nil
 }
@@ -182,20 +186,21 @@ func (s *Store) changes(ctx context.Context, q querier, state string, from, to i
 // Snapshot returns the Terraform state v4 document of a version,
 // decompressed. ErrNotFound if the state or serial is unknown.
 func (s *Store) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	doc, err := s.snapshot(ctx, s.pool, state, serial)
+	doc, err := s.database().Snapshot(ctx, state, serial)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot of version %d of state %s: %w", serial, state, err)
 	}
 	return doc, nil
 }
 
-func (s *Store) snapshot(ctx context.Context, q querier, state string, serial int64) ([]byte, error) {
+// Snapshot reads a version's document, decompressed (store.Executor).
+func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
 	var z []byte
 	var size int64
-	err := q.QueryRow(ctx, `SELECT size, snapshot FROM versions WHERE state = $1 AND serial = $2`, state, serial).
+	err := e.q.QueryRow(ctx, `SELECT size, snapshot FROM versions WHERE state = $1 AND serial = $2`, state, serial).
 		Scan(&size, &z)
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, e.s.mapErr(err)
 	}
 	return store.DecompressSnapshot(z, size)
 }
@@ -217,7 +222,7 @@ func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.getState(ctx, s.pool, state, false); err != nil {
+	if _, err := s.database().state(ctx, state, false); err != nil {
 		return nil, err
 	}
 	if q.Before > 0 {
@@ -233,7 +238,7 @@ func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery
 // first, with changed addresses: the since-plan input (ADR D3). ErrNotFound
 // if the state is unknown.
 func (s *Store) VersionsAfter(ctx context.Context, state string, after int64) ([]engine.Version, error) {
-	if _, err := s.getState(ctx, s.pool, state, false); err != nil {
+	if _, err := s.database().state(ctx, state, false); err != nil {
 		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
 	}
 	out, err := s.versions(ctx, state,
@@ -263,7 +268,7 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 	if lo > hi {
 		lo, hi = hi, lo
 	}
-	changed, err := s.changes(ctx, s.pool, state, lo, hi)
+	changed, err := s.database().changes(ctx, state, lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -273,128 +278,12 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 	return out, nil
 }
 
-// Commit writes version head+1 of req.State in ONE transaction (DESIGN.md
-// apply step 6; ADR D5). It first locks the state row (FOR NO KEY UPDATE):
-// another commit or acquisition on the state — in this process or any
-// other — waits until this one ends, and then sees the head it wrote, so
-// serials stay contiguous and no merge is lost. In order: lock the state
-// and then the run, read the clock, check the run's live reservations on
-// the state when req.RequireReservations (ErrLeaseLost when it holds none),
-// load the head and its snapshot, call req.Merge, check the result
-// (snapshot serial and lineage, provenance serial: store.CheckSnapshot,
-// store.CommitProvenance), insert the version, its changed addresses and
-// provenance, move the head, apply the run update, drop the run's
-// reservations, and append Merge's markers and a "released" marker when it
-// held any. Merge runs under the state lock: it must be quick and do no
-// I/O. On any error nothing is written. ErrNotFound for an unknown state or
-// run; ErrInvalid without a Merge.
+// Commit is store.Commit (DESIGN.md apply step 6; ADR D5), whose doc gives
+// the steps and errors: version head+1 of req.State in ONE transaction. The
+// state row lock (FOR NO KEY UPDATE) makes every other commit or
+// acquisition on the state, in any process, wait and then see the head this
+// one wrote. Merge runs under that lock — quick, no I/O — and runs again if
+// PostgreSQL breaks a deadlock.
 func (s *Store) Commit(ctx context.Context, req engine.CommitRequest) (engine.Version, error) {
-	if req.Merge == nil {
-		return engine.Version{}, fmt.Errorf("committing run %s to state %s: no merge function: %w", req.Run, req.State, engine.ErrInvalid)
-	}
-	var out engine.Version
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		v, err := s.commit(ctx, tx, req)
-		out = v
-		return err
-	})
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("committing run %s to state %s: %w", req.Run, req.State, err)
-	}
-	return out, nil
-}
-
-func (s *Store) commit(ctx context.Context, tx pgx.Tx, req engine.CommitRequest) (engine.Version, error) {
-	st, err := s.getState(ctx, tx, req.State, true)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("locking state head: %w", err)
-	}
-	run, err := s.lockRun(ctx, tx, req.Run)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("reading run: %w", err)
-	}
-	now, err := s.now(ctx, tx)
-	if err != nil {
-		return engine.Version{}, err
-	}
-	if req.RequireReservations {
-		var live int
-		if err := tx.QueryRow(ctx,
-			`SELECT count(*) FROM reservations WHERE run = $1 AND state = $2 AND expires_at > $3`,
-			req.Run, req.State, nanos(now)).Scan(&live); err != nil {
-			return engine.Version{}, s.mapErr(err)
-		}
-		if live == 0 {
-			return engine.Version{}, fmt.Errorf("run holds no live reservation on the state: %w", engine.ErrLeaseLost)
-		}
-	}
-	head, err := s.getVersion(ctx, tx, st.Name, st.HeadSerial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("reading head version %d: %w", st.HeadSerial, err)
-	}
-	doc, err := s.snapshot(ctx, tx, st.Name, st.HeadSerial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("reading head snapshot %d: %w", st.HeadSerial, err)
-	}
-	res, err := req.Merge(head, doc)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("merging into version %d: %w", head.Serial, err)
-	}
-	serial := head.Serial + 1
-	if err := store.CheckSnapshot(res.Snapshot, st.Lineage, serial); err != nil {
-		return engine.Version{}, err
-	}
-	prov, err := store.CommitProvenance(res.Provenance, req.Run, serial)
-	if err != nil {
-		return engine.Version{}, err
-	}
-	v := engine.Version{
-		State:      st.Name,
-		Serial:     serial,
-		Lineage:    st.Lineage,
-		CreatedAt:  now,
-		Changed:    engine.NewAddressSet(res.Changed...),
-		Provenance: prov,
-		Resources:  res.Resources,
-		Size:       int64(len(res.Snapshot)),
-	}
-	if err := s.insertVersion(ctx, tx, v, res.Snapshot); err != nil {
-		return engine.Version{}, err
-	}
-	moved, err := tx.Exec(ctx, `UPDATE states SET head_serial = $1 WHERE name = $2 AND head_serial = $3`,
-		serial, st.Name, head.Serial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("moving head to %d: %w", serial, s.mapErr(err))
-	}
-	if moved.RowsAffected() != 1 {
-		// Cannot happen under the row lock; refuse rather than fork history.
-		return engine.Version{}, fmt.Errorf("moving head to %d: head moved during the commit: %w", serial, engine.ErrConflict)
-	}
-	if res.UpdateRun != nil {
-		if err := res.UpdateRun(&run); err != nil {
-			return engine.Version{}, fmt.Errorf("updating run %s: %w", req.Run, err)
-		}
-	}
-	if run.ID != req.Run {
-		return engine.Version{}, fmt.Errorf("run update changed the run id to %q: %w", run.ID, engine.ErrInvalid)
-	}
-	if err := store.CheckRun(run); err != nil {
-		return engine.Version{}, err
-	}
-	run.UpdatedAt = now
-	if err := s.updateRun(ctx, tx, run); err != nil {
-		return engine.Version{}, err
-	}
-	markers := append([]engine.Marker{}, res.Markers...)
-	dropped, err := s.dropReservations(ctx, tx, req.Run)
-	if err != nil {
-		return engine.Version{}, err
-	}
-	if dropped > 0 {
-		markers = append(markers, store.ReleasedMarker(dropped, now))
-	}
-	if err := s.appendMarkers(ctx, tx, req.Run, now, markers); err != nil {
-		return engine.Version{}, err
-	}
-	return v, nil
+	return store.Commit(ctx, s.database(), req)
 }

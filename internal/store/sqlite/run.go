@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,22 +13,15 @@ import (
 
 // The runs table keeps the queryable fields as columns and the whole
 // engine.Run as JSON in body; both are written together from one value by
-// insertRun/updateRun, and reads decode body. A field added to engine.Run is
+// InsertRun/SaveRun, and reads decode body. A field added to engine.Run is
 // therefore stored without a migration.
 
-// CreateRun stores a new run. CreatedAt defaults to now and UpdatedAt to
-// CreatedAt; times are stored in UTC. ErrConflict if the id exists;
-// ErrNotFound if its state does not exist; ErrInvalid for a run without id,
-// kind, state or status.
+// CreateRun is store.CreateRun: the run stored on its own (no transaction),
+// CreatedAt defaulting to the store's clock. ErrConflict if the id exists;
+// ErrNotFound if its state does not; ErrInvalid for a run store.CheckRun
+// refuses.
 func (s *Store) CreateRun(ctx context.Context, r engine.Run) error {
-	if err := store.CheckRun(r); err != nil {
-		return fmt.Errorf("creating run: %w", err)
-	}
-	r = store.NewRun(r, s.now())
-	if err := s.insertRun(ctx, s.db, r); err != nil {
-		return fmt.Errorf("creating run %s: %w", r.ID, err)
-	}
-	return nil
+	return store.CreateRun(ctx, s.database(), r)
 }
 
 func runArgs(r engine.Run) ([]any, error) {
@@ -60,33 +52,35 @@ func runArgs(r engine.Run) ([]any, error) {
 	}, nil
 }
 
-func (s *Store) insertRun(ctx context.Context, q querier, r engine.Run) error {
+// InsertRun stores a new run as given (store.Executor).
+func (e executor) InsertRun(ctx context.Context, r engine.Run) error {
 	args, err := runArgs(r)
 	if err != nil {
 		return err
 	}
-	_, err = q.ExecContext(ctx,
+	_, err = e.q.ExecContext(ctx,
 		`INSERT INTO runs (kind, state, actor, status, created_at, updated_at, finished_at,
 		                   plan_run, apply_run, replan_of, committed_serial, pr, body, id)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
-	return s.mapErr(err)
+	return e.s.mapErr(err)
 }
 
-func (s *Store) updateRun(ctx context.Context, q querier, r engine.Run) error {
+// SaveRun writes every field of run r back (store.Executor).
+func (e executor) SaveRun(ctx context.Context, r engine.Run) error {
 	args, err := runArgs(r)
 	if err != nil {
 		return err
 	}
-	res, err := q.ExecContext(ctx,
+	res, err := e.q.ExecContext(ctx,
 		`UPDATE runs SET kind = ?, state = ?, actor = ?, status = ?, created_at = ?, updated_at = ?,
 		                 finished_at = ?, plan_run = ?, apply_run = ?, replan_of = ?,
 		                 committed_serial = ?, pr = ?, body = ?
 		 WHERE id = ?`, args...)
 	if err != nil {
-		return fmt.Errorf("writing run %s: %w", r.ID, s.mapErr(err))
+		return fmt.Errorf("writing run %s: %w", r.ID, e.s.mapErr(err))
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("writing run %s: %w", r.ID, s.mapErr(err))
+		return fmt.Errorf("writing run %s: %w", r.ID, e.s.mapErr(err))
 	} else if n == 0 {
 		return fmt.Errorf("writing run %s: %w", r.ID, engine.ErrNotFound)
 	}
@@ -95,19 +89,55 @@ func (s *Store) updateRun(ctx context.Context, q querier, r engine.Run) error {
 
 // GetRun returns a run. ErrNotFound if unknown.
 func (s *Store) GetRun(ctx context.Context, id string) (engine.Run, error) {
-	r, err := s.getRun(ctx, s.db, id)
+	r, err := s.database().GetRun(ctx, id)
 	if err != nil {
 		return engine.Run{}, fmt.Errorf("getting run %s: %w", id, err)
 	}
 	return r, nil
 }
 
-func (s *Store) getRun(ctx context.Context, q querier, id string) (engine.Run, error) {
+// GetRun reads a run (store.Executor).
+func (e executor) GetRun(ctx context.Context, id string) (engine.Run, error) {
 	var body string
-	if err := q.QueryRowContext(ctx, `SELECT body FROM runs WHERE id = ?`, id).Scan(&body); err != nil {
-		return engine.Run{}, s.mapErr(err)
+	if err := e.q.QueryRowContext(ctx, `SELECT body FROM runs WHERE id = ?`, id).Scan(&body); err != nil {
+		return engine.Run{}, e.s.mapErr(err)
 	}
 	return decodeRun(body)
+}
+
+// LockRun reads a run (store.Executor): in a transaction the IMMEDIATE
+// write lock, taken at BEGIN, is every run's lock already.
+func (e executor) LockRun(ctx context.Context, id string) (engine.Run, error) {
+	return e.GetRun(ctx, id)
+}
+
+// LockRuns does nothing (store.Executor): the IMMEDIATE write lock, taken
+// at BEGIN, holds every run already.
+func (e executor) LockRuns(ctx context.Context, ids, plansOf []string) error { return nil }
+
+// InProgressRuns returns the runs that may be in progress
+// (engine.Run.InProgress), whose own leases the sweep checks
+// (store.Executor).
+func (e executor) InProgressRuns(ctx context.Context) ([]engine.Run, error) {
+	rows, err := e.q.QueryContext(ctx, `SELECT body FROM runs
+		WHERE (kind = 'plan' AND status = 'planning') OR (kind = 'apply' AND status IN ('waiting', 'applying'))`)
+	if err != nil {
+		return nil, e.s.mapErr(err)
+	}
+	defer rows.Close()
+	var out []engine.Run
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, e.s.mapErr(err)
+		}
+		r, err := decodeRun(body)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, e.s.mapErr(rows.Err())
 }
 
 func decodeRun(body string) (engine.Run, error) {
@@ -174,107 +204,56 @@ func (s *Store) ListRuns(ctx context.Context, q engine.RunQuery) ([]engine.Run, 
 	return out, nil
 }
 
-// UpdateRun changes run id in one write transaction: read it (the
-// IMMEDIATE transaction holds the write lock, so no other writer can
-// interleave), check its status is one of from (any if empty; otherwise a
-// *engine.StatusError naming the run's ApplyRun as By), call fn, set
-// UpdatedAt, write it back, append markers. This is how exactly one of two
-// concurrent applies claims a plan. An error from fn aborts the update and is
-// returned wrapped. ErrNotFound if the run is unknown; ErrInvalid if fn
-// changes the id or empties a required field.
+// UpdateRun is store.UpdateRun in one IMMEDIATE write transaction, whose
+// write lock keeps every other writer out while it reads, checks (from) and
+// changes the run: how exactly one of two concurrent applies claims a plan.
+// Errors as there: *engine.StatusError, fn's, ErrNotFound, ErrInvalid.
 func (s *Store) UpdateRun(ctx context.Context, id string, from []engine.RunStatus, fn func(*engine.Run) error, markers ...engine.Marker) (engine.Run, error) {
-	var out engine.Run
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		r, err := s.getRun(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if err := store.StatusAllowed(r, from); err != nil {
-			return err
-		}
-		if fn != nil {
-			if err := fn(&r); err != nil {
-				return err
-			}
-		}
-		if r.ID != id {
-			return fmt.Errorf("the update changed the run id to %q: %w", r.ID, engine.ErrInvalid)
-		}
-		if err := store.CheckRun(r); err != nil {
-			return err
-		}
-		now := s.now()
-		r.UpdatedAt = now
-		if err := s.updateRun(ctx, tx, r); err != nil {
-			return err
-		}
-		if err := s.appendMarkers(ctx, tx, id, now, markers); err != nil {
-			return err
-		}
-		out = r
-		return nil
-	})
-	if err != nil {
-		return engine.Run{}, fmt.Errorf("updating run %s: %w", id, err)
-	}
-	return out, nil
+	return store.UpdateRun(ctx, s.database(), id, from, fn, markers...)
 }
 
-// AddMarkers appends markers to run in one transaction, numbering them
-// after the run's last marker (Seq 1, 2, 3…) and stamping At with now when it
-// is zero. ErrNotFound if the run is unknown.
+// AddMarkers is store.AddMarkers in one IMMEDIATE write transaction: markers
+// numbered after the run's last. ErrNotFound if the run is unknown.
 func (s *Store) AddMarkers(ctx context.Context, run string, markers ...engine.Marker) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		if err := s.runExists(ctx, tx, run); err != nil {
-			return err
-		}
-		return s.appendMarkers(ctx, tx, run, s.now(), markers)
-	})
-	if err != nil {
-		return fmt.Errorf("adding markers to run %s: %w", run, err)
-	}
-	return nil
+	return store.AddMarkers(ctx, s.database(), run, markers...)
 }
 
-func (s *Store) runExists(ctx context.Context, q querier, run string) error {
-	var one int
-	return s.mapErr(q.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, run).Scan(&one))
-}
-
-// appendMarkers inserts markers after the run's last Seq. It must run inside
-// a write transaction so the Seq it reads cannot be taken by another writer.
-func (s *Store) appendMarkers(ctx context.Context, tx *sql.Tx, run string, now time.Time, markers []engine.Marker) error {
-	if len(markers) == 0 {
-		return nil
-	}
+// LastMarkerSeq returns the Seq of run's last marker, 0 if none
+// (store.Executor).
+func (e executor) LastMarkerSeq(ctx context.Context, run string) (int64, error) {
 	var last int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM markers WHERE run = ?`, run).Scan(&last); err != nil {
-		return fmt.Errorf("numbering markers: %w", s.mapErr(err))
+	if err := e.q.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM markers WHERE run = ?`, run).Scan(&last); err != nil {
+		return 0, e.s.mapErr(err)
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO markers (run, seq, at, kind, body) VALUES (?, ?, ?, ?, ?)`)
+	return last, nil
+}
+
+// InsertMarkers stores markers of run as given (store.Executor).
+func (e executor) InsertMarkers(ctx context.Context, run string, markers []engine.Marker) error {
+	stmt, err := e.q.PrepareContext(ctx, `INSERT INTO markers (run, seq, at, kind, body) VALUES (?, ?, ?, ?, ?)`)
 	if err != nil {
-		return s.mapErr(err)
+		return e.s.mapErr(err)
 	}
 	defer stmt.Close()
 	for _, m := range markers {
-		last++
-		m.Seq = last
-		if m.At.IsZero() {
-			m.At = now
-		}
-		m.At = m.At.UTC()
-		if m.Kind == "" {
-			return fmt.Errorf("marker %d has no kind: %w", m.Seq, engine.ErrInvalid)
-		}
 		body, err := json.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("encoding %s marker: %w", m.Kind, err)
 		}
 		if _, err := stmt.ExecContext(ctx, run, m.Seq, nanos(m.At), string(m.Kind), string(body)); err != nil {
-			return fmt.Errorf("inserting %s marker: %w", m.Kind, s.mapErr(err))
+			return fmt.Errorf("inserting %s marker: %w", m.Kind, e.s.mapErr(err))
 		}
 	}
 	return nil
+}
+
+// HasMarker reports whether run has a marker of kind (store.Executor).
+func (e executor) HasMarker(ctx context.Context, run string, kind engine.MarkerKind) (bool, error) {
+	var has bool
+	if err := e.q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM markers WHERE run = ? AND kind = ?)`, run, string(kind)).Scan(&has); err != nil {
+		return false, e.s.mapErr(err)
+	}
+	return has, nil
 }
 
 // Markers returns a run's markers in Seq order. ErrNotFound if the run is
@@ -288,7 +267,7 @@ func (s *Store) Markers(ctx context.Context, run string) ([]engine.Marker, error
 }
 
 func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error) {
-	if err := s.runExists(ctx, s.db, run); err != nil {
+	if _, err := s.database().GetRun(ctx, run); err != nil {
 		return nil, err
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT body FROM markers WHERE run = ? ORDER BY seq`, run)
@@ -342,4 +321,11 @@ func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, erro
 		data = []byte{}
 	}
 	return data, nil
+}
+
+// RenewRun is store.RenewRun in one IMMEDIATE write transaction: the run's
+// own lease extended to now+lease while it is in progress. ErrLeaseLost when
+// it is not; ErrNotFound for an unknown run; ErrInvalid for a lease <= 0.
+func (s *Store) RenewRun(ctx context.Context, run string, lease time.Duration) error {
+	return store.RenewRun(ctx, s.database(), run, lease)
 }

@@ -322,13 +322,44 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.mapErr(tx.Commit())
 }
 
-// querier is what *sql.DB and *sql.Tx share, for helpers used inside and
-// outside transactions.
+// querier is what *sql.DB and *sql.Tx share: an executor runs on either.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
+
+// executor is the store's store.Executor on q: the *sql.DB, where each
+// statement runs on its own, or a write transaction's *sql.Tx. SQLite's
+// statements, in SQLite's dialect; errors through Store.mapErr. Its Lock
+// methods take no locks of their own: a write transaction is BEGIN
+// IMMEDIATE, so it holds the database's write lock from its first
+// statement.
+type executor struct {
+	s *Store
+	q querier
+}
+
+var _ store.Executor = executor{}
+
+// database is the store's store.DB: the executor on the *sql.DB, and
+// write transactions.
+type database struct{ executor }
+
+var _ store.DB = database{}
+
+func (s *Store) database() database { return database{executor{s: s, q: s.db}} }
+
+// InTx runs fn in one write transaction (withTx: BEGIN IMMEDIATE). It runs
+// fn once: SQLite has no deadlocks to retry, a writer waits for the lock
+// instead (busy_timeout).
+func (d database) InTx(ctx context.Context, fn func(tx store.Executor) error) error {
+	return d.s.withTx(ctx, func(tx *sql.Tx) error { return fn(executor{s: d.s, q: tx}) })
+}
+
+// Now is the store's clock in UTC (store.Executor).
+func (e executor) Now(context.Context) (time.Time, error) { return e.s.now(), nil }
 
 // nanos and fromNanos convert times to and from the schema's INTEGER Unix
 // nanoseconds (UTC).

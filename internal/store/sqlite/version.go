@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -10,52 +9,64 @@ import (
 	"github.com/kilolock/kilolock/internal/store"
 )
 
-// CreateState stores a new state and its first version (serial init.Serial,
-// commit mode init) in one transaction. ErrConflict if the name exists;
-// ErrInvalid for an empty name or lineage, or a snapshot whose serial or
-// lineage disagree (store.CheckNewState).
+// CreateState is store.CreateState in one IMMEDIATE write transaction: the
+// state and its first version (serial init.Serial, commit mode init).
+// ErrConflict if the name exists; ErrInvalid for a request
+// store.CheckNewState refuses.
 func (s *Store) CreateState(ctx context.Context, init engine.NewState) (engine.State, error) {
-	if err := store.CheckNewState(init); err != nil {
-		return engine.State{}, fmt.Errorf("creating state: %w", err)
-	}
-	now := s.now()
-	st := engine.State{Name: init.Name, Lineage: init.Lineage, HeadSerial: init.Serial, CreatedAt: now}
-	v := store.InitVersion(init, now)
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO states (name, lineage, head_serial, created_at) VALUES (?, ?, ?, ?)`,
-			st.Name, st.Lineage, st.HeadSerial, nanos(st.CreatedAt)); err != nil {
-			return s.mapErr(err)
-		}
-		return s.insertVersion(ctx, tx, v, init.Snapshot)
-	})
-	if err != nil {
-		return engine.State{}, fmt.Errorf("creating state %s: %w", init.Name, err)
-	}
-	return st, nil
+	return store.CreateState(ctx, s.database(), init)
 }
 
 // GetState returns the named state with its head serial. ErrNotFound if
 // unknown.
 func (s *Store) GetState(ctx context.Context, name string) (engine.State, error) {
-	st, err := s.getState(ctx, s.db, name)
+	st, err := s.database().state(ctx, name)
 	if err != nil {
 		return engine.State{}, fmt.Errorf("getting state %s: %w", name, err)
 	}
 	return st, nil
 }
 
-func (s *Store) getState(ctx context.Context, q querier, name string) (engine.State, error) {
+// InsertState stores a new state row (store.Executor).
+func (e executor) InsertState(ctx context.Context, st engine.State) error {
+	_, err := e.q.ExecContext(ctx,
+		`INSERT INTO states (name, lineage, head_serial, created_at) VALUES (?, ?, ?, ?)`,
+		st.Name, st.Lineage, st.HeadSerial, nanos(st.CreatedAt))
+	return e.s.mapErr(err)
+}
+
+// LockState reads the named state (store.Executor). In a transaction the
+// IMMEDIATE write lock, taken at BEGIN, is the state's lock already.
+func (e executor) LockState(ctx context.Context, name string) (engine.State, error) {
+	return e.state(ctx, name)
+}
+
+// state reads the named state. ErrNotFound if unknown.
+func (e executor) state(ctx context.Context, name string) (engine.State, error) {
 	var st engine.State
 	var created int64
-	err := q.QueryRowContext(ctx,
+	err := e.q.QueryRowContext(ctx,
 		`SELECT name, lineage, head_serial, created_at FROM states WHERE name = ?`, name).
 		Scan(&st.Name, &st.Lineage, &st.HeadSerial, &created)
 	if err != nil {
-		return engine.State{}, s.mapErr(err)
+		return engine.State{}, e.s.mapErr(err)
 	}
 	st.CreatedAt = fromNanos(created)
 	return st, nil
+}
+
+// MoveHead sets the state's head serial to to if it is still from
+// (store.Executor).
+func (e executor) MoveHead(ctx context.Context, state string, from, to int64) (bool, error) {
+	res, err := e.q.ExecContext(ctx, `UPDATE states SET head_serial = ? WHERE name = ? AND head_serial = ?`, to, state, from)
+	if err != nil {
+		return false, e.s.mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, e.s.mapErr(err)
+	}
+	return n == 1, nil
 }
 
 // ListStates returns every state ordered by name.
@@ -81,9 +92,9 @@ func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 	return out, nil
 }
 
-// insertVersion writes version v with its changed addresses and compressed
-// snapshot.
-func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, v engine.Version, snapshot []byte) error {
+// InsertVersion writes version v with its changed addresses and compressed
+// snapshot (store.Executor).
+func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error {
 	prov, err := json.Marshal(v.Provenance)
 	if err != nil {
 		return fmt.Errorf("encoding provenance: %w", err)
@@ -92,23 +103,23 @@ func (s *Store) insertVersion(ctx context.Context, tx *sql.Tx, v engine.Version,
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx,
+	if _, err := e.q.ExecContext(ctx,
 		`INSERT INTO versions (state, serial, lineage, created_at, provenance, resources, size, snapshot)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.State, v.Serial, v.Lineage, nanos(v.CreatedAt), string(prov), v.Resources, v.Size, z); err != nil {
-		return fmt.Errorf("inserting version %d: %w", v.Serial, s.mapErr(err))
+		return fmt.Errorf("inserting version %d: %w", v.Serial, e.s.mapErr(err))
 	}
 	if len(v.Changed) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO version_changes (state, serial, address) VALUES (?, ?, ?)`)
+	stmt, err := e.q.PrepareContext(ctx, `INSERT INTO version_changes (state, serial, address) VALUES (?, ?, ?)`)
 	if err != nil {
-		return s.mapErr(err)
+		return e.s.mapErr(err)
 	}
 	defer stmt.Close()
 	for _, a := range v.Changed {
 		if _, err := stmt.ExecContext(ctx, v.State, v.Serial, string(a)); err != nil {
-			return fmt.Errorf("inserting changed address %s of version %d: %w", a, v.Serial, s.mapErr(err))
+			return fmt.Errorf("inserting changed address %s of version %d: %w", a, v.Serial, e.s.mapErr(err))
 		}
 	}
 	return nil
@@ -133,20 +144,21 @@ func scanVersion(sc interface{ Scan(...any) error }) (engine.Version, error) {
 // GetVersion returns one version with its changed addresses, without its
 // snapshot. ErrNotFound if the state or serial is unknown.
 func (s *Store) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
-	v, err := s.getVersion(ctx, s.db, state, serial)
+	v, err := s.database().GetVersion(ctx, state, serial)
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("getting version %d of state %s: %w", serial, state, err)
 	}
 	return v, nil
 }
 
-func (s *Store) getVersion(ctx context.Context, q querier, state string, serial int64) (engine.Version, error) {
-	v, err := scanVersion(q.QueryRowContext(ctx,
+// GetVersion reads one version with its changed addresses (store.Executor).
+func (e executor) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
+	v, err := scanVersion(e.q.QueryRowContext(ctx,
 		`SELECT `+versionColumns+` FROM versions WHERE state = ? AND serial = ?`, state, serial))
 	if err != nil {
-		return engine.Version{}, s.mapErr(err)
+		return engine.Version{}, e.s.mapErr(err)
 	}
-	changed, err := s.changes(ctx, q, state, serial, serial)
+	changed, err := e.changes(ctx, state, serial, serial)
 	if err != nil {
 		return engine.Version{}, err
 	}
@@ -156,12 +168,12 @@ func (s *Store) getVersion(ctx context.Context, q querier, state string, serial 
 
 // changes returns the changed addresses of the versions of state with
 // serials in [from, to], by serial, each set sorted.
-func (s *Store) changes(ctx context.Context, q querier, state string, from, to int64) (map[int64]engine.AddressSet, error) {
-	rows, err := q.QueryContext(ctx,
+func (e executor) changes(ctx context.Context, state string, from, to int64) (map[int64]engine.AddressSet, error) {
+	rows, err := e.q.QueryContext(ctx,
 		`SELECT serial, address FROM version_changes WHERE state = ? AND serial BETWEEN ? AND ? ORDER BY serial, address`,
 		state, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("reading changed addresses: %w", s.mapErr(err))
+		return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 	}
 	defer rows.Close()
 	out := map[int64]engine.AddressSet{}
@@ -169,12 +181,12 @@ func (s *Store) changes(ctx context.Context, q querier, state string, from, to i
 		var serial int64
 		var a string
 		if err := rows.Scan(&serial, &a); err != nil {
-			return nil, fmt.Errorf("reading changed addresses: %w", s.mapErr(err))
+			return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 		}
 		out[serial] = append(out[serial], engine.Address(a))
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading changed addresses: %w", s.mapErr(err))
+		return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 	}
 	return out, nil
 }
@@ -182,20 +194,21 @@ func (s *Store) changes(ctx context.Context, q querier, state string, from, to i
 // Snapshot returns the Terraform state v4 document of a version,
 // decompressed. ErrNotFound if the state or serial is unknown.
 func (s *Store) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	doc, err := s.snapshot(ctx, s.db, state, serial)
+	doc, err := s.database().Snapshot(ctx, state, serial)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot of version %d of state %s: %w", serial, state, err)
 	}
 	return doc, nil
 }
 
-func (s *Store) snapshot(ctx context.Context, q querier, state string, serial int64) ([]byte, error) {
+// Snapshot reads a version's document, decompressed (store.Executor).
+func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
 	var z []byte
 	var size int64
-	err := q.QueryRowContext(ctx, `SELECT size, snapshot FROM versions WHERE state = ? AND serial = ?`, state, serial).
+	err := e.q.QueryRowContext(ctx, `SELECT size, snapshot FROM versions WHERE state = ? AND serial = ?`, state, serial).
 		Scan(&size, &z)
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, e.s.mapErr(err)
 	}
 	return store.DecompressSnapshot(z, size)
 }
@@ -217,7 +230,7 @@ func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.getState(ctx, s.db, state); err != nil {
+	if _, err := s.database().state(ctx, state); err != nil {
 		return nil, err
 	}
 	query := `SELECT ` + versionColumns + ` FROM versions WHERE state = ?`
@@ -235,7 +248,7 @@ func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery
 // first, with changed addresses: the since-plan input (ADR D3). ErrNotFound
 // if the state is unknown.
 func (s *Store) VersionsAfter(ctx context.Context, state string, after int64) ([]engine.Version, error) {
-	if _, err := s.getState(ctx, s.db, state); err != nil {
+	if _, err := s.database().state(ctx, state); err != nil {
 		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
 	}
 	out, err := s.versions(ctx, state,
@@ -274,7 +287,7 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 	if lo > hi {
 		lo, hi = hi, lo
 	}
-	changed, err := s.changes(ctx, s.db, state, lo, hi)
+	changed, err := s.database().changes(ctx, state, lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -284,122 +297,11 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 	return out, nil
 }
 
-// Commit writes version head+1 of req.State in ONE write transaction
-// (DESIGN.md apply step 6; ADR D5). The IMMEDIATE transaction holds SQLite's
-// write lock from its first statement, so the head it reads cannot move
-// until it commits. In order: check the run's live reservations when
-// req.RequireReservations (ErrLeaseLost when it holds none), load the head
-// and its snapshot, call req.Merge, check the result (snapshot serial and
-// lineage, provenance serial: store.CheckSnapshot, store.CommitProvenance),
-// insert the version, its changed addresses and provenance, move the head,
-// apply the run update, append Merge's markers, drop the run's reservations
-// and append a "released" marker when it held any. Merge runs under the
-// write lock: it must be quick and do no I/O. On any error nothing is
-// written. ErrNotFound for an unknown state or run.
+// Commit is store.Commit (DESIGN.md apply step 6; ADR D5), whose doc gives
+// the steps and errors: version head+1 of req.State in ONE transaction. The
+// IMMEDIATE transaction holds SQLite's write lock from its first statement,
+// so the head it reads cannot move until it commits, and Merge runs under
+// that lock: it must be quick and do no I/O.
 func (s *Store) Commit(ctx context.Context, req engine.CommitRequest) (engine.Version, error) {
-	if req.Merge == nil {
-		return engine.Version{}, fmt.Errorf("committing run %s to state %s: no merge function: %w", req.Run, req.State, engine.ErrInvalid)
-	}
-	var out engine.Version
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		v, err := s.commit(ctx, tx, req)
-		out = v
-		return err
-	})
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("committing run %s to state %s: %w", req.Run, req.State, err)
-	}
-	return out, nil
-}
-
-func (s *Store) commit(ctx context.Context, tx *sql.Tx, req engine.CommitRequest) (engine.Version, error) {
-	now := s.now()
-	st, err := s.getState(ctx, tx, req.State)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("reading state head: %w", err)
-	}
-	run, err := s.getRun(ctx, tx, req.Run)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("reading run: %w", err)
-	}
-	if req.RequireReservations {
-		var live int
-		if err := tx.QueryRowContext(ctx,
-			`SELECT count(*) FROM reservations WHERE run = ? AND state = ? AND expires_at > ?`,
-			req.Run, req.State, nanos(now)).Scan(&live); err != nil {
-			return engine.Version{}, s.mapErr(err)
-		}
-		if live == 0 {
-			return engine.Version{}, fmt.Errorf("run holds no live reservation on the state: %w", engine.ErrLeaseLost)
-		}
-	}
-	head, err := s.getVersion(ctx, tx, st.Name, st.HeadSerial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("reading head version %d: %w", st.HeadSerial, err)
-	}
-	doc, err := s.snapshot(ctx, tx, st.Name, st.HeadSerial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("reading head snapshot %d: %w", st.HeadSerial, err)
-	}
-	res, err := req.Merge(head, doc)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("merging into version %d: %w", head.Serial, err)
-	}
-	serial := head.Serial + 1
-	if err := store.CheckSnapshot(res.Snapshot, st.Lineage, serial); err != nil {
-		return engine.Version{}, err
-	}
-	prov, err := store.CommitProvenance(res.Provenance, req.Run, serial)
-	if err != nil {
-		return engine.Version{}, err
-	}
-	v := engine.Version{
-		State:      st.Name,
-		Serial:     serial,
-		Lineage:    st.Lineage,
-		CreatedAt:  now,
-		Changed:    engine.NewAddressSet(res.Changed...),
-		Provenance: prov,
-		Resources:  res.Resources,
-		Size:       int64(len(res.Snapshot)),
-	}
-	if err := s.insertVersion(ctx, tx, v, res.Snapshot); err != nil {
-		return engine.Version{}, err
-	}
-	moved, err := tx.ExecContext(ctx, `UPDATE states SET head_serial = ? WHERE name = ? AND head_serial = ?`,
-		serial, st.Name, head.Serial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("moving head to %d: %w", serial, s.mapErr(err))
-	}
-	if n, err := moved.RowsAffected(); err != nil || n != 1 {
-		// Cannot happen under the write lock; refuse rather than fork history.
-		return engine.Version{}, fmt.Errorf("moving head to %d: head moved during the commit (rows %d, %v): %w", serial, n, err, engine.ErrConflict)
-	}
-	if res.UpdateRun != nil {
-		if err := res.UpdateRun(&run); err != nil {
-			return engine.Version{}, fmt.Errorf("updating run %s: %w", req.Run, err)
-		}
-	}
-	if run.ID != req.Run {
-		return engine.Version{}, fmt.Errorf("run update changed the run id to %q: %w", run.ID, engine.ErrInvalid)
-	}
-	if err := store.CheckRun(run); err != nil {
-		return engine.Version{}, err
-	}
-	run.UpdatedAt = now
-	if err := s.updateRun(ctx, tx, run); err != nil {
-		return engine.Version{}, err
-	}
-	markers := append([]engine.Marker{}, res.Markers...)
-	dropped, err := s.dropReservations(ctx, tx, req.Run)
-	if err != nil {
-		return engine.Version{}, err
-	}
-	if dropped > 0 {
-		markers = append(markers, store.ReleasedMarker(dropped, now))
-	}
-	if err := s.appendMarkers(ctx, tx, req.Run, now, markers); err != nil {
-		return engine.Version{}, err
-	}
-	return v, nil
+	return store.Commit(ctx, s.database(), req)
 }

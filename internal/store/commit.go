@@ -1,0 +1,325 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// CreateState is engine.Store.CreateState over db: it stores a new state
+// and its first version (serial init.Serial, commit mode init: InitVersion)
+// in one transaction, stamped with the store's clock. ErrConflict if the
+// name exists (two processes creating one state: exactly one wins);
+// ErrInvalid for an empty name or lineage, or a snapshot whose serial or
+// lineage disagree (CheckNewState).
+func CreateState(ctx context.Context, db DB, init engine.NewState) (engine.State, error) {
+	if err := CheckNewState(init); err != nil {
+		return engine.State{}, fmt.Errorf("creating state: %w", err)
+	}
+	var st engine.State
+	err := db.InTx(ctx, func(tx Executor) error {
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		st = engine.State{Name: init.Name, Lineage: init.Lineage, HeadSerial: init.Serial, CreatedAt: now}
+		if err := tx.InsertState(ctx, st); err != nil {
+			return err
+		}
+		return tx.InsertVersion(ctx, InitVersion(init, now), init.Snapshot)
+	})
+	if err != nil {
+		return engine.State{}, fmt.Errorf("creating state %s: %w", init.Name, err)
+	}
+	return st, nil
+}
+
+// CreateRun is engine.Store.CreateRun over db: it checks r (CheckRun) and
+// stores it as NewRun leaves it — CreatedAt defaults to the store's clock,
+// UpdatedAt to CreatedAt, times in UTC. ErrConflict if the id exists;
+// ErrNotFound if its state does not; ErrInvalid for a run without id,
+// kind, state or status.
+func CreateRun(ctx context.Context, db DB, r engine.Run) error {
+	if err := CheckRun(r); err != nil {
+		return fmt.Errorf("creating run: %w", err)
+	}
+	var now time.Time
+	if r.CreatedAt.IsZero() {
+		var err error
+		if now, err = db.Now(ctx); err != nil {
+			return fmt.Errorf("creating run %s: %w", r.ID, err)
+		}
+	}
+	if err := db.InsertRun(ctx, NewRun(r, now)); err != nil {
+		return fmt.Errorf("creating run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Commit is engine.Store.Commit over db: it writes version head+1 of
+// req.State in ONE transaction (DESIGN.md apply step 6; ADR D5). It first
+// locks the state (Executor.LockState): another commit or acquisition on
+// the state — in this process or any other — waits until this one ends,
+// and then sees the head it wrote, so serials stay contiguous and no merge
+// is lost. In order: lock the state and then the run, read the clock,
+// check the run's live reservations on the state when
+// req.RequireReservations (ErrLeaseLost when it holds none), load the head
+// and its snapshot, call req.Merge, check the result (snapshot serial and
+// lineage, provenance serial: CheckSnapshot, CommitProvenance), insert the
+// version, its changed addresses and provenance, move the head (a head
+// that moved anyway is ErrConflict: history never forks), apply the run
+// update (req.Merge's UpdateRun; UpdatedAt = now), drop the run's
+// reservations, and append Merge's markers and a "released" marker when it
+// held any. Merge runs under the state lock: it must be quick and do no
+// I/O, and it may run more than once (DB.InTx). On any error nothing is
+// written. ErrNotFound for an unknown state or run; ErrInvalid without a
+// Merge, or for a run update that changes the id or empties a required
+// field.
+func Commit(ctx context.Context, db DB, req engine.CommitRequest) (engine.Version, error) {
+	if req.Merge == nil {
+		return engine.Version{}, fmt.Errorf("committing run %s to state %s: no merge function: %w", req.Run, req.State, engine.ErrInvalid)
+	}
+	var out engine.Version
+	err := db.InTx(ctx, func(tx Executor) error {
+		v, err := commit(ctx, tx, req)
+		out = v
+		return err
+	})
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("committing run %s to state %s: %w", req.Run, req.State, err)
+	}
+	return out, nil
+}
+
+func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.Version, error) {
+	st, err := tx.LockState(ctx, req.State)
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("locking state head: %w", err)
+	}
+	run, err := tx.LockRun(ctx, req.Run)
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("reading run: %w", err)
+	}
+	now, err := tx.Now(ctx)
+	if err != nil {
+		return engine.Version{}, err
+	}
+	if req.RequireReservations {
+		live, err := tx.HoldsLive(ctx, req.Run, req.State, now)
+		if err != nil {
+			return engine.Version{}, err
+		}
+		if !live {
+			return engine.Version{}, fmt.Errorf("run holds no live reservation on the state: %w", engine.ErrLeaseLost)
+		}
+	}
+	head, err := tx.GetVersion(ctx, st.Name, st.HeadSerial)
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("reading head version %d: %w", st.HeadSerial, err)
+	}
+	doc, err := tx.Snapshot(ctx, st.Name, st.HeadSerial)
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("reading head snapshot %d: %w", st.HeadSerial, err)
+	}
+	res, err := req.Merge(head, doc)
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("merging into version %d: %w", head.Serial, err)
+	}
+	serial := head.Serial + 1
+	if err := CheckSnapshot(res.Snapshot, st.Lineage, serial); err != nil {
+		return engine.Version{}, err
+	}
+	prov, err := CommitProvenance(res.Provenance, req.Run, serial)
+	if err != nil {
+		return engine.Version{}, err
+	}
+	v := engine.Version{
+		State:      st.Name,
+		Serial:     serial,
+		Lineage:    st.Lineage,
+		CreatedAt:  now,
+		Changed:    engine.NewAddressSet(res.Changed...),
+		Provenance: prov,
+		Resources:  res.Resources,
+		Size:       int64(len(res.Snapshot)),
+	}
+	if err := tx.InsertVersion(ctx, v, res.Snapshot); err != nil {
+		return engine.Version{}, err
+	}
+	moved, err := tx.MoveHead(ctx, st.Name, head.Serial, serial)
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("moving head to %d: %w", serial, err)
+	}
+	if !moved {
+		// Cannot happen under the state lock; refuse rather than fork history.
+		return engine.Version{}, fmt.Errorf("moving head to %d: head moved during the commit: %w", serial, engine.ErrConflict)
+	}
+	if res.UpdateRun != nil {
+		if err := res.UpdateRun(&run); err != nil {
+			return engine.Version{}, fmt.Errorf("updating run %s: %w", req.Run, err)
+		}
+	}
+	if run.ID != req.Run {
+		return engine.Version{}, fmt.Errorf("run update changed the run id to %q: %w", run.ID, engine.ErrInvalid)
+	}
+	if err := CheckRun(run); err != nil {
+		return engine.Version{}, err
+	}
+	run.UpdatedAt = now
+	if err := tx.SaveRun(ctx, run); err != nil {
+		return engine.Version{}, err
+	}
+	markers := append([]engine.Marker{}, res.Markers...)
+	dropped, err := tx.DeleteReservations(ctx, req.Run)
+	if err != nil {
+		return engine.Version{}, err
+	}
+	if dropped > 0 {
+		markers = append(markers, ReleasedMarker(dropped, now))
+	}
+	if err := appendMarkers(ctx, tx, req.Run, now, markers); err != nil {
+		return engine.Version{}, err
+	}
+	return v, nil
+}
+
+// UpdateRun is engine.Store.UpdateRun over db: in one transaction it reads
+// run id under its lock (Executor.LockRun: a concurrent UpdateRun of the
+// same run waits, then reads what this one wrote), checks its status is
+// one of from (StatusAllowed: any if empty, else a *engine.StatusError
+// naming the run's ApplyRun as By), calls fn, sets UpdatedAt to now, writes
+// it back and appends markers. This is how exactly one of two concurrent
+// applies — in any processes — claims a plan. fn may run more than once
+// (DB.InTx). An error from fn aborts the update and is returned wrapped.
+// ErrNotFound if the run is unknown; ErrInvalid if fn changes the id or
+// empties a required field (CheckRun).
+func UpdateRun(ctx context.Context, db DB, id string, from []engine.RunStatus, fn func(*engine.Run) error, markers ...engine.Marker) (engine.Run, error) {
+	var out engine.Run
+	err := db.InTx(ctx, func(tx Executor) error {
+		r, err := tx.LockRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := StatusAllowed(r, from); err != nil {
+			return err
+		}
+		if fn != nil {
+			if err := fn(&r); err != nil {
+				return err
+			}
+		}
+		if r.ID != id {
+			return fmt.Errorf("the update changed the run id to %q: %w", r.ID, engine.ErrInvalid)
+		}
+		if err := CheckRun(r); err != nil {
+			return err
+		}
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		r.UpdatedAt = now
+		if err := tx.SaveRun(ctx, r); err != nil {
+			return err
+		}
+		if err := appendMarkers(ctx, tx, id, now, markers); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	if err != nil {
+		return engine.Run{}, fmt.Errorf("updating run %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// RenewRun is engine.Store.RenewRun over db: it extends the run's own lease
+// (engine.Run.LeaseUntil) to now+lease in one transaction, under the run's
+// lock, while the run is in progress (RenewRunLease). ErrLeaseLost when it
+// is not (finished, or ended by the lease sweep — which takes the same
+// lock, so the two never interleave); ErrNotFound for an unknown run;
+// ErrInvalid for a lease <= 0 (CheckLease). UpdatedAt is left alone and no
+// marker is written.
+func RenewRun(ctx context.Context, db DB, run string, lease time.Duration) error {
+	if err := CheckLease(lease); err != nil {
+		return fmt.Errorf("renewing the lease of run %s: %w", run, err)
+	}
+	err := db.InTx(ctx, func(tx Executor) error {
+		r, err := tx.LockRun(ctx, run)
+		if err != nil {
+			return err
+		}
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		if err := RenewRunLease(&r, lease, now); err != nil {
+			return err
+		}
+		return tx.SaveRun(ctx, r)
+	})
+	if err != nil {
+		return fmt.Errorf("renewing the lease of run %s: %w", run, err)
+	}
+	return nil
+}
+
+// AddMarkers is engine.Store.AddMarkers over db: it appends markers to run
+// in one transaction under the run's lock, numbering them after the run's
+// last marker (Seq 1, 2, 3…) and stamping At with now when it is zero.
+// ErrNotFound if the run is unknown; ErrInvalid for a marker without a
+// kind.
+func AddMarkers(ctx context.Context, db DB, run string, markers ...engine.Marker) error {
+	err := db.InTx(ctx, func(tx Executor) error {
+		if _, err := tx.LockRun(ctx, run); err != nil {
+			return err
+		}
+		if len(markers) == 0 {
+			return nil
+		}
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		return appendMarkers(ctx, tx, run, now, markers)
+	})
+	if err != nil {
+		return fmt.Errorf("adding markers to run %s: %w", run, err)
+	}
+	return nil
+}
+
+// appendMarkers stores markers of run after its last Seq, each with At in
+// UTC (now when zero). The caller holds the run's lock (LockRun, LockRuns),
+// so no other transaction can take the Seqs it numbers. A marker without a
+// kind is ErrInvalid.
+func appendMarkers(ctx context.Context, tx Executor, run string, now time.Time, markers []engine.Marker) error {
+	if len(markers) == 0 {
+		return nil
+	}
+	last, err := tx.LastMarkerSeq(ctx, run)
+	if err != nil {
+		return fmt.Errorf("numbering markers: %w", err)
+	}
+	out := make([]engine.Marker, len(markers))
+	for i, m := range markers {
+		last++
+		m.Seq = last
+		if m.At.IsZero() {
+			m.At = now
+		}
+		m.At = m.At.UTC()
+		if m.Kind == "" {
+			return fmt.Errorf("marker %d has no kind: %w", m.Seq, engine.ErrInvalid)
+		}
+		out[i] = m
+	}
+	return tx.InsertMarkers(ctx, run, out)
+}
+
+// isNotFound reports whether err is engine.ErrNotFound.
+func isNotFound(err error) bool { return errors.Is(err, engine.ErrNotFound) }

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Executor is what a store adapter gives the shared algorithms (Commit,
+// Acquire, the lease sweep…): the primitive statements they are made of, in
+// the adapter's SQL dialect, on its driver, with its locking and its error
+// mapping (modelled on River's riverdriver.Executor). An adapter implements
+// it twice over one type: on a transaction (DB.InTx), and on its connection
+// pool, where each statement runs on its own.
+//
+// Errors: every method maps its driver's errors in the adapter's one mapping
+// function (STYLE.md 7) — a missing row is engine.ErrNotFound, a uniqueness
+// collision engine.ErrConflict, a missing referenced state or run
+// engine.ErrNotFound, a violated CHECK engine.ErrInvalid. Times go in and
+// come out in UTC; an adapter may store them with microsecond precision.
+//
+// Locks: the Lock methods take the adapter's write locks in the one order
+// every algorithm keeps — the state row, then run rows by id, then
+// reservation rows — so that writers queue instead of deadlocking. An
+// adapter whose transactions hold a database-wide write lock from their
+// first statement (SQLite's BEGIN IMMEDIATE) needs no row locks: its Lock
+// methods are plain reads.
+type Executor interface {
+	// Now is the store's clock in UTC. Inside a transaction it is read after
+	// the locks taken so far: the postgres adapter's is the database's
+	// clock, so processes on hosts whose clocks disagree still agree on
+	// which leases have ended.
+	Now(ctx context.Context) (time.Time, error)
+
+	// InsertState stores a new state row (no version). ErrConflict if the
+	// name exists.
+	InsertState(ctx context.Context, st engine.State) error
+	// LockState returns the named state with its head serial and locks it
+	// against every other LockState until the transaction ends: this lock
+	// serializes commits and acquisitions on one state (DESIGN.md apply
+	// step 6). ErrNotFound if unknown.
+	LockState(ctx context.Context, name string) (engine.State, error)
+	// GetVersion returns one version with its changed addresses, without its
+	// snapshot. ErrNotFound if the state or serial is unknown.
+	GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error)
+	// Snapshot returns a version's state document, decompressed
+	// (DecompressSnapshot). ErrNotFound if unknown.
+	Snapshot(ctx context.Context, state string, serial int64) ([]byte, error)
+	// InsertVersion stores v, its changed addresses and snapshot (compressed
+	// with CompressSnapshot; v.Size is its uncompressed length). It does not
+	// move the state's head (MoveHead).
+	InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error
+	// MoveHead sets the state's head serial to to if it is still from, and
+	// reports whether it was.
+	MoveHead(ctx context.Context, state string, from, to int64) (bool, error)
+
+	// InsertRun stores a new run as given. ErrConflict if the id exists;
+	// ErrNotFound if its state does not.
+	InsertRun(ctx context.Context, r engine.Run) error
+	// GetRun reads a run without locking it: a run the transaction has
+	// locked already, or one it only describes (a blocker). ErrNotFound if
+	// unknown.
+	GetRun(ctx context.Context, id string) (engine.Run, error)
+	// LockRun reads a run under its row lock: writers of one run take turns
+	// and each sees the run as the previous one left it. ErrNotFound if
+	// unknown.
+	LockRun(ctx context.Context, id string) (engine.Run, error)
+	// LockRuns locks, in ONE statement and in id order, the runs ids and the
+	// plans (Run.PlanRun) claimed by the runs plansOf: the lease sweep's
+	// locks. Unknown ids are skipped.
+	LockRuns(ctx context.Context, ids, plansOf []string) error
+	// SaveRun writes every field of run r back. ErrNotFound if unknown.
+	SaveRun(ctx context.Context, r engine.Run) error
+	// InProgressRuns returns, without locks, the runs that may be in
+	// progress (engine.Run.InProgress): plans planning, applies waiting or
+	// applying. The lease sweep checks their own leases.
+	InProgressRuns(ctx context.Context) ([]engine.Run, error)
+
+	// LastMarkerSeq returns the Seq of run's last marker, 0 if it has none.
+	// The caller holds the run's lock (LockRun, LockRuns), so no other
+	// transaction can take the next Seq.
+	LastMarkerSeq(ctx context.Context, run string) (int64, error)
+	// InsertMarkers stores markers of run as given (Seq, At and Kind set).
+	InsertMarkers(ctx context.Context, run string, markers []engine.Marker) error
+	// HasMarker reports whether run has a marker of kind.
+	HasMarker(ctx context.Context, run string, kind engine.MarkerKind) (bool, error)
+
+	// LiveReservations returns the reservations live at now (ExpiresAt
+	// after now) of state, or of every state if state is "", ordered by
+	// state, address, mode and run.
+	LiveReservations(ctx context.Context, state string, now time.Time) ([]engine.Reservation, error)
+	// HoldsLive reports whether run holds a reservation live at now on
+	// state, or on any state if state is "".
+	HoldsLive(ctx context.Context, run, state string, now time.Time) (bool, error)
+	// InsertReservations stores rs, the rows of one Wanted call (one state,
+	// run, holder and lease). A row whose (run, address, mode) exists
+	// replaces it: a run re-acquiring gets a fresh lease.
+	InsertReservations(ctx context.Context, rs []engine.Reservation) error
+	// RenewReservations sets ExpiresAt to until on run's reservations still
+	// live at now, and returns how many it renewed: it never brings back a
+	// reservation an Acquire may already have treated as lapsed.
+	RenewReservations(ctx context.Context, run string, now, until time.Time) (int, error)
+	// DeleteReservations deletes every reservation of run, live or lapsed,
+	// and returns how many there were.
+	DeleteReservations(ctx context.Context, run string) (int, error)
+	// LapsedRuns returns, without locks, the runs holding reservations that
+	// lapsed at now (ExpiresAt not after now), sorted.
+	LapsedRuns(ctx context.Context, now time.Time) ([]string, error)
+	// DeleteLapsed deletes the reservations of runs that lapsed at now and
+	// returns them (State, Address, Mode, Run, Holder, AcquiredAt,
+	// ExpiresAt), in any order. A row another transaction deleted first is
+	// not returned.
+	DeleteLapsed(ctx context.Context, now time.Time, runs []string) ([]engine.Reservation, error)
+}
+
+// DB is a store adapter's database as the shared algorithms see it: an
+// Executor on its connection pool (each statement on its own, for reads and
+// single writes) that can also run a transaction.
+type DB interface {
+	Executor
+	// InTx runs fn in one write transaction and commits it when fn returns
+	// nil; when fn fails, or panics, nothing it wrote stays. The adapter
+	// decides the isolation (postgres: READ COMMITTED and row locks;
+	// sqlite: BEGIN IMMEDIATE, the database's write lock) and may run fn
+	// again from the start after a deadlock or serialization failure — so fn
+	// and the callbacks it calls (Merge, UpdateRun's fn) must depend only on
+	// their arguments and set their results afresh on every run.
+	InTx(ctx context.Context, fn func(tx Executor) error) error
+}

@@ -1,0 +1,235 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// ExpireLeases is engine.Store.ExpireLeases over db: it runs the lease
+// sweep (sweep) in one transaction at the store clock's now and returns the
+// runs it expired, sorted. Concurrent sweeps in several processes split the
+// work: each lapsed reservation is deleted, and each run expired and
+// marked, once.
+func ExpireLeases(ctx context.Context, db DB) ([]string, error) {
+	var runs []string
+	err := db.InTx(ctx, func(tx Executor) error {
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		runs, err = sweep(ctx, tx, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expiring leases: %w", err)
+	}
+	return runs, nil
+}
+
+// sweep is the lease sweep every reservation write transaction (and
+// ExpireLeases) starts with, at now:
+//
+//  1. find, without locks, the candidates: runs with reservations lapsed at
+//     now (Executor.LapsedRuns), and runs in progress whose own lease lapsed
+//     (RunLeaseLapsed, reservations not yet considered);
+//  2. lock, in ONE statement and in id order, the candidates, the plans the
+//     apply runs among them claimed, and the runs in lock (the caller's own
+//     run: Acquire checks it after the sweep) — Executor.LockRuns; the lock
+//     order, state → runs by id → reservations, holds;
+//  3. delete the candidates' lapsed reservations and, per run that lost
+//     some, set it lease-expired when still open (ExpireRun) and append a
+//     "lease-expired" marker with the addresses (LeaseExpiredMarker);
+//  4. re-read each lease candidate under its lock and, if it is still in
+//     progress with a lapsed lease and no live reservation, end it
+//     (ExpireRunLease) with a "lease-expired" marker;
+//  5. hand back the plan each apply run ended in 3 or 4 had claimed
+//     (ReleaseExpiredPlan: planned, or failed when it had reserved), and
+//     name the recovery in the run's reason when Terraform had started
+//     (NoteApplyStarted).
+//
+// Everything is decided again under the locks, so of two sweeps racing for
+// one run, the second finds it done — a row the first deleted is not
+// returned by DeleteLapsed, a run it ended is no longer in progress — and
+// only the first reports it. It returns the runs of 3 and 4, sorted.
+func sweep(ctx context.Context, tx Executor, now time.Time, lock ...string) ([]string, error) {
+	lapsed, err := tx.LapsedRuns(ctx, now)
+	if err != nil {
+		return nil, fmt.Errorf("sweeping leases: %w", err)
+	}
+	inProgress, err := tx.InProgressRuns(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sweeping leases: %w", err)
+	}
+	var idle []string
+	for _, r := range inProgress {
+		if RunLeaseLapsed(r, false, now) {
+			idle = append(idle, r.ID)
+		}
+	}
+	sort.Strings(idle)
+	if len(lapsed)+len(idle)+len(lock) == 0 {
+		return nil, nil
+	}
+	candidates := append(append([]string{}, lapsed...), idle...)
+	if err := tx.LockRuns(ctx, append(slices.Clone(candidates), lock...), candidates); err != nil {
+		return nil, fmt.Errorf("sweeping leases: locking runs: %w", err)
+	}
+	expired := map[string]sweptRun{}
+	if len(lapsed) > 0 {
+		if expired, err = sweepReservations(ctx, tx, now, lapsed); err != nil {
+			return nil, fmt.Errorf("sweeping leases: %w", err)
+		}
+	}
+	for _, id := range idle {
+		if _, done := expired[id]; done {
+			continue
+		}
+		e, ok, err := sweepRun(ctx, tx, now, id)
+		if err != nil {
+			return nil, fmt.Errorf("sweeping leases: %w", err)
+		}
+		if ok {
+			expired[id] = e
+		}
+	}
+	if len(expired) == 0 {
+		return nil, nil
+	}
+	runs := make([]string, 0, len(expired))
+	for id := range expired {
+		runs = append(runs, id)
+	}
+	sort.Strings(runs)
+	for _, id := range runs {
+		e := expired[id]
+		if e.run == nil || e.run.Kind != engine.KindApply || e.run.PlanRun == "" {
+			continue
+		}
+		if err := releaseExpiredPlan(ctx, tx, *e.run, e.ended, now); err != nil {
+			return nil, fmt.Errorf("sweeping leases: plan of run %s: %w", id, err)
+		}
+	}
+	return runs, nil
+}
+
+// sweptRun is one run a sweep expired: the run as it left it when the
+// sweep ended it (nil when it was already closed), and when its lease ran
+// out.
+type sweptRun struct {
+	run   *engine.Run
+	ended time.Time
+}
+
+// sweepReservations is step 3 of sweep, for the runs in candidates
+// (locked).
+func sweepReservations(ctx context.Context, tx Executor, now time.Time, candidates []string) (map[string]sweptRun, error) {
+	deleted, err := tx.DeleteLapsed(ctx, now, candidates)
+	if err != nil {
+		return nil, err
+	}
+	// In (run, address) order, so a run's holder is that of its first row
+	// whatever order the adapter returned them in.
+	sort.Slice(deleted, func(i, j int) bool {
+		if deleted[i].Run != deleted[j].Run {
+			return deleted[i].Run < deleted[j].Run
+		}
+		return deleted[i].Address < deleted[j].Address
+	})
+	type lapsed struct {
+		addrs  engine.AddressSet
+		holder engine.Holder
+		ended  time.Time
+	}
+	byRun := map[string]*lapsed{}
+	var ids []string
+	for _, d := range deleted {
+		l := byRun[d.Run]
+		if l == nil {
+			l = &lapsed{holder: d.Holder}
+			byRun[d.Run] = l
+			ids = append(ids, d.Run)
+		}
+		l.addrs = append(l.addrs, d.Address)
+		if d.ExpiresAt.After(l.ended) {
+			l.ended = d.ExpiresAt
+		}
+	}
+	out := map[string]sweptRun{}
+	for _, id := range ids {
+		l := byRun[id]
+		r, err := tx.GetRun(ctx, id) // locked by sweep
+		if err != nil {
+			return nil, fmt.Errorf("reading run %s: %w", id, err)
+		}
+		e := sweptRun{ended: l.ended}
+		if ExpireRun(&r, l.holder, l.ended, now) {
+			if err := tx.SaveRun(ctx, r); err != nil {
+				return nil, err
+			}
+			e.run = &r
+		}
+		if err := appendMarkers(ctx, tx, id, now, []engine.Marker{LeaseExpiredMarker(l.addrs, now)}); err != nil {
+			return nil, fmt.Errorf("run %s: %w", id, err)
+		}
+		out[id] = e
+	}
+	return out, nil
+}
+
+// sweepRun is step 4 of sweep for run id (locked): it reports whether it
+// ended the run.
+func sweepRun(ctx context.Context, tx Executor, now time.Time, id string) (sweptRun, bool, error) {
+	r, err := tx.GetRun(ctx, id)
+	if err != nil {
+		return sweptRun{}, false, fmt.Errorf("reading run %s: %w", id, err)
+	}
+	live, err := tx.HoldsLive(ctx, id, "", now)
+	if err != nil {
+		return sweptRun{}, false, err
+	}
+	if !RunLeaseLapsed(r, live, now) {
+		return sweptRun{}, false, nil
+	}
+	ended := r.LeaseUntil
+	m := ExpireRunLease(&r, now)
+	if err := tx.SaveRun(ctx, r); err != nil {
+		return sweptRun{}, false, err
+	}
+	if err := appendMarkers(ctx, tx, id, now, []engine.Marker{m}); err != nil {
+		return sweptRun{}, false, fmt.Errorf("run %s: %w", id, err)
+	}
+	return sweptRun{run: &r, ended: ended}, true, nil
+}
+
+// releaseExpiredPlan is step 5 of sweep for apply run a (it and its plan
+// are locked by sweep); ended is when a's lease ran out. When Terraform had
+// started (an "apply-started" marker), a's Reason also says how to recover
+// what it wrote (NoteApplyStarted).
+func releaseExpiredPlan(ctx context.Context, tx Executor, a engine.Run, ended, now time.Time) error {
+	plan, err := tx.GetRun(ctx, a.PlanRun)
+	if err != nil {
+		return err
+	}
+	reserved, err := tx.HasMarker(ctx, a.ID, engine.MarkerReserved)
+	if err != nil {
+		return err
+	}
+	started, err := tx.HasMarker(ctx, a.ID, engine.MarkerApplyStarted)
+	if err != nil {
+		return err
+	}
+	if started && NoteApplyStarted(&a) {
+		if err := tx.SaveRun(ctx, a); err != nil {
+			return err
+		}
+	}
+	if !ReleaseExpiredPlan(&plan, a, reserved, started, ended, now) {
+		return nil
+	}
+	return tx.SaveRun(ctx, plan)
+}
