@@ -139,13 +139,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			if r, err := e.Store.GetRun(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
 				return &ExitError{Code: 3, Err: fmt.Errorf("run %s is an apply run: only plan runs can be discarded (its plan is %s)", r.ID, r.PlanRun)}
 			}
-			// Who discarded it is part of every reason.
-			by := "discarded by " + a.actor()
-			if reason != "" {
-				by += ": " + reason
-			}
-			reason = by
-			if err := e.Supersede(cmd.Context(), args[0], reason); err != nil {
+			if err := e.Discard(cmd.Context(), args[0], a.actor(), reason); err != nil {
 				if errors.Is(err, engine.ErrConflict) {
 					return &ExitError{Code: 3, Err: err}
 				}

@@ -81,7 +81,8 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 		}
 	}
 	if plan.Status != StatusPlanned {
-		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, Reason: plan.Reason}
+		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, Reason: plan.Reason,
+			DiscardedBy: plan.DiscardedBy, DiscardWhy: plan.DiscardWhy}
 		if plan.FinishedAt != nil {
 			se.At = *plan.FinishedAt
 		}

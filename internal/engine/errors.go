@@ -76,10 +76,12 @@ type StatusError struct {
 	// By is the run that holds or consumed it (ApplyRun of a plan), if any.
 	By string
 	// Reason is the run's stored reason and At when it closed (set by the
-	// engine's own refusals, not by the stores): a discarded plan
-	// (Run.Discarded) is refused as discarded, by whom, when and why.
+	// engine's own refusals, not by the stores).
 	Reason string
 	At     time.Time
+	// DiscardedBy and DiscardWhy are set for a discarded plan
+	// (Run.Discarded): it is refused as discarded, by whom, when and why.
+	DiscardedBy, DiscardWhy string
 }
 
 func (e *StatusError) Error() string {
@@ -90,14 +92,13 @@ func (e *StatusError) Error() string {
 		case StatusApplying:
 			return fmt.Sprintf("plan run %s is being applied by run %s right now; a plan applies at most once", e.Run, e.By)
 		case StatusSuperseded:
-			if (Run{Kind: e.Kind, Status: e.Status, Reason: e.Reason}).Discarded() {
-				who, why, _ := strings.Cut(strings.TrimPrefix(e.Reason, discardedPrefix), ": ")
-				msg := fmt.Sprintf("plan run %s was discarded by %s", e.Run, who)
+			if e.DiscardedBy != "" {
+				msg := fmt.Sprintf("plan run %s was discarded by %s", e.Run, e.DiscardedBy)
 				if !e.At.IsZero() {
 					msg += " at " + e.At.UTC().Format(time.RFC3339)
 				}
-				if why != "" {
-					msg += " (" + why + ")"
+				if e.DiscardWhy != "" {
+					msg += " (" + e.DiscardWhy + ")"
 				}
 				return msg + " and cannot be applied: plan again"
 			}

@@ -73,8 +73,8 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 
 // lineageFree refuses (ErrConflict) when a state other than name already
 // has lineage. It lists every state: states are few, and CreateState is
-// the check for the name itself. Two adoptions racing past it are not
-// caught; the store does not index lineages.
+// the check for the name itself. Two adoptions racing past it are caught
+// by the store's unique index on lineage (migrations 00003: ErrConflict).
 func (e *Engine) lineageFree(ctx context.Context, name, lineage string) error {
 	states, err := e.Store.ListStates(ctx)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Supersede closes an open plan run that can no longer be applied because
@@ -13,30 +12,39 @@ import (
 // becomes superseded with reason, and a "failed" marker records why. A plan
 // that is not open (planned) is left as it is and reported with a
 // *StatusError, so a plan being applied is never pulled from under its
-// apply. A reason "discarded by ACTOR[: WHY]" (`kl run discard`) is a
-// discard: its marker keeps who and why, and applying the plan is refused
-// as discarded, by whom, when and why (StatusError).
+// apply.
 func (e *Engine) Supersede(ctx context.Context, planRun, reason string) error {
-	marker := "superseded: " + reason
-	if strings.HasPrefix(reason, discardedPrefix) {
-		marker = reason // a discard: the marker says who, and why
+	return e.closePlan(ctx, planRun, reason, "superseded: "+reason, nil)
+}
+
+// Discard closes an open plan run that an operator will not apply (`kl run
+// discard`): like Supersede, with who (by, required) and why (may be "")
+// stored on the run (Run.DiscardedBy, Run.DiscardWhy) and in its marker
+// ("discarded by BY[: WHY]"), so applying it later is refused as discarded —
+// by whom, when and why (StatusError) — and it stops being listed as an
+// overlap. ErrInvalid for an empty by.
+func (e *Engine) Discard(ctx context.Context, planRun, by, why string) error {
+	if by == "" {
+		return fmt.Errorf("discarding plan %s: who discards it is required: %w", planRun, ErrInvalid)
 	}
-	return e.closePlan(ctx, planRun, reason, marker)
+	words := "discarded by " + by
+	if why != "" {
+		words += ": " + why
+	}
+	return e.closePlan(ctx, planRun, words, words, func(r *Run) {
+		r.DiscardedBy, r.DiscardWhy = by, why
+	})
 }
 
-// discardedPrefix starts the reason of a plan discarded by an operator
-// (`kl run discard`: "discarded by ACTOR" or "discarded by ACTOR: WHY").
-const discardedPrefix = "discarded by "
-
-// Discarded reports whether plan run r was discarded (Supersede with a
-// reason "discarded by ACTOR[: WHY]"); its Reason then says by whom and why.
+// Discarded reports whether plan run r was discarded (Engine.Discard).
 func (r Run) Discarded() bool {
-	return r.Kind == KindPlan && r.Status == StatusSuperseded && strings.HasPrefix(r.Reason, discardedPrefix)
+	return r.Kind == KindPlan && r.Status == StatusSuperseded && r.DiscardedBy != ""
 }
 
-// closePlan is Supersede: status superseded with reason, a
-// "failed" marker with marker (and the run's end time: when it closed).
-func (e *Engine) closePlan(ctx context.Context, planRun, reason, marker string) error {
+// closePlan is Supersede and Discard: status superseded with reason, a
+// "failed" marker with marker (and the run's end time: when it closed);
+// set, if not nil, records more on the run in the same update.
+func (e *Engine) closePlan(ctx context.Context, planRun, reason, marker string, set func(*Run)) error {
 	// A plan claimed by an apply whose holder died is handed back by the
 	// lease sweep first.
 	e.expireLeases(ctx)
@@ -48,6 +56,9 @@ func (e *Engine) closePlan(ctx context.Context, planRun, reason, marker string) 
 		r.Reason = reason
 		t := e.now()
 		r.FinishedAt = &t
+		if set != nil {
+			set(r)
+		}
 		return nil
 	}, Marker{Kind: MarkerFailed, Reason: marker})
 	if errors.Is(err, ErrNotFound) {

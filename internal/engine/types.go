@@ -225,6 +225,10 @@ type Run struct {
 	Envelope *Envelope `json:"envelope,omitempty"`
 	ApplyRun string    `json:"apply_run,omitempty"` // the apply that claimed this plan
 	ReplanOf string    `json:"replan_of,omitempty"` // the reviewed plan this re-plan re-checks
+	// DiscardedBy is the actor who closed this plan with `kl run discard`
+	// (Engine.Discard), and DiscardWhy the reason they gave ("" if none).
+	DiscardedBy string `json:"discarded_by,omitempty"`
+	DiscardWhy  string `json:"discard_why,omitempty"`
 
 	// Apply runs.
 	PlanRun         string `json:"plan_run,omitempty"` // the reviewed plan

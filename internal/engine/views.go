@@ -230,6 +230,7 @@ const (
 	VerdictInterrupted Verdict = "interrupted" // cancelled; what Terraform wrote is committed
 	VerdictWaiting     Verdict = "waiting"     // blocked now on other runs
 	VerdictPending     Verdict = "pending"     // a plan not applied yet
+	VerdictClosed      Verdict = "closed"      // a plan that will never be applied: superseded, discarded or stale, with no apply of its own
 )
 
 // Why answers "why was this run allowed, why did it wait, why was it
@@ -302,12 +303,19 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 				return nil, err
 			}
 		}
+		if run.Status == StatusSuperseded || run.Status == StatusStale {
+			// Closed before any apply of its own: it can never be
+			// applied (Supersede, Discard, a refused attempt).
+			w.Verdict, w.Reason = VerdictClosed, planPendingReason(run)
+		}
 		if run.Envelope != nil {
 			if w.SincePlan, err = e.sincePlan(ctx, run.ID); err != nil {
 				return nil, err
 			}
-			if w.Overlaps, err = e.Overlaps(ctx, run); err != nil {
-				return nil, err
+			if w.Verdict == VerdictPending {
+				if w.Overlaps, err = e.Overlaps(ctx, run); err != nil {
+					return nil, err
+				}
 			}
 		}
 		return w, nil
@@ -416,6 +424,9 @@ func planPendingReason(r Run) string {
 		}
 		return fmt.Sprintf("plan is %s", r.Status)
 	case StatusStale, StatusSuperseded:
+		if r.Discarded() {
+			return r.Reason // "discarded by ACTOR[: WHY]"
+		}
 		if r.Reason != "" {
 			return fmt.Sprintf("plan is %s: %s", r.Status, r.Reason)
 		}

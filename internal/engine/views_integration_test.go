@@ -126,8 +126,8 @@ func TestViews(t *testing.T) {
 }
 
 // TestDiscardedPlanRefusal: a plan discarded with a reason (`kl run discard
-// --reason obsolete`, Supersede "discarded by ACTOR: WHY") keeps who and
-// why in its marker, and applying it is refused as discarded — by whom,
+// --reason obsolete`, Engine.Discard) keeps who and why on the run and in
+// its marker, and applying it is refused as discarded — by whom,
 // when, why — not as "superseded".
 func TestDiscardedPlanRefusal(t *testing.T) {
 	t.Parallel()
@@ -135,14 +135,14 @@ func TestDiscardedPlanRefusal(t *testing.T) {
 	cfg := config{"a": {Value: "a0"}}
 	h.base(cfg)
 	p := h.plan(cfg.with(map[string]string{"a": "a1"}))
-	if err := h.eng.Supersede(h.ctx, p.ID, "discarded by tester: obsolete"); err != nil {
-		t.Fatalf("Supersede: %v", err)
+	if err := h.eng.Discard(h.ctx, p.ID, "tester", "obsolete"); err != nil {
+		t.Fatalf("Discard: %v", err)
 	}
 	if m := h.marker(p.ID, engine.MarkerFailed); m.Reason != "discarded by tester: obsolete" {
 		t.Errorf("failed marker reason = %q; want who and why", m.Reason)
 	}
 	r := h.run(p.ID)
-	if !r.Discarded() || r.FinishedAt == nil {
+	if !r.Discarded() || r.DiscardedBy != "tester" || r.DiscardWhy != "obsolete" || r.FinishedAt == nil {
 		t.Errorf("plan = %s %q, finished %v; want discarded, with its time", r.Status, r.Reason, r.FinishedAt)
 	}
 	_, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: p.ID, Actor: "alice"})
@@ -158,5 +158,14 @@ func TestDiscardedPlanRefusal(t *testing.T) {
 	}
 	if strings.Contains(msg, "superseded") {
 		t.Errorf("Apply error = %q; a discard is not 'superseded'", msg)
+	}
+	// kl why: closed (it can never be applied), not pending, and no
+	// overlaps: it is no longer an open plan.
+	y, err := h.eng.Why(h.ctx, p.ID)
+	if err != nil {
+		t.Fatalf("Why: %v", err)
+	}
+	if y.Verdict != engine.VerdictClosed || y.Reason != "discarded by tester: obsolete" || len(y.Overlaps) != 0 {
+		t.Errorf("Why = %s %q, %d overlaps; want closed, who and why, no overlaps", y.Verdict, y.Reason, len(y.Overlaps))
 	}
 }

@@ -77,6 +77,8 @@ type jRun struct {
 	PlanRun         string `json:"plan_run,omitempty"`
 	ApplyRun        string `json:"apply_run,omitempty"`
 	ReplanOf        string `json:"replan_of,omitempty"`
+	DiscardedBy     string `json:"discarded_by,omitempty"`
+	DiscardWhy      string `json:"discard_why,omitempty"`
 	CommittedSerial int64  `json:"committed_serial,omitempty"`
 }
 
@@ -87,7 +89,7 @@ func toRun(r *engine.Run) *jRun {
 	j := &jRun{
 		ID: r.ID, Kind: string(r.Kind), State: r.State, Actor: r.Actor, Status: string(r.Status), Reason: r.Reason,
 		PR: toPR(r.PR), CreatedAt: jtime(r.CreatedAt), UpdatedAt: jtime(r.UpdatedAt), FinishedAt: jtimePtr(r.FinishedAt),
-		PlanRun: r.PlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
+		PlanRun: r.PlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf, DiscardedBy: r.DiscardedBy, DiscardWhy: r.DiscardWhy,
 		CommittedSerial: r.CommittedSerial,
 	}
 	if r.Holder.Host != "" {

@@ -103,6 +103,7 @@ func goldenCases() []goldenCase {
 		{"why", "interrupted", why(whyInterrupted)},
 		{"why", "waiting", why(whyWaiting)},
 		{"why", "pending", why(whyPending)},
+		{"why", "plan-discarded", why(whyPlanDiscarded)},
 		{"why", "plan-open-again", why(whyPlanOpenAgain)},
 		{"why", "interrupted-tainted", why(func() *engine.Why { return whyFrom(storyInterrupted(), engine.VerdictInterrupted) })},
 		{"why", "lease-expired-recoverable", why(func() *engine.Why { return whyFrom(storyLeaseExpiredRecoverable(), engine.VerdictFailed) })},

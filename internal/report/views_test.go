@@ -211,6 +211,17 @@ func whyPending() *engine.Why {
 	return &engine.Why{Run: s.Run, Verdict: engine.VerdictPending, Reason: "plan not applied yet", SincePlan: s.SincePlan, Overlaps: s.Overlaps}
 }
 
+// whyPlanDiscarded: a plan closed by `kl run discard --reason obsolete`
+// before any apply: closed, never "pending".
+func whyPlanDiscarded() *engine.Why {
+	s := storyPlanOpen()
+	r := s.Run
+	r.Status, r.Reason, r.DiscardedBy, r.DiscardWhy = engine.StatusSuperseded, "discarded by carol: obsolete", "carol", "obsolete"
+	done := at(900)
+	r.FinishedAt = &done
+	return &engine.Why{Run: r, Plan: &r, Verdict: engine.VerdictClosed, Reason: "discarded by carol: obsolete", SincePlan: s.SincePlan}
+}
+
 func statusWaiter() *engine.Status {
 	bobWrites := []engine.Address{vpc, subnet}
 	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {

@@ -66,6 +66,9 @@ func whyVerdict(y *engine.Why) verdict {
 			return verdict{string(y.Verdict), tn, w}
 		}
 		return verdict{string(y.Verdict), toneInfo, words(strongT(toneInfo, "pending"), reasonSuffix(y.Reason))}
+	case engine.VerdictClosed:
+		// Superseded, discarded or stale before any apply of its own.
+		return verdict{string(y.Verdict), toneWarn, words(strongT(toneWarn, "closed"), reasonSuffix(y.Reason))}
 	case engine.VerdictAllowed:
 		s := words(strongT(toneGood, "allowed"))
 		if len(y.Facts) > 0 {
@@ -112,7 +115,7 @@ func whyDoc(y *engine.Why) *doc {
 	case y.Verdict == engine.VerdictPending && y.Run.Status == engine.StatusPlanned && y.Run.Envelope != nil:
 		next, _ := openPlanNext(y.Run, y.SincePlan)
 		d.summary = append(d.summary, fields{{"next", next}})
-	case neverPlanned(y):
+	case neverPlanned(y), y.Verdict == engine.VerdictClosed:
 		d.summary = append(d.summary, fields{{"next", words("it can never be applied: plan again, ", code(replanCommand(y.Run, nil)))}})
 	}
 	// What Terraform wrote that no version holds (t is the apply, or the

@@ -12,7 +12,9 @@ import (
 // CreateState is engine.Store.CreateState over db: it stores a new state
 // and its first version (serial init.Serial, commit mode init: InitVersion)
 // in one transaction, stamped with the store's clock. ErrConflict if the
-// name exists (two processes creating one state: exactly one wins);
+// name exists (two processes creating one state: exactly one wins) or
+// another state has the lineage (a unique index: one Terraform lineage is
+// one Kilolock state);
 // ErrInvalid for an empty name or lineage, or a snapshot whose serial or
 // lineage disagree (CheckNewState).
 func CreateState(ctx context.Context, db DB, init engine.NewState) (engine.State, error) {
@@ -31,6 +33,14 @@ func CreateState(ctx context.Context, db DB, init engine.NewState) (engine.State
 		}
 		return tx.InsertVersion(ctx, InitVersion(init, now), init.Snapshot)
 	})
+	if errors.Is(err, engine.ErrConflict) {
+		// The name or the lineage (migrations 00003) is taken: say which.
+		if _, gerr := db.LockState(ctx, init.Name); errors.Is(gerr, engine.ErrNotFound) {
+			return engine.State{}, fmt.Errorf("creating state %s: another state already has lineage %s: adopting one Terraform state twice would fork it: %w",
+				init.Name, init.Lineage, err)
+		}
+		return engine.State{}, fmt.Errorf("creating state %s: the state exists: %w", init.Name, err)
+	}
 	if err != nil {
 		return engine.State{}, fmt.Errorf("creating state %s: %w", init.Name, err)
 	}

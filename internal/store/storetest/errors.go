@@ -2,7 +2,10 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unicode"
@@ -34,6 +37,18 @@ func testErrors(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			"Markers unknown run": {func() error { _, err := f.s.Markers(f.ctx, "nope"); return err }, engine.ErrNotFound},
 			"CreateState existing": {func() error {
 				_, err := f.s.CreateState(f.ctx, NewState("s"))
+				return err
+			}, engine.ErrConflict},
+			"CreateState lineage taken": {func() error {
+				// One Terraform lineage is one Kilolock state, even when
+				// two adoptions race past the engine's check.
+				init := NewState("s2")
+				doc, _ := json.Marshal(testDoc{Version: 4, Lineage: lineageOf("s"), Resources: []testResource{}})
+				init.Lineage, init.Snapshot = lineageOf("s"), doc
+				_, err := f.s.CreateState(f.ctx, init)
+				if err != nil && !strings.Contains(err.Error(), "another state already has lineage "+lineageOf("s")) {
+					return fmt.Errorf("error %q does not name the lineage: %w", err, engine.ErrInvalid)
+				}
 				return err
 			}, engine.ErrConflict},
 			"CreateRun existing": {func() error { return f.s.CreateRun(f.ctx, r) }, engine.ErrConflict},

@@ -1,0 +1,54 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStatusErrorWords: each refusal of a plan that is not open says why in
+// the operator's words — a discard by whom, when and why, taken from the
+// run's fields, so an actor with ": " in its name is not split.
+func TestStatusErrorWords(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		err        StatusError
+		want, deny []string
+	}{
+		"discarded with a reason": {
+			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, At: at, DiscardedBy: "ops: team", DiscardWhy: "obsolete"},
+			want: []string{"plan run P was discarded by ops: team at 2026-11-29T12:00:00Z (obsolete) and cannot be applied"},
+			deny: []string{"superseded"},
+		},
+		"discarded without a reason": {
+			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, DiscardedBy: "alice"},
+			want: []string{"plan run P was discarded by alice and cannot be applied: plan again"},
+		},
+		"superseded by a push": {
+			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, Reason: "discarded by a newer push"},
+			want: []string{"plan run P is superseded and cannot be applied (see `kl why P`)"},
+			deny: []string{"was discarded"},
+		},
+		"applied": {
+			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusApplied, By: "A"},
+			want: []string{"plan run P was already applied by run A"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			msg := tc.err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("Error() = %q; want %q in it", msg, w)
+				}
+			}
+			for _, d := range tc.deny {
+				if strings.Contains(msg, d) {
+					t.Errorf("Error() = %q; must not say %q", msg, d)
+				}
+			}
+		})
+	}
+}
