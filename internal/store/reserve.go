@@ -49,14 +49,12 @@ func Acquire(ctx context.Context, db DB, req engine.AcquireRequest) (engine.Acqu
 		if _, err := tx.LockState(ctx, req.State); err != nil {
 			return fmt.Errorf("state %s: %w", req.State, err)
 		}
-		if _, err := tx.GetRun(ctx, req.Run); err != nil {
-			return fmt.Errorf("run %s: %w", req.Run, err)
-		}
 		now, err := tx.Now(ctx)
 		if err != nil {
 			return err
 		}
-		// The sweep locks req.Run with the runs it sweeps (one lock order).
+		// The sweep locks req.Run with the runs it sweeps (one lock order;
+		// an unknown run is skipped there and not found just below).
 		if _, err := sweep(ctx, tx, now, req.Run); err != nil {
 			return err
 		}
