@@ -1,6 +1,9 @@
 package report
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // The report model: every view builds one doc, which the text and Markdown
 // renderers lay out. A doc is a title, a summary (the part Truncate always
@@ -49,14 +52,49 @@ type span struct {
 // entry is written in.
 type sentence []span
 
-func txt(s string) span                   { return span{kind: kText, text: s} }
-func code(s string) span                  { return span{kind: kCode, text: s} }
-func strong(s string) span                { return span{kind: kStrong, text: s} }
-func toned(t tone, s string) span         { return span{kind: kText, text: s, tone: t} }
-func runSpan(id string) span              { return span{kind: kRun, text: id} }
+func txt(s string) span                   { return span{kind: kText, text: inert(s)} }
+func code(s string) span                  { return span{kind: kCode, text: inert(s)} }
+func strong(s string) span                { return span{kind: kStrong, text: inert(s)} }
+func toned(t tone, s string) span         { return span{kind: kText, text: inert(s), tone: t} }
+func runSpan(id string) span              { return span{kind: kRun, text: inert(id)} }
 func markSpan(m mark) span                { return span{kind: kMark, text: m.sym, tone: m.tone} }
-func linkSpan(text, url string) span      { return span{kind: kLink, text: text, url: url} }
-func strongT(t tone, s string) span       { return span{kind: kStrong, text: s, tone: t} }
+func linkSpan(text, url string) span      { return span{kind: kLink, text: inert(text), url: url} }
+func strongT(t tone, s string) span       { return span{kind: kStrong, text: inert(s), tone: t} }
+
+// inert makes stored text safe to print: every control character but tab
+// and newline (C0, DEL, C1 — an ESC would drive the reader's terminal) and
+// every bidirectional override or isolate (which reorder what a reviewer
+// reads, CVE-2021-42574) is written as a Go escape ("\x1b", "\u202e").
+// Actors, reasons and Terraform's messages come from other people and
+// older versions of kl; kl refuses such characters on input, and this keeps
+// what an older store holds from reaching a terminal or a PR comment raw.
+func inert(s string) string {
+	if strings.IndexFunc(s, unsafeRune) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n':
+		return false
+	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
+		return true
+	}
+	return false
+}
 func (s sentence) add(p ...span) sentence { return append(s, p...) }
 
 // words builds a sentence from strings (plain words), spans and sentences.

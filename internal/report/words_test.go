@@ -216,3 +216,35 @@ func TestDiscardedMarkerWords(t *testing.T) {
 		})
 	}
 }
+
+// TestInert: stored text from other people (actors, reasons, Terraform's
+// messages) is printed with its control characters and bidi overrides
+// escaped, in every renderer; tabs, newlines and other Unicode stay.
+func TestInert(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ in, want string }{
+		"plain":         {"alice", "alice"},
+		"unicode":       {"zoë → ops", "zoë → ops"},
+		"tab, newline":  {"a\tb\nc", "a\tb\nc"},
+		"escape":        {"evil\x1b[31mRED", `evil\x1b[31mRED`},
+		"carriage":      {"ok\rFAKE", `ok\rFAKE`},
+		"C1 CSI":        {"x\u009by", `x\u009by`},
+		"bidi override": {"admin\u202egnp.exe", `admin\u202egnp.exe`},
+		"isolate":       {"a\u2066b", `a\u2066b`},
+		"delete":        {"a\x7fb", `a\x7fb`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := inert(tc.in); got != tc.want {
+				t.Errorf("inert(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			s := words("by ", strong(tc.in))
+			for _, o := range []Options{{}, {Color: true}} {
+				if got := (textPainter{color: o.Color}).sentence(s); strings.Contains(got, "\x1b[31m") || strings.ContainsRune(got, '\u202e') {
+					t.Errorf("text rendering of %q kept a raw control: %q", tc.in, got)
+				}
+			}
+		})
+	}
+}
