@@ -52,14 +52,14 @@ type span struct {
 // entry is written in.
 type sentence []span
 
-func txt(s string) span                   { return span{kind: kText, text: inert(s)} }
-func code(s string) span                  { return span{kind: kCode, text: inert(s)} }
-func strong(s string) span                { return span{kind: kStrong, text: inert(s)} }
-func toned(t tone, s string) span         { return span{kind: kText, text: inert(s), tone: t} }
-func runSpan(id string) span              { return span{kind: kRun, text: inert(id)} }
-func markSpan(m mark) span                { return span{kind: kMark, text: m.sym, tone: m.tone} }
-func linkSpan(text, url string) span      { return span{kind: kLink, text: inert(text), url: url} }
-func strongT(t tone, s string) span       { return span{kind: kStrong, text: inert(s), tone: t} }
+func txt(s string) span              { return span{kind: kText, text: inert(s)} }
+func code(s string) span             { return span{kind: kCode, text: inert(s)} }
+func strong(s string) span           { return span{kind: kStrong, text: inert(s)} }
+func toned(t tone, s string) span    { return span{kind: kText, text: inert(s), tone: t} }
+func runSpan(id string) span         { return span{kind: kRun, text: inert(id)} }
+func markSpan(m mark) span           { return span{kind: kMark, text: m.sym, tone: m.tone} }
+func linkSpan(text, url string) span { return span{kind: kLink, text: inert(text), url: url} }
+func strongT(t tone, s string) span  { return span{kind: kStrong, text: inert(s), tone: t} }
 
 // inert makes stored text safe to print: every control character but tab
 // and newline (C0, DEL, C1 — an ESC would drive the reader's terminal) and
