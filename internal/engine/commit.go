@@ -257,7 +257,8 @@ type commitSpec struct {
 	// leaseLost marks the commit after the run's reservations expired:
 	// the drift's Lost says why the head kept each address, from since
 	// (the versions after the plan's source serial) and held (other runs'
-	// reservations on changed addresses).
+	// reservations on changed addresses). A recovery fills Lost the same
+	// way.
 	leaseLost bool
 	since     []Version
 	held      []Reservation
@@ -307,8 +308,14 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 				return CommitResult{}, err
 			}
 			reason := spec.reason
-			if spec.leaseLost {
+			if spec.leaseLost || spec.recovered != nil {
+				// Both merge only what the head has not changed since the
+				// snapshot Terraform applied to: say why each kept address
+				// was kept, and that this apply's change to it is in no
+				// version.
 				d.Lost = lostWrites(d.Kept, spec.since, spec.held)
+			}
+			if spec.leaseLost {
 				if len(d.Lost) > 0 {
 					reason += "; " + lostText(d.Lost)
 				}

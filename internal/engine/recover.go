@@ -106,9 +106,13 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 			lo.artifact, lo.baseSerial)}
 	}
 	a := &applier{e: e, run: run, plan: plan, state: st, pf: &planFiles{run: plan}}
-	keep, _, err := a.heldByOthers(ctx, lo.changed)
+	keep, held, err := a.heldByOthers(ctx, lo.changed)
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: %w", id, err)
+	}
+	since, err := e.Store.VersionsAfter(ctx, st.Name, lo.baseSerial)
+	if err != nil {
+		return nil, fmt.Errorf("recovering run %s: reading versions after %d: %w", id, lo.baseSerial, err)
 	}
 	tainted, err := parseAddresses(lo.result.Tainted())
 	if err != nil {
@@ -116,7 +120,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	}
 	planned := plan.Envelope.Footprint.Write
 	spec := commitSpec{
-		keep: keep, status: run.Status, reason: run.Reason, partial: true,
+		keep: keep, status: run.Status, reason: run.Reason, partial: true, since: since, held: held,
 		drift: Drift{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
 		recovered: &Marker{Kind: MarkerRecovered, Extra: map[string]string{
 			extraArtifact: lo.artifact, "holder": e.Holder.String(),

@@ -188,6 +188,12 @@ func TestRecover(t *testing.T) {
 	if !sameSet(v.Changed, addrs("a")) {
 		t.Fatalf("version changed %v; want a only", v.Changed)
 	}
+	// Each kept address says why: b by the version that changed it, c by
+	// the run that holds it.
+	if l := p.Drift.Lost; len(l) != 2 || l[0].Address != "terraform_data.b" || l[0].Serial != headBefore || l[0].Run == "" ||
+		l[1].Address != "terraform_data.c" || l[1].Run != holder.ID || !l[1].Held {
+		t.Fatalf("drift lost = %+v; want b kept for version %d, c held by run %s", l, headBefore, holder.ID)
+	}
 	hs, _ := h.head()
 	if got := hs.inputs(); got["a"] != "a1" || got["b"] != "b2" || got["c"] != "c0" {
 		t.Fatalf("head inputs = %v; want a1 (recovered), b2 (the newer version's), c0 (held by another run)", got)

@@ -286,7 +286,7 @@ func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 	}
 	if len(v.Changed) == 0 && len(lost) > 0 {
 		// Kept on purpose: the provenance of an apply that ran.
-		f = f.addField("changed", words("nothing: the head kept every address this apply wrote (its lease had lapsed); this version records that the apply ran and where its changes went"))
+		f = f.addField("changed", words("nothing: the head kept every address this apply wrote; this version records that the apply ran and where its changes went"))
 		return f
 	}
 	f = f.addField("changed", words(countWords(v.Changed)+"; the snapshot holds "+plural(v.Resources, "resource", "resources")))
@@ -294,8 +294,9 @@ func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 }
 
 // lostWords tells one address the head kept after the apply's lease
-// lapsed (engine.LostWrite): "terraform_data.a: the head keeps version 7
-// by run X (alice), which changed it while this apply's lease had lapsed;
+// lapsed, or in a recovery (engine.LostWrite): "terraform_data.a: the head
+// keeps version 7 by run X (alice), which changed it after the snapshot
+// this apply's Terraform applied to;
 // what this apply did to it is in no version: check the real object, then
 // import or remove it".
 func lostWords(l engine.LostWrite) sentence {
@@ -306,7 +307,7 @@ func lostWords(l engine.LostWrite) sentence {
 		if l.Run != "" {
 			s = words(s, " by ", who(l.Run, l.Actor, l.PR))
 		}
-		s = s.add(txt(", which changed it while this apply's lease had lapsed"))
+		s = s.add(txt(", which changed it after the snapshot this apply's Terraform applied to"))
 	case l.Run != "":
 		s = words(s, "it: ", who(l.Run, l.Actor, l.PR), " holds it")
 	default:
