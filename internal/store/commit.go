@@ -9,7 +9,7 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-// CreateState is engine.Store.CreateState over db: it stores a new state
+// CreateState is engine.Store.CreateState over a.DB: it stores a new state
 // and its first version (serial init.Serial, commit mode init: InitVersion)
 // in one transaction, stamped with the store's clock. ErrConflict if the
 // name exists (two processes creating one state: exactly one wins) or
@@ -17,7 +17,8 @@ import (
 // one Kilolock state);
 // ErrInvalid for an empty name or lineage, or a snapshot whose serial or
 // lineage disagree (CheckNewState).
-func CreateState(ctx context.Context, db DB, init engine.NewState) (engine.State, error) {
+func (a Algorithms) CreateState(ctx context.Context, init engine.NewState) (engine.State, error) {
+	db := a.DB
 	if err := CheckNewState(init); err != nil {
 		return engine.State{}, fmt.Errorf("creating state: %w", err)
 	}
@@ -47,12 +48,13 @@ func CreateState(ctx context.Context, db DB, init engine.NewState) (engine.State
 	return st, nil
 }
 
-// CreateRun is engine.Store.CreateRun over db: it checks r (CheckRun) and
+// CreateRun is engine.Store.CreateRun over a.DB: it checks r (CheckRun) and
 // stores it as NewRun leaves it — CreatedAt defaults to the store's clock,
 // UpdatedAt to CreatedAt, times in UTC. ErrConflict if the id exists;
 // ErrNotFound if its state does not; ErrInvalid for a run without id,
 // kind, state or status.
-func CreateRun(ctx context.Context, db DB, r engine.Run) error {
+func (a Algorithms) CreateRun(ctx context.Context, r engine.Run) error {
+	db := a.DB
 	if err := CheckRun(r); err != nil {
 		return fmt.Errorf("creating run: %w", err)
 	}
@@ -69,7 +71,7 @@ func CreateRun(ctx context.Context, db DB, r engine.Run) error {
 	return nil
 }
 
-// Commit is engine.Store.Commit over db: it writes version head+1 of
+// Commit is engine.Store.Commit over a.DB: it writes version head+1 of
 // req.State in ONE transaction (DESIGN.md apply step 6; ADR D5). It first
 // locks the state (Executor.LockState): another commit or acquisition on
 // the state — in this process or any other — waits until this one ends,
@@ -88,7 +90,8 @@ func CreateRun(ctx context.Context, db DB, r engine.Run) error {
 // written. ErrNotFound for an unknown state or run; ErrInvalid without a
 // Merge, or for a run update that changes the id or empties a required
 // field.
-func Commit(ctx context.Context, db DB, req engine.CommitRequest) (engine.Version, error) {
+func (a Algorithms) Commit(ctx context.Context, req engine.CommitRequest) (engine.Version, error) {
+	db := a.DB
 	if req.Merge == nil {
 		return engine.Version{}, fmt.Errorf("committing run %s to state %s: no merge function: %w", req.Run, req.State, engine.ErrInvalid)
 	}
@@ -196,7 +199,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	return v, nil
 }
 
-// UpdateRun is engine.Store.UpdateRun over db: in one transaction it reads
+// UpdateRun is engine.Store.UpdateRun over a.DB: in one transaction it reads
 // run id under its lock (Executor.LockRun: a concurrent UpdateRun of the
 // same run waits, then reads what this one wrote), checks its status is
 // one of from (StatusAllowed: any if empty, else a *engine.StatusError
@@ -206,7 +209,8 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 // (DB.InTx). An error from fn aborts the update and is returned wrapped.
 // ErrNotFound if the run is unknown; ErrInvalid if fn changes the id or
 // empties a required field (CheckRun).
-func UpdateRun(ctx context.Context, db DB, id string, from []engine.RunStatus, fn func(*engine.Run) error, markers ...engine.Marker) (engine.Run, error) {
+func (a Algorithms) UpdateRun(ctx context.Context, id string, from []engine.RunStatus, fn func(*engine.Run) error, markers ...engine.Marker) (engine.Run, error) {
+	db := a.DB
 	var out engine.Run
 	err := db.InTx(ctx, func(tx Executor) error {
 		r, err := tx.LockRun(ctx, id)
@@ -247,14 +251,15 @@ func UpdateRun(ctx context.Context, db DB, id string, from []engine.RunStatus, f
 	return out, nil
 }
 
-// RenewRun is engine.Store.RenewRun over db: it extends the run's own lease
+// RenewRun is engine.Store.RenewRun over a.DB: it extends the run's own lease
 // (engine.Run.LeaseUntil) to now+lease in one transaction, under the run's
 // lock, while the run is in progress (RenewRunLease). ErrLeaseLost when it
 // is not (finished, or ended by the lease sweep — which takes the same
 // lock, so the two never interleave); ErrNotFound for an unknown run;
 // ErrInvalid for a lease <= 0 (CheckLease). UpdatedAt is left alone and no
 // marker is written.
-func RenewRun(ctx context.Context, db DB, run string, lease time.Duration) error {
+func (a Algorithms) RenewRun(ctx context.Context, run string, lease time.Duration) error {
+	db := a.DB
 	if err := CheckLease(lease); err != nil {
 		return fmt.Errorf("renewing the lease of run %s: %w", run, err)
 	}
@@ -278,12 +283,13 @@ func RenewRun(ctx context.Context, db DB, run string, lease time.Duration) error
 	return nil
 }
 
-// AddMarkers is engine.Store.AddMarkers over db: it appends markers to run
+// AddMarkers is engine.Store.AddMarkers over a.DB: it appends markers to run
 // in one transaction under the run's lock, numbering them after the run's
 // last marker (Seq 1, 2, 3…) and stamping At with now when it is zero.
 // ErrNotFound if the run is unknown; ErrInvalid for a marker without a
 // kind.
-func AddMarkers(ctx context.Context, db DB, run string, markers ...engine.Marker) error {
+func (a Algorithms) AddMarkers(ctx context.Context, run string, markers ...engine.Marker) error {
+	db := a.DB
 	err := db.InTx(ctx, func(tx Executor) error {
 		if _, err := tx.LockRun(ctx, run); err != nil {
 			return err

@@ -128,3 +128,13 @@ type DB interface {
 	// their arguments and set their results afresh on every run.
 	InTx(ctx context.Context, fn func(tx Executor) error) error
 }
+
+// Algorithms are the engine.Store methods whose logic is the same on every
+// database — CreateState, CreateRun, Commit, UpdateRun, RenewRun,
+// AddMarkers, Acquire, Reservations, Renew, Release, ExpireLeases — written
+// once over an adapter's DB. An adapter embeds Algorithms in its Store (set
+// when it opens) and implements the rest of engine.Store, its reads, in its
+// own dialect.
+type Algorithms struct {
+	DB DB
+}

@@ -21,7 +21,7 @@ import (
 // Acquire has already treated as lapsed. The lease sweep deletes a lapsed
 // row before any check reads the state's reservations.
 
-// Acquire is engine.Store.Acquire over db: it takes all of
+// Acquire is engine.Store.Acquire over a.DB: it takes all of
 // req.Reservations for req.Run on req.State, or none (ADR D2, DESIGN.md
 // apply step 2). In one transaction it locks the state, reads the clock,
 // runs the lease sweep (sweep; it also locks req.Run), then checks the
@@ -37,7 +37,8 @@ import (
 // it — takes nothing: a *engine.StatusError (AcquireAllowed; the sweep
 // still commits). ErrNotFound for an unknown state or run; ErrInvalid for a
 // malformed request (CheckAcquire).
-func Acquire(ctx context.Context, db DB, req engine.AcquireRequest) (engine.AcquireResult, error) {
+func (a Algorithms) Acquire(ctx context.Context, req engine.AcquireRequest) (engine.AcquireResult, error) {
+	db := a.DB
 	if err := CheckAcquire(req); err != nil {
 		return engine.AcquireResult{}, fmt.Errorf("acquiring reservations for run %s: %w", req.Run, err)
 	}
@@ -122,11 +123,12 @@ func describeBlockers(ctx context.Context, tx Executor, blockers []engine.Blocke
 	return nil
 }
 
-// Reservations is engine.Store.Reservations over db: the reservations of
+// Reservations is engine.Store.Reservations over a.DB: the reservations of
 // state (every state if "") live at the store clock's now, ordered by
 // state, address, mode and run. It only reads: lapsed rows not yet swept
 // are left out, not deleted.
-func Reservations(ctx context.Context, db DB, state string) ([]engine.Reservation, error) {
+func (a Algorithms) Reservations(ctx context.Context, state string) ([]engine.Reservation, error) {
+	db := a.DB
 	now, err := db.Now(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing reservations of state %q: %w", state, err)
@@ -138,12 +140,13 @@ func Reservations(ctx context.Context, db DB, state string) ([]engine.Reservatio
 	return out, nil
 }
 
-// Renew is engine.Store.Renew over db: it extends every live reservation
+// Renew is engine.Store.Renew over a.DB: it extends every live reservation
 // of run to now+lease, in a transaction that first runs the lease sweep.
 // ErrLeaseLost if the run holds none any more — they lapsed (the sweep then
 // marks the run lease-expired, and commits that) or were never taken.
 // ErrInvalid for a lease <= 0 (CheckLease).
-func Renew(ctx context.Context, db DB, run string, lease time.Duration) error {
+func (a Algorithms) Renew(ctx context.Context, run string, lease time.Duration) error {
+	db := a.DB
 	if err := CheckLease(lease); err != nil {
 		return fmt.Errorf("renewing reservations of run %s: %w", run, err)
 	}
@@ -168,11 +171,12 @@ func Renew(ctx context.Context, db DB, run string, lease time.Duration) error {
 	return nil
 }
 
-// Release is engine.Store.Release over db: it drops every reservation of
+// Release is engine.Store.Release over a.DB: it drops every reservation of
 // run, under the run's lock, and appends a "released" marker
 // (ReleasedMarker: Count = reservations dropped) when it held any.
 // Releasing nothing — or for an unknown run — is not an error.
-func Release(ctx context.Context, db DB, run string) error {
+func (a Algorithms) Release(ctx context.Context, run string) error {
+	db := a.DB
 	err := db.InTx(ctx, func(tx Executor) error {
 		if _, err := tx.LockRun(ctx, run); err != nil {
 			if isNotFound(err) {

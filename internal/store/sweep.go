@@ -10,12 +10,13 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-// ExpireLeases is engine.Store.ExpireLeases over db: it runs the lease
+// ExpireLeases is engine.Store.ExpireLeases over a.DB: it runs the lease
 // sweep (sweep) in one transaction at the store clock's now and returns the
 // runs it expired, sorted. Concurrent sweeps in several processes split the
 // work: each lapsed reservation is deleted, and each run expired and
 // marked, once.
-func ExpireLeases(ctx context.Context, db DB) ([]string, error) {
+func (a Algorithms) ExpireLeases(ctx context.Context) ([]string, error) {
+	db := a.DB
 	var runs []string
 	err := db.InTx(ctx, func(tx Executor) error {
 		now, err := tx.Now(ctx)

@@ -67,6 +67,12 @@ const txAttempts = 5
 // Store is the PostgreSQL engine.Store. It is safe for concurrent use by
 // many goroutines and, through the same database, by many processes.
 type Store struct {
+	// Algorithms are the engine.Store methods written once (store.Algorithms):
+	// CreateState, CreateRun, Commit, UpdateRun, RenewRun, AddMarkers,
+	// Acquire, Reservations, Renew, Release, ExpireLeases, over this
+	// adapter's statements (its executor).
+	store.Algorithms
+
 	pool  *pgxpool.Pool
 	clock func() time.Time
 }
@@ -135,6 +141,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
 	}
 	s := &Store{pool: pool, clock: o.clock}
+	s.Algorithms = store.Algorithms{DB: s.database()}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("opening PostgreSQL store: %w", s.mapErr(err)) // names the server

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kilolock/kilolock/internal/engine"
-	"github.com/kilolock/kilolock/internal/store"
 )
 
 // Reservations are rows; the state row lock is the guard. Acquire locks the
@@ -32,41 +31,6 @@ import (
 // the state row, then run rows in id order, then reservation rows. The
 // algorithms are store's (store.Acquire, store.Renew, store.Release,
 // store.ExpireLeases); this file holds their statements.
-
-// Acquire is store.Acquire (ADR D2, DESIGN.md apply step 2): all of
-// req.Reservations or none, in one transaction that locks the state row,
-// reads the database clock and runs the lease sweep (which also locks
-// req.Run) before it checks. Errors as there: a *engine.ConflictError or a
-// *engine.StatusError (the sweep still commits), ErrNotFound, ErrInvalid.
-func (s *Store) Acquire(ctx context.Context, req engine.AcquireRequest) (engine.AcquireResult, error) {
-	return store.Acquire(ctx, s.database(), req)
-}
-
-// Reservations is store.Reservations at the database clock's now: the live
-// reservations of state (every state if ""), read without locks.
-func (s *Store) Reservations(ctx context.Context, state string) ([]engine.Reservation, error) {
-	return store.Reservations(ctx, s.database(), state)
-}
-
-// Renew is store.Renew at the database clock's now: the sweep, then every
-// live reservation of run extended to now+lease in one UPDATE.
-// ErrLeaseLost if it holds none; ErrInvalid for a lease <= 0.
-func (s *Store) Renew(ctx context.Context, run string, lease time.Duration) error {
-	return store.Renew(ctx, s.database(), run, lease)
-}
-
-// Release is store.Release under the run's row lock: every reservation of
-// run dropped, with a "released" marker when there were any.
-func (s *Store) Release(ctx context.Context, run string) error {
-	return store.Release(ctx, s.database(), run)
-}
-
-// ExpireLeases is store.ExpireLeases at the database clock's now. Sweeps
-// racing in several processes split the work: each lapsed reservation is
-// deleted, and each run expired and marked, once.
-func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
-	return store.ExpireLeases(ctx, s.database())
-}
 
 // InsertReservations stores rs (store.Wanted: one row per address and mode,
 // all with one state, run, holder and lease) in one statement, replacing a

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,14 +17,6 @@ import (
 // engine.Run as JSON in body; both are written together from one value by
 // InsertRun/SaveRun, and reads decode body. A field added to engine.Run is
 // therefore stored without a migration.
-
-// CreateRun is store.CreateRun: the run stored on its own (no transaction),
-// CreatedAt defaulting to the database clock. ErrConflict if the id exists;
-// ErrNotFound if its state does not; ErrInvalid for a run store.CheckRun
-// refuses.
-func (s *Store) CreateRun(ctx context.Context, r engine.Run) error {
-	return store.CreateRun(ctx, s.database(), r)
-}
 
 func runArgs(r engine.Run) ([]any, error) {
 	body, err := json.Marshal(r)
@@ -222,20 +213,6 @@ func (s *Store) ListRuns(ctx context.Context, q engine.RunQuery) ([]engine.Run, 
 	return out, nil
 }
 
-// UpdateRun is store.UpdateRun under the run's row lock: a concurrent
-// UpdateRun of the run, in any process, waits and then reads what this one
-// wrote — how exactly one of two concurrent applies claims a plan. Errors
-// as there: *engine.StatusError, fn's, ErrNotFound, ErrInvalid.
-func (s *Store) UpdateRun(ctx context.Context, id string, from []engine.RunStatus, fn func(*engine.Run) error, markers ...engine.Marker) (engine.Run, error) {
-	return store.UpdateRun(ctx, s.database(), id, from, fn, markers...)
-}
-
-// AddMarkers is store.AddMarkers under the run's row lock: markers
-// numbered after the run's last. ErrNotFound if the run is unknown.
-func (s *Store) AddMarkers(ctx context.Context, run string, markers ...engine.Marker) error {
-	return store.AddMarkers(ctx, s.database(), run, markers...)
-}
-
 func (s *Store) runExists(ctx context.Context, run string) error {
 	var one int
 	return s.mapErr(s.pool.QueryRow(ctx, `SELECT 1 FROM runs WHERE id = $1`, run).Scan(&one))
@@ -355,12 +332,4 @@ func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, erro
 		data = []byte{}
 	}
 	return data, nil
-}
-
-// RenewRun is store.RenewRun under the run's row lock, at the database
-// clock's now — the lease sweep takes the same lock, so the two never
-// interleave. ErrLeaseLost when the run is no longer in progress;
-// ErrNotFound for an unknown run; ErrInvalid for a lease <= 0.
-func (s *Store) RenewRun(ctx context.Context, run string, lease time.Duration) error {
-	return store.RenewRun(ctx, s.database(), run, lease)
 }

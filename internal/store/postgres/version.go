@@ -11,14 +11,6 @@ import (
 	"github.com/kilolock/kilolock/internal/store"
 )
 
-// CreateState is store.CreateState in one transaction stamped with the
-// database clock: the state and its first version. ErrConflict if the name
-// exists (of two processes creating one state, exactly one wins);
-// ErrInvalid for a request store.CheckNewState refuses.
-func (s *Store) CreateState(ctx context.Context, init engine.NewState) (engine.State, error) {
-	return store.CreateState(ctx, s.database(), init)
-}
-
 // GetState returns the named state with its head serial. ErrNotFound if
 // unknown.
 func (s *Store) GetState(ctx context.Context, name string) (engine.State, error) {
@@ -276,14 +268,4 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 		out[i].Changed = changed[out[i].Serial]
 	}
 	return out, nil
-}
-
-// Commit is store.Commit (DESIGN.md apply step 6; ADR D5), whose doc gives
-// the steps and errors: version head+1 of req.State in ONE transaction. The
-// state row lock (FOR NO KEY UPDATE) makes every other commit or
-// acquisition on the state, in any process, wait and then see the head this
-// one wrote. Merge runs under that lock — quick, no I/O — and runs again if
-// PostgreSQL breaks a deadlock.
-func (s *Store) Commit(ctx context.Context, req engine.CommitRequest) (engine.Version, error) {
-	return store.Commit(ctx, s.database(), req)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
-	"github.com/kilolock/kilolock/internal/store"
 )
 
 // Reservations are rows; the write transaction is the only guard. Acquire
@@ -16,39 +15,6 @@ import (
 // insert a conflicting row in between (DESIGN.md apply step 2). The
 // algorithms are store's (store.Acquire, store.Renew, store.Release,
 // store.ExpireLeases); this file holds their statements.
-
-// Acquire is store.Acquire (ADR D2, DESIGN.md apply step 2): all of
-// req.Reservations or none, in one IMMEDIATE write transaction that first
-// runs the lease sweep. Errors as there: a *engine.ConflictError or a
-// *engine.StatusError (the sweep still commits), ErrNotFound, ErrInvalid.
-func (s *Store) Acquire(ctx context.Context, req engine.AcquireRequest) (engine.AcquireResult, error) {
-	return store.Acquire(ctx, s.database(), req)
-}
-
-// Reservations is store.Reservations: the live reservations of state (every
-// state if ""), read without a transaction.
-func (s *Store) Reservations(ctx context.Context, state string) ([]engine.Reservation, error) {
-	return store.Reservations(ctx, s.database(), state)
-}
-
-// Renew is store.Renew in one IMMEDIATE write transaction: every live
-// reservation of run extended to now+lease. ErrLeaseLost if it holds none;
-// ErrInvalid for a lease <= 0.
-func (s *Store) Renew(ctx context.Context, run string, lease time.Duration) error {
-	return store.Renew(ctx, s.database(), run, lease)
-}
-
-// Release is store.Release in one IMMEDIATE write transaction: every
-// reservation of run dropped, with a "released" marker when there were any.
-func (s *Store) Release(ctx context.Context, run string) error {
-	return store.Release(ctx, s.database(), run)
-}
-
-// ExpireLeases is store.ExpireLeases: the lease sweep in one IMMEDIATE write
-// transaction; it returns the runs it expired, sorted.
-func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
-	return store.ExpireLeases(ctx, s.database())
-}
 
 // InsertReservations stores rs, replacing a row of the same run, address
 // and mode (store.Executor).

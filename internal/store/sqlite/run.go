@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/store"
@@ -15,14 +14,6 @@ import (
 // engine.Run as JSON in body; both are written together from one value by
 // InsertRun/SaveRun, and reads decode body. A field added to engine.Run is
 // therefore stored without a migration.
-
-// CreateRun is store.CreateRun: the run stored on its own (no transaction),
-// CreatedAt defaulting to the store's clock. ErrConflict if the id exists;
-// ErrNotFound if its state does not; ErrInvalid for a run store.CheckRun
-// refuses.
-func (s *Store) CreateRun(ctx context.Context, r engine.Run) error {
-	return store.CreateRun(ctx, s.database(), r)
-}
 
 func runArgs(r engine.Run) ([]any, error) {
 	body, err := json.Marshal(r)
@@ -204,20 +195,6 @@ func (s *Store) ListRuns(ctx context.Context, q engine.RunQuery) ([]engine.Run, 
 	return out, nil
 }
 
-// UpdateRun is store.UpdateRun in one IMMEDIATE write transaction, whose
-// write lock keeps every other writer out while it reads, checks (from) and
-// changes the run: how exactly one of two concurrent applies claims a plan.
-// Errors as there: *engine.StatusError, fn's, ErrNotFound, ErrInvalid.
-func (s *Store) UpdateRun(ctx context.Context, id string, from []engine.RunStatus, fn func(*engine.Run) error, markers ...engine.Marker) (engine.Run, error) {
-	return store.UpdateRun(ctx, s.database(), id, from, fn, markers...)
-}
-
-// AddMarkers is store.AddMarkers in one IMMEDIATE write transaction: markers
-// numbered after the run's last. ErrNotFound if the run is unknown.
-func (s *Store) AddMarkers(ctx context.Context, run string, markers ...engine.Marker) error {
-	return store.AddMarkers(ctx, s.database(), run, markers...)
-}
-
 // LastMarkerSeq returns the Seq of run's last marker, 0 if none
 // (store.Executor).
 func (e executor) LastMarkerSeq(ctx context.Context, run string) (int64, error) {
@@ -321,11 +298,4 @@ func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, erro
 		data = []byte{}
 	}
 	return data, nil
-}
-
-// RenewRun is store.RenewRun in one IMMEDIATE write transaction: the run's
-// own lease extended to now+lease while it is in progress. ErrLeaseLost when
-// it is not; ErrNotFound for an unknown run; ErrInvalid for a lease <= 0.
-func (s *Store) RenewRun(ctx context.Context, run string, lease time.Duration) error {
-	return store.RenewRun(ctx, s.database(), run, lease)
 }

@@ -53,6 +53,12 @@ type SchemaTooNewError = store.SchemaTooNewError
 // Store is the SQLite engine.Store. It is safe for concurrent use by many
 // goroutines and, through the same file, by many processes.
 type Store struct {
+	// Algorithms are the engine.Store methods written once (store.Algorithms):
+	// CreateState, CreateRun, Commit, UpdateRun, RenewRun, AddMarkers,
+	// Acquire, Reservations, Renew, Release, ExpireLeases, over this
+	// adapter's statements (its executor).
+	store.Algorithms
+
 	db          *sql.DB
 	path        string
 	busyTimeout time.Duration
@@ -138,6 +144,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	s := &Store{db: db, path: abs, busyTimeout: o.busyTimeout, clock: o.clock}
+	s.Algorithms = store.Algorithms{DB: s.database()}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)

@@ -9,14 +9,6 @@ import (
 	"github.com/kilolock/kilolock/internal/store"
 )
 
-// CreateState is store.CreateState in one IMMEDIATE write transaction: the
-// state and its first version (serial init.Serial, commit mode init).
-// ErrConflict if the name exists; ErrInvalid for a request
-// store.CheckNewState refuses.
-func (s *Store) CreateState(ctx context.Context, init engine.NewState) (engine.State, error) {
-	return store.CreateState(ctx, s.database(), init)
-}
-
 // GetState returns the named state with its head serial. ErrNotFound if
 // unknown.
 func (s *Store) GetState(ctx context.Context, name string) (engine.State, error) {
@@ -295,13 +287,4 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 		out[i].Changed = changed[out[i].Serial]
 	}
 	return out, nil
-}
-
-// Commit is store.Commit (DESIGN.md apply step 6; ADR D5), whose doc gives
-// the steps and errors: version head+1 of req.State in ONE transaction. The
-// IMMEDIATE transaction holds SQLite's write lock from its first statement,
-// so the head it reads cannot move until it commits, and Merge runs under
-// that lock: it must be quick and do no I/O.
-func (s *Store) Commit(ctx context.Context, req engine.CommitRequest) (engine.Version, error) {
-	return store.Commit(ctx, s.database(), req)
 }
