@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -339,3 +340,54 @@ func appendMarkers(ctx context.Context, tx Executor, run string, now time.Time, 
 
 // isNotFound reports whether err is engine.ErrNotFound.
 func isNotFound(err error) bool { return errors.Is(err, engine.ErrNotFound) }
+
+// GetVersion is engine.Store.GetVersion over a.DB: one version with its
+// changed addresses, without its snapshot. ErrNotFound if the state or
+// serial is unknown.
+func (a Algorithms) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
+	v, err := a.DB.GetVersion(ctx, state, serial)
+	if err != nil {
+		return engine.Version{}, fmt.Errorf("getting version %d of state %s: %w", serial, state, err)
+	}
+	return v, nil
+}
+
+// Snapshot is engine.Store.Snapshot over a.DB: the Terraform state v4
+// document of a version, decompressed. ErrNotFound if the state or serial
+// is unknown.
+func (a Algorithms) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
+	doc, err := a.DB.Snapshot(ctx, state, serial)
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot of version %d of state %s: %w", serial, state, err)
+	}
+	return doc, nil
+}
+
+// VersionColumns are the versions columns ScanVersion reads, in order.
+const VersionColumns = `state, serial, lineage, created_at, provenance, resources, size`
+
+// ScanVersion reads one row of VersionColumns (created_at in Unix
+// nanoseconds, provenance as JSON) from either driver's row.
+func ScanVersion(row interface{ Scan(dest ...any) error }) (engine.Version, error) {
+	var v engine.Version
+	var created int64
+	var prov string
+	if err := row.Scan(&v.State, &v.Serial, &v.Lineage, &created, &prov, &v.Resources, &v.Size); err != nil {
+		return engine.Version{}, err
+	}
+	v.CreatedAt = time.Unix(0, created).UTC()
+	if err := json.Unmarshal([]byte(prov), &v.Provenance); err != nil {
+		return engine.Version{}, fmt.Errorf("decoding provenance of version %d: %w", v.Serial, err)
+	}
+	return v, nil
+}
+
+// DecodeRun decodes a runs.body: the whole engine.Run as JSON (a field
+// added to engine.Run is stored without a migration).
+func DecodeRun(body string) (engine.Run, error) {
+	var r engine.Run
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		return engine.Run{}, fmt.Errorf("decoding run: %w", err)
+	}
+	return r, nil
+}

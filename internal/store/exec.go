@@ -131,7 +131,8 @@ type DB interface {
 
 // Algorithms are the engine.Store methods whose logic is the same on every
 // database — CreateState, CreateRun, Commit, UpdateRun, RenewRun,
-// AddMarkers, Acquire, Reservations, Renew, Release, ExpireLeases — written
+// AddMarkers, Acquire, Reservations, Renew, Release, ExpireLeases, and the
+// GetVersion and Snapshot reads whose SQL is the executor's — written
 // once over an adapter's DB. An adapter embeds Algorithms in its Store (set
 // when it opens) and implements the rest of engine.Store, its reads, in its
 // own dialect.

@@ -96,7 +96,7 @@ func (e executor) GetRun(ctx context.Context, id string) (engine.Run, error) {
 	if err := e.q.QueryRow(ctx, `SELECT body FROM runs WHERE id = $1`, id).Scan(&body); err != nil {
 		return engine.Run{}, e.s.mapErr(err)
 	}
-	return decodeRun(body)
+	return store.DecodeRun(body)
 }
 
 // LockRun reads a run under its row lock (FOR NO KEY UPDATE): writers of
@@ -109,7 +109,7 @@ func (e executor) LockRun(ctx context.Context, id string) (engine.Run, error) {
 	if err := e.q.QueryRow(ctx, `SELECT body FROM runs WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&body); err != nil {
 		return engine.Run{}, e.s.mapErr(err)
 	}
-	return decodeRun(body)
+	return store.DecodeRun(body)
 }
 
 // LockRuns locks, in ONE statement and in id order (ORDER BY is applied
@@ -138,7 +138,7 @@ func (e executor) InProgressRuns(ctx context.Context) ([]engine.Run, error) {
 	var out []engine.Run
 	var body string
 	if _, err := pgx.ForEachRow(rows, []any{&body}, func() error {
-		r, err := decodeRun(body)
+		r, err := store.DecodeRun(body)
 		if err != nil {
 			return err
 		}
@@ -148,14 +148,6 @@ func (e executor) InProgressRuns(ctx context.Context) ([]engine.Run, error) {
 		return nil, e.s.mapErr(err)
 	}
 	return out, nil
-}
-
-func decodeRun(body string) (engine.Run, error) {
-	var r engine.Run
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		return engine.Run{}, fmt.Errorf("decoding run: %w", err)
-	}
-	return r, nil
 }
 
 // ListRuns returns runs newest first (ids are ULIDs: id order is creation
@@ -201,7 +193,7 @@ func (s *Store) ListRuns(ctx context.Context, q engine.RunQuery) ([]engine.Run, 
 	out := []engine.Run{}
 	var body string
 	if _, err := pgx.ForEachRow(rows, []any{&body}, func() error {
-		r, err := decodeRun(body)
+		r, err := store.DecodeRun(body)
 		if err != nil {
 			return err
 		}

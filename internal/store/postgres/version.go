@@ -111,36 +111,10 @@ func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot 
 	return nil
 }
 
-const versionColumns = `state, serial, lineage, created_at, provenance, resources, size`
-
-func scanVersion(row pgx.Row) (engine.Version, error) {
-	var v engine.Version
-	var created int64
-	var prov string
-	if err := row.Scan(&v.State, &v.Serial, &v.Lineage, &created, &prov, &v.Resources, &v.Size); err != nil {
-		return engine.Version{}, err
-	}
-	v.CreatedAt = fromNanos(created)
-	if err := json.Unmarshal([]byte(prov), &v.Provenance); err != nil {
-		return engine.Version{}, fmt.Errorf("decoding provenance of version %d: %w", v.Serial, err)
-	}
-	return v, nil
-}
-
-// GetVersion returns one version with its changed addresses, without its
-// snapshot. ErrNotFound if the state or serial is unknown.
-func (s *Store) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
-	v, err := s.database().GetVersion(ctx, state, serial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("getting version %d of state %s: %w", serial, state, err)
-	}
-	return v, nil
-}
-
 // GetVersion reads one version with its changed addresses (store.Executor).
 func (e executor) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
-	v, err := scanVersion(e.q.QueryRow(ctx,
-		`SELECT `+versionColumns+` FROM versions WHERE state = $1 AND serial = $2`, state, serial))
+	v, err := store.ScanVersion(e.q.QueryRow(ctx,
+		`SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 AND serial = $2`, state, serial))
 	if err != nil {
 		return engine.Version{}, e.s.mapErr(err)
 	}
@@ -173,16 +147,6 @@ func (e executor) changes(ctx context.Context, state string, from, to int64) (ma
 		return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 	}
 	return out, nil
-}
-
-// Snapshot returns the Terraform state v4 document of a version,
-// decompressed. ErrNotFound if the state or serial is unknown.
-func (s *Store) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	doc, err := s.database().Snapshot(ctx, state, serial)
-	if err != nil {
-		return nil, fmt.Errorf("reading snapshot of version %d of state %s: %w", serial, state, err)
-	}
-	return doc, nil
 }
 
 // Snapshot reads a version's document, decompressed (store.Executor).
@@ -219,11 +183,11 @@ func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery
 	}
 	if q.Before > 0 {
 		return s.versions(ctx, state,
-			`SELECT `+versionColumns+` FROM versions WHERE state = $1 AND serial < $2 ORDER BY serial DESC LIMIT $3`,
+			`SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 AND serial < $2 ORDER BY serial DESC LIMIT $3`,
 			state, q.Before, limit)
 	}
 	return s.versions(ctx, state,
-		`SELECT `+versionColumns+` FROM versions WHERE state = $1 ORDER BY serial DESC LIMIT $2`, state, limit)
+		`SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 ORDER BY serial DESC LIMIT $2`, state, limit)
 }
 
 // VersionsAfter returns every version of state with serial > after, oldest
@@ -234,7 +198,7 @@ func (s *Store) VersionsAfter(ctx context.Context, state string, after int64) ([
 		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
 	}
 	out, err := s.versions(ctx, state,
-		`SELECT `+versionColumns+` FROM versions WHERE state = $1 AND serial > $2 ORDER BY serial`, state, after)
+		`SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 AND serial > $2 ORDER BY serial`, state, after)
 	if err != nil {
 		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
 	}
@@ -249,7 +213,7 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 	if err != nil {
 		return nil, s.mapErr(err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Version, error) { return scanVersion(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Version, error) { return store.ScanVersion(r) })
 	if err != nil {
 		return nil, s.mapErr(err)
 	}

@@ -93,7 +93,7 @@ func (e executor) GetRun(ctx context.Context, id string) (engine.Run, error) {
 	if err := e.q.QueryRowContext(ctx, `SELECT body FROM runs WHERE id = ?`, id).Scan(&body); err != nil {
 		return engine.Run{}, e.s.mapErr(err)
 	}
-	return decodeRun(body)
+	return store.DecodeRun(body)
 }
 
 // LockRun reads a run (store.Executor): in a transaction the IMMEDIATE
@@ -122,21 +122,13 @@ func (e executor) InProgressRuns(ctx context.Context) ([]engine.Run, error) {
 		if err := rows.Scan(&body); err != nil {
 			return nil, e.s.mapErr(err)
 		}
-		r, err := decodeRun(body)
+		r, err := store.DecodeRun(body)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	return out, e.s.mapErr(rows.Err())
-}
-
-func decodeRun(body string) (engine.Run, error) {
-	var r engine.Run
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		return engine.Run{}, fmt.Errorf("decoding run: %w", err)
-	}
-	return r, nil
 }
 
 // ListRuns returns runs newest first (ids are ULIDs: id order is creation
@@ -183,7 +175,7 @@ func (s *Store) ListRuns(ctx context.Context, q engine.RunQuery) ([]engine.Run, 
 		if err := rows.Scan(&body); err != nil {
 			return nil, fmt.Errorf("listing runs: %w", s.mapErr(err))
 		}
-		r, err := decodeRun(body)
+		r, err := store.DecodeRun(body)
 		if err != nil {
 			return nil, fmt.Errorf("listing runs: %w", err)
 		}

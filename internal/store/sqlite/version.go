@@ -117,36 +117,10 @@ func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot 
 	return nil
 }
 
-const versionColumns = `state, serial, lineage, created_at, provenance, resources, size`
-
-func scanVersion(sc interface{ Scan(...any) error }) (engine.Version, error) {
-	var v engine.Version
-	var created int64
-	var prov string
-	if err := sc.Scan(&v.State, &v.Serial, &v.Lineage, &created, &prov, &v.Resources, &v.Size); err != nil {
-		return engine.Version{}, err
-	}
-	v.CreatedAt = fromNanos(created)
-	if err := json.Unmarshal([]byte(prov), &v.Provenance); err != nil {
-		return engine.Version{}, fmt.Errorf("decoding provenance of version %d: %w", v.Serial, err)
-	}
-	return v, nil
-}
-
-// GetVersion returns one version with its changed addresses, without its
-// snapshot. ErrNotFound if the state or serial is unknown.
-func (s *Store) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
-	v, err := s.database().GetVersion(ctx, state, serial)
-	if err != nil {
-		return engine.Version{}, fmt.Errorf("getting version %d of state %s: %w", serial, state, err)
-	}
-	return v, nil
-}
-
 // GetVersion reads one version with its changed addresses (store.Executor).
 func (e executor) GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error) {
-	v, err := scanVersion(e.q.QueryRowContext(ctx,
-		`SELECT `+versionColumns+` FROM versions WHERE state = ? AND serial = ?`, state, serial))
+	v, err := store.ScanVersion(e.q.QueryRowContext(ctx,
+		`SELECT `+store.VersionColumns+` FROM versions WHERE state = ? AND serial = ?`, state, serial))
 	if err != nil {
 		return engine.Version{}, e.s.mapErr(err)
 	}
@@ -183,16 +157,6 @@ func (e executor) changes(ctx context.Context, state string, from, to int64) (ma
 	return out, nil
 }
 
-// Snapshot returns the Terraform state v4 document of a version,
-// decompressed. ErrNotFound if the state or serial is unknown.
-func (s *Store) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	doc, err := s.database().Snapshot(ctx, state, serial)
-	if err != nil {
-		return nil, fmt.Errorf("reading snapshot of version %d of state %s: %w", serial, state, err)
-	}
-	return doc, nil
-}
-
 // Snapshot reads a version's document, decompressed (store.Executor).
 func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
 	var z []byte
@@ -225,7 +189,7 @@ func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery
 	if _, err := s.database().state(ctx, state); err != nil {
 		return nil, err
 	}
-	query := `SELECT ` + versionColumns + ` FROM versions WHERE state = ?`
+	query := `SELECT ` + store.VersionColumns + ` FROM versions WHERE state = ?`
 	args := []any{state}
 	if q.Before > 0 {
 		query += ` AND serial < ?`
@@ -244,7 +208,7 @@ func (s *Store) VersionsAfter(ctx context.Context, state string, after int64) ([
 		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
 	}
 	out, err := s.versions(ctx, state,
-		`SELECT `+versionColumns+` FROM versions WHERE state = ? AND serial > ? ORDER BY serial`, state, after)
+		`SELECT `+store.VersionColumns+` FROM versions WHERE state = ? AND serial > ? ORDER BY serial`, state, after)
 	if err != nil {
 		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
 	}
@@ -262,7 +226,7 @@ func (s *Store) versions(ctx context.Context, state, query string, args ...any) 
 	defer rows.Close()
 	out := []engine.Version{}
 	for rows.Next() {
-		v, err := scanVersion(rows)
+		v, err := store.ScanVersion(rows)
 		if err != nil {
 			return nil, s.mapErr(err)
 		}
