@@ -83,6 +83,12 @@ type Runner struct {
 // killed runs left under WorkRoot (RunnerOptions.StaleAfter): best effort,
 // never an error.
 //
+// Terraform runs the configuration's code (a pull request's, in klbot) as
+// this process's user, so NewRunner marks the process non-dumpable on
+// Linux (protectProcess: its environment and memory are not readable
+// through /proc by that code), and Kilolock's own variables are never in
+// Terraform's environment (terraformEnv).
+//
 // Errors: an empty WorkRoot (engine.ErrInvalid); a WorkRoot that is not a
 // directory or cannot be created; an empty Binary, or one that is missing,
 // a directory or not executable (ErrNoBinary).
@@ -112,6 +118,11 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	// Terraform runs the configuration's code as this process's user: it
+	// must not read this process's environment or memory through /proc.
+	if err := protectProcess(); err != nil {
+		log.Warn("could not mark the process non-dumpable: Terraform could read its environment through /proc", "err", err)
 	}
 	if _, dropped := terraformEnv(env, ""); len(dropped) > 0 {
 		log.Warn("environment variables not passed to terraform (terraform-exec refuses them; use var files)",

@@ -257,6 +257,12 @@ func planOptions(w workDir, varFiles, targets, replace []string) []tfexec.PlanOp
 	return opts
 }
 
+// ownVariable reports whether k is one of Kilolock's own environment
+// variables (kl's KL_*, klbot's KLBOT_*), never passed to Terraform.
+func ownVariable(k string) bool {
+	return strings.HasPrefix(k, "KL_") || strings.HasPrefix(k, "KLBOT_")
+}
+
 // applyOptions are the options of `terraform apply PLANFILE` (tfexec adds
 // -auto-approve and -input=false).
 func applyOptions(w workDir) []tfexec.ApplyOption {
@@ -270,11 +276,19 @@ func applyOptions(w workDir) []tfexec.ApplyOption {
 // (TERRAFORM.md), so those are dropped (returned sorted in dropped);
 // TF_DATA_DIR is the run's data dir; CHECKPOINT_DISABLE=1 unless the caller
 // set it (no version check call per run).
+//
+// Kilolock's own configuration (ownVariable: KL_*, KLBOT_*) is withheld
+// silently: Terraform runs the configuration's code — a pull request's, in
+// klbot — and that code can read its environment (file("/proc/self/environ"),
+// a provider, a local-exec). KL_STORE may hold the store's password;
+// KLBOT_PRIVATE_KEY, KLBOT_WEBHOOK_SECRET and KLBOT_DATABASE_URL are the
+// App's key and secrets. Everything else (cloud credentials, proxies) is
+// passed: Terraform needs it.
 func terraformEnv(base []string, dataDir string) (env map[string]string, dropped []string) {
 	env = make(map[string]string, len(base)+2)
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
+		if !ok || k == "" || ownVariable(k) {
 			continue
 		}
 		env[k] = v

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -96,6 +97,13 @@ func TestTerraformEnv(t *testing.T) {
 		"TF_WORKSPACE=staging",
 		"TF_LOG=TRACE",
 		"noequals",
+		// Kilolock's own configuration and secrets: never Terraform's.
+		"KL_STORE=postgres://kl:secret@db/kl",
+		"KL_ACTOR=alice",
+		"KLBOT_PRIVATE_KEY=-----BEGIN RSA PRIVATE KEY-----",
+		"KLBOT_WEBHOOK_SECRET=s3cret",
+		"KLBOT_DATABASE_URL=postgres://bot:secret@db/bot",
+		"KLX=kept",
 	}
 	env, dropped := terraformEnv(base, "/run/data")
 	want := map[string]string{
@@ -107,6 +115,7 @@ func TestTerraformEnv(t *testing.T) {
 		"AWS_PROFILE":         "prod",
 		"EMPTY":               "",
 		"WITH_EQUALS":         "a=b",
+		"KLX":                 "kept",
 		"TF_DATA_DIR":         "/run/data",
 		"CHECKPOINT_DISABLE":  "1",
 	}
@@ -219,5 +228,21 @@ func TestRemoveWorkDir(t *testing.T) {
 	}
 	if _, err := os.Stat(other.Dir); err != nil {
 		t.Errorf("with KeepWorkDirs the work dir is gone: %v", err)
+	}
+}
+
+// TestNewRunnerProtectsProcess: after NewRunner the process is not
+// dumpable, so the Terraform it starts cannot read its environment through
+// /proc/PPID/environ (on Linux; the check itself needs a non-root user).
+func TestNewRunnerProtectsProcess(t *testing.T) {
+	if _, err := NewRunner(RunnerOptions{WorkRoot: t.TempDir(), Binary: "/bin/true"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dumpable()
+	if err != nil {
+		t.Fatalf("PR_GET_DUMPABLE: %v", err)
+	}
+	if d && runtime.GOOS == "linux" {
+		t.Error("the process is still dumpable after NewRunner")
 	}
 }
