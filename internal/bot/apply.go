@@ -75,7 +75,7 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (string, error) {
 			what = "project `" + a.Project + "`"
 		}
 		return "refused", b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl apply`: nothing to apply\n\nThis pull request has no plan of %s (projects with a plan: %s). Push a change to the project or comment `/kl plan -p PROJECT` first.\n",
-			what, codeList(planned(rows))))
+			what, codeListOr(planned(rows), "none")))
 	}
 	perm, err := c.GetPermission(ctx, repo, a.Actor)
 	if err != nil {
@@ -117,7 +117,7 @@ func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow, perm 
 	case r.Config.ApplyTrigger == TriggerMerge:
 		return b.refuse(ctx, x, r, ruleTrigger, fmt.Sprintf("project `%s` applies when the pull request is merged (`apply_trigger: merge` in %s), not by %s", r.Project, ConfigFile, verb))
 	case !perm.AtLeast(github.PermissionWrite):
-		return b.refuse(ctx, x, r, ruleWrite, fmt.Sprintf("only users with write permission on %s may apply; @%s has %s permission", a.Repo, a.Actor, perm))
+		return b.refuse(ctx, x, r, ruleWrite, permissionWhy(a.Actor, a.Repo, perm, verb))
 	}
 	if sha := a.HeadSHA; sha != "" && sha != pr.HeadSHA {
 		return b.refuse(ctx, x, r, ruleHead, fmt.Sprintf("the Apply button is on the check run of commit `%s`, but the pull request's head is now `%s`: apply the plan of the current head", short(sha), short(pr.HeadSHA)))
@@ -334,7 +334,11 @@ func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (strin
 		if err := b.eng.Supersede(ctx, r.PlanRun, reason); err != nil && !isStatusErr(err) {
 			return "", err
 		}
-		r.Note = fmt.Sprintf("The pull request was closed (merged: %t) without applying plan `%s`: it was superseded.", x.pr.Merged, r.PlanRun)
+		how := "closed without merging"
+		if x.pr.Merged {
+			how = "merged"
+		}
+		r.Note = fmt.Sprintf("The pull request was %s without applying plan `%s`: it was superseded.", how, r.PlanRun)
 		if err := b.db.saveProject(ctx, r); err != nil {
 			return "", err
 		}

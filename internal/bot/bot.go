@@ -197,7 +197,8 @@ func (b *Bot) pullRequest(ctx context.Context, j JobBase) (Client, github.Repo, 
 	return c, repo, pr, nil
 }
 
-// runJob wraps a job's work: the per-PR lock, the logger, metrics.
+// runJob wraps a job's work: the per-PR lock, the logger, metrics. An
+// error retrying cannot cure (finalReason) cancels the job.
 func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, work func(ctx context.Context) (string, error)) error {
 	ctx = b.jobContext(ctx, j, kind, attempt)
 	log := logOf(ctx)
@@ -209,6 +210,11 @@ func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, w
 	}
 	defer unlock()
 	result, err := work(ctx)
+	if why := finalReason(err); why != "" {
+		log.Warn("job cancelled, not retried: "+why, "err", err)
+		b.metrics.job(kind, "cancelled", time.Since(start))
+		return river.JobCancel(err)
+	}
 	if err != nil {
 		log.Error("job failed; River retries it", "err", err)
 		b.metrics.job(kind, "error", time.Since(start))

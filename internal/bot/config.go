@@ -1,12 +1,11 @@
 package bot
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"path"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -96,157 +95,393 @@ func DefaultConfig(repo string, trigger Trigger) *RepoConfig {
 	}}}
 }
 
-// fileConfig and fileProject are kl.yaml as written; pointers tell an
-// absent key from an empty one.
-type fileConfig struct {
-	Version           int            `yaml:"version"`
-	ApplyTrigger      *Trigger       `yaml:"apply_trigger"`
-	ApplyRequirements *[]Requirement `yaml:"apply_requirements"`
-	PlanDrafts        bool           `yaml:"plan_drafts"`
-	Projects          []fileProject  `yaml:"projects"`
-}
-
-type fileProject struct {
-	Name              string         `yaml:"name"`
-	Dir               string         `yaml:"dir"`
-	State             string         `yaml:"state"`
-	Workspace         string         `yaml:"workspace"`
-	WhenModified      *[]string      `yaml:"when_modified"`
-	ApplyTrigger      *Trigger       `yaml:"apply_trigger"`
-	ApplyRequirements *[]Requirement `yaml:"apply_requirements"`
-}
-
-// UnmarshalYAML accepts "comment" or "merge", saying the line otherwise.
-func (t *Trigger) UnmarshalYAML(n *yaml.Node) error {
-	switch Trigger(n.Value) {
-	case TriggerComment, TriggerMerge:
-		*t = Trigger(n.Value)
-		return nil
-	}
-	return fmt.Errorf("line %d: apply_trigger %q: want comment or merge", n.Line, n.Value)
-}
-
-// UnmarshalYAML accepts "approved" or "mergeable", saying the line otherwise.
-func (r *Requirement) UnmarshalYAML(n *yaml.Node) error {
-	switch Requirement(n.Value) {
-	case RequireApproved, RequireMergeable:
-		*r = Requirement(n.Value)
-		return nil
-	}
-	return fmt.Errorf("line %d: apply_requirements: %q: want approved or mergeable", n.Line, n.Value)
-}
+// Keys kl.yaml accepts, at the top level and in a project.
+var (
+	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "plan_drafts", "projects"}
+	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements"}
+)
 
 var (
 	projectNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	lineRE        = regexp.MustCompile(`line (\d+): `)
-	unknownRE     = regexp.MustCompile(`field (\S+) not found in type bot\.file(\w+)`)
+	lineRE        = regexp.MustCompile(`^line (\d+): `)
 )
 
 // ParseConfig parses kl.yaml strictly (unknown keys are errors) and
 // validates it; repo ("owner/name") is only used in messages. Every
-// problem is reported as "kl.yaml:LINE: what" in a *ConfigError. Rules: version
-// must be 1; at least one project; project names unique, 1–64 letters,
-// digits, '.', '_', '-'; dir relative and inside the repository; state a
-// valid Kilolock state name (engine.ValidateStateName); workspace empty or
-// "default"; when_modified globs valid; apply_trigger comment or merge;
-// apply_requirements approved or mergeable. Defaults: dir ".", workspace
-// "default", when_modified DefaultWhenModified, apply_trigger and
-// apply_requirements from the top level (whose defaults are defaultTrigger
-// — KLBOT_APPLY_TRIGGER; "" is comment — and none).
+// problem is reported, in line order, as "kl.yaml:LINE: what" in a
+// *ConfigError, LINE being the line of the offending key or value; only a
+// YAML syntax error stops at the first. Rules: version must be 1; at least
+// one project; project names unique, 1–64 letters, digits, '.', '_', '-';
+// dir relative and inside the repository; state a valid Kilolock state
+// name (engine.ValidateStateName); workspace empty or "default";
+// when_modified globs valid; apply_trigger comment or merge;
+// apply_requirements approved or mergeable; plan_drafts true or false.
+// Defaults: dir ".", workspace "default", when_modified
+// DefaultWhenModified, apply_trigger and apply_requirements from the top
+// level (whose defaults are defaultTrigger — KLBOT_APPLY_TRIGGER; "" is
+// comment — and none). A null value ("dir:" with nothing) is the same as
+// leaving the key out. Anchors, aliases and merge keys ("<<") work as in
+// YAML.
 func ParseConfig(data []byte, defaultTrigger Trigger) (*RepoConfig, error) {
-	var fc fileConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &ConfigError{Problems: []string{ConfigFile + ":1: the file is empty: want at least version: 1 and projects"}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &ConfigError{Problems: []string{syntaxProblem(err)}}
+	}
+	if len(doc.Content) == 0 {
+		return nil, &ConfigError{Problems: []string{ConfigFile + ":1: the file is empty: want at least version: 1 and projects"}}
+	}
+	p := &configParser{budget: maxConfigPairs}
+	cfg := p.config(resolve(doc.Content[0]), defaultTrigger)
+	if len(p.problems) > 0 {
+		sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].line < p.problems[j].line })
+		out := make([]string, len(p.problems))
+		for i, pr := range p.problems {
+			out[i] = fmt.Sprintf("%s:%d: %s", ConfigFile, pr.line, pr.msg)
 		}
-		return nil, &ConfigError{Problems: yamlProblems(err)}
+		return nil, &ConfigError{Problems: out}
 	}
-	lines := projectLines(data)
-	var problems []string
-	bad := func(line int, format string, args ...any) {
-		problems = append(problems, fmt.Sprintf("%s:%d: %s", ConfigFile, line, fmt.Sprintf(format, args...)))
+	return cfg, nil
+}
+
+// maxConfigPairs bounds the key/value pairs one kl.yaml may expand to
+// through merge keys, so that a small file cannot make the walk
+// exponential (the YAML decoder's "excessive aliasing" guard, which a
+// node walk does not get).
+const maxConfigPairs = 100_000
+
+// configParser walks kl.yaml's node tree, collecting every problem with
+// its line.
+type configParser struct {
+	problems []configProblem
+	budget   int // pairs left to expand (maxConfigPairs)
+}
+
+type configProblem struct {
+	line int
+	msg  string
+}
+
+func (p *configParser) bad(line int, format string, args ...any) {
+	p.problems = append(p.problems, configProblem{line: line, msg: fmt.Sprintf(format, args...)})
+}
+
+// config walks the document's root.
+func (p *configParser) config(root *yaml.Node, defaultTrigger Trigger) *RepoConfig {
+	cfg := &RepoConfig{}
+	if root.Kind != yaml.MappingNode {
+		p.bad(root.Line, "want keys such as version: 1 and projects, got %s", describe(root))
+		return cfg
 	}
-	if fc.Version != 1 {
-		bad(keyLine(data, "version"), "version %d: want version: 1", fc.Version)
+	top := p.fields(root, topKeys, "at the top level")
+	if v, ok := top["version"]; !ok {
+		p.bad(root.Line, "version is required: add version: 1")
+	} else if n, ok := p.int(v, "version"); ok {
+		cfg.Version = n
+		if n != 1 {
+			p.bad(v.val.Line, "version %d: want version: 1", n)
+		}
 	}
-	if len(fc.Projects) == 0 {
-		bad(keyLine(data, "projects"), "no projects: list at least one under projects")
+	if f, ok := top["plan_drafts"]; ok {
+		cfg.PlanDrafts = p.bool(f, "plan_drafts")
 	}
 	topTrigger := defaultTrigger
 	if topTrigger == "" {
 		topTrigger = TriggerComment
 	}
-	if fc.ApplyTrigger != nil {
-		topTrigger = *fc.ApplyTrigger
+	if f, ok := top["apply_trigger"]; ok {
+		topTrigger = p.trigger(f, "", topTrigger)
 	}
 	topReqs := []Requirement{}
-	if fc.ApplyRequirements != nil {
-		topReqs = *fc.ApplyRequirements
+	if f, ok := top["apply_requirements"]; ok {
+		topReqs = p.requirements(f, "", topReqs)
 	}
-	cfg := &RepoConfig{Version: fc.Version, PlanDrafts: fc.PlanDrafts}
-	seen := map[string]int{}
-	for i, fp := range fc.Projects {
-		line := 0
-		if i < len(lines) {
-			line = lines[i]
+	f, ok := top["projects"]
+	switch {
+	case !ok:
+		p.bad(root.Line, "no projects: list at least one under projects")
+		return cfg
+	case f.val.Kind != yaml.SequenceNode:
+		p.bad(f.val.Line, "projects: want a list of projects (- name: ...), got %s", describe(f.val))
+		return cfg
+	case len(f.val.Content) == 0:
+		p.bad(f.key.Line, "no projects: list at least one under projects")
+		return cfg
+	}
+	seen := map[string]int{} // project name → line
+	for i, item := range f.val.Content {
+		cfg.Projects = append(cfg.Projects, p.project(resolve(item), i+1, topTrigger, topReqs, seen))
+	}
+	return cfg
+}
+
+// project walks the i-th (from 1) item of projects.
+func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requirement, seen map[string]int) Project {
+	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: reqs}
+	if n.Kind != yaml.MappingNode {
+		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
+		return pr
+	}
+	fs := p.fields(n, projectKeys, "in a project")
+	if f, ok := fs["name"]; ok {
+		pr.Name, _ = p.string(f, fmt.Sprintf("project %d: ", i))
+	}
+	switch f, ok := fs["name"]; {
+	case pr.Name == "":
+		if !ok || f.val.Kind == yaml.ScalarNode {
+			p.bad(n.Line, "project %d: name is required", i)
 		}
-		p := Project{Name: fp.Name, Dir: fp.Dir, State: fp.State, Workspace: fp.Workspace,
-			WhenModified: DefaultWhenModified, ApplyTrigger: topTrigger, ApplyRequirements: topReqs}
-		if fp.WhenModified != nil {
-			p.WhenModified = *fp.WhenModified
-		}
-		if fp.ApplyTrigger != nil {
-			p.ApplyTrigger = *fp.ApplyTrigger
-		}
-		if fp.ApplyRequirements != nil {
-			p.ApplyRequirements = *fp.ApplyRequirements
-		}
-		switch {
-		case p.Name == "":
-			bad(line, "project %d: name is required", i+1)
-		case !projectNameRE.MatchString(p.Name):
-			bad(line, "project name %q: use 1-64 letters, digits, '.', '_', '-', starting with a letter or digit", p.Name)
-		case seen[p.Name] > 0:
-			bad(line, "project name %q is used twice (first on line %d)", p.Name, seen[p.Name])
-		default:
-			seen[p.Name] = line
-		}
-		if p.Dir == "" {
-			p.Dir = "."
-		}
-		clean := path.Clean(p.Dir)
-		if path.IsAbs(p.Dir) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(p.Dir, `\`) {
-			bad(line, "project %q: dir %q must be a relative path inside the repository", p.Name, p.Dir)
-		}
-		p.Dir = clean
-		if p.State == "" {
-			bad(line, "project %q: state is required (the Kilolock state it plans against, e.g. acme/infra/prod)", p.Name)
-		} else if err := engine.ValidateStateName(p.State); err != nil {
-			bad(line, "project %q: state %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
-				"starting with a letter or digit and not ending in '.'", p.Name, p.State, engine.MaxStateName)
-		}
-		if p.Workspace == "" {
-			p.Workspace = "default"
-		}
-		if p.Workspace != "default" {
-			bad(line, "project %q: workspace %q: only \"default\" is supported (Kilolock owns one state per project: use another project and state)", p.Name, p.Workspace)
-		}
-		if len(p.WhenModified) == 0 {
-			bad(line, "project %q: when_modified is empty: the project would never be planned (leave it out for the default)", p.Name)
-		}
-		for _, g := range p.WhenModified {
-			if err := validGlob(g); err != nil {
-				bad(line, "project %q: when_modified %q: %v", p.Name, g, err)
+	case !projectNameRE.MatchString(pr.Name):
+		p.bad(f.val.Line, "project name %q: use 1-64 letters, digits, '.', '_', '-', starting with a letter or digit", pr.Name)
+	case seen[pr.Name] > 0:
+		p.bad(f.val.Line, "project name %q is used twice (first on line %d)", pr.Name, seen[pr.Name])
+	default:
+		seen[pr.Name] = f.val.Line
+	}
+	where := fmt.Sprintf("project %q: ", pr.Name)
+	if f, ok := fs["dir"]; ok {
+		if dir, ok := p.string(f, where); ok && dir != "" {
+			clean := path.Clean(dir)
+			if path.IsAbs(dir) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(dir, `\`) {
+				p.bad(f.val.Line, "%sdir %q must be a relative path inside the repository", where, dir)
 			}
+			pr.Dir = clean
 		}
-		cfg.Projects = append(cfg.Projects, p)
 	}
-	if len(problems) > 0 {
-		return nil, &ConfigError{Problems: problems}
+	stateLine := n.Line
+	if f, ok := fs["state"]; ok {
+		pr.State, _ = p.string(f, where)
+		stateLine = f.val.Line
 	}
-	return cfg, nil
+	if f, ok := fs["state"]; pr.State == "" && (!ok || f.val.Kind == yaml.ScalarNode) {
+		p.bad(n.Line, "%sstate is required (the Kilolock state it plans against, e.g. acme/infra/prod)", where)
+	} else if pr.State != "" && engine.ValidateStateName(pr.State) != nil {
+		p.bad(stateLine, "%sstate %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
+			"starting with a letter or digit and not ending in '.'", where, pr.State, engine.MaxStateName)
+	}
+	if f, ok := fs["workspace"]; ok {
+		if ws, ok := p.string(f, where); ok && ws != "" && ws != "default" {
+			p.bad(f.val.Line, "%sworkspace %q: only \"default\" is supported (Kilolock owns one state per project: use another project and state)", where, ws)
+		}
+	}
+	if f, ok := fs["when_modified"]; ok {
+		pr.WhenModified = p.globs(f, where)
+	}
+	if f, ok := fs["apply_trigger"]; ok {
+		pr.ApplyTrigger = p.trigger(f, where, trigger)
+	}
+	if f, ok := fs["apply_requirements"]; ok {
+		pr.ApplyRequirements = p.requirements(f, where, reqs)
+	}
+	return pr
+}
+
+// field is one key of a mapping with its value (aliases resolved).
+type field struct{ key, val *yaml.Node }
+
+// fields returns m's keys, reporting unknown keys (where: "at the top
+// level", "in a project") and keys set twice. A key whose value is null
+// is left out, as if absent.
+func (p *configParser) fields(m *yaml.Node, known []string, where string) map[string]field {
+	out := map[string]field{}
+	for _, f := range p.pairs(m, map[*yaml.Node]bool{}) {
+		if f.key.Kind != yaml.ScalarNode {
+			p.bad(f.key.Line, "want a field name as the key, got %s", describe(f.key))
+			continue
+		}
+		name := f.key.Value
+		if !slices.Contains(known, name) {
+			p.bad(f.key.Line, "unknown field %q %s (see docs/kl-yaml.md)", name, where)
+			continue
+		}
+		if prev, dup := out[name]; dup {
+			p.bad(f.key.Line, "%s is set twice (first on line %d)", name, prev.key.Line)
+			continue
+		}
+		out[name] = f
+	}
+	for name, f := range out {
+		if f.val.Kind == yaml.ScalarNode && f.val.ShortTag() == "!!null" {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
+// pairs lists m's key/value pairs, those of merge keys ("<<: *base")
+// after m's own and only when m does not set the key itself. visiting
+// guards against a mapping merging itself.
+func (p *configParser) pairs(m *yaml.Node, visiting map[*yaml.Node]bool) []field {
+	if visiting[m] {
+		return nil
+	}
+	visiting[m] = true
+	defer delete(visiting, m)
+	var own, merged []field
+	set := map[string]bool{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if p.budget--; p.budget < 0 {
+			if p.budget == -1 {
+				p.bad(m.Line, "too many aliases: the file expands to more than %d keys", maxConfigPairs)
+			}
+			return nil
+		}
+		k, v := m.Content[i], resolve(m.Content[i+1])
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			srcs := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				srcs = v.Content
+			}
+			for _, src := range srcs {
+				if src = resolve(src); src.Kind != yaml.MappingNode {
+					p.bad(src.Line, "<<: want a mapping or a list of mappings to merge, got %s", describe(src))
+					continue
+				}
+				merged = append(merged, p.pairs(src, visiting)...)
+			}
+			continue
+		}
+		own = append(own, field{k, v})
+		if k.Kind == yaml.ScalarNode {
+			set[k.Value] = true
+		}
+	}
+	for _, f := range merged {
+		if !set[f.key.Value] {
+			set[f.key.Value] = true
+			own = append(own, f)
+		}
+	}
+	return own
+}
+
+// int reads a whole number.
+func (p *configParser) int(f field, name string) (int, bool) {
+	var n int
+	if f.val.Kind != yaml.ScalarNode || f.val.ShortTag() != "!!int" || f.val.Decode(&n) != nil {
+		p.bad(f.val.Line, "%s: want a whole number, got %s", name, describe(f.val))
+		return 0, false
+	}
+	return n, true
+}
+
+// bool reads true or false.
+func (p *configParser) bool(f field, name string) bool {
+	var b bool
+	if f.val.Kind != yaml.ScalarNode || f.val.ShortTag() != "!!bool" || f.val.Decode(&b) != nil {
+		p.bad(f.val.Line, "%s: want true or false, got %s", name, describe(f.val))
+	}
+	return b
+}
+
+// string reads a scalar as written ("name: 2024" is the name "2024").
+func (p *configParser) string(f field, where string) (string, bool) {
+	if f.val.Kind != yaml.ScalarNode {
+		p.bad(f.val.Line, "%s%s: want a string, got %s", where, f.key.Value, describe(f.val))
+		return "", false
+	}
+	return f.val.Value, true
+}
+
+// trigger reads apply_trigger; def is kept when it is invalid.
+func (p *configParser) trigger(f field, where string, def Trigger) Trigger {
+	switch t := Trigger(f.val.Value); {
+	case f.val.Kind != yaml.ScalarNode:
+		p.bad(f.val.Line, "%sapply_trigger: want comment or merge, got %s", where, describe(f.val))
+	case t == TriggerComment || t == TriggerMerge:
+		return t
+	default:
+		p.bad(f.val.Line, "%sapply_trigger %q: want comment or merge", where, f.val.Value)
+	}
+	return def
+}
+
+// requirements reads apply_requirements; def is kept when it is not a list.
+func (p *configParser) requirements(f field, where string, def []Requirement) []Requirement {
+	if f.val.Kind != yaml.SequenceNode {
+		p.bad(f.val.Line, "%sapply_requirements: want a list such as [approved], got %s", where, describe(f.val))
+		return def
+	}
+	out := []Requirement{}
+	for _, it := range f.val.Content {
+		it = resolve(it)
+		switch r := Requirement(it.Value); {
+		case it.Kind != yaml.ScalarNode:
+			p.bad(it.Line, "%sapply_requirements: want approved or mergeable, got %s", where, describe(it))
+		case r == RequireApproved || r == RequireMergeable:
+			out = append(out, r)
+		default:
+			p.bad(it.Line, "%sapply_requirements: %q: want approved or mergeable", where, it.Value)
+		}
+	}
+	return out
+}
+
+// globs reads when_modified.
+func (p *configParser) globs(f field, where string) []string {
+	if f.val.Kind != yaml.SequenceNode {
+		p.bad(f.val.Line, "%swhen_modified: want a list of globs such as [\"*.tf\"], got %s", where, describe(f.val))
+		return DefaultWhenModified
+	}
+	if len(f.val.Content) == 0 {
+		p.bad(f.key.Line, "%swhen_modified is empty: the project would never be planned (leave it out for the default)", where)
+	}
+	out := []string{}
+	for _, it := range f.val.Content {
+		if it = resolve(it); it.Kind != yaml.ScalarNode {
+			p.bad(it.Line, "%swhen_modified: want a glob, got %s", where, describe(it))
+			continue
+		}
+		if err := validGlob(it.Value); err != nil {
+			p.bad(it.Line, "%swhen_modified %q: %v", where, it.Value, err)
+		}
+		out = append(out, it.Value)
+	}
+	return out
+}
+
+// resolve follows an alias to its anchored node.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// describe names a value for a person: `the string "1"`, "the number 2",
+// "a list".
+func describe(n *yaml.Node) string {
+	switch n = resolve(n); n.Kind {
+	case yaml.MappingNode:
+		return "a mapping (key: value lines)"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!str":
+			return fmt.Sprintf("the string %q", n.Value)
+		case "!!int", "!!float":
+			return "the number " + n.Value
+		case "!!bool":
+			return n.Value
+		case "!!null":
+			return "nothing"
+		case "!!timestamp":
+			return "the date " + n.Value
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "nothing"
+}
+
+// syntaxProblem rewrites a YAML syntax error ("yaml: line 3: did not find
+// expected key") as "kl.yaml:3: did not find expected key".
+func syntaxProblem(err error) string {
+	m := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := "1"
+	if sm := lineRE.FindStringSubmatch(m); sm != nil {
+		line, m = sm[1], strings.TrimPrefix(m, sm[0])
+	}
+	return ConfigFile + ":" + line + ": " + m
 }
 
 // Project returns the named project.
@@ -266,69 +501,4 @@ func (c *RepoConfig) Names() []string {
 		out[i] = p.Name
 	}
 	return out
-}
-
-// yamlProblems rewrites the YAML decoder's errors as "kl.yaml:LINE: what".
-func yamlProblems(err error) []string {
-	var te *yaml.TypeError
-	msgs := []string{err.Error()}
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	}
-	out := make([]string, 0, len(msgs))
-	for _, m := range msgs {
-		m = strings.TrimPrefix(m, "yaml: ")
-		line := "1"
-		if sm := lineRE.FindStringSubmatch(m); sm != nil {
-			line = sm[1]
-			m = strings.Replace(m, sm[0], "", 1)
-		}
-		if sm := unknownRE.FindStringSubmatch(m); sm != nil {
-			where := "at the top level"
-			if sm[2] == "Project" {
-				where = "in a project"
-			}
-			m = fmt.Sprintf("unknown field %q %s (see docs/kl-yaml.md)", sm[1], where)
-		}
-		out = append(out, ConfigFile+":"+line+": "+m)
-	}
-	return out
-}
-
-// projectLines returns the line of each item of the top-level "projects"
-// sequence.
-func projectLines(data []byte) []int {
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
-		return nil
-	}
-	m := doc.Content[0]
-	if m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == "projects" && m.Content[i+1].Kind == yaml.SequenceNode {
-			var out []int
-			for _, it := range m.Content[i+1].Content {
-				out = append(out, it.Line)
-			}
-			return out
-		}
-	}
-	return nil
-}
-
-// keyLine returns the line of a top-level key (1 when absent).
-func keyLine(data []byte, key string) int {
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return 1
-	}
-	m := doc.Content[0]
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i].Line
-		}
-	}
-	return 1
 }

@@ -2,6 +2,9 @@ package bot
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -65,20 +68,22 @@ func TestParseConfigErrors(t *testing.T) {
 		"unknown field with line": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dirr: x\n",
 			[]string{`kl.yaml:5: unknown field "dirr" in a project`}},
 		"unknown top-level field": {"version: 1\nprojcts: []\n", []string{`kl.yaml:2: unknown field "projcts" at the top level`}},
-		"bad trigger value":       {"version: 1\nprojects:\n  - name: a\n    state: s\n    apply_trigger: push\n", []string{`kl.yaml:5: apply_trigger "push": want comment or merge`}},
+		"bad trigger value":       {"version: 1\nprojects:\n  - name: a\n    state: s\n    apply_trigger: push\n", []string{`kl.yaml:5: project "a": apply_trigger "push": want comment or merge`}},
 		"bad requirement":         {"version: 1\napply_requirements: [green]\nprojects:\n  - name: a\n    state: s\n", []string{`kl.yaml:2: apply_requirements: "green"`}},
 		"wrong version":           {"version: 2\nprojects:\n  - name: a\n    state: s\n", []string{"kl.yaml:1: version 2: want version: 1"}},
 		"no projects":             {"version: 1\n", []string{"no projects"}},
 		"empty file":              {"", []string{"kl.yaml:1: the file is empty"}},
 		"missing name and state":  {"version: 1\nprojects:\n  - dir: x\n", []string{"kl.yaml:3: project 1: name is required", "kl.yaml:3: project \"\": state is required"}},
 		"duplicate names":         {"version: 1\nprojects:\n  - name: a\n    state: s\n  - name: a\n    state: t\n", []string{`kl.yaml:5: project name "a" is used twice (first on line 3)`}},
-		"state ending in a dot":   {"version: 1\nprojects:\n  - name: a\n    state: acme/infra.\n", []string{`kl.yaml:3: project "a": state "acme/infra."`, "not ending in '.'"}},
-		"dir outside":             {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: ../x\n", []string{`kl.yaml:3: project "a": dir "../x" must be a relative path inside the repository`}},
+		"state ending in a dot":   {"version: 1\nprojects:\n  - name: a\n    state: acme/infra.\n", []string{`kl.yaml:4: project "a": state "acme/infra."`, "not ending in '.'"}},
+		"dir outside":             {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: ../x\n", []string{`kl.yaml:5: project "a": dir "../x" must be a relative path inside the repository`}},
 		"absolute dir":            {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: /etc\n", []string{`dir "/etc" must be a relative path`}},
 		"bad state":               {"version: 1\nprojects:\n  - name: a\n    state: \"-x y\"\n", []string{`state "-x y"`}},
 		"workspace":               {"version: 1\nprojects:\n  - name: a\n    state: s\n    workspace: prod\n", []string{`workspace "prod": only "default"`}},
 		"bad glob":                {"version: 1\nprojects:\n  - name: a\n    state: s\n    when_modified: [\"a**\"]\n", []string{`when_modified "a**"`}},
-		"wrong type":              {"version: one\nprojects: []\n", []string{"kl.yaml:1: cannot unmarshal"}},
+		"wrong type":              {"version: one\nprojects: []\n", []string{`kl.yaml:1: version: want a whole number, got the string "one"`}},
+		"syntax error":            {"version: 1\nprojects: [\n", []string{"kl.yaml:2: did not find expected node content"}},
+		"not a mapping":           {"- a\n", []string{"kl.yaml:1: want keys such as version: 1 and projects, got a list"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -93,5 +98,128 @@ func TestParseConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseConfigEveryProblem: one file with a problem of each kind gets
+// each reported once, on the line of the offending key or value, in line
+// order — a wrong type or an unknown key does not hide the rest.
+func TestParseConfigEveryProblem(t *testing.T) {
+	t.Parallel()
+	file := `version: "1"
+plan_drafts: yes
+apply_trigger: [comment]
+apply_requirements: [approved, green]
+projets: []
+projects:
+  - name: prod
+    dirr: infra/prod
+    state: acme/infra/prod
+    apply_trigger: push
+  - name: prod
+    dir: ../outside
+    state: acme/infra.
+    workspace: staging
+    when_modified: ["*.tf", "a**"]
+  - name: dns
+    state: acme/dns
+    when_modified: []
+    name: dns2
+  - dir: x
+  - just a string
+  - name: net
+    state: {name: acme/net}
+    apply_requirements: approved
+`
+	_, err := ParseConfig([]byte(file), "")
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want a *ConfigError, got %v", err)
+	}
+	want := []string{
+		`kl.yaml:1: version: want a whole number, got the string "1"`,
+		`kl.yaml:2: plan_drafts: want true or false, got the string "yes"`,
+		`kl.yaml:3: apply_trigger: want comment or merge, got a list`,
+		`kl.yaml:4: apply_requirements: "green": want approved or mergeable`,
+		`kl.yaml:5: unknown field "projets" at the top level (see docs/kl-yaml.md)`,
+		`kl.yaml:8: unknown field "dirr" in a project (see docs/kl-yaml.md)`,
+		`kl.yaml:10: project "prod": apply_trigger "push": want comment or merge`,
+		`kl.yaml:11: project name "prod" is used twice (first on line 7)`,
+		`kl.yaml:12: project "prod": dir "../outside" must be a relative path inside the repository`,
+		`kl.yaml:13: project "prod": state "acme/infra.": use at most 200 characters in segments separated by single '/', ` +
+			`each of letters, digits, '.', '_', '-', starting with a letter or digit and not ending in '.'`,
+		`kl.yaml:14: project "prod": workspace "staging": only "default" is supported (Kilolock owns one state per project: use another project and state)`,
+		`kl.yaml:15: project "prod": when_modified "a**": "**" must be a whole path segment`,
+		`kl.yaml:18: project "dns": when_modified is empty: the project would never be planned (leave it out for the default)`,
+		`kl.yaml:19: name is set twice (first on line 16)`,
+		`kl.yaml:20: project 4: name is required`,
+		`kl.yaml:20: project "": state is required (the Kilolock state it plans against, e.g. acme/infra/prod)`,
+		`kl.yaml:21: project 5: want keys such as name and state, got the string "just a string"`,
+		`kl.yaml:23: project "net": state: want a string, got a mapping (key: value lines)`,
+		`kl.yaml:24: project "net": apply_requirements: want a list such as [approved], got the string "approved"`,
+	}
+	if d := cmp.Diff(want, ce.Problems); d != "" {
+		t.Fatalf("problems (-want +got):\n%s", d)
+	}
+}
+
+// TestParseConfigDocExample: the invalid file of docs/kl-yaml.md gets
+// exactly the problems the page shows.
+func TestParseConfigDocExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kl-yaml.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := "version: 1\nprojects:\n  - name: prod\n    dir: infra/prod\n    state: acme/infra/prod\n  - name: dns\n    dirr: dns\n    state: acme/dns\n    apply_trigger: push\n"
+	_, err = ParseConfig([]byte(file), "")
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want a *ConfigError, got %v", err)
+	}
+	got := "- " + strings.Join(ce.Problems, "\n- ") + "\n" // as readConfig puts them in the check run
+	for _, block := range []string{"```yaml\n" + file + "```\n", "```\n" + got + "```\n"} {
+		if !strings.Contains(string(doc), block) {
+			t.Errorf("docs/kl-yaml.md lacks the block\n%s", block)
+		}
+	}
+}
+
+// TestParseConfigAliases: anchors, aliases and merge keys work as in
+// YAML; a null value is an absent key.
+func TestParseConfigAliases(t *testing.T) {
+	t.Parallel()
+	file := `version: 1
+projects:
+  - &base
+    name: a
+    state: acme/a
+    when_modified: &tf ["*.tf"]
+    apply_trigger: merge
+  - <<: *base
+    name: b
+    dir:
+    when_modified: *tf
+`
+	cfg, err := ParseConfig([]byte(file), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Project{
+		{Name: "a", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}},
+		{Name: "b", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}},
+	}
+	if d := cmp.Diff(want, cfg.Projects); d != "" {
+		t.Fatalf("projects (-want +got):\n%s", d)
+	}
+	// A merge that expands exponentially is refused, not walked.
+	var sb strings.Builder
+	sb.WriteString("version: 1\na0: &a0 {name: x}\n")
+	for i := 1; i < 30; i++ {
+		fmt.Fprintf(&sb, "a%d: &a%d {<<: [*a%d, *a%d, *a%d, *a%d]}\n", i, i, i-1, i-1, i-1, i-1)
+	}
+	sb.WriteString("projects:\n  - <<: *a29\n    state: s\n")
+	if _, err := ParseConfig([]byte(sb.String()), ""); err == nil || !strings.Contains(err.Error(), "too many aliases") {
+		t.Fatalf("want too many aliases, got %v", err)
 	}
 }

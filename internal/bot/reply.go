@@ -49,7 +49,26 @@ func (b *Bot) mayWrite(ctx context.Context, c Client, repo github.Repo, a PlanAr
 		return true, nil
 	}
 	return false, b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl plan` refused: write permission\n\n"+
-		"- **rule:** only users with write permission on %s may plan or apply\n- **why:** @%s has %s permission\n", a.Repo, a.Actor, perm))
+		"- **rule:** only users with write permission on %s may plan or apply\n- **why:** %s\n", a.Repo, permissionWhy(a.Actor, a.Repo, perm, "/kl plan")))
+}
+
+// permissionWhy says in words what the actor may do on repo and what verb
+// needs: "@stranger has no permission on acme/infra; /kl apply needs
+// write" (maintain and admin include write).
+func permissionWhy(actor, repo string, perm github.Permission, verb string) string {
+	has := "no permission"
+	if perm != "" && perm != github.PermissionNone {
+		has = string(perm) + " permission"
+	}
+	return fmt.Sprintf("@%s has %s on %s; %s needs write", actor, has, repo, verb)
+}
+
+// codeListOr is codeList, or none when items is empty.
+func codeListOr(items []string, none string) string {
+	if len(items) == 0 {
+		return none
+	}
+	return codeList(items)
 }
 
 // answer is the reply job: "/kl why", "/kl history", "/kl help" and
@@ -135,7 +154,7 @@ func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
 	}
 	if len(states) == 0 {
 		if a.Command.Project != "" {
-			return fmt.Sprintf("This pull request has no project %q (it knows: %s).\n", a.Command.Project, codeList(projectNames(rows))), nil
+			return fmt.Sprintf("This pull request has no project %q (its projects: %s).\n", a.Command.Project, codeListOr(projectNames(rows), "none yet")), nil
 		}
 		return "This pull request has no project yet: push a change to a project, or comment `/kl plan`.\n", nil
 	}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/github/githubfake"
+)
+
+// jobOutcome waits until River has no job left to run now and returns
+// each job's kind, state and attempt ("klbot_plan cancelled 1"). A job
+// waiting to be retried fails the test at once: these tests expect none.
+func (h *harness) jobOutcome() []string {
+	h.t.Helper()
+	ctx := context.Background()
+	conn := h.conn()
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var pending, retryable int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('available', 'running', 'pending', 'scheduled')),
+			count(*) FILTER (WHERE state = 'retryable') FROM river_job`).Scan(&pending, &retryable); err != nil {
+			h.t.Fatal(err)
+		}
+		if retryable > 0 {
+			h.t.Fatalf("%d jobs wait to be retried; want every job done or cancelled", retryable)
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%d jobs still pending after 90s", pending)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rows, err := conn.Query(ctx, `SELECT kind || ' ' || state || ' ' || attempt FROM river_job ORDER BY id`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// TestUncoveredRepositoryCancelled: a delivery for a repository the App's
+// installation does not cover is accepted (klbot cannot tell without
+// asking GitHub), but its job's 404 from GitHub is final: River cancels
+// the job after one attempt instead of retrying it MaxAttempts times.
+// A 403 that is not a rate limit (the App lacks a permission) is final
+// too.
+func TestUncoveredRepositoryCancelled(t *testing.T) {
+	h := setup(t)
+	const other = "acme/other" // on GitHub, but not in installation 1
+	head := sha(1)
+	h.fake.AddPR(other, githubfake.PR{Number: 1, HeadSHA: head, BaseSHA: sha(0), Author: "alice", Files: []string{"main.tf"}})
+	if _, code, _ := h.deliver("pull_request", githubfake.PullRequestEvent("pull_request.opened.0", other, 1, head)); code != http.StatusAccepted {
+		t.Fatalf("opened on %s answered %d, want 202 (enqueued)", other, code)
+	}
+	if got, want := strings.Join(h.jobOutcome(), ", "), "klbot_plan cancelled 1"; got != want {
+		t.Fatalf("jobs: %s, want %s", got, want)
+	}
+	var errs string
+	h.scan(&errs, `SELECT errors::text FROM river_job WHERE kind = 'klbot_plan'`)
+	if !strings.Contains(errs, "404") {
+		t.Errorf("the cancelled job's error does not say 404: %s", errs)
+	}
+	if n := len(h.fake.Requests("GET", "/repos/acme/other/pulls/1")); n != 1 {
+		t.Errorf("klbot asked GitHub for %s#1 %d times, want once", other, n)
+	}
+
+	// A permission refusal on a covered repository: cancelled too.
+	p := pr{2, sha(2), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
+	h.fake.Fail(githubfake.Failure{Method: "GET", Path: "/repos/acme/infra/pulls/2", Status: http.StatusForbidden, Times: 10,
+		Body: `{"message":"Resource not accessible by integration","documentation_url":"https://docs.github.com/rest"}`})
+	h.open(t, p)
+	if got, want := strings.Join(h.jobOutcome(), ", "), "klbot_plan cancelled 1, klbot_plan cancelled 1"; got != want {
+		t.Fatalf("jobs: %s, want %s", got, want)
+	}
+	if n := len(h.checkRuns(p.head, "kl plan · infra")); n != 0 {
+		t.Errorf("%d plan check runs after a 403, want none", n)
+	}
+}
+
+// TestInvalidConfigCheckRun: an invalid kl.yaml fails the "kl config"
+// check run on the head with every problem and its line, and nothing is
+// planned.
+func TestInvalidConfigCheckRun(t *testing.T) {
+	h := setup(t)
+	files := baseRepo()
+	files["kl.yaml"] = "version: \"1\"\nprojects:\n  - name: infra\n    dirr: infra\n    state: acme/infra\n    apply_trigger: push\n"
+	p := pr{1, sha(1), files, []string{"kl.yaml"}}
+	h.open(t, p)
+	h.settle()
+	c := h.one(t, p.head, "kl config")
+	if c.Conclusion != "failure" {
+		t.Errorf("kl config: conclusion %q, want failure", c.Conclusion)
+	}
+	mustContain(t, "the kl config check run", c.Summary,
+		"- kl.yaml:1: version: want a whole number, got the string \"1\"\n"+
+			"- kl.yaml:4: unknown field \"dirr\" in a project (see docs/kl-yaml.md)\n"+
+			"- kl.yaml:6: project \"infra\": apply_trigger \"push\": want comment or merge\n")
+	if n := h.planRuns(); n != 1 {
+		t.Errorf("%d plan runs after an invalid kl.yaml, want 1 (the bootstrap's)", n)
+	}
+}
