@@ -49,6 +49,9 @@ type config struct {
 	// ShutdownTimeout bounds the graceful stop on SIGTERM: running jobs get
 	// this long to finish, then they are cancelled and handed back to the queue.
 	ShutdownTimeout time.Duration `env:"KLBOT_SHUTDOWN_TIMEOUT, default=5m"`
+	// AllowForkPRs plans pull requests from forks on push (default false:
+	// a plan runs the pull request's code with klbot's credentials).
+	AllowForkPRs bool `env:"KLBOT_ALLOW_FORK_PRS, default=false"`
 }
 
 // loadConfig reads and checks the environment; every error names the
@@ -67,6 +70,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 	switch {
 	case cfg.WebhookSecret == "":
 		return cfg, nil, errors.New("KLBOT_WEBHOOK_SECRET is required: klbot refuses unsigned webhooks (set the secret configured on the GitHub App)")
+	case strings.TrimSpace(cfg.WebhookSecret) == "":
+		return cfg, nil, errors.New("KLBOT_WEBHOOK_SECRET is only white space: set the secret configured on the GitHub App")
 	case cfg.AppID <= 0:
 		return cfg, nil, errors.New("KLBOT_APP_ID is required: the GitHub App's id (a positive number)")
 	case cfg.DatabaseURL == "":
@@ -81,6 +86,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, fmt.Errorf("KLBOT_LEASE=%s: want at least 3s", cfg.Lease)
 	case cfg.ApplyWait < 0:
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_WAIT=%s: want 0 or more", cfg.ApplyWait)
+	case cfg.ShutdownTimeout < 0:
+		return cfg, nil, fmt.Errorf("KLBOT_SHUTDOWN_TIMEOUT=%s: want 0 or more (0: cancel running jobs at once on SIGTERM)", cfg.ShutdownTimeout)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {

@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, env []string) error {
 		return c, nil
 	}, pool, log, bot.NewMetrics(reg), bot.Options{
 		ApplyWait: cfg.ApplyWait, DefaultTrigger: bot.Trigger(cfg.ApplyTrigger), WorkDir: filepath.Join(workDir, "checkouts"), PublicURL: cfg.PublicURL,
+		AllowForkPRs: cfg.AllowForkPRs,
 	})
 	workers := river.NewWorkers()
 	b.AddWorkers(workers)

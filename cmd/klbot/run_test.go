@@ -64,6 +64,9 @@ func TestRunConfigErrors(t *testing.T) {
 		"bad trigger":             {append(base, "KLBOT_APPLY_TRIGGER=push"), "KLBOT_APPLY_TRIGGER"},
 		"bad duration":            {append(base, "KLBOT_APPLY_WAIT=soon"), "KLBOT_APPLY_WAIT"},
 		"zero workers":            {append(base, "KLBOT_WORKERS=0"), "KLBOT_WORKERS"},
+		"blank webhook secret":    {append(without(base, "KLBOT_WEBHOOK_SECRET"), "KLBOT_WEBHOOK_SECRET=  "), "KLBOT_WEBHOOK_SECRET is only white space"},
+		"negative shutdown":       {append(base, "KLBOT_SHUTDOWN_TIMEOUT=-1s"), "KLBOT_SHUTDOWN_TIMEOUT=-1s: want 0 or more"},
+		"bad fork switch":         {append(base, "KLBOT_ALLOW_FORK_PRS=maybe"), "KLBOT_ALLOW_FORK_PRS"},
 		"bad log level":           {append(base, "KLBOT_LOG_LEVEL=loud"), "KLBOT_LOG_LEVEL"},
 		"unreachable database":    {base, "KLBOT_DATABASE_URL"},
 	} {

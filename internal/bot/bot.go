@@ -55,6 +55,14 @@ type Options struct {
 	// PlanTimeout and ApplyTimeout bound one job (defaults 30m and
 	// ApplyWait + 2h).
 	PlanTimeout, ApplyTimeout time.Duration
+	// AllowForkPRs plans pull requests from forks on push
+	// (KLBOT_ALLOW_FORK_PRS; default false, as Atlantis's --allow-fork-prs).
+	// A plan runs the pull request's Terraform code with klbot's cloud
+	// credentials, and anyone can open a pull request from a fork; without
+	// it, a fork's push gets a neutral "kl plan" check run instead, and a
+	// user with write permission plans it with "/kl plan" once they have
+	// read the code.
+	AllowForkPRs bool
 }
 
 // Bot is klbot: the webhook Sink and the River workers of its jobs (plan

@@ -66,6 +66,11 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 			return "refused", err
 		}
 	}
+	if pr.Fork && a.Trigger == "push" && !b.opts.AllowForkPRs {
+		// Before the checkout: nothing of the fork's is fetched or run.
+		log.Info("pull request from a fork: not planned on push (KLBOT_ALLOW_FORK_PRS)", "head_repo", pr.HeadRepo)
+		return "skipped", b.reportFork(ctx, c, repo, pr)
+	}
 	co, err := b.checkout(ctx, c, repo, pr)
 	if err != nil {
 		return "", err
@@ -207,6 +212,21 @@ func (b *Bot) reportConfig(ctx context.Context, c Client, repo github.Repo, pr g
 		title, short(pr.HeadSHA), problems)
 	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckConfig, HeadSHA: pr.HeadSHA, ExternalID: externalID(pr.Number, ""),
 		Conclusion: "failure", Title: title, Summary: report.Truncate(summary, report.CheckRunSummaryLimit)})
+	return err
+}
+
+// reportFork says, in the "kl plan" check run, why a push to a pull
+// request from a fork was not planned (Options.AllowForkPRs) and how to
+// plan it.
+func (b *Bot) reportFork(ctx context.Context, c Client, repo github.Repo, pr github.PullRequest) error {
+	summary := fmt.Sprintf("### Not planned: a pull request from a fork\n\n"+
+		"Commit `%s` comes from `%s`. A plan runs the pull request's Terraform code with klbot's cloud credentials, "+
+		"so klbot does not plan pull requests from forks on push.\n\n"+
+		"A user with write permission on %s who has read the change can plan it: comment `/kl plan`. "+
+		"(An operator can set `KLBOT_ALLOW_FORK_PRS=true` to plan every fork's push.)\n",
+		short(pr.HeadSHA), pr.HeadRepo, repo)
+	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckPlan, HeadSHA: pr.HeadSHA, ExternalID: externalID(pr.Number, ""),
+		Conclusion: "neutral", Title: "Not planned: a pull request from a fork", Summary: report.Truncate(summary, report.CheckRunSummaryLimit)})
 	return err
 }
 
