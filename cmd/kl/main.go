@@ -40,8 +40,8 @@ func run(args []string) int {
 	}()
 	err := cli.Run(ctx, args, os.Environ(), cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	close(finished)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kl:", err)
+	if msg := cli.Message(err); msg != "" {
+		fmt.Fprintln(os.Stderr, "kl:", msg)
 	}
 	return cli.ExitCode(err)
 }

@@ -109,7 +109,9 @@ func TestBinary(t *testing.T) {
 			{args: []string{"plan", "--state", "s", "-C", fast}, code: 0, outHead: "Plan "},
 			{args: []string{"apply", "PLAN"}, code: 0, outHead: "Apply "},
 			{args: []string{"apply", "PLAN"}, code: 3, errOut: "kl: plan run PLAN was already applied by run"},
-			{args: []string{"run", "show", "01J0000000000000000000000X"}, code: 1, errOut: "kl: run 01J0000000000000000000000X does not exist"},
+			{args: []string{"run", "show", "01J0000000000000000000000X"}, code: 1, errOut: "kl: run 01J0000000000000000000000X does not exist (see `kl runs`)\n"},
+			{args: []string{"state", "init", "s"}, code: 1, errOut: "kl: creating state s: a state of that name exists (see `kl state list`)\n"},
+			{args: []string{"apply", "PLAN", "--state", "t"}, code: 1, errOut: "kl: state \"t\" does not exist (create it with `kl state init t`)\n"},
 			{args: []string{"aply"}, code: 1, errOut: `kl: unknown command "aply" for "kl"`},
 		} {
 			args := append([]string(nil), step.args...)
@@ -122,6 +124,13 @@ func TestBinary(t *testing.T) {
 			}
 			if !strings.Contains(p.errOut, strings.ReplaceAll(step.errOut, "PLAN", plan)) || (step.errOut == "" && p.errOut != "") {
 				t.Errorf("kl %s: stderr %q, want %q", strings.Join(args, " "), p.errOut, step.errOut)
+			}
+			// The kind of an error is its exit code; its words do not end
+			// or start with the sentinel's label.
+			for _, label := range []string{": conflict\n", ": not found\n", ": invalid input\n", "invalid input: "} {
+				if strings.Contains(p.errOut, label) {
+					t.Errorf("kl %s: stderr %q shows the label %q", strings.Join(args, " "), p.errOut, label)
+				}
 			}
 			if !strings.HasPrefix(p.out, step.outHead) {
 				t.Errorf("kl %s: stdout %q, want it to start with %q", strings.Join(args, " "), p.out, step.outHead)

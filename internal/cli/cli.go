@@ -180,7 +180,7 @@ func (a *app) loadEnv(ctx context.Context) error {
 		return &envError{key: "KL_LOG_LEVEL", value: a.cfg.LogLevel, problem: "use debug, info, warn or error"}
 	}
 	// Recorded on every run and printed to everyone who reads it.
-	if p := textProblem(a.cfg.Actor, MaxActor); p != "" {
+	if p := wordsProblem(a.cfg.Actor, MaxActor); a.cfg.Actor != "" && p != "" {
 		return &envError{key: "KL_ACTOR", value: a.cfg.Actor, problem: p + " (it names you on every run)"}
 	}
 	return nil
@@ -192,6 +192,8 @@ func (a *app) loadEnv(ctx context.Context) error {
 type ExitError struct {
 	Code int
 	Err  error
+	// noted: the interrupt note said all there is (Message).
+	noted bool
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -247,7 +249,10 @@ func Run(ctx context.Context, args, env []string, streams IO) error {
 	root.SetContext(ctx)
 	err := root.ExecuteContext(ctx)
 	if in := interruptedBy(ctx); in != nil && err != nil {
-		err = &ExitError{Code: in.Code(), Err: err}
+		// Stopped before Terraform ran, with only the cancellation to
+		// say: the interrupt note said it (Message prints nothing more).
+		noted := errors.Is(err, context.Canceled) && slices.Contains([]phase{phaseOther, phaseApplyStart, phaseApplyWait}, a.phase.get())
+		err = &ExitError{Code: in.Code(), Err: err, noted: noted}
 	}
 	if err != nil && out.n == 0 && a.wantsJSON(args) {
 		if jerr := report.ErrorDocument(streams.Out, err, ExitCode(err)); jerr != nil {
@@ -403,7 +408,7 @@ func (a *app) openStore() (engine.Store, string, error) {
 		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
-	if !a.createStore && storeMissing(path) {
+	if missing, empty := storeMissing(path); missing && !a.createStore {
 		// A mistyped KL_STORE must not start an empty store.
 		src := "KL_STORE"
 		switch {
@@ -412,7 +417,11 @@ func (a *app) openStore() (engine.Store, string, error) {
 		case a.cfg.Store == "":
 			src = "the default; set KL_STORE or --store to use another"
 		}
-		return nil, "", fmt.Errorf("no Kilolock store at %s (%s): \"kl state init NAME\" creates one", path, src)
+		what := ""
+		if empty {
+			what = ": the file is empty"
+		}
+		return nil, "", fmt.Errorf("no Kilolock store at %s (%s)%s: \"kl state init NAME\" creates one", path, src, what)
 	}
 	st, err := sqlite.Open(a.ctx, path, sqlite.WithLogger(a.logger()))
 	if err != nil {
@@ -437,7 +446,7 @@ func (a *app) actor() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
 	}
-	if u := a.getenv("USER"); u != "" && textProblem(u, MaxActor) == "" {
+	if u := a.getenv("USER"); wordsProblem(u, MaxActor) == "" {
 		return u
 	}
 	return "unknown"

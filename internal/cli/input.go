@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -31,8 +32,12 @@ const (
 // textProblem says what makes s unfit to be stored and printed later on
 // other people's terminals, or "" when it is fine: invalid UTF-8, more
 // than max characters, a control character (an escape sequence recolours
-// or rewrites a terminal, a newline breaks a table) or a bidirectional
-// control (it reorders what is shown, as in "Trojan Source").
+// or rewrites a terminal, a newline breaks a table), a bidirectional
+// control (it reorders what is shown, as in "Trojan Source"), or any other
+// character that is not printable (unicode.IsPrint: an invisible format
+// character such as U+200B ZERO WIDTH SPACE makes "ali\u200bce" look like
+// "alice"; a line or paragraph separator breaks a line; a space other than
+// the ASCII one looks like it).
 func textProblem(s string, max int) string {
 	if !utf8.ValidString(s) {
 		return "not valid UTF-8"
@@ -46,7 +51,29 @@ func textProblem(s string, max int) string {
 			return fmt.Sprintf("contains the control character %U: use printable text on one line", r)
 		case isBidiControl(r):
 			return fmt.Sprintf("contains the bidirectional control %U: use printable text", r)
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			return fmt.Sprintf("contains the line or paragraph separator %U: use printable text on one line", r)
+		case unicode.IsSpace(r) && r != ' ':
+			return fmt.Sprintf("contains the space character %U: use the ASCII space", r)
+		case !unicode.IsPrint(r):
+			return fmt.Sprintf("contains the invisible or unprintable character %U: use printable text", r)
 		}
+	}
+	return ""
+}
+
+// wordsProblem is textProblem for text that names or explains (KL_ACTOR,
+// --reason): it must also show something — not blank — and neither begin
+// nor end with a space, which a reader cannot see. Inner spaces are fine.
+func wordsProblem(s string, max int) string {
+	if p := textProblem(s, max); p != "" {
+		return p
+	}
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "blank: use printable text"
+	case strings.TrimSpace(s) != s:
+		return "begins or ends with a space: remove it"
 	}
 	return ""
 }
@@ -71,6 +98,15 @@ func preview(s string) string {
 // and printed later (textProblem).
 func checkText(flag, value string, max int) error {
 	if p := textProblem(value, max); p != "" {
+		return fmt.Errorf("%s %s: %s", flag, preview(value), p)
+	}
+	return nil
+}
+
+// checkWords returns an error naming flag when value is unfit to name or
+// explain something (wordsProblem).
+func checkWords(flag, value string, max int) error {
+	if p := wordsProblem(value, max); p != "" {
 		return fmt.Errorf("%s %s: %s", flag, preview(value), p)
 	}
 	return nil
@@ -101,12 +137,23 @@ func parseRunID(flag, s string) (string, error) {
 // a repository of letters, digits, '.', '_' and '-'.
 var repoPattern = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$`)
 
-// storeMissing reports whether a SQLite store file path does not exist
-// (only `kl state init` creates one). Other stat errors — a parent that
+// storeMissing reports whether there is no SQLite store at path: no file,
+// or an empty regular file (without a -wal file that holds data) — a
+// store that was never initialised, which only `kl state init` turns into
+// one. empty says it was the empty file. Other stat errors — a parent that
 // is a regular file, a permission — are left to the store to report.
-func storeMissing(path string) bool {
-	_, err := os.Stat(path)
-	return errors.Is(err, fs.ErrNotExist)
+func storeMissing(path string) (missing, empty bool) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, false
+	}
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 0 {
+		return false, false
+	}
+	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > 0 {
+		return false, false
+	}
+	return true, true
 }
 
 // versionTimeout bounds `terraform version`, which should answer at once.

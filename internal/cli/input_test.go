@@ -166,6 +166,14 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	if strings.Contains(note, "commits what Terraform wrote") {
 		t.Errorf("stderr says Terraform wrote something, though it never ran:\n%s", note)
 	}
+	// One message: the note said it all; main prints no raw
+	// "…waiting for reservations: context canceled" after it.
+	if msg := cli.Message(err); msg != "" {
+		t.Errorf("main would print %q after the interrupt note; want nothing more", msg)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("interrupted waiting apply: %v, want it to wrap context.Canceled", err)
+	}
 	if r := <-holder; r.err != nil {
 		t.Fatalf("the holding apply: %v", r.err)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -39,6 +42,10 @@ to DIR, not to the current directory.`,
 				checkTexts("--target", in.Targets, maxPath), checkTexts("--replace", in.Replace, maxPath)); err != nil {
 				return err
 			}
+			// Before a run is stored: a plan that cannot start clutters kl runs.
+			if err := checkPlanFiles(in.Dir, in.VarFiles); err != nil {
+				return err
+			}
 			switch pr {
 			case "":
 			case "actions":
@@ -71,6 +78,9 @@ to DIR, not to the current directory.`,
 			}
 			e, err := a.engine(true)
 			if err != nil {
+				return err
+			}
+			if err := knownState(cmd.Context(), e, in.State); err != nil {
 				return err
 			}
 			in.Actor = a.actor()
@@ -120,8 +130,16 @@ it wrote).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.PlanRun = args[0]
+			if in.Wait < 0 {
+				return fmt.Errorf("--wait %s: negative: use 0 to refuse at once, or how long to wait (e.g. 5m)", in.Wait)
+			}
 			e, err := a.engine(true)
 			if err != nil {
+				return err
+			}
+			// An unknown state is an error, as for every command that
+			// names one; a plan of another existing state is a refusal.
+			if err := knownState(cmd.Context(), e, in.State); err != nil {
 				return err
 			}
 			in.Actor = a.actor()
@@ -159,8 +177,42 @@ it wrote).`,
 	}
 	cmd.Flags().StringVar(&in.State, "state", "", "refuse unless the plan belongs to this state")
 	cmd.Flags().BoolVar(&in.Strict, "strict-since-plan", false, "refuse when a version since the plan changed its read set, instead of re-planning")
-	cmd.Flags().DurationVar(&in.Wait, "wait", 0, "wait this long for conflicting reservations to be released (e.g. 5m); 0 refuses at once")
+	cmd.Flags().DurationVar(&in.Wait, "wait", 0, "wait this long for conflicting reservations to be released (e.g. 5m); 0 refuses at once; not negative")
 	return cmd
+}
+
+// checkPlanFiles checks that dir (-C) is a directory and that each of
+// varFiles (--var-file, relative to dir as with terraform -chdir) is a file.
+func checkPlanFiles(dir string, varFiles []string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("-C %s: no such directory", preview(dir))
+	case err != nil:
+		return fmt.Errorf("-C %s: %w", preview(dir), err)
+	case !fi.IsDir():
+		return fmt.Errorf("-C %s: not a directory: name the Terraform root module directory", preview(dir))
+	}
+	for _, f := range varFiles {
+		path := f
+		if !filepath.IsAbs(f) {
+			path = filepath.Join(dir, f)
+		}
+		where := ""
+		if path != f {
+			where = " (" + path + ": a relative --var-file is relative to -C DIR)"
+		}
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("--var-file %s: no such file%s", preview(f), where)
+		case err != nil:
+			return fmt.Errorf("--var-file %s: %w", preview(f), err)
+		case fi.IsDir():
+			return fmt.Errorf("--var-file %s: a directory, not a variables file%s", preview(f), where)
+		}
+	}
+	return nil
 }
 
 // runOf returns the apply run id carried by a refusal, if any.

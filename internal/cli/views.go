@@ -126,7 +126,7 @@ and --reason), recorded as a marker. A run that is not an open plan — an apply
 being applied or no longer open — is left as it is (exit status 3).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkText("--reason", reason, MaxReason); err != nil {
+			if err := checkWords("--reason", reason, MaxReason); reason != "" && err != nil {
 				return err
 			}
 			e, err := a.engine(false)
@@ -268,7 +268,7 @@ func knownState(ctx context.Context, e *engine.Engine, state string) error {
 	}
 	_, err := e.Store.GetState(ctx, state)
 	if errors.Is(err, engine.ErrNotFound) {
-		return fmt.Errorf("state %q does not exist (create it with `kl state init %s`): %w", state, state, engine.ErrNotFound)
+		return engine.UnknownState(state)
 	}
 	if err != nil {
 		return fmt.Errorf("reading state %s: %w", state, err)

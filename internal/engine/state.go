@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -63,12 +64,28 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 		Changed: changed, Resources: st.ResourceCount(), Actor: actor, Origin: origin,
 	})
 	if errors.Is(err, ErrConflict) {
-		return State{}, fmt.Errorf("creating state %s: a state of that name exists (see `kl state list`): %w", name, ErrConflict)
+		return State{}, e.createConflict(ctx, name, st.Lineage, err)
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("creating state %s: %w", name, err)
 	}
 	return s, nil
+}
+
+// createConflict says why CreateState refused name with ErrConflict (err):
+// the name exists, or — an adoption racing another past lineageFree —
+// another state took the lineage first; then it names that state. When
+// neither can be read back, err (the store's own words) stands.
+func (e *Engine) createConflict(ctx context.Context, name, lineage string, err error) error {
+	if _, gerr := e.Store.GetState(ctx, name); gerr == nil {
+		return fmt.Errorf("creating state %s: a state of that name exists (see `kl state list`): %w", name, ErrConflict)
+	}
+	if lineage != "" {
+		if lerr := e.lineageFree(ctx, name, lineage); errors.Is(lerr, ErrConflict) {
+			return lerr
+		}
+	}
+	return err
 }
 
 // lineageFree refuses (ErrConflict) when a state other than name already
@@ -116,12 +133,33 @@ func (e *Engine) Pull(ctx context.Context, name string, serial int64) ([]byte, V
 func (e *Engine) getState(ctx context.Context, name string) (State, error) {
 	st, err := e.Store.GetState(ctx, name)
 	if errors.Is(err, ErrNotFound) {
-		return State{}, fmt.Errorf("state %q does not exist (create it with `kl state init %s`): %w", name, name, ErrNotFound)
+		return State{}, UnknownState(name)
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("reading state %s: %w", name, err)
 	}
 	return st, nil
+}
+
+// UnknownState is the error for a state name the store does not have: the
+// naming rule (ErrInvalid) when name breaks it — no `kl state init` could
+// create it — else ErrNotFound with the command that creates it, the name
+// quoted for a shell where it needs quoting. (The rule is checked only for
+// a missing name: a state stored before the rule was stricter stays usable.)
+func UnknownState(name string) error {
+	if err := ValidateStateName(name); err != nil {
+		return err
+	}
+	return fmt.Errorf("state %q does not exist (create it with `kl state init %s`): %w", name, ShellQuote(name), ErrNotFound)
+}
+
+// ShellQuote returns s as one POSIX shell word: unchanged when it holds
+// only characters no shell treats specially, else in single quotes.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func parseAddresses(in []string) (AddressSet, error) {

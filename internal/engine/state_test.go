@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -118,6 +120,72 @@ func TestInitStateLineage(t *testing.T) {
 	}
 	if got := strings.Join(names, " "); strings.Contains(got, "acme/y") || len(names) != 4 {
 		t.Errorf("states = %s, want acme/x, acme/z and the two empty ones", got)
+	}
+}
+
+// TestInitStateLineageRace: adoptions of one document under different
+// names, racing on one SQLite file past the lineage check, create exactly
+// one state; every loser is refused for the lineage, naming the winner —
+// never for a name that does not exist.
+func TestInitStateLineageRace(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "kl.db")
+	const lineage = "2c1d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
+	doc := stateDoc(t, lineage, 3)
+	const n = 8
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		// One store per goroutine, as separate kl processes would have.
+		st, err := sqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatalf("opening store: %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		e := engine.New(st, nil, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[i] = e.InitState(ctx, fmt.Sprintf("r/s%d", i), doc, "tester")
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	states, err := st.ListStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 1 {
+		t.Fatalf("%d states after the race, want 1: %+v", len(states), states)
+	}
+	winner := states[0].Name
+	for i, err := range errs {
+		name := fmt.Sprintf("r/s%d", i)
+		if name == winner {
+			if err != nil {
+				t.Errorf("%s was created, yet InitState said %v", name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, engine.ErrConflict) {
+			t.Errorf("%s: InitState = %v, want ErrConflict", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "of that name exists") || strings.Contains(err.Error(), "the state exists") {
+			t.Errorf("%s: %q says the name exists; it does not", name, err)
+		}
+		if want := "state " + winner + " already has lineage " + lineage; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %q does not say %q", name, err, want)
+		}
 	}
 }
 

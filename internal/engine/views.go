@@ -444,7 +444,8 @@ type ActiveRun struct {
 }
 
 // Status is `kl status`: what is running now, what each run holds, who
-// waits on whom, and the open plans (ADR D6 "what is running now").
+// waits on whom, and the open plans an apply could still take (ADR D6
+// "what is running now").
 type Status struct {
 	Active    []ActiveRun `json:"active"`
 	OpenPlans []Run       `json:"open_plans"`
@@ -454,7 +455,8 @@ type Status struct {
 
 // Status reports the runs in progress on state ("" = every state), after
 // the lease sweep: a run whose holder stopped renewing is listed in Expired,
-// no longer as active.
+// no longer as active. Its open plans are those an apply could still take
+// (applicable): planned, and not already made stale by a later version.
 func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 	expired, err := e.Store.ExpireLeases(ctx)
 	if err != nil {
@@ -499,7 +501,50 @@ func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing open plans: %w", err)
 	}
+	if open, err = e.applicable(ctx, open); err != nil {
+		return nil, err
+	}
 	out.OpenPlans = append(out.OpenPlans, open...)
+	return out, nil
+}
+
+// applicable returns the plans (status planned) that an apply could still
+// take: not those a version committed since their source serial already
+// made stale — it changed their write set ("planned target changed"), so
+// an apply is refused without running (ADR D3). A plan whose plan input
+// changed can still apply after a re-plan, and stays. It reads the
+// versions of each state once, from the oldest source serial.
+func (e *Engine) applicable(ctx context.Context, plans []Run) ([]Run, error) {
+	oldest := map[string]int64{}
+	for _, p := range plans {
+		if p.Envelope == nil {
+			continue
+		}
+		if s, ok := oldest[p.State]; !ok || p.Envelope.SourceSerial < s {
+			oldest[p.State] = p.Envelope.SourceSerial
+		}
+	}
+	versions := map[string][]Version{}
+	for st, serial := range oldest {
+		vs, err := e.Store.VersionsAfter(ctx, st, serial)
+		if err != nil {
+			return nil, fmt.Errorf("reading versions after %d of state %s: %w", serial, st, err)
+		}
+		versions[st] = vs
+	}
+	out := plans[:0:0]
+	for _, p := range plans {
+		if p.Envelope != nil {
+			sp := ClassifySincePlan(p.ID, p.Envelope.SourceSerial, p.Envelope.Footprint, versions[p.State])
+			for i := range sp.Entries {
+				sp.Entries[i].OwnApply = p.ApplyRun != "" && sp.Entries[i].Run == p.ApplyRun
+			}
+			if len(sp.Of(ClassWriteChanged)) > 0 {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
 	return out, nil
 }
 

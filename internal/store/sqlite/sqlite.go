@@ -18,6 +18,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -99,7 +100,10 @@ func WithLogger(l *slog.Logger) Option {
 // the parent directory with mode 0700 and the file with mode 0600 — the
 // database holds saved plans and state snapshots, which hold secrets — then
 // applies the embedded migrations. A database whose schema is newer than
-// this binary's migrations is refused with a *SchemaTooNewError.
+// this binary's migrations is refused with a *SchemaTooNewError. A file
+// that exists, is not empty and is not a SQLite database (its first 16
+// bytes are not "SQLite format 3\x00") is refused before anything is
+// written to it or its mode changed.
 //
 // A database file, or its -wal or -shm file, that exists already (an empty
 // file made beforehand, a copy) keeps its mode; so when one belongs to the
@@ -128,6 +132,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("opening store %s: creating directory %s: %w", path, dir, err)
 	}
+	// Nothing is written to a file until it is known to be a database (or
+	// is empty, or new): a mistyped path must not be chmod-ed or migrated.
+	if err := checkHeader(abs); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
@@ -150,6 +159,35 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// sqliteHeader is the first 16 bytes of every SQLite database file
+// (https://www.sqlite.org/fileformat.html, "The Database Header").
+const sqliteHeader = "SQLite format 3\x00"
+
+// checkHeader returns an error when path is an existing, non-empty file
+// that does not begin with sqliteHeader. A missing file, an empty one
+// (Open initialises it) and one it cannot read (os.OpenFile then says
+// why) pass.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil
+	}
+	head := make([]byte, len(sqliteHeader))
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("reading its header: %w", err)
+	}
+	if string(head[:n]) != sqliteHeader {
+		return errors.New("not a SQLite database (the file does not begin with the SQLite header); it was left unchanged: " +
+			"point KL_STORE or --store at a Kilolock store, or at a new path for kl state init")
+	}
+	return nil
 }
 
 // makePrivate sets the existing file path to mode 0600 when it belongs to

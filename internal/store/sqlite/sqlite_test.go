@@ -388,3 +388,67 @@ func TestMultiProcessChild(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenLeavesOtherFilesAlone: a file that is not a SQLite database is
+// refused before Open writes anything — its mode and content stay as they
+// were, and no -wal or -shm file appears — while an empty file becomes a
+// store (kl state init may make one in a file made beforehand).
+func TestOpenLeavesOtherFilesAlone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"text":        "hi\n",
+		"short":       "SQLite",
+		"near header": "SQLite format 3 but not quite a database",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".txt")
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, 0o644); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			s, err := sqlite.Open(t.Context(), path)
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded; want an error")
+			}
+			if want := "not a SQLite database"; !strings.Contains(err.Error(), want) {
+				t.Errorf("Open: %q; want it to say %q", err, want)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o644 {
+				t.Errorf("mode %#o after Open, want 0644 (unchanged)", fi.Mode().Perm())
+			}
+			if b, _ := os.ReadFile(path); string(b) != content {
+				t.Errorf("content %q after Open, want %q", b, content)
+			}
+			for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+				if _, err := os.Stat(path + suffix); err == nil {
+					t.Errorf("Open made %s%s", path, suffix)
+				}
+			}
+		})
+	}
+	t.Run("empty file", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(dir, "empty.db")
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := sqlite.Open(t.Context(), path)
+		if err != nil {
+			t.Fatalf("Open of an empty file: %v", err)
+		}
+		s.Close()
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.HasPrefix(string(b), "SQLite format 3\x00") {
+			t.Errorf("the empty file is not a database after Open (err %v)", err)
+		}
+	})
+}
