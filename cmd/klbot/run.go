@@ -48,14 +48,17 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.keyVar(), err)
 	}
-	tfBin, err := terraform.FindBinary(func(k string) string {
-		if k == "KL_TERRAFORM" {
+	tfBin, err := terraform.FindBinaryNamed("KLBOT_TERRAFORM", func(k string) string {
+		if k == "KLBOT_TERRAFORM" {
 			return cfg.Terraform
 		}
 		return lookup(env, k)
 	})
 	if err != nil {
-		return fmt.Errorf("KLBOT_TERRAFORM: %w", err)
+		return err
+	}
+	if err := terraform.CheckVersion(ctx, tfBin, env); err != nil {
+		return fmt.Errorf("KLBOT_TERRAFORM=%s is not Terraform or OpenTofu: %w", tfBin, err)
 	}
 	workDir := cfg.WorkDir
 	if workDir == "" {

@@ -34,7 +34,12 @@ func TestRunConfigErrors(t *testing.T) {
 	if err := os.WriteFile(badPEM, []byte("-----BEGIN RSA PRIVATE KEY-----\nnot a key\n-----END RSA PRIVATE KEY-----\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := baseEnv(t, fake, key, "postgres://127.0.0.1:1/none", "127.0.0.1:0", "/bin/true")
+	// A stand-in that answers `terraform version -json` like Terraform.
+	tf := filepath.Join(t.TempDir(), "terraform")
+	if err := os.WriteFile(tf, []byte("#!/bin/sh\necho '{\"terraform_version\":\"1.5.7\"}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := baseEnv(t, fake, key, "postgres://127.0.0.1:1/none", "127.0.0.1:0", tf)
 	without := func(env []string, names ...string) []string {
 		var out []string
 	next:
@@ -67,6 +72,8 @@ func TestRunConfigErrors(t *testing.T) {
 		"blank webhook secret":    {append(without(base, "KLBOT_WEBHOOK_SECRET"), "KLBOT_WEBHOOK_SECRET=  "), "KLBOT_WEBHOOK_SECRET is only white space"},
 		"negative shutdown":       {append(base, "KLBOT_SHUTDOWN_TIMEOUT=-1s"), "KLBOT_SHUTDOWN_TIMEOUT=-1s: want 0 or more"},
 		"bad fork switch":         {append(base, "KLBOT_ALLOW_FORK_PRS=maybe"), "KLBOT_ALLOW_FORK_PRS"},
+		"terraform not terraform": {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/bin/true"), "KLBOT_TERRAFORM=/bin/true is not Terraform or OpenTofu"},
+		"terraform missing":       {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/nonexistent/terraform"), `resolving KLBOT_TERRAFORM="/nonexistent/terraform"`},
 		"bad log level":           {append(base, "KLBOT_LOG_LEVEL=loud"), "KLBOT_LOG_LEVEL"},
 		"unreachable database":    {base, "KLBOT_DATABASE_URL"},
 	} {

@@ -370,8 +370,12 @@ func (a *app) engine(needTerraform bool) (*engine.Engine, error) {
 			return nil, err
 		}
 		if v := strings.TrimSpace(a.getenv("KL_TERRAFORM")); v != "" {
-			if err := checkTerraform(a.ctx, "KL_TERRAFORM="+v, bin, a.env); err != nil {
-				return nil, err
+			if err := terraform.CheckVersion(a.ctx, bin, a.env); err != nil {
+				if errors.Is(err, context.Canceled) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("KL_TERRAFORM=%s is not Terraform or OpenTofu: %w; "+
+					"set KL_TERRAFORM to a terraform or tofu binary, or unset it to use terraform or tofu on PATH", v, err)
 			}
 		}
 		r, err := terraform.NewRunner(terraform.RunnerOptions{

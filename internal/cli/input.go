@@ -1,17 +1,13 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -155,40 +151,3 @@ func storeMissing(path string) (missing, empty bool) {
 	}
 	return true, true
 }
-
-// versionTimeout bounds `terraform version`, which should answer at once.
-const versionTimeout = 30 * time.Second
-
-// checkTerraform runs `bin version -json` and returns an error naming
-// where bin came from (what) unless it prints a Terraform or OpenTofu
-// version: a binary that does not (KL_TERRAFORM=/bin/true) would fail
-// later with terraform-exec's "unable to parse version".
-func checkTerraform(ctx context.Context, what, bin string, env []string) error {
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "version", "-json")
-	// No update check: `terraform version` asks checkpoint.hashicorp.com.
-	cmd.Env = append(append([]string(nil), env...), "CHECKPOINT_DISABLE=1")
-	out, err := cmd.Output()
-	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
-		return ctx.Err()
-	}
-	var v struct {
-		Version string `json:"terraform_version"`
-	}
-	if err == nil && json.Unmarshal(out, &v) == nil && v.Version != "" {
-		return nil
-	}
-	if err == nil && plainVersion.Match(out) {
-		return nil // a Terraform older than 0.13 has no version -json; terraform-exec says what is wrong with it
-	}
-	why := "printed no version"
-	if err != nil {
-		why = "failed: " + err.Error()
-	}
-	return fmt.Errorf("%s is not Terraform or OpenTofu: `%s version -json` %s; "+
-		"set KL_TERRAFORM to a terraform or tofu binary, or unset it to use terraform or tofu on PATH", what, bin, why)
-}
-
-// plainVersion is the first line of `terraform version` / `tofu version`.
-var plainVersion = regexp.MustCompile(`(?m)^(Terraform|OpenTofu) v\d+\.\d+`)

@@ -1,11 +1,16 @@
 package terraform
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"time"
 )
 
 // ErrNoBinary is returned by FindBinary when neither KL_TERRAFORM nor a
@@ -28,11 +33,17 @@ var ErrNoBinary = errors.New("no terraform binary found")
 // It returns an absolute path. When nothing is found the error wraps
 // ErrNoBinary and names all three and `make tools`.
 func FindBinary(env func(string) string) (string, error) {
+	return FindBinaryNamed("KL_TERRAFORM", env)
+}
+
+// FindBinaryNamed is FindBinary with the override read from variable
+// (klbot's KLBOT_TERRAFORM), which its errors name.
+func FindBinaryNamed(variable string, env func(string) string) (string, error) {
 	path := env("PATH")
-	if v := strings.TrimSpace(env("KL_TERRAFORM")); v != "" {
+	if v := strings.TrimSpace(env(variable)); v != "" {
 		p, err := lookExecutable(v, path)
 		if err != nil {
-			return "", fmt.Errorf("resolving KL_TERRAFORM=%q: %w: %w", v, ErrNoBinary, err)
+			return "", fmt.Errorf("resolving %s=%q: %w: %w", variable, v, ErrNoBinary, err)
 		}
 		return p, nil
 	}
@@ -41,10 +52,49 @@ func FindBinary(env func(string) string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("resolving the terraform binary: %w: set KL_TERRAFORM to its path, "+
+	return "", fmt.Errorf("resolving the terraform binary: %w: set %s to its path, "+
 		"put terraform or tofu on PATH, or run `make tools` (installs Terraform 1.5.7 into ./bin; "+
-		"then set KL_TERRAFORM=./bin/terraform or add ./bin to PATH)", ErrNoBinary)
+		"then set %s=./bin/terraform or add ./bin to PATH)", ErrNoBinary, variable, variable)
 }
+
+// versionTimeout bounds `terraform version`, which should answer at once.
+const versionTimeout = 30 * time.Second
+
+// CheckVersion runs `bin version -json` (with env, and no update check)
+// and returns an error wrapping ErrNoBinary unless bin prints a Terraform
+// or OpenTofu version — "printed no version", or "failed: …": a binary
+// that is not Terraform (KL_TERRAFORM=/bin/true) would otherwise fail later
+// with terraform-exec's "unable to parse version". A Terraform older than
+// 0.13 has no version -json; its plain first line is accepted (terraform-exec
+// then says what is wrong with it). The caller names where bin came from.
+func CheckVersion(ctx context.Context, bin string, env []string) error {
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "version", "-json")
+	// No update check: `terraform version` asks checkpoint.hashicorp.com.
+	cmd.Env = append(append([]string(nil), env...), "CHECKPOINT_DISABLE=1")
+	out, err := cmd.Output()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	var v struct {
+		Version string `json:"terraform_version"`
+	}
+	if err == nil && json.Unmarshal(out, &v) == nil && v.Version != "" {
+		return nil
+	}
+	if err == nil && plainVersion.Match(out) {
+		return nil
+	}
+	why := "printed no version"
+	if err != nil {
+		why = "failed: " + err.Error()
+	}
+	return fmt.Errorf("%w: `%s version -json` %s", ErrNoBinary, bin, why)
+}
+
+// plainVersion is the first line of `terraform version` / `tofu version`.
+var plainVersion = regexp.MustCompile(`(?m)^(Terraform|OpenTofu) v\d+\.\d+`)
 
 // lookExecutable finds name like exec.LookPath does, but on the given PATH
 // value rather than the process's own.

@@ -1,8 +1,10 @@
 package terraform
 
 import (
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,5 +70,27 @@ func TestFindBinary(t *testing.T) {
 				t.Fatalf("FindBinary() = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckVersion: a binary that prints no Terraform version, or fails,
+// is refused (ErrNoBinary) naming the command and why; a real Terraform
+// passes.
+func TestCheckVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for bin, want := range map[string]string{
+		"/bin/true":  "`/bin/true version -json` printed no version",
+		"/bin/false": "`/bin/false version -json` failed: exit status 1",
+	} {
+		err := CheckVersion(ctx, bin, nil)
+		if !errors.Is(err, ErrNoBinary) || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckVersion(%s) = %v; want ErrNoBinary saying %q", bin, err, want)
+		}
+	}
+	if tf, err := exec.LookPath("terraform"); err == nil {
+		if err := CheckVersion(ctx, tf, []string{"PATH=" + os.Getenv("PATH")}); err != nil {
+			t.Errorf("CheckVersion(%s) = %v; want nil", tf, err)
+		}
 	}
 }
