@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -258,9 +259,14 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 	// ends before that stops there: its update fails on its status.)
 	waitFor(t, 30*time.Second, "A to run Terraform", func() bool { return len(h.run(holder).AllowedBecause) > 0 })
 	skew.Store(int64(time.Minute))
+	// The sweep in Status expires A — unless A's own keep-alive renewal,
+	// which runs the sweep too, got there first.
 	st, err := h.eng.Status(h.ctx, testState)
-	if err != nil || len(st.Expired) != 1 || st.Expired[0] != holder {
-		t.Fatalf("Status = %+v, %v; want run %s expired", st, err, holder)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if !slices.Contains(st.Expired, holder) && h.run(holder).Status != engine.StatusLeaseExpired {
+		t.Fatalf("Status = %+v, run %s %s; want it expired", st, holder, h.run(holder).Status)
 	}
 	outB := h.apply(b.ID)
 	release()
