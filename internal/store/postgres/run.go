@@ -135,16 +135,8 @@ func (e executor) InProgressRuns(ctx context.Context) ([]engine.Run, error) {
 	if err != nil {
 		return nil, e.s.mapErr(err)
 	}
-	var out []engine.Run
-	var body string
-	if _, err := pgx.ForEachRow(rows, []any{&body}, func() error {
-		r, err := store.DecodeRun(body)
-		if err != nil {
-			return err
-		}
-		out = append(out, r)
-		return nil
-	}); err != nil {
+	out, err := collectRuns(rows)
+	if err != nil {
 		return nil, e.s.mapErr(err)
 	}
 	return out, nil
@@ -190,19 +182,23 @@ func (s *Store) ListRuns(ctx context.Context, q engine.RunQuery) ([]engine.Run, 
 	if err != nil {
 		return nil, fmt.Errorf("listing runs: %w", s.mapErr(err))
 	}
-	out := []engine.Run{}
-	var body string
-	if _, err := pgx.ForEachRow(rows, []any{&body}, func() error {
-		r, err := store.DecodeRun(body)
-		if err != nil {
-			return err
-		}
-		out = append(out, r)
-		return nil
-	}); err != nil {
+	out, err := collectRuns(rows)
+	if err != nil {
 		return nil, fmt.Errorf("listing runs: %w", s.mapErr(err))
 	}
 	return out, nil
+}
+
+// collectRuns decodes rows of one column, runs.body (store.DecodeRun);
+// never nil.
+func collectRuns(rows pgx.Rows) ([]engine.Run, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (engine.Run, error) {
+		var body string
+		if err := row.Scan(&body); err != nil {
+			return engine.Run{}, err
+		}
+		return store.DecodeRun(body)
+	})
 }
 
 func (s *Store) runExists(ctx context.Context, run string) error {
