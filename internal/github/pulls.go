@@ -36,8 +36,8 @@ type PullRequest struct {
 	Mergeable *bool // nil while GitHub is still computing it
 	HeadSHA   string
 	HeadRef   string
-	HeadRepo  string // owner/name of the head repository
-	Fork      bool   // the head repository is not the base repository
+	HeadRepo  string // owner/name of the head repository; "" when GitHub gives none (a deleted fork)
+	Fork      bool   // the head repository is not the base repository, or is unknown (isFork)
 	BaseRef   string
 	BaseSHA   string
 	Author    string
@@ -54,9 +54,18 @@ func (c *Client) GetPullRequest(ctx context.Context, repo Repo, number int) (Pul
 	return PullRequest{
 		Number: p.GetNumber(), State: p.GetState(), Draft: p.GetDraft(), Merged: p.GetMerged(), Mergeable: p.Mergeable,
 		HeadSHA: p.GetHead().GetSHA(), HeadRef: p.GetHead().GetRef(), HeadRepo: headRepo,
-		Fork:    headRepo != "" && !strings.EqualFold(headRepo, p.GetBase().GetRepo().GetFullName()),
+		Fork:    isFork(headRepo, repo),
 		BaseRef: p.GetBase().GetRef(), BaseSHA: p.GetBase().GetSHA(), Author: p.GetUser().GetLogin(), HTMLURL: p.GetHTMLURL(),
 	}, nil
+}
+
+// isFork reports whether a pull request's head repository (owner/name) is
+// not the repository base. It fails closed: an empty head — GitHub sends
+// head.repo null once a fork is deleted — is a fork, so that a deleted
+// fork is never taken for the repository's own branch (whose pushes klbot
+// plans; see bot.Options.AllowForkPRs).
+func isFork(head string, base Repo) bool {
+	return head == "" || !strings.EqualFold(head, base.String())
 }
 
 // PullRequestFile is one changed file of a pull request.

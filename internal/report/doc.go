@@ -3,6 +3,7 @@ package report
 import (
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // The report model: every view builds one doc, which the text and Markdown
@@ -61,13 +62,18 @@ func markSpan(m mark) span           { return span{kind: kMark, text: m.sym, ton
 func linkSpan(text, url string) span { return span{kind: kLink, text: inert(text), url: url} }
 func strongT(t tone, s string) span  { return span{kind: kStrong, text: inert(s), tone: t} }
 
-// inert makes stored text safe to print: every control character but tab
-// and newline (C0, DEL, C1 — an ESC would drive the reader's terminal) and
-// every bidirectional override or isolate (which reorder what a reviewer
-// reads, CVE-2021-42574) is written as a Go escape ("\x1b", "\u202e").
-// Actors, reasons and Terraform's messages come from other people and
-// older versions of kl; kl refuses such characters on input, and this keeps
-// what an older store holds from reaching a terminal or a PR comment raw.
+// inert makes stored text safe to print on one line: every rune that is
+// not printable (unicode.IsPrint, with the ASCII space) is written as a Go
+// escape ("\x1b", "\n", "\u200b", "\u202e"). That covers control
+// characters (an ESC would drive the reader's terminal; a newline could
+// fake a row of a table or a line of a story), invisible and format
+// characters (a zero-width space makes "ali\u200bce" pass for "alice"),
+// bidirectional overrides (which reorder what a reviewer reads,
+// CVE-2021-42574) and spaces other than the ASCII one. Actors, reasons and
+// Terraform's messages come from other people and from older versions of
+// kl; kl refuses such text on input, and this keeps what an older store
+// holds from reaching a terminal or a PR comment raw. Spans are words, one
+// line each: the renderers lay out lines themselves.
 func inert(s string) string {
 	if strings.IndexFunc(s, unsafeRune) < 0 {
 		return s
@@ -85,15 +91,7 @@ func inert(s string) string {
 }
 
 func unsafeRune(r rune) bool {
-	switch {
-	case r == '\t' || r == '\n':
-		return false
-	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
-		return true
-	}
-	return false
+	return r != ' ' && !unicode.IsPrint(r)
 }
 func (s sentence) add(p ...span) sentence { return append(s, p...) }
 

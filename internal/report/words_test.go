@@ -218,20 +218,24 @@ func TestDiscardedMarkerWords(t *testing.T) {
 }
 
 // TestInert: stored text from other people (actors, reasons, Terraform's
-// messages) is printed with its control characters and bidi overrides
-// escaped, in every renderer; tabs, newlines and other Unicode stay.
+// messages) is printed on one line with every non-printable rune escaped
+// (controls, newlines, tabs, invisible and bidi characters), in every
+// renderer; other Unicode stays.
 func TestInert(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct{ in, want string }{
-		"plain":         {"alice", "alice"},
-		"unicode":       {"zoë → ops", "zoë → ops"},
-		"tab, newline":  {"a\tb\nc", "a\tb\nc"},
-		"escape":        {"evil\x1b[31mRED", `evil\x1b[31mRED`},
-		"carriage":      {"ok\rFAKE", `ok\rFAKE`},
-		"C1 CSI":        {"x\u009by", `x\u009by`},
-		"bidi override": {"admin\u202egnp.exe", `admin\u202egnp.exe`},
-		"isolate":       {"a\u2066b", `a\u2066b`},
-		"delete":        {"a\x7fb", `a\x7fb`},
+		"plain":          {"alice", "alice"},
+		"unicode":        {"zoë → ops", "zoë → ops"},
+		"tab, newline":   {"a\tb\nc", `a\tb\nc`},
+		"zero-width":     {"ali\u200bce", `ali\u200bce`},
+		"line separator": {"a\u2028b", `a\u2028b`},
+		"no-break space": {"a\u00a0b", `a\u00a0b`},
+		"escape":         {"evil\x1b[31mRED", `evil\x1b[31mRED`},
+		"carriage":       {"ok\rFAKE", `ok\rFAKE`},
+		"C1 CSI":         {"x\u009by", `x\u009by`},
+		"bidi override":  {"admin\u202egnp.exe", `admin\u202egnp.exe`},
+		"isolate":        {"a\u2066b", `a\u2066b`},
+		"delete":         {"a\x7fb", `a\x7fb`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

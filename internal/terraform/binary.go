@@ -60,7 +60,8 @@ func FindBinaryNamed(variable string, env func(string) string) (string, error) {
 // versionTimeout bounds `terraform version`, which should answer at once.
 const versionTimeout = 30 * time.Second
 
-// CheckVersion runs `bin version -json` (with env, and no update check)
+// CheckVersion runs `bin version -json` (with env less Kilolock's own
+// variables, and no update check)
 // and returns an error wrapping ErrNoBinary unless bin prints a Terraform
 // or OpenTofu version — "printed no version", or "failed: …": a binary
 // that is not Terraform (KL_TERRAFORM=/bin/true) would otherwise fail later
@@ -72,7 +73,13 @@ func CheckVersion(ctx context.Context, bin string, env []string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "version", "-json")
 	// No update check: `terraform version` asks checkpoint.hashicorp.com.
-	cmd.Env = append(append([]string(nil), env...), "CHECKPOINT_DISABLE=1")
+	// Like every Terraform process: without Kilolock's own variables.
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !ownVariable(k) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "CHECKPOINT_DISABLE=1")
 	out, err := cmd.Output()
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return ctx.Err()

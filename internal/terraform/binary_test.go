@@ -88,6 +88,14 @@ func TestCheckVersion(t *testing.T) {
 			t.Errorf("CheckVersion(%s) = %v; want ErrNoBinary saying %q", bin, err, want)
 		}
 	}
+	// The check runs the binary like Terraform: without KL_*/KLBOT_*.
+	probe := filepath.Join(t.TempDir(), "probe")
+	if err := os.WriteFile(probe, []byte("#!/bin/sh\nenv | grep -q '^KL' && exit 7\necho '{\"terraform_version\":\"1.5.7\"}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckVersion(ctx, probe, []string{"PATH=" + os.Getenv("PATH"), "KL_STORE=postgres://secret", "KLBOT_WEBHOOK_SECRET=s"}); err != nil {
+		t.Errorf("CheckVersion passed Kilolock's variables to the binary: %v", err)
+	}
 	if tf, err := exec.LookPath("terraform"); err == nil {
 		if err := CheckVersion(ctx, tf, []string{"PATH=" + os.Getenv("PATH")}); err != nil {
 			t.Errorf("CheckVersion(%s) = %v; want nil", tf, err)
