@@ -204,7 +204,7 @@ type stderrSegment struct {
 // ("Warning: …" up to the next diagnostic) — and a heading line ending in ":"
 // that only introduces warnings (Terraform prints "There are some problems
 // with the CLI configuration:" before the warnings about a missing
-// TF_CLI_CONFIG_FILE on every command). Error diagnostics and other text
+// TF_CLI_CONFIG_FILE on every command) or ends stderr with nothing after it. Error diagnostics and other text
 // are kept, with runs of blank lines collapsed.
 func cleanStderr(s string) string {
 	s = ansiEscape.ReplaceAllString(s, "")
@@ -237,8 +237,11 @@ func cleanStderr(s string) string {
 			continue
 		}
 		text := strings.TrimSpace(strings.Join(seg.lines, "\n"))
-		if seg.kind == segText && strings.HasSuffix(text, ":") && i+1 < len(segs) && segs[i+1].kind == segWarning {
-			// The last line is the heading of warnings.
+		if seg.kind == segText && strings.HasSuffix(text, ":") && (i+1 < len(segs) && segs[i+1].kind == segWarning || i+1 == len(segs) && !strings.Contains(text, "\n")) {
+			// The last line is the heading of warnings — or, alone at
+			// the end, of what Terraform did not print to stderr: with
+			// -json the warnings go to the UI stream, and an
+			// interrupted command may stop right after the heading.
 			if j := strings.LastIndexByte(text, '\n'); j >= 0 {
 				text = strings.TrimSpace(text[:j])
 			} else {

@@ -68,6 +68,7 @@ func TestCleanStderrCases(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct{ in, want string }{
 		"empty":        {"", ""},
+		"only heading": {"There are some problems with the CLI configuration:\n", ""},
 		"only warning": {"There are some problems with the CLI configuration:\n╷\n│ Warning: W\n│\n│ detail\n╵\n\n", ""},
 		"plain warning then error": {
 			"Warning: Deprecated\n\nold stuff\n\nError: Broken\n\n  on a.tf line 3:\n   3: x\n\nwhy it broke\n",
