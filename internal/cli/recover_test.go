@@ -3,6 +3,9 @@ package cli_test
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -202,8 +205,17 @@ func TestKilledApplyRecover(t *testing.T) {
 		t.Errorf("kl why: recoverable %s, decisive %+v; want both the recoverable and apply-started", why.Recoverable, why.Decisive)
 	}
 
+	// The killed run left its work dir (its snapshot and plan: secrets);
+	// kl run recover, which runs no Terraform, removes it once committed.
+	workDir := filepath.Join(k.dir, "runs", apply)
+	if _, err := os.Stat(workDir); err != nil {
+		t.Fatalf("the killed apply left no work dir %s: %v", workDir, err)
+	}
 	var rec recoverDoc
 	k.jsonOf(&rec, "run", "recover", apply)
+	if _, err := os.Stat(workDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("work dir %s after kl run recover: %v; want removed", workDir, err)
+	}
 	if rec.Run.Status != "lease-expired" || rec.Run.CommittedSerial != source+1 || rec.Version == nil || !rec.Version.Provenance.Partial ||
 		rec.Version.Provenance.Run != apply || !slices.Equal(rec.Version.Changed, []string{"terraform_data.fast"}) || !rec.has("apply", "recovered") ||
 		rec.Recoverable != nil {

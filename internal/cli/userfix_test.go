@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +61,49 @@ func TestStoreFileLeftAlone(t *testing.T) {
 	}
 	if r := k.runWith(withStore(empty), "", "state", "list"); r.err != nil || !strings.Contains(r.out, "prod") {
 		t.Errorf("kl state list after init in the empty file: %v\n%s", r.err, r.out)
+	}
+}
+
+// TestForeignDatabaseLeftAlone: another program's SQLite database (a
+// table of its own, no Kilolock schema) is no store: kl state list and
+// kl state init refuse it (exit 1), and its mode and bytes stay as they
+// were — neither a read-only command nor kl state init turns it into a
+// Kilolock store.
+func TestForeignDatabaseLeftAlone(t *testing.T) {
+	t.Parallel()
+	k := setup(t)
+	foreign := filepath.Join(k.dir, "foreign.db")
+	db, err := sql.Open("sqlite", "file:"+foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE users (id INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := os.Chmod(foreign, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(append([]string(nil), k.env...), "KL_STORE="+foreign)
+	for _, args := range [][]string{{"state", "list"}, {"state", "init", "prod"}} {
+		r := k.runWith(env, "", args...)
+		want := "opening store " + foreign + ": a SQLite database but not a Kilolock store"
+		if r.code() != 1 || !strings.Contains(r.err.Error(), want) || !strings.Contains(r.err.Error(), "left unchanged") {
+			t.Errorf("kl %s on a foreign database: exit %d, %v\nstdout:\n%s\nwant 1, %q", strings.Join(args, " "), r.code(), r.err, r.out, want)
+		}
+		fi, err := os.Stat(foreign)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := os.ReadFile(foreign)
+		if fi.Mode().Perm() != 0o644 || !bytes.Equal(after, before) {
+			t.Errorf("kl %s changed the foreign database: mode %#o, %d bytes (were 0644, %d)",
+				strings.Join(args, " "), fi.Mode().Perm(), len(after), len(before))
+		}
 	}
 }
 

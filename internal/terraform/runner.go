@@ -475,22 +475,47 @@ func (r *Runner) cleanup(w workDir, log *slog.Logger) {
 // RemoveWorkDir removes the work dir of run below the work root if one is
 // left (engine.WorkDirRemover): a process killed mid-apply leaves it until
 // the stale sweep (DefaultStaleAfter); Engine.Recover removes it once it
-// has committed what that Terraform wrote. A missing dir is no error; a
-// run id that is not a plain name is engine.ErrInvalid. With KeepWorkDirs
-// the dir is kept (made private), as after any run.
+// has committed what that Terraform wrote. It is WorkDirs.RemoveWorkDir
+// with the Runner's work root and KeepWorkDirs.
 func (r *Runner) RemoveWorkDir(run string) error {
+	return WorkDirs{Root: r.workRoot, Keep: r.keep, Logger: r.log}.RemoveWorkDir(run)
+}
+
+// WorkDirs is the per-run work dirs below a work root, without a Terraform
+// binary: what removes a killed run's work dir where no Runner is made
+// (kl run recover runs no Terraform). It implements engine.WorkDirRemover.
+type WorkDirs struct {
+	// Root is the work root, RunnerOptions.WorkRoot.
+	Root string
+	// Keep is RunnerOptions.KeepWorkDirs: a dir is kept (made private).
+	Keep bool
+	// Logger receives the note on a kept dir (nil: discarded).
+	Logger *slog.Logger
+}
+
+var _ engine.WorkDirRemover = WorkDirs{}
+
+// RemoveWorkDir removes Root/<run> if it is there. A missing dir is no
+// error; a run id that is not a plain name is engine.ErrInvalid. With Keep
+// the dir is kept, made private, as after any run.
+func (w WorkDirs) RemoveWorkDir(run string) error {
 	if run == "" || run == "." || run == ".." || strings.ContainsAny(run, `/\`) || !filepath.IsLocal(run) {
 		return fmt.Errorf("removing work dir: run id %q is not a plain name: %w", run, engine.ErrInvalid)
 	}
-	dir := filepath.Join(r.workRoot, run)
+	if w.Root == "" {
+		return fmt.Errorf("removing work dir of run %s: no work root: %w", run, engine.ErrInvalid)
+	}
+	dir := filepath.Join(w.Root, run)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if r.keep {
+	if w.Keep {
 		if err := restrictWorkDir(dir); err != nil {
 			return fmt.Errorf("restricting the modes of the kept work dir %s: %w", dir, err)
 		}
-		r.log.Info("kept work dir (it holds secrets)", "dir", dir)
+		if w.Logger != nil {
+			w.Logger.Info("kept work dir (it holds secrets)", "dir", dir)
+		}
 		return nil
 	}
 	if err := os.RemoveAll(dir); err != nil {

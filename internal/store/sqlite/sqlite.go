@@ -102,8 +102,10 @@ func WithLogger(l *slog.Logger) Option {
 // applies the embedded migrations. A database whose schema is newer than
 // this binary's migrations is refused with a *SchemaTooNewError. A file
 // that exists, is not empty and is not a SQLite database (its first 16
-// bytes are not "SQLite format 3\x00") is refused before anything is
-// written to it or its mode changed.
+// bytes are not "SQLite format 3\x00", or SQLite cannot read it), or is
+// another program's SQLite database (it has tables but not Kilolock's
+// schema), is refused before anything is written to it or its mode
+// changed: it is read through a read-only connection first.
 //
 // A database file, or its -wal or -shm file, that exists already (an empty
 // file made beforehand, a copy) keeps its mode; so when one belongs to the
@@ -135,6 +137,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// Nothing is written to a file until it is known to be a database (or
 	// is empty, or new): a mistyped path must not be chmod-ed or migrated.
 	if err := checkHeader(abs); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	// Nor is another program's database made a store: an existing one must
+	// hold Kilolock's schema, read through a read-only connection before
+	// the file's mode is changed or the WAL pragma rewrites its header.
+	if err := checkSchema(ctx, abs, o.busyTimeout); err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
@@ -186,6 +194,50 @@ func checkHeader(path string) error {
 	if string(head[:n]) != sqliteHeader {
 		return errors.New("not a SQLite database (the file does not begin with the SQLite header); it was left unchanged: " +
 			"point KL_STORE or --store at a Kilolock store, or at a new path for kl state init")
+	}
+	return nil
+}
+
+// checkSchema returns an error unless path is missing, empty, not a
+// regular file (os.OpenFile then says why), or a SQLite database that holds
+// Kilolock's schema — goose's version table, which the first migration
+// creates (a store whose first migration was interrupted has it too) — or
+// no schema at all (a file another kl process has just begun to initialise:
+// it has switched it to WAL, which writes the header, and not yet created
+// goose's table). It reads the file through a read-only connection
+// (mode=ro) with no pragma that writes: a foreign database is left as it
+// was, mode and content.
+func checkSchema(ctx context.Context, path string, busy time.Duration) error {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Set("_busy_timeout", strconv.FormatInt(busy.Milliseconds(), 10))
+	q.Set("_query_only", "1")
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return fmt.Errorf("reading it read-only: %w", err)
+	}
+	defer db.Close()
+	var objects, kilolock int64
+	err = db.QueryRowContext(ctx,
+		`SELECT count(*), coalesce(sum(type = 'table' AND name = ?), 0) FROM sqlite_schema`,
+		goose.DefaultTablename).Scan(&objects, &kilolock)
+	var se *sqlite.Error
+	switch {
+	case errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB:
+		return errors.New("not a SQLite database (SQLite cannot read it: " + se.Error() + "); it was left unchanged: " +
+			"point KL_STORE or --store at a Kilolock store, or at a new path for kl state init")
+	case errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_BUSY || se.Code()&0xff == sqlite3.SQLITE_LOCKED):
+		return fmt.Errorf("%w (busy timeout %s) while checking its schema: %w", ErrBusy, busy, err)
+	case err != nil:
+		return fmt.Errorf("reading its schema read-only: %w", err)
+	case objects > 0 && kilolock == 0:
+		return errors.New("a SQLite database but not a Kilolock store (no Kilolock schema: no " + goose.DefaultTablename +
+			" table); it was left unchanged: point KL_STORE or --store at a Kilolock store, or at a new path for kl state init")
 	}
 	return nil
 }

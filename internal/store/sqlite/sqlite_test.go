@@ -452,3 +452,129 @@ func TestOpenLeavesOtherFilesAlone(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenLeavesForeignDatabasesAlone: another program's SQLite database
+// (tables, but not Kilolock's), in rollback or WAL journal mode, and a file
+// with the SQLite header and garbage after it are refused before Open
+// writes anything: mode and bytes stay as they were, and no -wal, -shm or
+// -journal file is left. A database with no schema at all (one another kl
+// is just initialising) and a store whose first migration stopped after
+// goose's table was made are opened.
+func TestOpenLeavesForeignDatabasesAlone(t *testing.T) {
+	t.Parallel()
+	foreign := func(t *testing.T, path, journal string) {
+		t.Helper()
+		db, err := sql.Open("sqlite", "file:"+path+"?_journal_mode="+journal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.Exec(`CREATE TABLE users (id INTEGER); INSERT INTO users VALUES (1)`); err != nil {
+			t.Fatal(err)
+		}
+		if journal == "WAL" { // back to one file, as another program leaves it when it ends
+			if _, err := db.Exec(`PRAGMA journal_mode = DELETE`); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, tc := range map[string]struct {
+		make func(t *testing.T, path string)
+		want string
+	}{
+		"foreign database": {func(t *testing.T, path string) { foreign(t, path, "DELETE") }, "not a Kilolock store"},
+		"foreign database once in WAL mode": {func(t *testing.T, path string) {
+			foreign(t, path, "WAL")
+		}, "not a Kilolock store"},
+		"header and garbage": {func(t *testing.T, path string) {
+			garbage := bytes.Repeat([]byte("garbage!"), 1024)
+			if err := os.WriteFile(path, append([]byte("SQLite format 3\x00"), garbage...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a SQLite database"},
+		"text": {func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte("hello\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a SQLite database"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "foreign.db")
+			tc.make(t, path)
+			if err := os.Chmod(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := sqlite.Open(t.Context(), path)
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded; want an error")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "left unchanged") {
+				t.Errorf("Open: %q; want it to say %q and left unchanged", err, tc.want)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o644 {
+				t.Errorf("mode %#o after Open, want 0644 (unchanged)", fi.Mode().Perm())
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+				t.Errorf("content changed by Open: %d bytes before, %d after", len(before), len(after))
+			}
+			for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+				if _, err := os.Stat(path + suffix); err == nil {
+					t.Errorf("Open left %s%s", path, suffix)
+				}
+			}
+		})
+	}
+
+	t.Run("no schema yet", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "kl.db")
+		db, err := sql.Open("sqlite", "file:"+path+"?_journal_mode=WAL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Ping(); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+			t.Fatalf("the WAL switch wrote no header: %v", err)
+		}
+		s, err := sqlite.Open(t.Context(), path)
+		if err != nil {
+			t.Fatalf("Open of a database without schema: %v", err)
+		}
+		s.Close()
+	})
+	t.Run("first migration interrupted", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "kl.db")
+		db, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE TABLE goose_db_version (id INTEGER PRIMARY KEY AUTOINCREMENT,
+			version_id INTEGER NOT NULL, is_applied INTEGER NOT NULL, tstamp TIMESTAMP DEFAULT (datetime('now')));
+			INSERT INTO goose_db_version (version_id, is_applied) VALUES (0, 1)`); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		s, err := sqlite.Open(t.Context(), path)
+		if err != nil {
+			t.Fatalf("Open of a store whose first migration was interrupted: %v", err)
+		}
+		defer s.Close()
+		if _, err := s.CreateState(t.Context(), storetest.NewState("s")); err != nil {
+			t.Fatalf("CreateState after finishing the migrations: %v", err)
+		}
+	})
+}
