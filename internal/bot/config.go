@@ -1,12 +1,18 @@
 package bot
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"path"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -101,6 +107,10 @@ var (
 	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements"}
 )
 
+// extensionPrefix starts the top-level keys kl.yaml ignores, as docker
+// compose does: "x-base: &base {...}" holds anchors the projects use.
+const extensionPrefix = "x-"
+
 var (
 	projectNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 	lineRE        = regexp.MustCompile(`^line (\d+): `)
@@ -110,28 +120,37 @@ var (
 // validates it; repo ("owner/name") is only used in messages. Every
 // problem is reported, in line order, as "kl.yaml:LINE: what" in a
 // *ConfigError, LINE being the line of the offending key or value; only a
-// YAML syntax error stops at the first. Rules: version must be 1; at least
-// one project; project names unique, 1–64 letters, digits, '.', '_', '-';
-// dir relative and inside the repository; state a valid Kilolock state
-// name (engine.ValidateStateName); workspace empty or "default";
-// when_modified globs valid; apply_trigger comment or merge;
-// apply_requirements approved or mergeable; plan_drafts true or false.
-// Defaults: dir ".", workspace "default", when_modified
-// DefaultWhenModified, apply_trigger and apply_requirements from the top
-// level (whose defaults are defaultTrigger — KLBOT_APPLY_TRIGGER; "" is
-// comment — and none). A null value ("dir:" with nothing) is the same as
-// leaving the key out. Anchors, aliases and merge keys ("<<") work as in
-// YAML.
+// YAML syntax error stops at the first (its LINE: syntaxProblem). Rules:
+// one YAML document; version must be 1; at least one project; project
+// names unique, 1–64 letters, digits, '.', '_', '-'; dir relative and
+// inside the repository; state a valid Kilolock state name
+// (engine.ValidateStateName) used by one project only (one state is one
+// Terraform configuration); workspace empty or "default"; when_modified
+// globs valid; names, dirs, states and globs of printable characters only
+// (unicode.IsPrint: no control, format or bidirectional characters);
+// apply_trigger comment or merge; apply_requirements approved or
+// mergeable; plan_drafts true or false; top-level keys starting with "x-"
+// are ignored (a place for shared anchors). Defaults: dir ".", workspace
+// "default", when_modified DefaultWhenModified, apply_trigger and
+// apply_requirements from the top level (whose defaults are
+// defaultTrigger — KLBOT_APPLY_TRIGGER; "" is comment — and none). A null
+// value ("dir:" with nothing) is the same as leaving the key out.
+// Anchors, aliases and merge keys ("<<") work as in YAML.
 func ParseConfig(data []byte, defaultTrigger Trigger) (*RepoConfig, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &ConfigError{Problems: []string{syntaxProblem(err)}}
-	}
-	if len(doc.Content) == 0 {
-		return nil, &ConfigError{Problems: []string{ConfigFile + ":1: the file is empty: want at least version: 1 and projects"}}
+	doc, second, err := decodeYAML(data)
+	if err != nil {
+		return nil, &ConfigError{Problems: []string{syntaxProblem(data, err)}}
 	}
 	p := &configParser{budget: maxConfigPairs}
-	cfg := p.config(resolve(doc.Content[0]), defaultTrigger)
+	if second > 0 {
+		p.bad(second, "a second YAML document starts here (---): kl.yaml is one document; remove this line or what follows it")
+	}
+	var cfg *RepoConfig
+	if doc == nil || len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
+		p.bad(1, "the file is empty: want at least version: 1 and projects")
+	} else {
+		cfg = p.config(resolve(doc.Content[0]), defaultTrigger)
+	}
 	if len(p.problems) > 0 {
 		sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].line < p.problems[j].line })
 		out := make([]string, len(p.problems))
@@ -141,6 +160,93 @@ func ParseConfig(data []byte, defaultTrigger Trigger) (*RepoConfig, error) {
 		return nil, &ConfigError{Problems: out}
 	}
 	return cfg, nil
+}
+
+// decodeYAML decodes every YAML document of data: the first (nil when
+// there is none), the line of the second's start (0 when there is none),
+// or the first syntax error.
+func decodeYAML(data []byte) (*yaml.Node, int, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, next yaml.Node
+	switch err := dec.Decode(&first); {
+	case errors.Is(err, io.EOF):
+		return nil, 0, nil
+	case err != nil:
+		return nil, 0, err
+	}
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return &first, 0, nil
+	case err != nil:
+		return nil, 0, err
+	}
+	line := next.Line
+	if line < 1 {
+		line = 1
+	}
+	return &first, line, nil
+}
+
+// Bounds of syntaxProblem's search for a syntax error's line.
+const (
+	maxSyntaxProbes     = 2_000
+	maxSyntaxProbeBytes = 4 << 20 // 4 decodes of a 1 MiB kl.yaml (maxConfigBytes), about 2 s
+)
+
+// syntaxProblem rewrites a YAML syntax error as "kl.yaml:LINE: what".
+// yaml.v3's own "line N" cannot be used as LINE: it is the line where the
+// enclosing construct (a block mapping or list, a scalar) starts when
+// there is one, else the problem's, and for a parser error (not a
+// scanner's) it is one less (yaml.v3 prints a 0-based line there); some
+// errors have none. N is never after the problem, though. So LINE is found
+// by decoding the file's first N, N+1, ... lines: LINE is the first k
+// whose first k lines do not decode. Every shorter prefix from N on
+// decoding, the problem is on line k or after it; it is on line k when the
+// k lines fail with the same error as the whole file, unless line k ends
+// inside an unclosed [...], {...} or quoted string, whose end of file can
+// fail like a later line of it does (docs/kl-yaml.md says so). When the
+// errors differ, or the search is too long, the message says "on this
+// line or a later one".
+func syntaxProblem(data []byte, err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	from := 1
+	if sm := lineRE.FindStringSubmatch(msg); sm != nil {
+		msg = strings.TrimPrefix(msg, sm[0])
+		if n, err := strconv.Atoi(sm[1]); err == nil && n > 1 {
+			from = n
+		}
+	}
+	later := func(line int) string {
+		return fmt.Sprintf("%s:%d: YAML syntax error on this line or a later one: %s", ConfigFile, line, msg)
+	}
+	// ends[k-1] is the end of line k (after its newline).
+	var ends []int
+	for i, b := range data {
+		if b == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	from = min(from, len(ends))
+	spent := 0
+	for k := from; k <= len(ends) && k < from+maxSyntaxProbes; k++ {
+		prefix := data[:ends[k-1]]
+		if spent += len(prefix); spent > maxSyntaxProbeBytes {
+			break
+		}
+		_, _, perr := decodeYAML(prefix)
+		switch {
+		case perr == nil:
+			continue
+		case perr.Error() == err.Error():
+			return fmt.Sprintf("%s:%d: %s", ConfigFile, k, msg)
+		default:
+			return later(k)
+		}
+	}
+	return later(from)
 }
 
 // maxConfigPairs bounds the key/value pairs one kl.yaml may expand to
@@ -172,7 +278,7 @@ func (p *configParser) config(root *yaml.Node, defaultTrigger Trigger) *RepoConf
 		p.bad(root.Line, "want keys such as version: 1 and projects, got %s", describe(root))
 		return cfg
 	}
-	top := p.fields(root, topKeys, "at the top level")
+	top := p.fields(root, topKeys, "at the top level", true)
 	if v, ok := top["version"]; !ok {
 		p.bad(root.Line, "version is required: add version: 1")
 	} else if n, ok := p.int(v, "version"); ok {
@@ -207,29 +313,42 @@ func (p *configParser) config(root *yaml.Node, defaultTrigger Trigger) *RepoConf
 		p.bad(f.key.Line, "no projects: list at least one under projects")
 		return cfg
 	}
-	seen := map[string]int{} // project name → line
+	seen := map[string]int{}         // project name → line
+	states := map[string]stateUser{} // state → its first project
 	for i, item := range f.val.Content {
-		cfg.Projects = append(cfg.Projects, p.project(resolve(item), i+1, topTrigger, topReqs, seen))
+		cfg.Projects = append(cfg.Projects, p.project(resolve(item), i+1, topTrigger, topReqs, seen, states))
 	}
 	return cfg
 }
 
-// project walks the i-th (from 1) item of projects.
-func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requirement, seen map[string]int) Project {
+// stateUser is the first project naming a state: who (as in messages),
+// the line of its state and its dir.
+type stateUser struct {
+	who  string
+	line int
+	dir  string
+}
+
+// project walks the i-th (from 1) item of projects. A project is named
+// in messages as project "NAME", or "project I (no name)" when it has
+// none.
+func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requirement, seen map[string]int, states map[string]stateUser) Project {
 	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: reqs}
+	who := fmt.Sprintf("project %d (no name)", i)
 	if n.Kind != yaml.MappingNode {
 		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
 		return pr
 	}
-	fs := p.fields(n, projectKeys, "in a project")
+	fs := p.fields(n, projectKeys, "in a project", false)
 	if f, ok := fs["name"]; ok {
-		pr.Name, _ = p.string(f, fmt.Sprintf("project %d: ", i))
+		pr.Name, _ = p.string(f, who+": ")
 	}
 	switch f, ok := fs["name"]; {
 	case pr.Name == "":
 		if !ok || f.val.Kind == yaml.ScalarNode {
-			p.bad(n.Line, "project %d: name is required", i)
+			p.bad(n.Line, "%s: name is required", who)
 		}
+	case p.unprintable(f.val.Line, fmt.Sprintf("project %d: name", i), pr.Name):
 	case !projectNameRE.MatchString(pr.Name):
 		p.bad(f.val.Line, "project name %q: use 1-64 letters, digits, '.', '_', '-', starting with a letter or digit", pr.Name)
 	case seen[pr.Name] > 0:
@@ -237,9 +356,12 @@ func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requ
 	default:
 		seen[pr.Name] = f.val.Line
 	}
-	where := fmt.Sprintf("project %q: ", pr.Name)
+	if pr.Name != "" {
+		who = fmt.Sprintf("project %q", pr.Name)
+	}
+	where := who + ": "
 	if f, ok := fs["dir"]; ok {
-		if dir, ok := p.string(f, where); ok && dir != "" {
+		if dir, ok := p.string(f, where); ok && dir != "" && !p.unprintable(f.val.Line, where+"dir", dir) {
 			clean := path.Clean(dir)
 			if path.IsAbs(dir) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(dir, `\`) {
 				p.bad(f.val.Line, "%sdir %q must be a relative path inside the repository", where, dir)
@@ -247,20 +369,45 @@ func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requ
 			pr.Dir = clean
 		}
 	}
-	stateLine := n.Line
+	stateLine, stateOK := n.Line, false
 	if f, ok := fs["state"]; ok {
 		pr.State, _ = p.string(f, where)
 		stateLine = f.val.Line
 	}
-	if f, ok := fs["state"]; pr.State == "" && (!ok || f.val.Kind == yaml.ScalarNode) {
-		p.bad(n.Line, "%sstate is required (the Kilolock state it plans against, e.g. acme/infra/prod)", where)
-	} else if pr.State != "" && engine.ValidateStateName(pr.State) != nil {
+	switch f, ok := fs["state"]; {
+	case pr.State == "":
+		if !ok || f.val.Kind == yaml.ScalarNode {
+			p.bad(n.Line, "%sstate is required (the Kilolock state it plans against, e.g. acme/infra/prod)", where)
+		}
+	case p.unprintable(stateLine, where+"state", pr.State):
+	case engine.ValidateStateName(pr.State) != nil:
 		p.bad(stateLine, "%sstate %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
 			"starting with a letter or digit and not ending in '.'", where, pr.State, engine.MaxStateName)
+	default:
+		stateOK = true
 	}
 	if f, ok := fs["workspace"]; ok {
 		if ws, ok := p.string(f, where); ok && ws != "" && ws != "default" {
 			p.bad(f.val.Line, "%sworkspace %q: only \"default\" is supported (Kilolock owns one state per project: use another project and state)", where, ws)
+		}
+	}
+	// One state is one Terraform configuration: planning dir A against a
+	// state holding dir B's resources would plan to destroy them. Two
+	// projects with the same dir and state would be one project twice
+	// (workspace is always "default"), their plans making each other's
+	// stale.
+	if stateOK {
+		line := stateLine
+		if first, dup := states[pr.State]; dup && first.line == line {
+			line = n.Line // the same value, merged or aliased: name the project
+		}
+		switch first, dup := states[pr.State]; {
+		case !dup:
+			states[pr.State] = stateUser{who: who, line: stateLine, dir: pr.Dir}
+		case first.dir != pr.Dir:
+			p.bad(line, "%sstate %q is also %s's (line %d): one state is one configuration (dir)", where, pr.State, first.who, first.line)
+		default:
+			p.bad(line, "%sstate %q is also %s's (line %d), with the same dir %q: one state is one project", where, pr.State, first.who, first.line, pr.Dir)
 		}
 	}
 	if f, ok := fs["when_modified"]; ok {
@@ -275,13 +422,34 @@ func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requ
 	return pr
 }
 
+// unprintable reports a value (what: `project "a": dir`) that is not
+// valid UTF-8 or holds a character that is not printable
+// (unicode.IsPrint, which allows the ASCII space only: no control
+// character, newline, tab, format character such as U+200B, bidirectional
+// override such as U+202E, or other space), as kl -C does: such text
+// shows one thing and is another, or breaks the lines it is printed on.
+func (p *configParser) unprintable(line int, what, s string) bool {
+	if !utf8.ValidString(s) {
+		p.bad(line, "%s %q is not valid UTF-8", what, s)
+		return true
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			p.bad(line, "%s %q contains %U, which is not a printable character: use printable characters only", what, s, r)
+			return true
+		}
+	}
+	return false
+}
+
 // field is one key of a mapping with its value (aliases resolved).
 type field struct{ key, val *yaml.Node }
 
 // fields returns m's keys, reporting unknown keys (where: "at the top
 // level", "in a project") and keys set twice. A key whose value is null
-// is left out, as if absent.
-func (p *configParser) fields(m *yaml.Node, known []string, where string) map[string]field {
+// is left out, as if absent. With extensions, keys starting with "x-" are
+// ignored whatever their values (a place for shared anchors).
+func (p *configParser) fields(m *yaml.Node, known []string, where string, extensions bool) map[string]field {
 	out := map[string]field{}
 	for _, f := range p.pairs(m, map[*yaml.Node]bool{}) {
 		if f.key.Kind != yaml.ScalarNode {
@@ -289,6 +457,9 @@ func (p *configParser) fields(m *yaml.Node, known []string, where string) map[st
 			continue
 		}
 		name := f.key.Value
+		if extensions && strings.HasPrefix(name, extensionPrefix) {
+			continue
+		}
 		if !slices.Contains(known, name) {
 			p.bad(f.key.Line, "unknown field %q %s (see docs/kl-yaml.md)", name, where)
 			continue
@@ -431,6 +602,9 @@ func (p *configParser) globs(f field, where string) []string {
 			p.bad(it.Line, "%swhen_modified: want a glob, got %s", where, describe(it))
 			continue
 		}
+		if p.unprintable(it.Line, where+"when_modified", it.Value) {
+			continue
+		}
 		if err := validGlob(it.Value); err != nil {
 			p.bad(it.Line, "%swhen_modified %q: %v", where, it.Value, err)
 		}
@@ -471,17 +645,6 @@ func describe(n *yaml.Node) string {
 		return fmt.Sprintf("%q", n.Value)
 	}
 	return "nothing"
-}
-
-// syntaxProblem rewrites a YAML syntax error ("yaml: line 3: did not find
-// expected key") as "kl.yaml:3: did not find expected key".
-func syntaxProblem(err error) string {
-	m := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := "1"
-	if sm := lineRE.FindStringSubmatch(m); sm != nil {
-		line, m = sm[1], strings.TrimPrefix(m, sm[0])
-	}
-	return ConfigFile + ":" + line + ": " + m
 }
 
 // Project returns the named project.

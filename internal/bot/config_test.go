@@ -73,7 +73,7 @@ func TestParseConfigErrors(t *testing.T) {
 		"wrong version":           {"version: 2\nprojects:\n  - name: a\n    state: s\n", []string{"kl.yaml:1: version 2: want version: 1"}},
 		"no projects":             {"version: 1\n", []string{"no projects"}},
 		"empty file":              {"", []string{"kl.yaml:1: the file is empty"}},
-		"missing name and state":  {"version: 1\nprojects:\n  - dir: x\n", []string{"kl.yaml:3: project 1: name is required", "kl.yaml:3: project \"\": state is required"}},
+		"missing name and state":  {"version: 1\nprojects:\n  - dir: x\n", []string{"kl.yaml:3: project 1 (no name): name is required; kl.yaml:3: project 1 (no name): state is required"}},
 		"duplicate names":         {"version: 1\nprojects:\n  - name: a\n    state: s\n  - name: a\n    state: t\n", []string{`kl.yaml:5: project name "a" is used twice (first on line 3)`}},
 		"state ending in a dot":   {"version: 1\nprojects:\n  - name: a\n    state: acme/infra.\n", []string{`kl.yaml:4: project "a": state "acme/infra."`, "not ending in '.'"}},
 		"dir outside":             {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: ../x\n", []string{`kl.yaml:5: project "a": dir "../x" must be a relative path inside the repository`}},
@@ -152,8 +152,8 @@ projects:
 		`kl.yaml:15: project "prod": when_modified "a**": "**" must be a whole path segment`,
 		`kl.yaml:18: project "dns": when_modified is empty: the project would never be planned (leave it out for the default)`,
 		`kl.yaml:19: name is set twice (first on line 16)`,
-		`kl.yaml:20: project 4: name is required`,
-		`kl.yaml:20: project "": state is required (the Kilolock state it plans against, e.g. acme/infra/prod)`,
+		`kl.yaml:20: project 4 (no name): name is required`,
+		`kl.yaml:20: project 4 (no name): state is required (the Kilolock state it plans against, e.g. acme/infra/prod)`,
 		`kl.yaml:21: project 5: want keys such as name and state, got the string "just a string"`,
 		`kl.yaml:23: project "net": state: want a string, got a mapping (key: value lines)`,
 		`kl.yaml:24: project "net": apply_requirements: want a list such as [approved], got the string "approved"`,
@@ -183,6 +183,21 @@ func TestParseConfigDocExample(t *testing.T) {
 			t.Errorf("docs/kl-yaml.md lacks the block\n%s", block)
 		}
 	}
+	// The x- anchor example parses as it says.
+	_, after, ok := strings.Cut(string(doc), "```yaml\nversion: 1\nx-defaults:")
+	if !ok {
+		t.Fatal("docs/kl-yaml.md lacks the x-defaults example")
+	}
+	example, _, _ := strings.Cut("version: 1\nx-defaults:"+after, "```")
+	cfg, err := ParseConfig([]byte(example), "")
+	if err != nil {
+		t.Fatalf("the x-defaults example: %v", err)
+	}
+	for _, p := range cfg.Projects {
+		if p.ApplyTrigger != TriggerMerge || len(p.ApplyRequirements) != 1 {
+			t.Errorf("the x-defaults example: %+v", p)
+		}
+	}
 }
 
 // TestParseConfigAliases: anchors, aliases and merge keys work as in
@@ -190,8 +205,12 @@ func TestParseConfigDocExample(t *testing.T) {
 func TestParseConfigAliases(t *testing.T) {
 	t.Parallel()
 	file := `version: 1
+x-common: &common
+  apply_requirements: [approved]
+x-unused: {anything: [goes, here]}
 projects:
   - &base
+    <<: *common
     name: a
     state: acme/a
     when_modified: &tf ["*.tf"]
@@ -199,6 +218,7 @@ projects:
   - <<: *base
     name: b
     dir:
+    state: acme/b
     when_modified: *tf
 `
 	cfg, err := ParseConfig([]byte(file), "")
@@ -206,20 +226,170 @@ projects:
 		t.Fatal(err)
 	}
 	want := []Project{
-		{Name: "a", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}},
-		{Name: "b", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}},
+		{Name: "a", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}},
+		{Name: "b", Dir: ".", State: "acme/b", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}},
 	}
 	if d := cmp.Diff(want, cfg.Projects); d != "" {
 		t.Fatalf("projects (-want +got):\n%s", d)
 	}
 	// A merge that expands exponentially is refused, not walked.
 	var sb strings.Builder
-	sb.WriteString("version: 1\na0: &a0 {name: x}\n")
+	sb.WriteString("version: 1\nx-a0: &a0 {name: x}\n")
 	for i := 1; i < 30; i++ {
-		fmt.Fprintf(&sb, "a%d: &a%d {<<: [*a%d, *a%d, *a%d, *a%d]}\n", i, i, i-1, i-1, i-1, i-1)
+		fmt.Fprintf(&sb, "x-a%d: &a%d {<<: [*a%d, *a%d, *a%d, *a%d]}\n", i, i, i-1, i-1, i-1, i-1)
 	}
 	sb.WriteString("projects:\n  - <<: *a29\n    state: s\n")
 	if _, err := ParseConfig([]byte(sb.String()), ""); err == nil || !strings.Contains(err.Error(), "too many aliases") {
 		t.Fatalf("want too many aliases, got %v", err)
+	}
+	// Only the top level has extension keys, and only "x-" ones.
+	for file, want := range map[string]string{
+		"version: 1\nx_base: 1\nprojects:\n  - name: a\n    state: s\n":      `kl.yaml:2: unknown field "x_base" at the top level`,
+		"version: 1\nprojects:\n  - name: a\n    state: s\n    x-note: hi\n": `kl.yaml:5: unknown field "x-note" in a project`,
+	} {
+		if _, err := ParseConfig([]byte(file), ""); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want %s, got %v", file, want, err)
+		}
+	}
+}
+
+// TestParseConfigOneStateOneProject: a state belongs to one project — not
+// to two dirs (one would plan to destroy the other's resources), nor twice
+// to one dir (workspace is always "default", so that is one project twice).
+func TestParseConfigOneStateOneProject(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ file, want string }{
+		"two dirs": {"version: 1\nprojects:\n  - name: a\n    dir: a\n    state: acme/infra\n  - name: b\n    dir: b\n    state: acme/infra\n",
+			`kl.yaml:8: project "b": state "acme/infra" is also project "a"'s (line 5): one state is one configuration (dir)`},
+		"dirs equal once cleaned": {"version: 1\nprojects:\n  - name: a\n    dir: ./a/\n    state: acme/infra\n  - name: b\n    state: acme/infra\n    dir: a\n",
+			`kl.yaml:7: project "b": state "acme/infra" is also project "a"'s (line 5), with the same dir "a": one state is one project`},
+		"same dir, other workspace": {"version: 1\nprojects:\n  - name: a\n    state: acme/infra\n  - name: b\n    state: acme/infra\n    workspace: staging\n",
+			`kl.yaml:6: project "b": state "acme/infra" is also project "a"'s (line 4), with the same dir ".": one state is one project; ` +
+				`kl.yaml:7: project "b": workspace "staging": only "default" is supported`},
+		"merged from an anchor": {"version: 1\nx-s: &s {state: acme/infra}\nprojects:\n  - <<: *s\n    name: a\n  - <<: *s\n    name: b\n    dir: b\n",
+			`kl.yaml:6: project "b": state "acme/infra" is also project "a"'s (line 2): one state is one configuration (dir)`},
+		"unnamed first": {"version: 1\nprojects:\n  - state: acme/infra\n  - name: b\n    dir: b\n    state: acme/infra\n",
+			`kl.yaml:6: project "b": state "acme/infra" is also project 1 (no name)'s (line 3)`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig([]byte(tc.file), "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want %s, got %v", tc.want, err)
+			}
+		})
+	}
+	// Distinct states are fine, in one dir or not.
+	ok := "version: 1\nprojects:\n  - name: a\n    state: acme/a\n  - name: b\n    state: acme/b\n  - name: c\n    dir: c\n    state: acme/a/c\n"
+	if _, err := ParseConfig([]byte(ok), ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestParseConfigOneDocument: a second YAML document is refused on the
+// line it starts, not ignored; a leading "---" and a closing "..." are
+// one document.
+func TestParseConfigOneDocument(t *testing.T) {
+	t.Parallel()
+	good := "version: 1\nprojects:\n  - name: a\n    state: s\n"
+	for _, file := range []string{"---\n" + good, good + "...\n"} {
+		if _, err := ParseConfig([]byte(file), ""); err != nil {
+			t.Errorf("%q: %v", file, err)
+		}
+	}
+	for file, want := range map[string]string{
+		good + "\n---\nversion: 1\nprojects:\n  - name: b\n    state: t\n": "kl.yaml:6: a second YAML document starts here (---)",
+		good + "---\n":             "kl.yaml:5: a second YAML document starts here (---)",
+		"---\n---\n" + good:        "kl.yaml:1: the file is empty: want at least version: 1 and projects; kl.yaml:2: a second YAML document",
+		good + "--- x\n":           "kl.yaml:5: a second YAML document starts here (---)",
+		good + "---\nversion: [\n": "kl.yaml:6: did not find expected node content",
+	} {
+		_, err := ParseConfig([]byte(file), "")
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: want %s, got %v", file, want, err)
+		}
+	}
+}
+
+// TestParseConfigUnprintable: names, dirs, states and globs hold
+// printable characters only, as kl -C wants: no control character,
+// newline, tab, invisible format character or bidirectional override.
+func TestParseConfigUnprintable(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ file, want string }{
+		"bidi override in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"infra/\u202eorp\"\n",
+			`kl.yaml:5: project "a": dir "infra/\u202eorp" contains U+202E, which is not a printable character: use printable characters only`},
+		"raw bidi override in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: infra/\u202eorp\n",
+			`kl.yaml:5: project "a": dir "infra/\u202eorp" contains U+202E`},
+		"newline in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\nb\"\n",
+			`kl.yaml:5: project "a": dir "a\nb" contains U+000A`},
+		"escape in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\x1b[31m\"\n",
+			`kl.yaml:5: project "a": dir "a\x1b[31m" contains U+001B`},
+		"tab in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\tb\"\n",
+			`kl.yaml:5: project "a": dir "a\tb" contains U+0009`},
+		"zero width space in state": {"version: 1\nprojects:\n  - name: a\n    state: \"acme/in\\u200bfra\"\n",
+			`kl.yaml:4: project "a": state "acme/in\u200bfra" contains U+200B`},
+		"control in name": {"version: 1\nprojects:\n  - name: \"a\\x07\"\n    state: s\n",
+			`kl.yaml:3: project 1: name "a\a" contains U+0007`},
+		"isolate in glob": {"version: 1\nprojects:\n  - name: a\n    state: s\n    when_modified: [\"*.tf\", \"\\u2066x.tf\"]\n",
+			`kl.yaml:5: project "a": when_modified "\u2066x.tf" contains U+2066`},
+		"no-break space in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\u00a0b\"\n",
+			`kl.yaml:5: project "a": dir "a\u00a0b" contains U+00A0`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig([]byte(tc.file), "")
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want %s, got %v", tc.want, err)
+			}
+			if len(ce.Problems) != 1 {
+				t.Fatalf("want one problem, got %q", ce.Problems)
+			}
+		})
+	}
+	// Printable non-ASCII and the ASCII space are fine in a dir.
+	ok := "version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"infra/prod é/a b\"\n"
+	if cfg, err := ParseConfig([]byte(ok), ""); err != nil || cfg.Projects[0].Dir != "infra/prod é/a b" {
+		t.Fatalf("got %+v, %v", cfg, err)
+	}
+}
+
+// TestParseConfigSyntaxLine: a YAML syntax error names the line of the
+// mistake, not yaml.v3's line (that of the enclosing block, or the one
+// before the mistake).
+func TestParseConfigSyntaxLine(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ file, want string }{
+		"tab in the indentation": {"version: 1\nprojects:\n  - name: a\n\tdir: x\n    state: s\n",
+			"kl.yaml:4: found a tab character that violates indentation"},
+		"stray key in the list": {"version: 1\nprojects:\n  - name: a\n    state: s\n  - name: b\n    state: t\n  x: 1\n",
+			"kl.yaml:7: did not find expected '-' indicator"},
+		"dedented key": {"version: 1\nprojects:\n  - name: a\n    state: s\n   dir: x\n",
+			"kl.yaml:5: "},
+		"list after a mapping, blank lines between": {"version: 1\n\n\n- a\n",
+			"kl.yaml:4: did not find expected key"},
+		"tab on the first line": {"\tversion: 1\n", "kl.yaml:1: found character that cannot start any token"},
+		"mapping in a plain value": {"version: 1\nprojects:\n  - name: a: b\n    state: s\n",
+			"kl.yaml:3: mapping values are not allowed in this context"},
+		"unknown anchor": {"version: 1\nprojects:\n  - name: a\n    state: s\n    when_modified: *nope\n",
+			"kl.yaml:5: unknown anchor 'nope' referenced"},
+		"unclosed flow list":  {"version: 1\nprojects: [\n", "kl.yaml:2: did not find expected node content"},
+		"no trailing newline": {"version: 1\nprojects:\n  - name: a\n\tdir: x", "kl.yaml:4: found a tab character"},
+		// The first 5 lines fail (at their end, inside the list) otherwise
+		// than the file (on line 7): the message says the line may be a
+		// later one.
+		"missing comma in a flow list": {"version: 1\nprojects:\n  - name: a\n    state: s\n    when_modified: [\"a\",\n      \"b\"\n      \"c\"]\n",
+			"kl.yaml:5: YAML syntax error on this line or a later one: did not find expected ',' or ']'"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig([]byte(tc.file), "")
+			var ce *ConfigError
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.HasPrefix(ce.Problems[0], tc.want) {
+				t.Fatalf("want %s, got %v", tc.want, err)
+			}
+		})
 	}
 }
