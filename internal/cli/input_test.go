@@ -166,6 +166,11 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	if strings.Contains(note, "commits what Terraform wrote") {
 		t.Errorf("stderr says Terraform wrote something, though it never ran:\n%s", note)
 	}
+	// SIGTERM is not Ctrl-C: no blank line for an echoed ^C, and the
+	// note does not talk of Ctrl-C.
+	if strings.HasPrefix(note, "\n") || strings.Contains(note, "Ctrl-C") || !strings.Contains(note, "(signal it again to exit at once)") {
+		t.Errorf("the SIGTERM note should not talk of Ctrl-C or start with a blank line:\n%q", note)
+	}
 	// One message: the note said it all; main prints no raw
 	// "…waiting for reservations: context canceled" after it.
 	if msg := cli.Message(err); msg != "" {

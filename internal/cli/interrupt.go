@@ -81,8 +81,11 @@ func (t *phaseTracker) terraformPhase(name string) {
 
 // interruptNote is what an interrupted command does, in words that fit
 // how far it got.
-func interruptNote(p phase) string {
-	const again = " (Ctrl-C again to exit at once)…"
+func interruptNote(p phase, sig syscall.Signal) string {
+	again := " (Ctrl-C again to exit at once)…"
+	if sig != syscall.SIGINT {
+		again = " (signal it again to exit at once)…"
+	}
 	switch p {
 	case phasePlan:
 		return "kl: interrupted: stopping Terraform's plan; the plan run ends interrupted, nothing was applied" + again
@@ -102,9 +105,12 @@ func interruptNote(p phase) string {
 // a signal (Interrupted). The returned stop ends the watch.
 func noteOnInterrupt(ctx context.Context, w io.Writer, t *phaseTracker) (stop func() bool) {
 	return context.AfterFunc(ctx, func() {
-		if interruptedBy(ctx) != nil {
-			// "\n": the terminal echoed ^C on the line.
-			fmt.Fprintln(w, "\n"+interruptNote(t.get()))
+		if in := interruptedBy(ctx); in != nil {
+			note := interruptNote(t.get(), in.Signal)
+			if in.Signal == syscall.SIGINT {
+				note = "\n" + note // the terminal echoed ^C on the line
+			}
+			fmt.Fprintln(w, note)
 		}
 	})
 }
