@@ -382,6 +382,47 @@ func ScanVersion(row interface{ Scan(dest ...any) error }) (engine.Version, erro
 	return v, nil
 }
 
+// RunArgs are the values of a runs row for r, in the order kind, state,
+// actor, status, created_at, updated_at, finished_at, plan_run, apply_run,
+// replan_of, committed_serial, pr, body, id: times in Unix nanoseconds, an
+// absent reference, end, serial or pull request as a nil pointer (NULL on
+// either driver), body the whole run as JSON (DecodeRun).
+func RunArgs(r engine.Run) ([]any, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding run: %w", err)
+	}
+	var pr *string
+	if r.PR != nil {
+		b, err := json.Marshal(r.PR)
+		if err != nil {
+			return nil, fmt.Errorf("encoding pull request: %w", err)
+		}
+		s := string(b)
+		pr = &s
+	}
+	var finished, committed *int64
+	if r.FinishedAt != nil {
+		n := r.FinishedAt.UnixNano()
+		finished = &n
+	}
+	if r.CommittedSerial != 0 {
+		committed = &r.CommittedSerial
+	}
+	ref := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return []any{
+		string(r.Kind), r.State, r.Actor, string(r.Status),
+		r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), finished,
+		ref(r.PlanRun), ref(r.ApplyRun), ref(r.ReplanOf), committed,
+		pr, string(body), r.ID,
+	}, nil
+}
+
 // DecodeRun decodes a runs.body: the whole engine.Run as JSON (a field
 // added to engine.Run is stored without a migration).
 func DecodeRun(body string) (engine.Run, error) {

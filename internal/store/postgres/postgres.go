@@ -407,11 +407,3 @@ func (s *Store) now(ctx context.Context, q querier) (time.Time, error) {
 func nanos(t time.Time) int64 { return t.UnixNano() }
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
-// nullString stores "" as NULL (absent reference).
-func nullString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}

@@ -18,39 +18,9 @@ import (
 // InsertRun/SaveRun, and reads decode body. A field added to engine.Run is
 // therefore stored without a migration.
 
-func runArgs(r engine.Run) ([]any, error) {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encoding run: %w", err)
-	}
-	var pr *string
-	if r.PR != nil {
-		b, err := json.Marshal(r.PR)
-		if err != nil {
-			return nil, fmt.Errorf("encoding pull request: %w", err)
-		}
-		s := string(b)
-		pr = &s
-	}
-	var finished, committed *int64
-	if r.FinishedAt != nil {
-		n := nanos(*r.FinishedAt)
-		finished = &n
-	}
-	if r.CommittedSerial != 0 {
-		committed = &r.CommittedSerial
-	}
-	return []any{
-		string(r.Kind), r.State, r.Actor, string(r.Status),
-		nanos(r.CreatedAt), nanos(r.UpdatedAt), finished,
-		nullString(r.PlanRun), nullString(r.ApplyRun), nullString(r.ReplanOf), committed,
-		pr, string(body), r.ID,
-	}, nil
-}
-
 // InsertRun stores a new run as given (store.Executor).
 func (e executor) InsertRun(ctx context.Context, r engine.Run) error {
-	args, err := runArgs(r)
+	args, err := store.RunArgs(r)
 	if err != nil {
 		return err
 	}
@@ -63,7 +33,7 @@ func (e executor) InsertRun(ctx context.Context, r engine.Run) error {
 
 // SaveRun writes every field of run r back (store.Executor).
 func (e executor) SaveRun(ctx context.Context, r engine.Run) error {
-	args, err := runArgs(r)
+	args, err := store.RunArgs(r)
 	if err != nil {
 		return err
 	}

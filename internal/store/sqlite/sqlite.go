@@ -463,11 +463,3 @@ func (e executor) Now(context.Context) (time.Time, error) { return e.s.now(), ni
 func nanos(t time.Time) int64 { return t.UnixNano() }
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
-
-// nullString stores "" as NULL (absent reference).
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
