@@ -41,6 +41,20 @@ type Executor interface {
 	// serializes commits and acquisitions on one state (DESIGN.md apply
 	// step 6). ErrNotFound if unknown.
 	LockState(ctx context.Context, name string) (engine.State, error)
+	// ReadState returns the named state without locking it. ErrNotFound if
+	// unknown.
+	ReadState(ctx context.Context, name string) (engine.State, error)
+	// VersionsBefore returns versions of state with serials below before
+	// (0: from the head), newest first, at most limit, without their
+	// changed addresses (Changes).
+	VersionsBefore(ctx context.Context, state string, before int64, limit int) ([]engine.Version, error)
+	// VersionsFrom returns every version of state with a serial above
+	// after, oldest first, without their changed addresses.
+	VersionsFrom(ctx context.Context, state string, after int64) ([]engine.Version, error)
+	// Changes returns the changed addresses of the versions of state with
+	// serials in [from, to], by serial, each set sorted (byte order, as
+	// engine.AddressSet sorts).
+	Changes(ctx context.Context, state string, from, to int64) (map[int64]engine.AddressSet, error)
 	// GetVersion returns one version with its changed addresses, without its
 	// snapshot. ErrNotFound if the state or serial is unknown.
 	GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error)
@@ -132,7 +146,8 @@ type DB interface {
 // Algorithms are the engine.Store methods whose logic is the same on every
 // database — CreateState, CreateRun, Commit, UpdateRun, RenewRun,
 // AddMarkers, Acquire, Reservations, Renew, Release, ExpireLeases, and the
-// GetVersion and Snapshot reads whose SQL is the executor's — written
+// GetState, GetVersion, Snapshot, History and VersionsAfter reads whose SQL
+// is the executor's — written
 // once over an adapter's DB. An adapter embeds Algorithms in its Store (set
 // when it opens) and implements the rest of engine.Store, its reads, in its
 // own dialect.

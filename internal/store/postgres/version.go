@@ -11,16 +11,6 @@ import (
 	"github.com/kilolock/kilolock/internal/store"
 )
 
-// GetState returns the named state with its head serial. ErrNotFound if
-// unknown.
-func (s *Store) GetState(ctx context.Context, name string) (engine.State, error) {
-	st, err := s.database().state(ctx, name, false)
-	if err != nil {
-		return engine.State{}, fmt.Errorf("getting state %s: %w", name, err)
-	}
-	return st, nil
-}
-
 // InsertState stores a new state row (store.Executor).
 func (e executor) InsertState(ctx context.Context, st engine.State) error {
 	_, err := e.q.Exec(ctx,
@@ -118,7 +108,7 @@ func (e executor) GetVersion(ctx context.Context, state string, serial int64) (e
 	if err != nil {
 		return engine.Version{}, e.s.mapErr(err)
 	}
-	changed, err := e.changes(ctx, state, serial, serial)
+	changed, err := e.Changes(ctx, state, serial, serial)
 	if err != nil {
 		return engine.Version{}, err
 	}
@@ -129,7 +119,7 @@ func (e executor) GetVersion(ctx context.Context, state string, serial int64) (e
 // changes returns the changed addresses of the versions of state with
 // serials in [from, to], by serial, each set sorted (byte order, as
 // engine.AddressSet sorts).
-func (e executor) changes(ctx context.Context, state string, from, to int64) (map[int64]engine.AddressSet, error) {
+func (e executor) Changes(ctx context.Context, state string, from, to int64) (map[int64]engine.AddressSet, error) {
 	rows, err := e.q.Query(ctx,
 		`SELECT serial, address FROM version_changes
 		 WHERE state = $1 AND serial BETWEEN $2 AND $3 ORDER BY serial, address`,
@@ -161,75 +151,38 @@ func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]b
 	return store.DecompressSnapshot(z, size)
 }
 
-// History returns versions of state newest first, with their changed
-// addresses: serials below q.Before (0: from the head), at most q.Limit
-// (0: 50). ErrNotFound if the state is unknown; ErrInvalid for a negative
-// limit.
-func (s *Store) History(ctx context.Context, state string, q engine.HistoryQuery) ([]engine.Version, error) {
-	out, err := s.history(ctx, state, q)
-	if err != nil {
-		return nil, fmt.Errorf("reading history of state %s: %w", state, err)
-	}
-	return out, nil
+// ReadState returns the named state without a lock (store.Executor).
+func (e executor) ReadState(ctx context.Context, name string) (engine.State, error) {
+	return e.state(ctx, name, false)
 }
 
-func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery) ([]engine.Version, error) {
-	limit, err := store.Limit(q.Limit)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.database().state(ctx, state, false); err != nil {
-		return nil, err
-	}
-	if q.Before > 0 {
-		return s.versions(ctx, state,
+// VersionsBefore returns versions of state below before (0: from the
+// head), newest first, at most limit (store.Executor).
+func (e executor) VersionsBefore(ctx context.Context, state string, before int64, limit int) ([]engine.Version, error) {
+	if before > 0 {
+		return e.versions(ctx,
 			`SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 AND serial < $2 ORDER BY serial DESC LIMIT $3`,
-			state, q.Before, limit)
+			state, before, limit)
 	}
-	return s.versions(ctx, state,
+	return e.versions(ctx,
 		`SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 ORDER BY serial DESC LIMIT $2`, state, limit)
 }
 
-// VersionsAfter returns every version of state with serial > after, oldest
-// first, with changed addresses: the since-plan input (ADR D3). ErrNotFound
-// if the state is unknown.
-func (s *Store) VersionsAfter(ctx context.Context, state string, after int64) ([]engine.Version, error) {
-	if _, err := s.database().state(ctx, state, false); err != nil {
-		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
-	}
-	out, err := s.versions(ctx, state,
-		`SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 AND serial > $2 ORDER BY serial`, state, after)
-	if err != nil {
-		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
-	}
-	return out, nil
+// VersionsFrom returns the versions of state above after, oldest first
+// (store.Executor).
+func (e executor) VersionsFrom(ctx context.Context, state string, after int64) ([]engine.Version, error) {
+	return e.versions(ctx, `SELECT `+store.VersionColumns+` FROM versions WHERE state = $1 AND serial > $2 ORDER BY serial`, state, after)
 }
 
-// versions runs a version query and fills each row's changed addresses.
-// Versions are immutable and written with their changes in one transaction,
-// so the two reads need no shared snapshot.
-func (s *Store) versions(ctx context.Context, state, query string, args ...any) ([]engine.Version, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
+// versions runs a query of store.VersionColumns.
+func (e executor) versions(ctx context.Context, query string, args ...any) ([]engine.Version, error) {
+	rows, err := e.q.Query(ctx, query, args...)
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, e.s.mapErr(err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Version, error) { return store.ScanVersion(r) })
 	if err != nil {
-		return nil, s.mapErr(err)
-	}
-	if len(out) == 0 {
-		return []engine.Version{}, nil
-	}
-	lo, hi := out[0].Serial, out[len(out)-1].Serial
-	if lo > hi {
-		lo, hi = hi, lo
-	}
-	changed, err := s.database().changes(ctx, state, lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		out[i].Changed = changed[out[i].Serial]
+		return nil, e.s.mapErr(err)
 	}
 	return out, nil
 }

@@ -9,16 +9,6 @@ import (
 	"github.com/kilolock/kilolock/internal/store"
 )
 
-// GetState returns the named state with its head serial. ErrNotFound if
-// unknown.
-func (s *Store) GetState(ctx context.Context, name string) (engine.State, error) {
-	st, err := s.database().state(ctx, name)
-	if err != nil {
-		return engine.State{}, fmt.Errorf("getting state %s: %w", name, err)
-	}
-	return st, nil
-}
-
 // InsertState stores a new state row (store.Executor).
 func (e executor) InsertState(ctx context.Context, st engine.State) error {
 	_, err := e.q.ExecContext(ctx,
@@ -30,11 +20,11 @@ func (e executor) InsertState(ctx context.Context, st engine.State) error {
 // LockState reads the named state (store.Executor). In a transaction the
 // IMMEDIATE write lock, taken at BEGIN, is the state's lock already.
 func (e executor) LockState(ctx context.Context, name string) (engine.State, error) {
-	return e.state(ctx, name)
+	return e.ReadState(ctx, name)
 }
 
 // state reads the named state. ErrNotFound if unknown.
-func (e executor) state(ctx context.Context, name string) (engine.State, error) {
+func (e executor) ReadState(ctx context.Context, name string) (engine.State, error) {
 	var st engine.State
 	var created int64
 	err := e.q.QueryRowContext(ctx,
@@ -124,7 +114,7 @@ func (e executor) GetVersion(ctx context.Context, state string, serial int64) (e
 	if err != nil {
 		return engine.Version{}, e.s.mapErr(err)
 	}
-	changed, err := e.changes(ctx, state, serial, serial)
+	changed, err := e.Changes(ctx, state, serial, serial)
 	if err != nil {
 		return engine.Version{}, err
 	}
@@ -134,7 +124,7 @@ func (e executor) GetVersion(ctx context.Context, state string, serial int64) (e
 
 // changes returns the changed addresses of the versions of state with
 // serials in [from, to], by serial, each set sorted.
-func (e executor) changes(ctx context.Context, state string, from, to int64) (map[int64]engine.AddressSet, error) {
+func (e executor) Changes(ctx context.Context, state string, from, to int64) (map[int64]engine.AddressSet, error) {
 	rows, err := e.q.QueryContext(ctx,
 		`SELECT serial, address FROM version_changes WHERE state = ? AND serial BETWEEN ? AND ? ORDER BY serial, address`,
 		state, from, to)
@@ -169,86 +159,41 @@ func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]b
 	return store.DecompressSnapshot(z, size)
 }
 
-// History returns versions of state newest first, with their changed
-// addresses: serials below q.Before (0: from the head), at most q.Limit
-// (0: 50). ErrNotFound if the state is unknown; ErrInvalid for a negative
-// limit.
-func (s *Store) History(ctx context.Context, state string, q engine.HistoryQuery) ([]engine.Version, error) {
-	out, err := s.history(ctx, state, q)
-	if err != nil {
-		return nil, fmt.Errorf("reading history of state %s: %w", state, err)
-	}
-	return out, nil
-}
-
-func (s *Store) history(ctx context.Context, state string, q engine.HistoryQuery) ([]engine.Version, error) {
-	limit, err := store.Limit(q.Limit)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.database().state(ctx, state); err != nil {
-		return nil, err
-	}
+// VersionsBefore returns versions of state below before (0: from the
+// head), newest first, at most limit (store.Executor).
+func (e executor) VersionsBefore(ctx context.Context, state string, before int64, limit int) ([]engine.Version, error) {
 	query := `SELECT ` + store.VersionColumns + ` FROM versions WHERE state = ?`
 	args := []any{state}
-	if q.Before > 0 {
+	if before > 0 {
 		query += ` AND serial < ?`
-		args = append(args, q.Before)
+		args = append(args, before)
 	}
-	query += ` ORDER BY serial DESC LIMIT ?`
-	args = append(args, limit)
-	return s.versions(ctx, state, query, args...)
+	return e.versions(ctx, query+` ORDER BY serial DESC LIMIT ?`, append(args, limit)...)
 }
 
-// VersionsAfter returns every version of state with serial > after, oldest
-// first, with changed addresses: the since-plan input (ADR D3). ErrNotFound
-// if the state is unknown.
-func (s *Store) VersionsAfter(ctx context.Context, state string, after int64) ([]engine.Version, error) {
-	if _, err := s.database().state(ctx, state); err != nil {
-		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
-	}
-	out, err := s.versions(ctx, state,
-		`SELECT `+store.VersionColumns+` FROM versions WHERE state = ? AND serial > ? ORDER BY serial`, state, after)
-	if err != nil {
-		return nil, fmt.Errorf("reading versions of state %s after %d: %w", state, after, err)
-	}
-	return out, nil
+// VersionsFrom returns the versions of state above after, oldest first
+// (store.Executor).
+func (e executor) VersionsFrom(ctx context.Context, state string, after int64) ([]engine.Version, error) {
+	return e.versions(ctx, `SELECT `+store.VersionColumns+` FROM versions WHERE state = ? AND serial > ? ORDER BY serial`, state, after)
 }
 
-// versions runs a version query and fills each row's changed addresses.
-// Versions are immutable and written with their changes in one transaction,
-// so the two reads need no shared snapshot.
-func (s *Store) versions(ctx context.Context, state, query string, args ...any) ([]engine.Version, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+// versions runs a query of store.VersionColumns.
+func (e executor) versions(ctx context.Context, query string, args ...any) ([]engine.Version, error) {
+	rows, err := e.q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, s.mapErr(err)
+		return nil, e.s.mapErr(err)
 	}
 	defer rows.Close()
-	out := []engine.Version{}
+	var out []engine.Version
 	for rows.Next() {
 		v, err := store.ScanVersion(rows)
 		if err != nil {
-			return nil, s.mapErr(err)
+			return nil, e.s.mapErr(err)
 		}
 		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.mapErr(err)
-	}
-	rows.Close()
-	if len(out) == 0 {
-		return out, nil
-	}
-	lo, hi := out[0].Serial, out[len(out)-1].Serial
-	if lo > hi {
-		lo, hi = hi, lo
-	}
-	changed, err := s.database().changes(ctx, state, lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		out[i].Changed = changed[out[i].Serial]
+		return nil, e.s.mapErr(err)
 	}
 	return out, nil
 }
