@@ -363,6 +363,8 @@ func (a *app) engine(needTerraform bool) (*engine.Engine, error) {
 		if a.cfg.WorkDir == "" {
 			a.cfg.WorkDir = workRoot
 		}
+		// Work dirs are removed without a Terraform binary (kl run recover).
+		a.eng.WorkDirs = terraform.WorkDirs{Root: a.cfg.WorkDir, Keep: a.cfg.KeepWorkDirs, Logger: log}
 	}
 	if needTerraform {
 		bin, err := terraform.FindBinary(a.getenv)

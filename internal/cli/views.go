@@ -9,7 +9,6 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/report"
-	"github.com/kilolock/kilolock/internal/terraform"
 )
 
 func (a *app) historyCommand() *cobra.Command {
@@ -251,17 +250,6 @@ Terraform wrote to recover); 1 any other error.`,
 			}
 			if err != nil {
 				return err
-			}
-			// What the killed Terraform wrote is committed: its work dir
-			// (the snapshot it wrote, the saved plan: secrets) goes, as
-			// Recover does with a Runner — recover makes none (it runs no
-			// Terraform), so the dir is removed here, KL_KEEP_WORKDIRS
-			// honoured.
-			if _, ok := e.Terraform.(engine.WorkDirRemover); !ok {
-				wd := terraform.WorkDirs{Root: a.cfg.WorkDir, Keep: a.cfg.KeepWorkDirs, Logger: a.logger()}
-				if err := wd.RemoveWorkDir(out.Run.ID); err != nil {
-					a.logger().Warn("removing the work dir of the recovered run (the stale sweep removes it later)", "run", out.Run.ID, "err", err)
-				}
 			}
 			s, err := e.RunStory(context.WithoutCancel(cmd.Context()), out.Run.ID)
 			if err != nil {

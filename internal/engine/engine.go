@@ -55,7 +55,11 @@ const (
 type Engine struct {
 	Store     Store
 	Terraform Terraform
-	Log       *slog.Logger
+	// WorkDirs removes the work dir a killed run left (Engine.Recover);
+	// nil: Terraform, if it is a WorkDirRemover. A command that runs no
+	// Terraform (kl run recover) sets it without a Terraform binary.
+	WorkDirs WorkDirRemover
+	Log      *slog.Logger
 	// Holder identifies this process on the reservations it takes.
 	Holder Holder
 	// Lease is the lease of reservations and of runs in progress

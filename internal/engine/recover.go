@@ -140,7 +140,11 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	e.recoveredPlan(ctx, run, v.Serial)
 	// What the killed Terraform wrote is committed: its work dir (the
 	// snapshot it wrote, the saved plan) is no longer needed.
-	if rm, ok := e.Terraform.(WorkDirRemover); ok {
+	rm := e.WorkDirs
+	if rm == nil {
+		rm, _ = e.Terraform.(WorkDirRemover)
+	}
+	if rm != nil {
 		if err := rm.RemoveWorkDir(id); err != nil {
 			e.log().Warn("removing the work dir of the recovered run (the stale sweep removes it later)", "run", id, "err", err)
 		}
