@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Conflict visibility on one shared state, with real Terraform.
 #
-# Pull requests change one ~290-resource state (examples/big-state). Each
+# Pull requests change one state of ~290 resource instances (examples/big-state). Each
 # PR is a copy of the configuration plus one pr.auto.tfvars; "main" collects
 # the tfvars of every PR that was applied, as a merge would.
 #
@@ -74,7 +74,7 @@ apply() { show "$KL" apply "$@"; }
 echo "Kilolock conflict-visibility demo"
 echo "  work dir: $WORK    store: $KL_STORE    terraform: $TF ($("$TF" version | head -n1))"
 
-step "Set up: an empty state, and the bootstrap PR that creates ~290 resources"
+step "Set up: an empty state, and the bootstrap PR that creates ~290 resource instances"
 show "$KL" state init "$STATE"
 pr bootstrap '# bootstrap: the configuration as it is'
 plan bootstrap
@@ -94,7 +94,8 @@ echo "PR db planned before PR app was applied. Its since-plan classifies app's v
 show "$KL" history --since-plan "$PLAN_DB"
 apply "$PLAN_DB"
 merge db
-show "$KL" why "$("$KL" runs --state "$STATE" --limit 1 | ulid)"
+# Its story: the allowed-because facts stored when it applied.
+show "$KL" run show "$("$KL" runs --state "$STATE" --limit 1 | ulid)"
 
 step "(b) A PR whose read set another run changes: re-planned, intent unchanged"
 pr alarms 'alarm_threshold = 85'
