@@ -363,6 +363,23 @@ func (a Algorithms) Snapshot(ctx context.Context, state string, serial int64) ([
 	return doc, nil
 }
 
+// VersionArgs are the values of a versions row for v and its snapshot, in
+// the order state, serial, lineage, created_at, provenance, resources,
+// size, snapshot: created_at in Unix nanoseconds, provenance as JSON, the
+// snapshot compressed (CompressSnapshot; size is v.Size, its uncompressed
+// length).
+func VersionArgs(v engine.Version, snapshot []byte) ([]any, error) {
+	prov, err := json.Marshal(v.Provenance)
+	if err != nil {
+		return nil, fmt.Errorf("encoding provenance: %w", err)
+	}
+	z, err := CompressSnapshot(snapshot)
+	if err != nil {
+		return nil, err
+	}
+	return []any{v.State, v.Serial, v.Lineage, v.CreatedAt.UnixNano(), string(prov), v.Resources, v.Size, z}, nil
+}
+
 // VersionColumns are the versions columns ScanVersion reads, in order.
 const VersionColumns = `state, serial, lineage, created_at, provenance, resources, size`
 

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -76,18 +75,13 @@ func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 // InsertVersion writes version v with its changed addresses (one statement
 // for all of them) and compressed snapshot (store.Executor).
 func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error {
-	prov, err := json.Marshal(v.Provenance)
-	if err != nil {
-		return fmt.Errorf("encoding provenance: %w", err)
-	}
-	z, err := store.CompressSnapshot(snapshot)
+	args, err := store.VersionArgs(v, snapshot)
 	if err != nil {
 		return err
 	}
 	if _, err := e.q.Exec(ctx,
 		`INSERT INTO versions (state, serial, lineage, created_at, provenance, resources, size, snapshot)
-		 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		v.State, v.Serial, v.Lineage, nanos(v.CreatedAt), string(prov), v.Resources, v.Size, z); err != nil {
+		 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, args...); err != nil {
 		return fmt.Errorf("inserting version %d: %w", v.Serial, e.s.mapErr(err))
 	}
 	if len(v.Changed) == 0 {
