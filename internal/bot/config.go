@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -422,22 +420,16 @@ func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requ
 	return pr
 }
 
-// unprintable reports a value (what: `project "a": dir`) that is not
-// valid UTF-8 or holds a character that is not printable
-// (unicode.IsPrint, which allows the ASCII space only: no control
-// character, newline, tab, format character such as U+200B, bidirectional
-// override such as U+202E, or other space), as kl -C does: such text
-// shows one thing and is another, or breaks the lines it is printed on.
+// unprintable reports a value (what: `project "a": dir`) that
+// engine.TextProblem refuses — not valid UTF-8, or a character that is not
+// printable (no control character, newline, tab, format character such as
+// U+200B, bidirectional override such as U+202E, or other space), as kl -C
+// does: such text shows one thing and is another, or breaks the lines it is
+// printed on.
 func (p *configParser) unprintable(line int, what, s string) bool {
-	if !utf8.ValidString(s) {
-		p.bad(line, "%s %q is not valid UTF-8", what, s)
+	if problem := engine.TextProblem(s); problem != "" {
+		p.bad(line, "%s %q %s", what, s, problem)
 		return true
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			p.bad(line, "%s %q contains %U, which is not a printable character: use printable characters only", what, s, r)
-			return true
-		}
 	}
 	return false
 }

@@ -319,23 +319,23 @@ func TestParseConfigUnprintable(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ file, want string }{
 		"bidi override in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"infra/\u202eorp\"\n",
-			`kl.yaml:5: project "a": dir "infra/\u202eorp" contains U+202E, which is not a printable character: use printable characters only`},
+			`kl.yaml:5: project "a": dir "infra/\u202eorp" contains the bidirectional control U+202E: use printable text`},
 		"raw bidi override in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: infra/\u202eorp\n",
-			`kl.yaml:5: project "a": dir "infra/\u202eorp" contains U+202E`},
+			`kl.yaml:5: project "a": dir "infra/\u202eorp" contains the bidirectional control U+202E`},
 		"newline in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\nb\"\n",
-			`kl.yaml:5: project "a": dir "a\nb" contains U+000A`},
+			`kl.yaml:5: project "a": dir "a\nb" contains the control character U+000A`},
 		"escape in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\x1b[31m\"\n",
-			`kl.yaml:5: project "a": dir "a\x1b[31m" contains U+001B`},
+			`kl.yaml:5: project "a": dir "a\x1b[31m" contains the control character U+001B`},
 		"tab in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\tb\"\n",
-			`kl.yaml:5: project "a": dir "a\tb" contains U+0009`},
+			`kl.yaml:5: project "a": dir "a\tb" contains the control character U+0009`},
 		"zero width space in state": {"version: 1\nprojects:\n  - name: a\n    state: \"acme/in\\u200bfra\"\n",
-			`kl.yaml:4: project "a": state "acme/in\u200bfra" contains U+200B`},
+			`kl.yaml:4: project "a": state "acme/in\u200bfra" contains the invisible or unprintable character U+200B`},
 		"control in name": {"version: 1\nprojects:\n  - name: \"a\\x07\"\n    state: s\n",
-			`kl.yaml:3: project 1: name "a\a" contains U+0007`},
+			`kl.yaml:3: project 1: name "a\a" contains the control character U+0007`},
 		"isolate in glob": {"version: 1\nprojects:\n  - name: a\n    state: s\n    when_modified: [\"*.tf\", \"\\u2066x.tf\"]\n",
-			`kl.yaml:5: project "a": when_modified "\u2066x.tf" contains U+2066`},
+			`kl.yaml:5: project "a": when_modified "\u2066x.tf" contains the bidirectional control U+2066`},
 		"no-break space in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"a\\u00a0b\"\n",
-			`kl.yaml:5: project "a": dir "a\u00a0b" contains U+00A0`},
+			`kl.yaml:5: project "a": dir "a\u00a0b" contains the space character U+00A0`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

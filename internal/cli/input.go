@@ -8,10 +8,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // Bounds of free text that kl stores and later prints to everyone who
@@ -25,15 +26,8 @@ const (
 	maxPath = 4096
 )
 
-// textProblem says what makes s unfit to be stored and printed later on
-// other people's terminals, or "" when it is fine: invalid UTF-8, more
-// than max characters, a control character (an escape sequence recolours
-// or rewrites a terminal, a newline breaks a table), a bidirectional
-// control (it reorders what is shown, as in "Trojan Source"), or any other
-// character that is not printable (unicode.IsPrint: an invisible format
-// character such as U+200B ZERO WIDTH SPACE makes "ali\u200bce" look like
-// "alice"; a line or paragraph separator breaks a line; a space other than
-// the ASCII one looks like it).
+// textProblem is engine.TextProblem with a length limit: "" when s is fit
+// to be stored and printed later, else what is wrong with it.
 func textProblem(s string, max int) string {
 	if !utf8.ValidString(s) {
 		return "not valid UTF-8"
@@ -41,21 +35,7 @@ func textProblem(s string, max int) string {
 	if n := utf8.RuneCountInString(s); n > max {
 		return fmt.Sprintf("too long: %d characters, at most %d", n, max)
 	}
-	for _, r := range s {
-		switch {
-		case unicode.IsControl(r):
-			return fmt.Sprintf("contains the control character %U: use printable text on one line", r)
-		case isBidiControl(r):
-			return fmt.Sprintf("contains the bidirectional control %U: use printable text", r)
-		case unicode.In(r, unicode.Zl, unicode.Zp):
-			return fmt.Sprintf("contains the line or paragraph separator %U: use printable text on one line", r)
-		case unicode.IsSpace(r) && r != ' ':
-			return fmt.Sprintf("contains the space character %U: use the ASCII space", r)
-		case !unicode.IsPrint(r):
-			return fmt.Sprintf("contains the invisible or unprintable character %U: use printable text", r)
-		}
-	}
-	return ""
+	return engine.TextProblem(s)
 }
 
 // wordsProblem is textProblem for text that names or explains (KL_ACTOR,
@@ -72,12 +52,6 @@ func wordsProblem(s string, max int) string {
 		return "begins or ends with a space: remove it"
 	}
 	return ""
-}
-
-// isBidiControl reports whether r is a Unicode bidirectional control
-// character (Unicode Bidi_Control).
-func isBidiControl(r rune) bool {
-	return unicode.Is(unicode.Bidi_Control, r)
 }
 
 // preview is s as shown in an error: quoted (Go syntax, so control
