@@ -130,6 +130,13 @@ func (e *Engine) Pull(ctx context.Context, name string, serial int64) ([]byte, V
 	return doc, v, nil
 }
 
+// State reads one state. Errors: UnknownState's (ErrNotFound naming the
+// command that creates it, or ErrInvalid for a name no state can have), or
+// the store's.
+func (e *Engine) State(ctx context.Context, name string) (State, error) {
+	return e.getState(ctx, name)
+}
+
 func (e *Engine) getState(ctx context.Context, name string) (State, error) {
 	st, err := e.Store.GetState(ctx, name)
 	if errors.Is(err, ErrNotFound) {

@@ -560,6 +560,14 @@ func (e *Engine) Runs(ctx context.Context, q RunQuery) ([]Run, error) {
 	return rs, nil
 }
 
+// Run reads one run after the lease sweep (so a run whose holder died reads
+// as lease-expired, as in every view). Errors: ErrNotFound (wrapped, naming
+// the run and `kl runs`), or the store's.
+func (e *Engine) Run(ctx context.Context, id string) (Run, error) {
+	e.expireLeases(ctx)
+	return e.getRun(ctx, id)
+}
+
 func (e *Engine) getRun(ctx context.Context, id string) (Run, error) {
 	r, err := e.Store.GetRun(ctx, id)
 	if errors.Is(err, ErrNotFound) {
