@@ -258,9 +258,9 @@ func applyTitle(s *engine.RunStory) string {
 		}
 		return fmt.Sprintf("Applied: version %d (serial %d → %d, %s, %s)", s.Version.Serial, p.SourceSerial, p.CommittedSerial, p.Mode, match)
 	case s.Run.Status == engine.StatusRefused:
-		return "Refused: " + clipWords(s.Run.Reason, 120)
+		return "Refused: " + clipWords(report.EndText(s.Run.ID, s.Run.End), 120)
 	}
-	return strings.ToUpper(string(s.Run.Status[:1])) + string(s.Run.Status[1:]) + ": " + clipWords(s.Run.Reason, 120)
+	return strings.ToUpper(string(s.Run.Status[:1])) + string(s.Run.Status[1:]) + ": " + clipWords(report.EndText(s.Run.ID, s.Run.End), 120)
 }
 
 func clipWords(s string, n int) string {

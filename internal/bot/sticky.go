@@ -114,8 +114,8 @@ func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Opti
 		if run.Status != engine.StatusPlanned {
 			s.icon = "⏹️"
 			fmt.Fprintf(&t, "Plan %s at `%s` is **%s**", b.runLink(run.ID), short(r.HeadSHA), run.Status)
-			if run.Reason != "" {
-				t.WriteString(": " + run.Reason)
+			if e := report.EndText(run.ID, run.End); e != "" {
+				t.WriteString(": " + e)
 			}
 			t.WriteString(".\n")
 			break

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -81,8 +80,10 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 		}
 	}
 	if plan.Status != StatusPlanned {
-		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, Reason: plan.Reason,
-			DiscardedBy: plan.DiscardedBy, DiscardWhy: plan.DiscardWhy}
+		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, End: plan.End}
+		if plan.Discarded() {
+			se.DiscardedBy, se.DiscardWhy = plan.End.By, plan.End.Why
+		}
 		if plan.FinishedAt != nil {
 			se.At = *plan.FinishedAt
 		}
@@ -121,7 +122,7 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 		return nil
 	}); err != nil {
 		a := &applier{e: e, in: in, run: run, plan: plan, state: st, ka: ka}
-		a.abortWith(ctx, StatusRefused, fmt.Sprintf("claiming plan %s: %v", plan.ID, err), "", nil)
+		a.abortWith(ctx, StatusRefused, &End{Cause: CauseRefusedClaim, Plan: plan.ID, Err: err.Error(), Kind: kindOf(err)}, "", nil)
 		return nil, &RunError{Run: run.ID, Err: fmt.Errorf("claiming plan %s for apply run %s: %w", plan.ID, run.ID, err)}
 	}
 	a := &applier{e: e, in: in, run: run, plan: plan, state: st, pf: pf, ka: ka}
@@ -143,10 +144,6 @@ func nothingToApply(env *Envelope) bool {
 	return len(env.Reservations) == 0 && len(env.Footprint.Write) == 0 && env.Summary.Empty()
 }
 
-// reasonNothingToApply is the reason of the apply run of a plan without
-// changes.
-const reasonNothingToApply = "the plan has no changes: nothing applied, nothing committed"
-
 // applyNothing ends the apply of a plan without changes (nothingToApply)
 // at once: no reservation, no since-plan preflight, no Terraform, no
 // version. The run ends applied with an "applied" marker of Count 0 and
@@ -155,15 +152,15 @@ func (a *applier) applyNothing(ctx context.Context) (*ApplyOutcome, error) {
 	e := a.e
 	run, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
 		r.Status = StatusApplied
-		r.Reason = reasonNothingToApply
+		r.End = &End{Cause: CauseNothingToApply}
 		t := e.now()
 		r.FinishedAt = &t
 		return nil
-	}, Marker{Kind: MarkerApplied, Reason: "the plan has no changes: Terraform was not run"})
+	}, Marker{Kind: MarkerApplied, End: &End{Cause: CauseNothingToApply}})
 	if err != nil {
 		err = leaseLost(a.run.ID, err)
-		a.abort(ctx, StatusFailed, fmt.Sprintf("recording the end of an apply without changes: %v", err), StatusPlanned)
-		return nil, fmt.Errorf("ending apply run %s of plan %s without changes: %w", a.run.ID, a.plan.ID, err)
+		return nil, a.fail(ctx, StatusPlanned, Failed(StepRecordNoChanges, err),
+			fmt.Errorf("ending apply run %s of plan %s without changes: %w", a.run.ID, a.plan.ID, err))
 	}
 	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying}, func(r *Run) error {
 		if err := claimedBy(r, a.run.ID); err != nil {
@@ -266,8 +263,7 @@ func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
 		return nil
 	}); err != nil {
 		err = leaseLost(a.run.ID, err)
-		a.abort(ctx, StatusFailed, fmt.Sprintf("recording allowed-because: %v", err), StatusPlanned)
-		return nil, fmt.Errorf("recording allowed-because of run %s: %w", a.run.ID, err)
+		return nil, a.fail(ctx, StatusPlanned, Failed(StepRecordAllowed, err), fmt.Errorf("recording allowed-because of run %s: %w", a.run.ID, err))
 	}
 	return a.applyAndCommit(ctx)
 }
@@ -279,14 +275,12 @@ func (a *applier) preflight(ctx context.Context) error {
 	env := a.plan.Envelope
 	versions, err := e.Store.VersionsAfter(ctx, a.state.Name, env.SourceSerial)
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("reading since-plan versions: %v", err), StatusPlanned)
-		return fmt.Errorf("reading versions after %d of state %s: %w", env.SourceSerial, a.state.Name, err)
+		return a.fail(ctx, StatusPlanned, Failed(StepReadSincePlan, err), fmt.Errorf("reading versions after %d of state %s: %w", env.SourceSerial, a.state.Name, err))
 	}
 	a.sp = ClassifySincePlan(a.plan.ID, env.SourceSerial, env.Footprint, versions)
 	sum := a.sp.Summary()
 	if err := e.Store.AddMarkers(ctx, a.run.ID, Marker{Kind: MarkerPreflight, SincePlan: &sum}); err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("recording preflight: %v", err), StatusPlanned)
-		return fmt.Errorf("recording preflight of run %s: %w", a.run.ID, err)
+		return a.fail(ctx, StatusPlanned, Failed(StepRecordPreflight, err), fmt.Errorf("recording preflight of run %s: %w", a.run.ID, err))
 	}
 	bad := a.sp.Of(ClassWriteChanged)
 	if a.in.Strict {
@@ -296,10 +290,11 @@ func (a *applier) preflight(ctx context.Context) error {
 		serr := &StaleError{Run: a.run.ID, PlanRun: a.plan.ID, Entries: bad, Strict: a.in.Strict}
 		var ms []Marker
 		for _, v := range bad {
-			ms = append(ms, Marker{Kind: MarkerStalenessFailed, Serial: v.Serial, Other: v.Run, OtherPR: v.PR, Class: v.Class, Addresses: v.Addresses, Reason: v.Class.Label()})
+			ms = append(ms, Marker{Kind: MarkerStalenessFailed, Serial: v.Serial, Other: v.Run, OtherPR: v.PR, Class: v.Class, Addresses: v.Addresses})
 		}
 		sp := a.sp
-		a.abortWith(ctx, StatusRefused, serr.Error(), StatusStale, func(r *Run) { r.SincePlan = &sp }, ms...)
+		end := &End{Cause: CauseRefusedStale, Plan: a.plan.ID, Stale: bad, Strict: a.in.Strict}
+		a.abortWith(ctx, StatusRefused, end, StatusStale, func(r *Run) { r.SincePlan = &sp }, ms...)
 		return fmt.Errorf("applying run %s: %w", a.run.ID, serr)
 	}
 	independent := a.sp.Of(ClassIndependent)
@@ -311,26 +306,6 @@ func (a *applier) preflight(ctx context.Context) error {
 		return a.replan(ctx, rc)
 	}
 	return e.Store.AddMarkers(ctx, a.run.ID, Marker{Kind: MarkerStalenessPassed, SincePlan: &sum})
-}
-
-func joinSerials(s []int64) string {
-	parts := make([]string, len(s))
-	for i, v := range s {
-		parts[i] = fmt.Sprint(v)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func blockersText(bs []Blocker) string {
-	parts := make([]string, len(bs))
-	for i, b := range bs {
-		who := "run " + b.Run
-		if b.PR != nil {
-			who += " (" + b.PR.String() + ")"
-		}
-		parts[i] = fmt.Sprintf("%s holds %s", who, strings.Join(b.Addresses.Strings(), ", "))
-	}
-	return strings.Join(parts, "; ")
 }
 
 func reservedAddresses(rs []Reservation) AddressSet {
@@ -388,26 +363,39 @@ func concurrencyFacts(fp Footprint, others []Reservation, prs map[string]*PullRe
 	return out
 }
 
-// abort ends the apply run before Terraform ran: status and reason with
-// markers on the run, the plan returned to planStatus (planned: it may be
-// retried; stale/superseded: it may not), reservations released.
-func (a *applier) abort(ctx context.Context, status RunStatus, reason string, planStatus RunStatus, markers ...Marker) {
-	a.abortWith(ctx, status, reason, planStatus, nil, markers...)
+// fail is the applier's one failure path: it ends the run with end
+// (failed; interrupted when ctx was cancelled) and its markers, returns the
+// plan to planStatus and releases (abortWith), and returns err, the
+// caller's error, for the caller to return.
+func (a *applier) fail(ctx context.Context, planStatus RunStatus, end *End, err error, markers ...Marker) error {
+	status := StatusFailed
+	switch end.Cause {
+	case CauseInterrupted:
+		status = StatusInterrupted
+	case CauseRefusedConflict, CauseRefusedStale, CauseIntentChanged, CauseBehindHead, CauseRefusedClaim:
+		status = StatusRefused
+	}
+	a.abortWith(ctx, status, end, planStatus, nil, markers...)
+	return err
 }
 
-func (a *applier) abortWith(ctx context.Context, status RunStatus, reason string, planStatus RunStatus, update func(*Run), markers ...Marker) {
+// abortWith ends the apply run before it committed: status and end with
+// markers on the run (update, if set, changes more in the same write), the
+// plan returned to planStatus (planned: it may be retried;
+// stale/superseded/failed: it may not), reservations released.
+func (a *applier) abortWith(ctx context.Context, status RunStatus, end *End, planStatus RunStatus, update func(*Run), markers ...Marker) {
 	e := a.e
 	bctx, cancel := background(ctx)
 	defer cancel()
 	if ctx.Err() != nil && status != StatusRefused {
 		status = StatusInterrupted
 	}
-	markers = append(markers, Marker{Kind: MarkerFailed, Reason: reason})
+	markers = append(markers, Marker{Kind: MarkerFailed, End: end})
 	// Only a run still in progress: one the lease sweep ended stays
 	// lease-expired, and the sweep has handed its plan back already.
 	if _, err := e.Store.UpdateRun(bctx, a.run.ID, inProgress, func(r *Run) error {
 		r.Status = status
-		r.Reason = reason
+		r.End = end
 		r.AllowedBecause = nil
 		t := e.now()
 		r.FinishedAt = &t
@@ -417,13 +405,13 @@ func (a *applier) abortWith(ctx context.Context, status RunStatus, reason string
 		return nil
 	}, markers...); err != nil {
 		if errors.Is(leaseLost(a.run.ID, err), ErrLeaseLost) {
-			e.log().Warn("apply run ended by the lease sweep before it could record its end", "run", a.run.ID, "reason", reason)
+			e.log().Warn("apply run ended by the lease sweep before it could record its end", "run", a.run.ID, "cause", end.Cause)
 			planStatus = "" // the sweep handed the plan back
 		} else {
 			e.log().Error("recording end of apply run", "run", a.run.ID, "err", err)
 		}
 	}
-	e.releasePlans(bctx, a, planStatus, reason)
+	e.releasePlans(bctx, a, planStatus, end)
 	if err := e.Store.Release(bctx, a.run.ID); err != nil {
 		e.log().Error("releasing reservations", "run", a.run.ID, "err", err)
 	}
@@ -431,8 +419,8 @@ func (a *applier) abortWith(ctx context.Context, status RunStatus, reason string
 
 // releasePlans hands the reviewed plan back in status s: planned (it may
 // be applied again), or stale, superseded or failed (it may not: the plan's
-// Reason then says which apply run found what).
-func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus, reason string) {
+// End then says which apply run found what).
+func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus, end *End) {
 	if s == "" {
 		return // the plan was never claimed by this run
 	}
@@ -444,7 +432,7 @@ func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus, reas
 		}
 		r.Status = s
 		if s != StatusPlanned {
-			r.Reason = fmt.Sprintf("apply run %s: %s", a.run.ID, reason)
+			r.End = &End{Cause: CauseApplyEnded, Run: a.run.ID, Then: end}
 		}
 		return nil
 	}); err != nil {

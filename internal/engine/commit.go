@@ -5,118 +5,157 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/tfstate"
 )
 
 // applyAndCommit runs Terraform on the plan's own snapshot, compares what
-// changed with the plan, and commits (DESIGN.md apply steps 4–6).
+// changed with the plan, and commits (DESIGN.md apply steps 4–6), in three
+// steps: run Terraform (runTerraform), record what it applied
+// (readResult), commit — or, when the reservations lapsed meanwhile, the
+// lease-lost commit (commitOrLeaseLost).
 func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
-	e := a.e
-	env := a.pf.run.Envelope
-	base, err := e.Store.Snapshot(ctx, a.state.Name, env.SourceSerial)
+	base, baseState, err := a.baseSnapshot(ctx)
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("reading snapshot %d: %v", env.SourceSerial, err), StatusPlanned)
-		return nil, fmt.Errorf("reading snapshot %d of state %s: %w", env.SourceSerial, a.state.Name, err)
+		return nil, err
 	}
-	baseState, err := tfstate.Parse(base)
+	res, applyErr, err := a.runTerraform(ctx, base)
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("parsing snapshot %d: %v", env.SourceSerial, err), StatusPlanned)
-		return nil, fmt.Errorf("parsing snapshot %d of state %s: %w", env.SourceSerial, a.state.Name, err)
+		return nil, err
 	}
-
-	// Say that Terraform runs before it does, in the run's own update: a
-	// run the lease sweep ended meanwhile does not start Terraform, and
-	// every story can tell whether Terraform ran (and a lapsed one may
-	// have changed infrastructure: Recover).
-	if _, err := e.Store.UpdateRun(ctx, a.run.ID, []RunStatus{StatusApplying}, func(*Run) error { return nil },
-		Marker{Kind: MarkerApplyStarted, Serial: env.SourceSerial}); err != nil {
-		err = leaseLost(a.run.ID, err)
-		a.abort(ctx, StatusFailed, fmt.Sprintf("recording the start of terraform apply: %v", err), StatusPlanned)
-		return nil, fmt.Errorf("recording the start of terraform apply for run %s: %w", a.run.ID, err)
-	}
-	res, applyErr := e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base,
-		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx)})
 	// From here on ctx may be cancelled (Ctrl-C): finish with a context that
 	// is not, so that what Terraform wrote is committed and reservations are
 	// released exactly once.
 	cctx, cancel := background(ctx)
 	defer cancel()
-	status := StatusApplied
-	reason := ""
-	if applyErr != nil {
-		status, reason = StatusFailed, applyErr.Error() // the runner says "terraform apply: …"
-		if errors.Is(applyErr, context.Canceled) || ctx.Err() != nil {
-			status, reason = StatusInterrupted, "interrupted during terraform apply: committed what Terraform wrote"
-		}
-	}
+	end := terraformEnd(ctx, applyErr)
 	if res == nil || res.State == nil {
 		// Terraform wrote nothing (it did not start, or failed in init).
-		a.abort(ctx, status, reason, StatusPlanned)
-		return nil, fmt.Errorf("applying run %s: %w", a.run.ID, applyErr)
+		if end == nil {
+			end = Failed(StepParseResult, errors.New("terraform returned no state")).withArtifact(ArtifactApplyResult)
+		}
+		return nil, a.fail(ctx, StatusPlanned, end, fmt.Errorf("applying run %s: %w", a.run.ID, applyErr))
 	}
-	// Keep exactly what Terraform wrote before anything else can fail.
-	if err := e.Store.PutArtifact(cctx, a.run.ID, ArtifactApplyResult, res.State); err != nil {
-		e.log().Error("storing apply result", "run", a.run.ID, "err", err)
-	}
-	result, err := tfstate.Parse(res.State)
+	result, spec, err := a.readResult(ctx, cctx, baseState, res.State, end)
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("terraform wrote an unreadable state (kept as artifact %s): %v", ArtifactApplyResult, err), StatusFailed)
-		return nil, fmt.Errorf("parsing the state written by run %s: %w", a.run.ID, err)
+		return nil, err
+	}
+	if len(spec.changed) == 0 && applyErr != nil {
+		// Nothing was applied: the plan may be applied again.
+		return nil, a.fail(ctx, StatusPlanned, end, fmt.Errorf("applying run %s: %w", a.run.ID, applyErr))
+	}
+	applied := Marker{Kind: MarkerApplied, Count: len(spec.changed), Addresses: spec.changed, End: end}
+	if err := a.e.Store.AddMarkers(cctx, a.run.ID, applied); err != nil {
+		a.e.log().Error("recording applied marker", "run", a.run.ID, "err", err)
+	}
+	return a.commitOrLeaseLost(ctx, cctx, baseState, result, spec, applyErr)
+}
+
+// baseSnapshot reads and parses the snapshot the plan was made from (the
+// one Terraform applies to).
+func (a *applier) baseSnapshot(ctx context.Context) ([]byte, *tfstate.State, error) {
+	serial := a.pf.run.Envelope.SourceSerial
+	base, err := a.e.Store.Snapshot(ctx, a.state.Name, serial)
+	if err != nil {
+		return nil, nil, a.fail(ctx, StatusPlanned, Failed(StepReadSnapshot, err).withSerial(serial),
+			fmt.Errorf("reading snapshot %d of state %s: %w", serial, a.state.Name, err))
+	}
+	baseState, err := tfstate.Parse(base)
+	if err != nil {
+		return nil, nil, a.fail(ctx, StatusPlanned, Failed(StepParseSnapshot, err).withSerial(serial),
+			fmt.Errorf("parsing snapshot %d of state %s: %w", serial, a.state.Name, err))
+	}
+	return base, baseState, nil
+}
+
+// runTerraform records the "apply-started" marker, then applies the saved
+// plan to base. applyErr is Terraform's failure (what it wrote, if
+// anything, is in res); err is the failure to start it at all (the run has
+// ended then).
+func (a *applier) runTerraform(ctx context.Context, base []byte) (res *ApplyResult, applyErr, err error) {
+	// Say that Terraform runs before it does, in the run's own update: a
+	// run the lease sweep ended meanwhile does not start Terraform, and
+	// every story can tell whether Terraform ran (and a lapsed one may
+	// have changed infrastructure: Recover).
+	serial := a.pf.run.Envelope.SourceSerial
+	if _, err := a.e.Store.UpdateRun(ctx, a.run.ID, []RunStatus{StatusApplying}, func(*Run) error { return nil },
+		Marker{Kind: MarkerApplyStarted, Serial: serial}); err != nil {
+		err = leaseLost(a.run.ID, err)
+		return nil, nil, a.fail(ctx, StatusPlanned, Failed(StepRecordApplyStart, err),
+			fmt.Errorf("recording the start of terraform apply for run %s: %w", a.run.ID, err))
+	}
+	res, applyErr = a.e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base,
+		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx)})
+	return res, applyErr, nil
+}
+
+// terraformEnd is how a Terraform apply that returned applyErr ended the
+// run: nil when it succeeded, interrupted when ctx was cancelled, else
+// Terraform's failure (Failed).
+func terraformEnd(ctx context.Context, applyErr error) *End {
+	switch {
+	case applyErr == nil:
+		return nil
+	case errors.Is(applyErr, context.Canceled) || ctx.Err() != nil:
+		return &End{Cause: CauseInterrupted, Phase: PhaseTerraformApply}
+	}
+	return Failed("", applyErr)
+}
+
+// readResult keeps the state Terraform wrote as an artifact, parses it and
+// compares it with the plan: the commit spec of a normal commit.
+func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State, state []byte, end *End) (*tfstate.State, commitSpec, error) {
+	// Keep exactly what Terraform wrote before anything else can fail.
+	if err := a.e.Store.PutArtifact(cctx, a.run.ID, ArtifactApplyResult, state); err != nil {
+		a.e.log().Error("storing apply result", "run", a.run.ID, "err", err)
+	}
+	result, err := tfstate.Parse(state)
+	if err != nil {
+		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepParseResult, err).withArtifact(ArtifactApplyResult),
+			fmt.Errorf("parsing the state written by run %s: %w", a.run.ID, err))
 	}
 	changed, err := parseAddresses(tfstate.Changed(baseState, result))
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("reading changed addresses: %v", err), StatusFailed)
-		return nil, fmt.Errorf("reading addresses changed by run %s: %w", a.run.ID, err)
+		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepReadChanged, err), fmt.Errorf("reading addresses changed by run %s: %w", a.run.ID, err))
 	}
-	planned := env.Footprint.Write
 	tainted, err := parseAddresses(result.Tainted())
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("reading tainted addresses: %v", err), StatusFailed)
-		return nil, fmt.Errorf("reading addresses tainted by run %s: %w", a.run.ID, err)
+		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepReadTainted, err), fmt.Errorf("reading addresses tainted by run %s: %w", a.run.ID, err))
 	}
-	spec := commitSpec{
-		written: planned, status: status, reason: reason, partial: applyErr != nil, requireRes: true,
+	planned := a.pf.run.Envelope.Footprint.Write
+	status := StatusApplied
+	if end != nil {
+		status = StatusFailed
+		if end.Cause == CauseInterrupted {
+			status = StatusInterrupted
+		}
+	}
+	return result, commitSpec{
+		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed,
 		drift: Drift{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
-	}
-	if len(changed) == 0 && applyErr != nil {
-		// Nothing was applied: the plan may be applied again.
-		a.abort(ctx, status, reason, StatusPlanned)
-		return nil, fmt.Errorf("applying run %s: %w", a.run.ID, applyErr)
-	}
-	applied := Marker{Kind: MarkerApplied, Count: len(changed), Addresses: changed}
-	if applyErr != nil {
-		applied.Reason = reason
-	}
-	if err := e.Store.AddMarkers(cctx, a.run.ID, applied); err != nil {
-		e.log().Error("recording applied marker", "run", a.run.ID, "err", err)
-	}
+	}, nil
+}
 
+// commitOrLeaseLost commits spec; when the run's reservations expired
+// before the commit (ErrLeaseLost), it commits again by the lease-lost
+// rule: merge only what the head has not changed since the plan and no
+// other live run holds, keep the head elsewhere and say so (the version is
+// committed even when the head keeps every address: it is the provenance
+// of an apply that ran, and its drift names what no version holds). The
+// raw result is kept as an artifact: nothing Terraform wrote is dropped
+// silently.
+func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result *tfstate.State, spec commitSpec, applyErr error) (*ApplyOutcome, error) {
+	e := a.e
 	v, err := a.commit(cctx, baseState, result, spec)
 	leaseLost := errors.Is(err, ErrLeaseLost)
 	if leaseLost {
-		// Our reservations expired: others may have written our addresses
-		// or hold them now. Merge only what the head has not changed since
-		// the plan and no other live run holds; keep the head elsewhere and
-		// say so. Nothing Terraform wrote is dropped silently: the raw
-		// result is kept as an artifact.
-		// The version is committed even when the head keeps every address:
-		// it is the provenance of an apply that ran (who, which plan, what
-		// Terraform wrote and where it went), and its drift names what no
-		// version holds.
-		spec.written, spec.requireRes, spec.status = nil, false, StatusFailed
-		spec.leaseLost = true
-		spec.reason = "lease lost before commit: merged only addresses unchanged at the head since the plan and not held by another run"
-		if applyErr == nil {
-			spec.reason = "lease lost before commit: Terraform finished, but the reservations had expired; merged only addresses unchanged at the head since the plan and not held by another run"
-		}
-		if reason != "" {
-			spec.reason += "; " + reason
-		}
+		spec = spec.afterLeaseLost(applyErr == nil)
 		var held []Reservation
-		if spec.keep, held, err = a.heldByOthers(cctx, changed); err == nil {
-			if spec.since, err = e.Store.VersionsAfter(cctx, a.state.Name, env.SourceSerial); err != nil {
-				err = fmt.Errorf("reading versions after %d of state %s: %w", env.SourceSerial, a.state.Name, err)
+		if spec.keep, held, err = a.heldByOthers(cctx, spec.changed); err == nil {
+			serial := a.pf.run.Envelope.SourceSerial
+			if spec.since, err = e.Store.VersionsAfter(cctx, a.state.Name, serial); err != nil {
+				err = fmt.Errorf("reading versions after %d of state %s: %w", serial, a.state.Name, err)
 			}
 		}
 		if err == nil {
@@ -125,8 +164,7 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 		}
 	}
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("committing (Terraform's result is kept as artifact %s): %v", ArtifactApplyResult, err), StatusFailed)
-		return nil, fmt.Errorf("committing run %s: %w", a.run.ID, err)
+		return nil, a.fail(ctx, StatusFailed, Failed(StepCommit, err).withArtifact(ArtifactApplyResult), fmt.Errorf("committing run %s: %w", a.run.ID, err))
 	}
 	out := &ApplyOutcome{Version: v}
 	if out.Run, err = e.Store.GetRun(cctx, a.run.ID); err != nil {
@@ -147,6 +185,17 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 		err = lost
 	}
 	return out, err
+}
+
+// afterLeaseLost is spec for the lease-lost commit: nothing merged
+// unconditionally, no reservations required, the run failed with a
+// lease-lost end (terraformDone: Terraform itself finished) that keeps how
+// Terraform ended.
+func (spec commitSpec) afterLeaseLost(terraformDone bool) commitSpec {
+	spec.written, spec.requireRes, spec.status = nil, false, StatusFailed
+	spec.leaseLost = true
+	spec.end = &End{Cause: CauseLeaseLost, TerraformDone: terraformDone, Then: spec.end}
+	return spec
 }
 
 // checkpoint returns the ApplyRequest.Checkpoint of the run: it stores the
@@ -247,11 +296,13 @@ type commitSpec struct {
 	// still equals the plan's base and it is not in keep.
 	written AddressSet
 	keep    []string
+	// changed are the addresses Terraform changed against the base.
+	changed AddressSet
 	// drift is what the apply changed against the plan; Kept and
 	// Overwritten are added by the merge.
 	drift      Drift
 	status     RunStatus
-	reason     string
+	end        *End // how the run ends (nil: applied)
 	partial    bool // Terraform failed or was interrupted part-way
 	requireRes bool // fail with ErrLeaseLost unless the run still holds reservations
 	// leaseLost marks the commit after the run's reservations expired:
@@ -263,8 +314,8 @@ type commitSpec struct {
 	since     []Version
 	held      []Reservation
 	// recovered makes the commit a recovery (Engine.Recover) of a run that
-	// ended without committing: the run keeps its status, reason and end
-	// and gains only CommittedSerial; this marker (Serial and Count set
+	// ended without committing: the run keeps its status, end and finish
+	// time and gains only CommittedSerial; this marker (Serial and Count set
 	// here) is appended instead of a "failed" one; the plan is left to the
 	// caller.
 	recovered *Marker
@@ -272,104 +323,17 @@ type commitSpec struct {
 
 // commit writes version head+1: the snapshot-merge of result into the head
 // (TERRAFORM.md "Snapshot-merge"), with provenance, markers and the run's
-// final status, in one store transaction.
+// final status, in one store transaction (mergeCommit decides it).
 func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec commitSpec) (*Version, error) {
 	e := a.e
-	pf := a.pf
 	planStatus := StatusApplied
 	if spec.status != StatusApplied {
 		planStatus = StatusFailed
 	}
+	m := mergeInput{run: a.run, plan: a.plan.ID, env: a.pf.run.Envelope, base: base, result: result, spec: spec, now: e.now}
 	v, err := e.Store.Commit(ctx, CommitRequest{
 		State: a.state.Name, Run: a.run.ID, RequireReservations: spec.requireRes,
-		Merge: func(head Version, snapshot []byte) (CommitResult, error) {
-			headState, err := tfstate.Parse(snapshot)
-			if err != nil {
-				return CommitResult{}, fmt.Errorf("parsing head %d: %w", head.Serial, err)
-			}
-			serial := head.Serial + 1
-			merged, rep, err := tfstate.MergeKeeping(headState, base, result, spec.written.Strings(), spec.keep, serial)
-			if err != nil {
-				return CommitResult{}, fmt.Errorf("merging into head %d: %w", head.Serial, err)
-			}
-			doc, err := merged.Marshal()
-			if err != nil {
-				return CommitResult{}, fmt.Errorf("encoding version %d: %w", serial, err)
-			}
-			changed, err := parseAddresses(rep.Changed)
-			if err != nil {
-				return CommitResult{}, err
-			}
-			d := spec.drift
-			if d.Kept, err = parseAddresses(rep.Kept); err != nil {
-				return CommitResult{}, err
-			}
-			if d.Overwritten, err = parseAddresses(rep.Overwritten); err != nil {
-				return CommitResult{}, err
-			}
-			reason := spec.reason
-			if spec.leaseLost || spec.recovered != nil {
-				// Both merge only what the head has not changed since the
-				// snapshot Terraform applied to: say why each kept address
-				// was kept, and that this apply's change to it is in no
-				// version.
-				d.Lost = lostWrites(d.Kept, spec.since, spec.held)
-			}
-			if spec.leaseLost {
-				if len(d.Lost) > 0 {
-					reason += "; " + lostText(d.Lost)
-				}
-				if len(changed) == 0 {
-					reason += fmt.Sprintf("; version %d changes nothing: it records that this apply ran and where its changes went", serial)
-				}
-			}
-			exact := d.empty()
-			prov := Provenance{
-				Run: a.run.ID, PlanRun: a.plan.ID,
-				SourceSerial: pf.run.Envelope.SourceSerial, CommittedSerial: serial,
-				PlanDigest: pf.run.Envelope.PlanDigest, Mode: CommitSnapshotMerge,
-				Exact: exact, Partial: spec.partial, Actor: a.run.Actor, PR: a.run.PR,
-			}
-			markers := []Marker{}
-			if !exact {
-				prov.Drift = &d
-				markers = append(markers, Marker{Kind: MarkerDrift, Drift: &d, Reason: driftText(&d)})
-			}
-			markers = append(markers, Marker{Kind: MarkerCommitted, Serial: serial, FromSerial: head.Serial, Mode: CommitSnapshotMerge, Count: len(changed)})
-			switch {
-			case spec.recovered != nil:
-				m := *spec.recovered
-				m.Serial, m.Count, m.Addresses = serial, len(changed), d.Kept
-				m.Reason = recoveredText(m.Extra[extraArtifact], serial, d.Kept)
-				markers = append(markers, m)
-			case spec.status != StatusApplied:
-				markers = append(markers, Marker{Kind: MarkerFailed, Reason: reason})
-			}
-			return CommitResult{
-				Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov,
-				UpdateRun: func(r *Run) error {
-					if r.CommittedSerial != 0 {
-						// A run commits once (a retried commit, or a second
-						// recovery, must not write twice).
-						return fmt.Errorf("%w: run %s already committed version %d", ErrConflict, r.ID, r.CommittedSerial)
-					}
-					if spec.recovered != nil {
-						if r.InProgress() {
-							return fmt.Errorf("%w: run %s is %s again", ErrConflict, r.ID, r.Status)
-						}
-						r.CommittedSerial = serial
-						return nil
-					}
-					r.Status = spec.status
-					r.Reason = reason
-					r.CommittedSerial = serial
-					t := e.now()
-					r.FinishedAt = &t
-					return nil
-				},
-				Markers: markers,
-			}, nil
-		},
+		Merge: m.merge,
 	})
 	if err != nil {
 		return nil, err
@@ -380,10 +344,135 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 	return &v, nil
 }
 
+// mergeInput is what a commit merges: the apply run, its reviewed plan and
+// the envelope of the plan Terraform applied, the snapshot Terraform
+// applied to (base) and what it wrote (result), the spec, and the clock
+// for the run's end time.
+type mergeInput struct {
+	run    Run
+	plan   string
+	env    *Envelope
+	base   *tfstate.State
+	result *tfstate.State
+	spec   commitSpec
+	now    func() time.Time
+}
+
+// merge is the CommitRequest.Merge of a commit: a pure function of m and
+// the head (no I/O) that snapshot-merges the result into head as version
+// head+1 and says what the store writes with it — provenance, markers, the
+// run's end.
+func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
+	spec := m.spec
+	headState, err := tfstate.Parse(snapshot)
+	if err != nil {
+		return CommitResult{}, fmt.Errorf("parsing head %d: %w", head.Serial, err)
+	}
+	serial := head.Serial + 1
+	merged, rep, err := tfstate.MergeKeeping(headState, m.base, m.result, spec.written.Strings(), spec.keep, serial)
+	if err != nil {
+		return CommitResult{}, fmt.Errorf("merging into head %d: %w", head.Serial, err)
+	}
+	doc, err := merged.Marshal()
+	if err != nil {
+		return CommitResult{}, fmt.Errorf("encoding version %d: %w", serial, err)
+	}
+	changed, err := parseAddresses(rep.Changed)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	d := spec.drift
+	if d.Kept, err = parseAddresses(rep.Kept); err != nil {
+		return CommitResult{}, err
+	}
+	if d.Overwritten, err = parseAddresses(rep.Overwritten); err != nil {
+		return CommitResult{}, err
+	}
+	if spec.leaseLost || spec.recovered != nil {
+		// Both merge only what the head has not changed since the
+		// snapshot Terraform applied to: say why each kept address was
+		// kept, and that this apply's change to it is in no version.
+		d.Lost = lostWrites(d.Kept, spec.since, spec.held)
+	}
+	end := spec.end
+	if spec.leaseLost {
+		e := *end
+		e.Serial, e.Lost, e.NoChange = serial, d.Lost, len(changed) == 0
+		end = &e
+	}
+	prov := Provenance{
+		Run: m.run.ID, PlanRun: m.plan,
+		SourceSerial: m.env.SourceSerial, CommittedSerial: serial,
+		PlanDigest: m.env.PlanDigest, Mode: CommitSnapshotMerge,
+		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR,
+	}
+	return CommitResult{
+		Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov.withDrift(d),
+		UpdateRun: m.updateRun(serial, end),
+		Markers:   m.markers(head.Serial, serial, len(changed), d, end),
+	}, nil
+}
+
+// withDrift sets the provenance's drift when the commit was not exact.
+func (p Provenance) withDrift(d Drift) Provenance {
+	if !p.Exact {
+		p.Drift = &d
+	}
+	return p
+}
+
+// markers are the markers a commit of version serial onto head from
+// appends: drift (when not exact), committed, and recovered or failed.
+func (m mergeInput) markers(from, serial int64, changed int, d Drift, end *End) []Marker {
+	out := []Marker{}
+	if !d.empty() {
+		out = append(out, Marker{Kind: MarkerDrift, Drift: &d})
+	}
+	out = append(out, Marker{Kind: MarkerCommitted, Serial: serial, FromSerial: from, Mode: CommitSnapshotMerge, Count: changed})
+	switch {
+	case m.spec.recovered != nil:
+		r := *m.spec.recovered
+		r.Serial, r.Count, r.Addresses = serial, changed, d.Kept
+		out = append(out, r)
+	case m.spec.status != StatusApplied:
+		out = append(out, Marker{Kind: MarkerFailed, End: end})
+	}
+	return out
+}
+
+// updateRun is the commit's change to the run: committed once; a
+// recovery only gains CommittedSerial, any other commit also ends the run
+// with the spec's status and end.
+func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
+	return func(r *Run) error {
+		if r.CommittedSerial != 0 {
+			// A run commits once (a retried commit, or a second recovery,
+			// must not write twice).
+			return fmt.Errorf("%w: run %s already committed version %d", ErrConflict, r.ID, r.CommittedSerial)
+		}
+		if m.spec.recovered != nil {
+			if r.InProgress() {
+				return fmt.Errorf("%w: run %s is %s again", ErrConflict, r.ID, r.Status)
+			}
+			r.CommittedSerial = serial
+			return nil
+		}
+		r.Status = m.spec.status
+		r.End = end
+		if end == nil {
+			r.End = &End{Cause: CauseApplied}
+		}
+		r.CommittedSerial = serial
+		t := m.now()
+		r.FinishedAt = &t
+		return nil
+	}
+}
+
 // finishPlans marks the reviewed plan consumed: applied, or failed when the
 // apply failed part-way (its partial result is version serial). A plan the
 // lease sweep already failed for this run (its reservations lapsed before
-// the lease-lost commit) gets the precise reason; a plan another apply
+// the lease-lost commit) gets the precise end; a plan another apply
 // claimed since is left alone.
 func (e *Engine) finishPlans(ctx context.Context, a *applier, s RunStatus, serial int64, partial bool) {
 	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying, StatusFailed}, func(r *Run) error {
@@ -394,32 +483,12 @@ func (e *Engine) finishPlans(ctx context.Context, a *applier, s RunStatus, seria
 		switch {
 		case s == StatusApplied:
 		case partial:
-			r.Reason = fmt.Sprintf("apply run %s failed part-way; its partial result is version %d: re-plan", a.run.ID, serial)
+			r.End = &End{Cause: CauseApplyPartial, Run: a.run.ID, Serial: serial}
 		default:
-			r.Reason = fmt.Sprintf("apply run %s lost its lease before its commit; version %d holds what the head could take: re-plan", a.run.ID, serial)
+			r.End = &End{Cause: CauseApplyLeaseLost, Run: a.run.ID, Serial: serial}
 		}
 		return nil
 	}); err != nil {
 		e.log().Error("finishing plan", "run", a.plan.ID, "err", err)
 	}
-}
-
-func driftText(d *Drift) string {
-	var parts []string
-	if len(d.Unplanned) > 0 {
-		parts = append(parts, "changed but not planned: "+strings.Join(d.Unplanned.Strings(), ", "))
-	}
-	if len(d.Unchanged) > 0 {
-		parts = append(parts, "planned but not changed: "+strings.Join(d.Unchanged.Strings(), ", "))
-	}
-	if len(d.Kept) > 0 {
-		parts = append(parts, "not merged, the head changed them since the plan: "+strings.Join(d.Kept.Strings(), ", "))
-	}
-	if len(d.Tainted) > 0 {
-		parts = append(parts, "tainted (created but not finished; the next plan replaces them): "+strings.Join(d.Tainted.Strings(), ", "))
-	}
-	if len(d.Overwritten) > 0 {
-		parts = append(parts, "written over a change the head made since the plan (reservations lapsed?): "+strings.Join(d.Overwritten.Strings(), ", "))
-	}
-	return strings.Join(parts, "; ")
 }

@@ -75,10 +75,10 @@ type StatusError struct {
 	Want   []RunStatus
 	// By is the run that holds or consumed it (ApplyRun of a plan), if any.
 	By string
-	// Reason is the run's stored reason and At when it closed (set by the
-	// engine's own refusals, not by the stores).
-	Reason string
-	At     time.Time
+	// End is how the run ended and At when it closed (set by the engine's
+	// own refusals, not by the stores).
+	End *End
+	At  time.Time
 	// DiscardedBy and DiscardWhy are set for a discarded plan
 	// (Run.Discarded): it is refused as discarded, by whom, when and why.
 	DiscardedBy, DiscardWhy string

@@ -71,8 +71,16 @@ type Marker struct {
 	IntentChanged *bool             `json:"intent_changed,omitempty"`
 	Drift         *Drift            `json:"drift,omitempty"`
 	Waited        Duration          `json:"waited,omitempty"`
-	Reason        string            `json:"reason,omitempty"`
-	Extra         map[string]string `json:"extra,omitempty"`
+	// End is how the run ended, on the "failed" marker that records it
+	// (and "lease-expired" of a run's own lease, "applied" of a Terraform
+	// that stopped part-way or was not run).
+	End *End `json:"end,omitempty"`
+	// Reason is the marker's own words where they come from outside the
+	// engine's decisions (a widening's construct and why, from the
+	// footprint extractor), or the legacy text of a marker stored before
+	// ends were typed.
+	Reason string            `json:"reason,omitempty"`
+	Extra  map[string]string `json:"extra,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as Go's duration string

@@ -98,7 +98,7 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 		Run: run.ID, Dir: dir, Targets: in.Targets, VarFiles: in.VarFiles, Replace: in.Replace, Snapshot: snapshot, Progress: in.Progress,
 	})
 	if err != nil {
-		e.failRun(ctx, run.ID, nil, err.Error()) // the runner says "terraform plan: …"
+		e.failRun(ctx, run.ID, Failed(StepPlan, err))
 		return nil, fmt.Errorf("planning run %s on state %s: %w", run.ID, st.Name, err)
 	}
 	run, err = e.storePlan(ctx, run, st, scope, res, in.PR, in.CommitSHA, "")
@@ -130,7 +130,7 @@ func validateTarget(t string) error {
 // planned. replanOf names the reviewed plan when this is a re-plan.
 func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, res *PlanResult, pr *PullRequest, sha, replanOf string) (Run, error) {
 	if res.Lineage != st.Lineage {
-		e.failRun(ctx, run.ID, nil, fmt.Sprintf("plan made against lineage %s, state has %s", res.Lineage, st.Lineage))
+		e.failRun(ctx, run.ID, &End{Cause: CauseFailed, Step: StepCheckLineage, Lineage: res.Lineage, StateLineage: st.Lineage})
 		return Run{}, fmt.Errorf("%w: plan %s was made against lineage %s, but state %s has lineage %s", ErrInvalid, run.ID, res.Lineage, st.Name, st.Lineage)
 	}
 	intent, err := json.Marshal(res.Intent)
@@ -139,7 +139,7 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 	}
 	for name, data := range map[string][]byte{ArtifactPlanFile: res.PlanFile, ArtifactConfig: res.Config, ArtifactIntent: intent} {
 		if err := e.Store.PutArtifact(ctx, run.ID, name, data); err != nil {
-			e.failRun(ctx, run.ID, nil, fmt.Sprintf("storing %s: %v", name, err))
+			e.failRun(ctx, run.ID, Failed(StepStoreArtifact, err).withArtifact(name))
 			return Run{}, fmt.Errorf("storing %s of run %s: %w", name, run.ID, err)
 		}
 	}
@@ -206,7 +206,7 @@ func (e *Engine) Overlaps(ctx context.Context, run Run) ([]Overlap, error) {
 // context that survives ctx's cancellation. It logs instead of returning:
 // it runs on an error path whose own error is what the caller reports. A run
 // no longer in progress (the lease sweep ended it) keeps its status.
-func (e *Engine) failRun(ctx context.Context, id string, update func(*Run), reason string) {
+func (e *Engine) failRun(ctx context.Context, id string, end *End) {
 	bctx, cancel := background(ctx)
 	defer cancel()
 	status := StatusFailed
@@ -215,15 +215,12 @@ func (e *Engine) failRun(ctx context.Context, id string, update func(*Run), reas
 	}
 	_, err := e.Store.UpdateRun(bctx, id, inProgress, func(r *Run) error {
 		r.Status = status
-		r.Reason = reason
+		r.End = end
 		t := e.now()
 		r.FinishedAt = &t
-		if update != nil {
-			update(r)
-		}
 		return nil
-	}, Marker{Kind: MarkerFailed, Reason: reason})
+	}, Marker{Kind: MarkerFailed, End: end})
 	if err != nil {
-		e.log().Error("recording failure of run", "run", id, "reason", reason, "err", err)
+		e.log().Error("recording failure of run", "run", id, "cause", end.Cause, "step", end.Step, "err", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/kilolock/kilolock/internal/tfstate"
 )
@@ -120,7 +119,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	}
 	planned := plan.Envelope.Footprint.Write
 	spec := commitSpec{
-		keep: keep, status: run.Status, reason: run.Reason, partial: true, since: since, held: held,
+		keep: keep, status: run.Status, end: run.End, partial: true, since: since, held: held,
 		drift: Drift{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
 		recovered: &Marker{Kind: MarkerRecovered, Extra: map[string]string{
 			extraArtifact: lo.artifact, "holder": e.Holder.String(),
@@ -180,18 +179,14 @@ func checkRecoverable(r Run) error {
 	case StatusFailed, StatusInterrupted, StatusLeaseExpired:
 		return nil
 	case StatusApplied:
-		return refuse(ErrInvalid, "it is applied without a version: %s", orWords(r.Reason, "nothing to recover"))
+		if r.End.Is(CauseNothingToApply) {
+			return refuse(ErrInvalid, "it is applied without a version: the plan has no changes: nothing applied, nothing committed")
+		}
+		return refuse(ErrInvalid, "it is applied without a version: nothing to recover")
 	case StatusRefused:
 		return refuse(ErrInvalid, "it was refused before Terraform ran: nothing to recover")
 	}
 	return refuse(ErrInvalid, "it is %s: nothing to recover", r.Status)
-}
-
-func orWords(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
 }
 
 // leftover is the last state Kilolock saw Terraform write for an apply run
@@ -284,7 +279,7 @@ func (e *Engine) recoveredPlan(ctx context.Context, a Run, serial int64) {
 			return err
 		}
 		r.Status = StatusFailed
-		r.Reason = fmt.Sprintf("apply run %s stopped part-way; `kl run recover` committed what Terraform had written as version %d: re-plan", a.ID, serial)
+		r.End = &End{Cause: CauseApplyRecovered, Run: a.ID, Serial: serial}
 		return nil
 	}); err != nil {
 		e.log().Error("finishing plan of a recovered run", "run", a.PlanRun, "err", err)
@@ -294,12 +289,3 @@ func (e *Engine) recoveredPlan(ctx context.Context, a Run, serial int64) {
 // extraArtifact is the Marker.Extra key of the artifact a "recovered"
 // marker committed from.
 const extraArtifact = "artifact"
-
-// recoveredText is the reason of a "recovered" marker.
-func recoveredText(artifact string, serial int64, kept AddressSet) string {
-	s := fmt.Sprintf("committed version %d from the last state Terraform wrote (artifact %s)", serial, artifact)
-	if len(kept) > 0 {
-		s += "; kept at the head, which changed them since the plan or another run holds them: " + strings.Join(kept.Strings(), ", ")
-	}
-	return s
-}

@@ -29,13 +29,11 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 	e := a.e
 	st, err := e.getState(ctx, a.state.Name)
 	if err != nil {
-		a.abort(ctx, StatusFailed, err.Error(), StatusPlanned)
-		return err
+		return a.fail(ctx, StatusPlanned, Failed(StepReadState, err), err)
 	}
 	snapshot, err := e.Store.Snapshot(ctx, st.Name, st.HeadSerial)
 	if err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("reading head for re-plan: %v", err), StatusPlanned)
-		return fmt.Errorf("reading head %d of state %s: %w", st.HeadSerial, st.Name, err)
+		return a.fail(ctx, StatusPlanned, Failed(StepReadHead, err), fmt.Errorf("reading head %d of state %s: %w", st.HeadSerial, st.Name, err))
 	}
 	now := e.now()
 	rp := Run{
@@ -44,8 +42,7 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 		LeaseUntil: now.Add(e.lease()),
 	}
 	if err := e.Store.CreateRun(ctx, rp); err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("creating re-plan run: %v", err), StatusPlanned)
-		return fmt.Errorf("creating re-plan run for %s: %w", a.plan.ID, err)
+		return a.fail(ctx, StatusPlanned, Failed(StepCreateReplan, err), fmt.Errorf("creating re-plan run for %s: %w", a.plan.ID, err))
 	}
 	// The apply's keep-alive renews the re-plan while it plans.
 	if a.ka != nil {
@@ -58,65 +55,54 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 		Snapshot: snapshot, Progress: a.in.Progress,
 	})
 	if err != nil {
-		e.failRun(ctx, rp.ID, nil, err.Error())
-		a.abort(ctx, StatusFailed, fmt.Sprintf("re-plan %s failed: %v", rp.ID, err), StatusPlanned)
-		return fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err)
+		e.failRun(ctx, rp.ID, Failed(StepPlan, err))
+		return a.fail(ctx, StatusPlanned, Failed(StepReplan, err).withRun(rp.ID), fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err))
 	}
 	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, env.PR, env.CommitSHA, a.plan.ID); err != nil {
-		a.abort(ctx, StatusFailed, fmt.Sprintf("storing re-plan: %v", err), StatusPlanned)
-		return err
+		return a.fail(ctx, StatusPlanned, Failed(StepStoreReplan, err), err)
 	}
 	cmp := CompareReplan(a.pf.intent, res.Intent, env.Footprint)
-	serials := Serials(rc)
-	versions := "version"
-	if len(serials) > 1 {
-		versions += "s"
-	}
-	versions += " " + joinSerials(serials)
-	outside := ""
-	if n := len(cmp.Outside); n > 0 {
-		outside = fmt.Sprintf("; it also changes %d instance(s) outside this plan's footprint (%s), where the configuration differs from the head: not applied", n, abbreviate(cmp.Outside, 5))
-	}
+	facts := &ReplanFacts{Versions: Serials(rc), Outside: cmp.Outside}
 	changed := true
 	switch {
 	case len(cmp.Read) > 0:
 		// One term on stderr and in the reports: "configuration behind the
-		// head" (report/outcome.go's ruleBehindHead).
-		detail := fmt.Sprintf("re-plan %s against head %d would also change %s, which this plan reads (changed in %s): applying would revert that change; update the configuration with the head and plan again",
-			rp.ID, st.HeadSerial, abbreviate(cmp.Read, 8), versions)
-		reason := ErrBehindHead.Error() + ": " + detail
+		// head" (report's ruleBehindHead).
+		facts.Addresses = cmp.Read
+		end := &End{Cause: CauseBehindHead, Run: rp.ID, Plan: a.plan.ID, Serial: st.HeadSerial, Replan: facts}
 		m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &changed, Class: ClassReadChanged,
-			Addresses: instanceAddresses(cmp.Read), Reason: reason, Extra: outsideExtra(cmp.Outside)}
-		e.closeReplan(ctx, rp.ID, StatusSuperseded, "not applicable: it would revert changes of newer versions to what plan "+a.plan.ID+" reads")
+			Addresses: instanceAddresses(cmp.Read), End: end, Extra: outsideExtra(cmp.Outside)}
+		e.closeReplan(ctx, rp.ID, StatusSuperseded, &End{Cause: CauseReplanReverts, Plan: a.plan.ID})
 		sp := a.sp
-		a.abortWith(ctx, StatusRefused, reason, StatusStale, func(r *Run) { r.SincePlan = &sp }, m)
-		return fmt.Errorf("applying run %s: %w: %s", a.run.ID, ErrBehindHead, detail)
+		a.abortWith(ctx, StatusRefused, end, StatusStale, func(r *Run) { r.SincePlan = &sp }, m)
+		return fmt.Errorf("applying run %s: %w: re-plan %s against head %d would also change %s, which this plan reads (changed in %s): applying would revert that change; update the configuration with the head and plan again",
+			a.run.ID, ErrBehindHead, rp.ID, st.HeadSerial, abbreviate(cmp.Read, 8), versionsText(facts.Versions))
 	case len(cmp.Write) > 0:
-		reason := fmt.Sprintf("re-plan %s against head %d plans something else for %s (plan input changed in %s)%s; review plan %s and apply it",
-			rp.ID, st.HeadSerial, abbreviate(cmp.Write, 8), versions, outside, rp.ID)
+		facts.Addresses = cmp.Write
+		end := &End{Cause: CauseIntentChanged, Run: rp.ID, Plan: a.plan.ID, Serial: st.HeadSerial, Replan: facts}
 		m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &changed, Class: ClassWriteChanged,
-			Addresses: instanceAddresses(cmp.Write), Reason: reason, Extra: outsideExtra(cmp.Outside)}
+			Addresses: instanceAddresses(cmp.Write), End: end, Extra: outsideExtra(cmp.Outside)}
 		sp := a.sp
-		a.abortWith(ctx, StatusRefused, reason, StatusSuperseded, func(r *Run) { r.SincePlan = &sp }, m)
-		return fmt.Errorf("applying run %s: %w: %s", a.run.ID, ErrIntentChanged, reason)
+		a.abortWith(ctx, StatusRefused, end, StatusSuperseded, func(r *Run) { r.SincePlan = &sp }, m)
+		return fmt.Errorf("applying run %s: %w: re-plan %s against head %d plans something else for %s (plan input changed in %s)%s; review plan %s and apply it",
+			a.run.ID, ErrIntentChanged, rp.ID, st.HeadSerial, abbreviate(cmp.Write, 8), versionsText(facts.Versions), outsideText(cmp.Outside), rp.ID)
 	}
-	e.closeReplan(ctx, rp.ID, StatusSuperseded, fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s goes ahead", a.run.ID, a.plan.ID))
-	a.facts = append(a.facts, Fact{Kind: FactReplanUnchanged, Run: rp.ID, Serials: serials, SourceSerial: env.SourceSerial, HeadSerial: st.HeadSerial})
+	e.closeReplan(ctx, rp.ID, StatusSuperseded, &End{Cause: CauseReplanChecked, Run: a.run.ID, Plan: a.plan.ID})
+	a.facts = append(a.facts, Fact{Kind: FactReplanUnchanged, Run: rp.ID, Serials: facts.Versions, SourceSerial: env.SourceSerial, HeadSerial: st.HeadSerial})
 	unchanged := false
 	sum := a.sp.Summary()
 	return e.Store.AddMarkers(ctx, a.run.ID,
-		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &unchanged, Extra: outsideExtra(cmp.Outside),
-			Reason: fmt.Sprintf("plan input changed in %s; re-plan %s against head %d plans the same for the reviewed write set and changes nothing this plan reads: applying the reviewed plan%s", versions, rp.ID, st.HeadSerial, outside)},
+		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &unchanged, Extra: outsideExtra(cmp.Outside)},
 		Marker{Kind: MarkerStalenessPassed, SincePlan: &sum})
 }
 
-// closeReplan sets a re-plan run's final status with a reason.
-func (e *Engine) closeReplan(ctx context.Context, id string, s RunStatus, reason string) {
+// closeReplan sets a re-plan run's final status with its end.
+func (e *Engine) closeReplan(ctx context.Context, id string, s RunStatus, end *End) {
 	bctx, cancel := background(ctx)
 	defer cancel()
 	if _, err := e.Store.UpdateRun(bctx, id, []RunStatus{StatusPlanned}, func(r *Run) error {
 		r.Status = s
-		r.Reason = reason
+		r.End = end
 		return nil
 	}); err != nil {
 		e.log().Error("closing re-plan", "run", id, "err", err)
@@ -176,6 +162,27 @@ func outsideExtra(outside []string) map[string]string {
 		return nil
 	}
 	return map[string]string{"outside": strings.Join(outside, ",")}
+}
+
+// versionsText names versions in an error: "version 5", "versions 5, 6".
+func versionsText(serials []int64) string {
+	parts := make([]string, len(serials))
+	for i, v := range serials {
+		parts[i] = fmt.Sprint(v)
+	}
+	if len(parts) == 1 {
+		return "version " + parts[0]
+	}
+	return "versions " + strings.Join(parts, ", ")
+}
+
+// outsideText says, in an error, what a re-plan changes outside the
+// reviewed footprint ("" when nothing).
+func outsideText(outside []string) string {
+	if len(outside) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; it also changes %d instance(s) outside this plan's footprint (%s), where the configuration differs from the head: not applied", len(outside), abbreviate(outside, 5))
 }
 
 // abbreviate joins up to n items and says how many more there are.

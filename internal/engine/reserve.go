@@ -43,20 +43,18 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 			// preflight and re-plan).
 			if _, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
 				r.Status = StatusApplying
-				r.Reason = ""
+				r.End = nil
 				return nil
 			}, m); err != nil {
 				err = leaseLost(a.run.ID, err)
-				a.abort(ctx, StatusFailed, fmt.Sprintf("recording reservations: %v", err), StatusPlanned)
-				return AcquireResult{}, fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err)
+				return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepRecordReservations, err), fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err))
 			}
 			return res, nil
 		}
 		var ce *ConflictError
 		if !errors.As(err, &ce) {
 			err = leaseLost(a.run.ID, err)
-			a.abort(ctx, StatusFailed, fmt.Sprintf("acquiring reservations: %v", err), StatusPlanned)
-			return AcquireResult{}, fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err)
+			return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepAcquire, err), fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err))
 		}
 		// Record each newly seen blocker once: who, which PR, which addresses.
 		var fresh []Marker
@@ -69,22 +67,20 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 			a.facts = append(a.facts, Fact{Kind: FactWaitedFor, Run: b.Run, PR: b.PR, Addresses: b.Addresses})
 		}
 		if a.in.Wait <= 0 || !e.now().Before(deadline) {
-			reason := "reservations conflict: " + blockersText(ce.Blockers)
+			end := &End{Cause: CauseRefusedConflict, Blockers: ce.Blockers}
 			if waited {
-				reason = fmt.Sprintf("waited %s for reservations; %s", e.now().Sub(started).Round(100*time.Millisecond), reason)
+				end.Waited = Duration(e.now().Sub(started).Round(100 * time.Millisecond))
 			}
-			a.abort(ctx, StatusRefused, reason, StatusPlanned, fresh...)
-			return AcquireResult{}, fmt.Errorf("run %s: %w", a.run.ID, ce)
+			return AcquireResult{}, a.fail(ctx, StatusPlanned, end, fmt.Errorf("run %s: %w", a.run.ID, ce), fresh...)
 		}
 		if len(fresh) > 0 {
 			if _, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
 				r.Status = StatusWaiting
-				r.Reason = "waiting: " + blockersText(ce.Blockers)
+				r.End = &End{Cause: CauseWaiting, Blockers: ce.Blockers}
 				return nil
 			}, fresh...); err != nil {
 				err = leaseLost(a.run.ID, err)
-				a.abort(ctx, StatusFailed, fmt.Sprintf("recording wait: %v", err), StatusPlanned)
-				return AcquireResult{}, fmt.Errorf("recording wait of run %s: %w", a.run.ID, err)
+				return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepRecordWait, err), fmt.Errorf("recording wait of run %s: %w", a.run.ID, err))
 			}
 			if a.in.OnWait != nil {
 				a.in.OnWait(ce.Blockers)
@@ -95,8 +91,8 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			a.abort(ctx, StatusInterrupted, "interrupted while waiting for reservations", StatusPlanned)
-			return AcquireResult{}, fmt.Errorf("run %s waiting for reservations: %w", a.run.ID, ctx.Err())
+			return AcquireResult{}, a.fail(ctx, StatusPlanned, &End{Cause: CauseInterrupted, Phase: PhaseWaiting},
+				fmt.Errorf("run %s waiting for reservations: %w", a.run.ID, ctx.Err()))
 		case <-t.C:
 		}
 	}

@@ -14,12 +14,12 @@ import (
 // *StatusError, so a plan being applied is never pulled from under its
 // apply.
 func (e *Engine) Supersede(ctx context.Context, planRun, reason string) error {
-	return e.closePlan(ctx, planRun, reason, "superseded: "+reason, nil)
+	return e.closePlan(ctx, planRun, &End{Cause: CauseSuperseded, Why: reason})
 }
 
 // Discard closes an open plan run that an operator will not apply (`kl run
 // discard`): like Supersede, with who (by, required) and why (may be "")
-// stored on the run (Run.DiscardedBy, Run.DiscardWhy) and in its marker
+// stored in the run's end (End.By, End.Why) and in its marker
 // ("discarded by BY[: WHY]"), so applying it later is refused as discarded —
 // by whom, when and why (StatusError) — and it stops being listed as an
 // overlap. ErrInvalid for an empty by.
@@ -27,24 +27,17 @@ func (e *Engine) Discard(ctx context.Context, planRun, by, why string) error {
 	if by == "" {
 		return fmt.Errorf("discarding plan %s: who discards it is required: %w", planRun, ErrInvalid)
 	}
-	words := "discarded by " + by
-	if why != "" {
-		words += ": " + why
-	}
-	return e.closePlan(ctx, planRun, words, words, func(r *Run) {
-		r.DiscardedBy, r.DiscardWhy = by, why
-	})
+	return e.closePlan(ctx, planRun, &End{Cause: CauseDiscarded, By: by, Why: why})
 }
 
 // Discarded reports whether plan run r was discarded (Engine.Discard).
 func (r Run) Discarded() bool {
-	return r.Kind == KindPlan && r.Status == StatusSuperseded && r.DiscardedBy != ""
+	return r.Kind == KindPlan && r.Status == StatusSuperseded && r.End.Is(CauseDiscarded)
 }
 
-// closePlan is Supersede and Discard: status superseded with reason, a
-// "failed" marker with marker (and the run's end time: when it closed);
-// set, if not nil, records more on the run in the same update.
-func (e *Engine) closePlan(ctx context.Context, planRun, reason, marker string, set func(*Run)) error {
+// closePlan is Supersede and Discard: status superseded with end, a
+// "failed" marker with it, and the run's end time: when it closed.
+func (e *Engine) closePlan(ctx context.Context, planRun string, end *End) error {
 	// A plan claimed by an apply whose holder died is handed back by the
 	// lease sweep first.
 	e.expireLeases(ctx)
@@ -53,14 +46,11 @@ func (e *Engine) closePlan(ctx context.Context, planRun, reason, marker string, 
 			return fmt.Errorf("%w: run %s is an apply run, not a plan", ErrInvalid, r.ID)
 		}
 		r.Status = StatusSuperseded
-		r.Reason = reason
+		r.End = end
 		t := e.now()
 		r.FinishedAt = &t
-		if set != nil {
-			set(r)
-		}
 		return nil
-	}, Marker{Kind: MarkerFailed, Reason: marker})
+	}, Marker{Kind: MarkerFailed, End: end})
 	if errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("run %s does not exist (see `kl runs`): %w", planRun, ErrNotFound)
 	}

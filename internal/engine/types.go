@@ -169,7 +169,7 @@ const (
 const (
 	StatusWaiting      RunStatus = "waiting"       // apply: blocked on another run's reservations
 	StatusRefused      RunStatus = "refused"       // apply: a rule stopped it before Terraform ran
-	StatusFailed       RunStatus = "failed"        // Terraform or Kilolock failed; see Reason
+	StatusFailed       RunStatus = "failed"        // Terraform or Kilolock failed; see End
 	StatusInterrupted  RunStatus = "interrupted"   // cancelled (Ctrl-C); what Terraform wrote is committed
 	StatusLeaseExpired RunStatus = "lease-expired" // its holder stopped renewing; reservations dropped
 )
@@ -200,13 +200,15 @@ func (r Run) InProgress() bool {
 
 // Run is one plan or one apply. IDs are ULIDs: sortable by creation time.
 type Run struct {
-	ID         string       `json:"id"`
-	Kind       RunKind      `json:"kind"`
-	State      string       `json:"state"`
-	Actor      string       `json:"actor"`
-	Holder     Holder       `json:"holder"`
-	Status     RunStatus    `json:"status"`
-	Reason     string       `json:"reason,omitempty"` // why refused / failed, in words
+	ID     string    `json:"id"`
+	Kind   RunKind   `json:"kind"`
+	State  string    `json:"state"`
+	Actor  string    `json:"actor"`
+	Holder Holder    `json:"holder"`
+	Status RunStatus `json:"status"`
+	// End is how the run ended (refused, failed, superseded, …), or why an
+	// open apply waits: typed facts (end.go); nil while it runs normally.
+	End        *End         `json:"end,omitempty"`
 	PR         *PullRequest `json:"pr,omitempty"`
 	CreatedAt  time.Time    `json:"created_at"`
 	UpdatedAt  time.Time    `json:"updated_at"`
@@ -225,10 +227,6 @@ type Run struct {
 	Envelope *Envelope `json:"envelope,omitempty"`
 	ApplyRun string    `json:"apply_run,omitempty"` // the apply that claimed this plan
 	ReplanOf string    `json:"replan_of,omitempty"` // the reviewed plan this re-plan re-checks
-	// DiscardedBy is the actor who closed this plan with `kl run discard`
-	// (Engine.Discard), and DiscardWhy the reason they gave ("" if none).
-	DiscardedBy string `json:"discarded_by,omitempty"`
-	DiscardWhy  string `json:"discard_why,omitempty"`
 
 	// Apply runs.
 	PlanRun         string `json:"plan_run,omitempty"` // the reviewed plan

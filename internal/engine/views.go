@@ -245,7 +245,6 @@ type Why struct {
 	// Decisive).
 	Apply   *Run    `json:"apply,omitempty"`
 	Verdict Verdict `json:"verdict"`
-	Reason  string  `json:"reason,omitempty"`
 	// Facts are the stored allowed-because facts.
 	Facts []Fact `json:"allowed_because,omitempty"`
 	// Waited are the "waited" markers: whom it waited on, over what.
@@ -281,7 +280,7 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 	case run.Kind == KindPlan && (run.ApplyRun == "" || run.Status == StatusPlanned):
 		p := run
 		w.Plan = &p
-		w.Verdict, w.Reason = VerdictPending, planPendingReason(run)
+		w.Verdict = VerdictPending
 		if run.ApplyRun != "" {
 			// An earlier attempt did not go through; the plan is open again.
 			last, err := e.getRun(ctx, run.ApplyRun)
@@ -289,16 +288,15 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 				return nil, err
 			}
 			w.Apply = &last
-			w.Reason = fmt.Sprintf("plan not applied yet; the last attempt, apply run %s, was %s: %s", last.ID, last.Status, last.Reason)
 			if err := e.collectWhy(ctx, w, last); err != nil {
 				return nil, err
 			}
 			w.Recoverable = e.recoverableOf(ctx, last, &p)
 		}
-		if closedPlan(run) {
+		if ClosedPlan(run) {
 			// It never finished planning, or its holder died while it
 			// planned: it can never be applied.
-			w.Verdict, w.Reason = VerdictFailed, planPendingReason(run)
+			w.Verdict = VerdictFailed
 			if err := e.collectWhy(ctx, w, run); err != nil {
 				return nil, err
 			}
@@ -306,7 +304,7 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 		if run.Status == StatusSuperseded || run.Status == StatusStale {
 			// Closed before any apply of its own: it can never be
 			// applied (Supersede, Discard, a refused attempt).
-			w.Verdict, w.Reason = VerdictClosed, planPendingReason(run)
+			w.Verdict = VerdictClosed
 		}
 		if run.Envelope != nil {
 			if w.SincePlan, err = e.sincePlan(ctx, run.ID); err != nil {
@@ -339,21 +337,27 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 	w.Recoverable = e.recoverableOf(ctx, target, w.Plan)
 	w.Facts = target.AllowedBecause
 	w.SincePlan = target.SincePlan
-	w.Reason = target.Reason
-	switch target.Status {
-	case StatusApplied, StatusApplying:
-		w.Verdict = VerdictAllowed
-	case StatusWaiting:
-		w.Verdict = VerdictWaiting
-	case StatusRefused:
-		w.Verdict = VerdictRefused
-	case StatusInterrupted:
-		w.Verdict = VerdictInterrupted
-	default:
-		// Failed or lease-expired. Facts, if any, say it was allowed first.
-		w.Verdict = VerdictFailed
-	}
+	w.Verdict = ApplyVerdict(target.Status)
 	return w, nil
+}
+
+// ApplyVerdict is the verdict of an apply run in status s — the one
+// mapping from an apply's status to `kl why`'s answer, used by the views,
+// the reports and klbot: applied or applying → allowed; waiting; refused;
+// interrupted; anything else (failed, lease-expired) → failed (facts, if
+// any, say it was allowed first).
+func ApplyVerdict(s RunStatus) Verdict {
+	switch s {
+	case StatusApplied, StatusApplying:
+		return VerdictAllowed
+	case StatusWaiting:
+		return VerdictWaiting
+	case StatusRefused:
+		return VerdictRefused
+	case StatusInterrupted:
+		return VerdictInterrupted
+	}
+	return VerdictFailed
 }
 
 // collectWhy sorts the markers of apply run a into w: waits, the
@@ -384,10 +388,10 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 	return nil
 }
 
-// closedPlan reports whether plan run r, claimed by no apply, failed
+// ClosedPlan reports whether plan run r, claimed by no apply, failed
 // itself: Terraform or Kilolock failed while planning, or its lease ran out
 // (its holder died or stalled) before it finished.
-func closedPlan(r Run) bool {
+func ClosedPlan(r Run) bool {
 	return r.Kind == KindPlan && r.ApplyRun == "" && (r.Status == StatusFailed || r.Status == StatusLeaseExpired)
 }
 
@@ -397,42 +401,10 @@ func noEnvelopeWords(r Run) string {
 	switch {
 	case r.Status == StatusPlanning:
 		return fmt.Sprintf("plan run %s has no envelope yet: it is still planning (see `kl run show %s`)", r.ID, r.ID)
-	case r.Reason != "":
-		return fmt.Sprintf("plan run %s has no envelope: it never finished planning (%s: %s)", r.ID, r.Status, r.Reason)
+	case r.End != nil:
+		return fmt.Sprintf("plan run %s has no envelope: it never finished planning (%s; `kl why %s` says why)", r.ID, r.Status, r.ID)
 	}
 	return fmt.Sprintf("plan run %s has no envelope: it never finished planning (%s)", r.ID, r.Status)
-}
-
-func planPendingReason(r Run) string {
-	switch r.Status {
-	case StatusPlanned:
-		return "plan not applied yet"
-	case StatusLeaseExpired, StatusFailed:
-		if r.Envelope == nil && r.ApplyRun == "" {
-			// Planning never finished: say so before the stored reason.
-			what := "planning never finished"
-			if r.Status == StatusLeaseExpired {
-				what = "lease-expired: planning never finished"
-			}
-			if r.Reason != "" {
-				return what + ": " + r.Reason
-			}
-			return what
-		}
-		if r.Reason != "" {
-			return fmt.Sprintf("plan is %s: %s", r.Status, r.Reason)
-		}
-		return fmt.Sprintf("plan is %s", r.Status)
-	case StatusStale, StatusSuperseded:
-		if r.Discarded() {
-			return r.Reason // "discarded by ACTOR[: WHY]"
-		}
-		if r.Reason != "" {
-			return fmt.Sprintf("plan is %s: %s", r.Status, r.Reason)
-		}
-		return fmt.Sprintf("plan is %s", r.Status)
-	}
-	return fmt.Sprintf("plan is %s", r.Status)
 }
 
 // ActiveRun is a run in progress with what it holds and whom it waits on.

@@ -217,7 +217,7 @@ func endFields(s *engine.RunStory, a *engine.Run) fields {
 		f = f.addField("tainted", words(addrs(t), toned(toneBad, ": "+taintedMeaning(len(t)))))
 	}
 	for _, m := range ofKind(s.Markers, a.ID, engine.MarkerFailed) {
-		if m.Reason != a.Reason {
+		if !sameEnd(m, *a) {
 			f = f.addField("also", markerWords(m))
 		}
 	}

@@ -156,15 +156,15 @@ func markerWordsOf(m engine.Marker, status engine.RunStatus) sentence {
 	}
 	switch status {
 	case engine.StatusRefused:
-		return words(toned(toneBad, "refused"), reasonSuffix(m.Reason))
+		return words(toned(toneBad, "refused"), reasonSuffix(markerText(m)))
 	case engine.StatusSuperseded:
-		if rest, ok := strings.CutPrefix(strings.TrimPrefix(m.Reason, "superseded: "), "discarded by "); ok {
+		if m.End.Is(engine.CauseDiscarded) {
 			// A discard (`kl run discard`): who, and why when given.
-			return words(toned(markerTone(m), "discarded"), " by "+rest)
+			return words(toned(markerTone(m), "discarded"), strings.TrimPrefix(discardWords(m.End), "discarded"))
 		}
-		return endWords(status, m.Reason, markerTone(m))
+		return endWords(status, markerText(m), markerTone(m))
 	case engine.StatusInterrupted, engine.StatusLeaseExpired:
-		return endWords(status, m.Reason, markerTone(m))
+		return endWords(status, markerText(m), markerTone(m))
 	}
 	return markerWords(m)
 }
@@ -242,8 +242,12 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerApplyStarted:
 		return words(v("terraform apply started"), fmt.Sprintf(" on the snapshot of serial %d", m.Serial))
 	case engine.MarkerApplied:
-		if m.Count == 0 && len(m.Addresses) == 0 && m.Reason != "" {
+		if m.End.Is(engine.CauseNothingToApply) {
 			// Terraform was not run (a plan without changes).
+			return words(v("nothing applied"), ": the plan has no changes: Terraform was not run")
+		}
+		if m.Count == 0 && len(m.Addresses) == 0 && m.End == nil && m.Reason != "" {
+			// Stored before ends were typed.
 			return words(v("nothing applied"), reasonSuffix(m.Reason))
 		}
 		changed := plural(m.Count, "address", "addresses")
@@ -251,8 +255,8 @@ func markerWords(m engine.Marker) sentence {
 			changed = countWords(m.Addresses)
 		}
 		s := words(v("terraform apply"), " changed "+changed)
-		if m.Reason != "" {
-			s = s.add(txt(" before it stopped: " + m.Reason))
+		if t := markerText(m); t != "" {
+			s = s.add(txt(" before it stopped: " + t))
 		}
 		return s
 	case engine.MarkerCommitted:
@@ -265,11 +269,11 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerLeaseExpired:
 		if len(m.Addresses) == 0 {
 			// The run's own lease: it held no reservation (planning, waiting).
-			return words(v("lease expired"), reasonSuffix(m.Reason))
+			return words(v("lease expired"), reasonSuffix(markerText(m)))
 		}
 		return words(v("lease expired"), ": reservations on ", addrs(m.Addresses), " dropped")
 	case engine.MarkerFailed:
-		return words(v("failed"), reasonSuffix(m.Reason))
+		return words(v("failed"), reasonSuffix(markerText(m)))
 	case engine.MarkerRecovered:
 		s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
 		if len(m.Addresses) > 0 {
@@ -281,7 +285,7 @@ func markerWords(m engine.Marker) sentence {
 	if m.Other != "" {
 		s = words(s, " ", who(m.Other, "", m.OtherPR))
 	}
-	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(m.Reason))
+	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(markerText(m)))
 }
 
 func reasonSuffix(r string) sentence {

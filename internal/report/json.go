@@ -69,6 +69,7 @@ type jRun struct {
 	Actor           string `json:"actor"`
 	Holder          string `json:"holder,omitempty"`
 	Status          string `json:"status"`
+	Cause           string `json:"cause,omitempty"`
 	Reason          string `json:"reason,omitempty"`
 	PR              *jPR   `json:"pr,omitempty"`
 	CreatedAt       jtime  `json:"created_at"`
@@ -87,13 +88,22 @@ func toRun(r *engine.Run) *jRun {
 		return nil
 	}
 	j := &jRun{
-		ID: r.ID, Kind: string(r.Kind), State: r.State, Actor: r.Actor, Status: string(r.Status), Reason: r.Reason,
+		ID: r.ID, Kind: string(r.Kind), State: r.State, Actor: r.Actor, Status: string(r.Status), Reason: EndText(r.ID, r.End),
 		PR: toPR(r.PR), CreatedAt: jtime(r.CreatedAt), UpdatedAt: jtime(r.UpdatedAt), FinishedAt: jtimePtr(r.FinishedAt),
-		PlanRun: r.PlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf, DiscardedBy: r.DiscardedBy, DiscardWhy: r.DiscardWhy,
+		PlanRun: r.PlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
 		CommittedSerial: r.CommittedSerial,
 	}
 	if r.Holder.Host != "" {
 		j.Holder = r.Holder.String()
+	}
+	if r.End != nil {
+		j.Cause = string(r.End.Cause)
+		if r.End.Legacy != "" && r.End.Cause == "" {
+			j.Cause = "legacy"
+		}
+		if r.End.Cause == engine.CauseDiscarded {
+			j.DiscardedBy, j.DiscardWhy = r.End.By, r.End.Why
+		}
 	}
 	return j
 }
@@ -324,7 +334,7 @@ func toMarker(m engine.Marker, role string, status engine.RunStatus) jMarker {
 	j := jMarker{Run: m.Run, Role: role, Seq: m.Seq, At: jtime(m.At), Kind: string(m.Kind), Text: markerWordsOf(m, status).plain(),
 		OtherRun: m.Other, OtherPR: toPR(m.OtherPR), Addresses: optStrs(m.Addresses), Serial: m.Serial, FromSerial: m.FromSerial,
 		CommitMode: string(m.Mode), Count: m.Count, Class: string(m.Class), IntentChanged: m.IntentChanged, Drift: toDrift(m.Drift),
-		WaitedMS: time.Duration(m.Waited).Milliseconds(), Reason: m.Reason, Extra: m.Extra}
+		WaitedMS: time.Duration(m.Waited).Milliseconds(), Reason: markerText(m), Extra: m.Extra}
 	if m.SincePlan != nil {
 		c := toCounts(*m.SincePlan)
 		j.SincePlan = &c
@@ -459,7 +469,7 @@ func toRefusals(rs []refusal) []jRefusal {
 			j.ChangedIn = engine.Serials(r.changed)
 			j.Reason = r.reason
 			if r.replan != nil {
-				j.ReplanStatus, j.ReplanReason = string(r.replan.Status), r.replan.Reason
+				j.ReplanStatus, j.ReplanReason = string(r.replan.Status), EndText(r.replan.ID, r.replan.End)
 			}
 		}
 		out = append(out, j)

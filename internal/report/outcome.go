@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -194,7 +195,7 @@ func replanStatusWords(rp *engine.Run) sentence {
 		}
 		return s
 	}
-	return words(toned(statusTone(rp.Status), string(rp.Status)), reasonSuffix(rp.Reason))
+	return words(toned(statusTone(rp.Status), string(rp.Status)), reasonSuffix(EndText(rp.ID, rp.End)))
 }
 
 // changedIn names the read-changed versions a re-plan went over: "version
@@ -232,7 +233,7 @@ func readChangedOver(sp *engine.SincePlan, set engine.AddressSet) []engine.Since
 func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans []engine.Run, plan *engine.Run) refusal {
 	rp := findRun(replans, m.Other)
 	r := refusal{rule: ruleIntent, serial: m.Serial, run: m.Other, plan: a.PlanRun, addrs: m.Addresses, replan: rp,
-		changed: readChangedOver(sp, m.Addresses), reason: m.Reason, outcome: outcomeOf(m)}
+		changed: readChangedOver(sp, m.Addresses), reason: markerText(m), outcome: outcomeOf(m)}
 	head := fmt.Sprintf(" against head %d", m.Serial)
 	switch r.outcome {
 	case replanRead:
@@ -268,8 +269,8 @@ func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans 
 		r.nextCmd = "kl run show " + a.ID
 		r.next = words(code(r.nextCmd), " tells whether the re-plan is open for review or the configuration is behind the head")
 		r.words = words(strongT(toneBad, "stopped by re-plan"), ": ")
-		if m.Reason != "" {
-			r.words = r.words.add(txt(m.Reason))
+		if t := markerText(m); t != "" {
+			r.words = r.words.add(txt(t))
 		} else {
 			r.words = words(r.words, "re-plan ", runSpan(m.Other), head, " differs from the reviewed plan on ", addrs(m.Addresses))
 		}
@@ -334,7 +335,7 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 		}
 		return out
 	}
-	reason := a.Reason
+	reason := EndText(a.ID, a.End)
 	if reason == "" {
 		reason = "a rule stopped it before Terraform ran"
 	}
@@ -429,7 +430,7 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 		}
 		if a.CommittedSerial == 0 {
 			// A plan without changes: nothing to apply or commit.
-			return verdict{"allowed", toneGood, words(strongT(toneGood, "applied"), ": "+orWords(a.Reason, "nothing committed"))}
+			return verdict{"allowed", toneGood, words(strongT(toneGood, "applied"), ": "+orWords(EndText(a.ID, a.End), "nothing committed"))}
 		}
 		return verdict{"allowed", toneGood, s.add(txt(fmt.Sprintf("version %d", a.CommittedSerial)))}
 	case engine.StatusApplying:
@@ -455,15 +456,6 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 	return verdict{word, toneBad, endVerdictWords(a, v, lastOf(ms, a.ID, engine.MarkerRecovered))}
 }
 
-// leaseLostGist is the start of a lease-lost commit's reason, up to the
-// engine's list of what the head kept (the provenance tells it in full).
-func leaseLostGist(reason string) string {
-	if i := strings.Index(reason, "; the head kept "); i >= 0 {
-		return reason[:i]
-	}
-	return reason
-}
-
 func orWords(s, otherwise string) string {
 	if s == "" {
 		return otherwise
@@ -478,10 +470,13 @@ func orWords(s, otherwise string) string {
 // (recovered, its "recovered" marker), "…; `kl run recover` committed what
 // Terraform had written (version 13, partial)".
 func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) sentence {
-	reason := a.Reason
+	var end engine.End
+	if a.End != nil {
+		end = *a.End
+	}
 	if recovered != nil {
-		// Done: the stored reason's "kl run recover" hint is not news.
-		reason = strings.TrimSuffix(reason, "; "+engine.RecoverHint(a.ID))
+		// Done: the end's "kl run recover" hint is not news.
+		end.Recoverable = false
 	}
 	lost := 0
 	if v != nil && v.Provenance.Drift != nil {
@@ -489,9 +484,9 @@ func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) 
 	}
 	if lost > 0 {
 		// The provenance names each address the head kept.
-		reason = leaseLostGist(reason)
+		end.Lost, end.NoChange = nil, false
 	}
-	s := endWords(a.Status, reason, toneBad)
+	s := endWords(a.Status, EndText(a.ID, &end), toneBad)
 	s[0] = strongT(toneBad, s[0].text)
 	if a.CommittedSerial == 0 {
 		return s
@@ -509,10 +504,34 @@ func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) 
 	if recovered != nil {
 		return words(s, "; ", code("kl run recover"), " committed what Terraform had written ("+what+")")
 	}
-	if strings.HasSuffix(a.Reason, "committed what Terraform wrote") {
+	if saysCommitted(a.End) {
 		return s.add(txt(" (" + what + ")"))
 	}
 	return s.add(txt("; committed what Terraform wrote (" + what + ")"))
+}
+
+// saysCommitted reports whether an end's words close with "committed what
+// Terraform wrote": an interruption during terraform apply, alone or as
+// the last words of a lease-lost commit.
+func saysCommitted(end *engine.End) bool {
+	switch {
+	case end == nil:
+		return false
+	case end.Cause == engine.CauseInterrupted:
+		return end.Phase != engine.PhaseWaiting
+	case end.Cause == engine.CauseLeaseLost:
+		return len(end.Lost) == 0 && !end.NoChange && saysCommitted(end.Then)
+	}
+	return false
+}
+
+// sameEnd reports whether marker m records the end run r has.
+func sameEnd(m engine.Marker, r engine.Run) bool {
+	if m.End != nil && r.End != nil {
+		return reflect.DeepEqual(*m.End, *r.End)
+	}
+	return markerText(m) == EndText(r.ID, r.End) // stored before ends were typed
+
 }
 
 // Since-plan verdict actions (JSON "action").
@@ -601,8 +620,8 @@ func closedWords(sp *engine.SincePlan, plan engine.Run) sentence {
 	case engine.StatusSuperseded, engine.StatusFailed:
 		s := words(string(plan.Status))
 		switch {
-		case plan.Reason != "":
-			return s.add(txt(": " + plan.Reason))
+		case plan.End != nil:
+			return s.add(txt(": " + EndText(plan.ID, plan.End)))
 		case by != "" && plan.Status == engine.StatusSuperseded:
 			s = words(s, " by the re-plan of apply ", runSpan(by))
 		case by != "":

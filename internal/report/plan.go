@@ -27,7 +27,7 @@ func planDoc(out *engine.PlanOutcome) *doc {
 	env := r.Envelope
 	if env == nil {
 		d.tone = toneBad
-		d.summary = append(d.summary, para(words(strongT(toneBad, string(r.Status)), reasonSuffix(r.Reason))))
+		d.summary = append(d.summary, para(words(strongT(toneBad, string(r.Status)), reasonSuffix(EndText(r.ID, r.End)))))
 		return d
 	}
 	var f fields

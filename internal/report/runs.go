@@ -3,8 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -70,7 +68,7 @@ func whatWords(r engine.Run) sentence {
 				return words(toned(toneDim, "planning"))
 			}
 			// Planning failed: the stored reason, shortened, says why.
-			return words(toned(toneDim, orWords(reasonGist(r.Reason, 60), "no envelope")))
+			return words(toned(toneDim, orWords(endGist(r.ID, r.End, 60), "no envelope")))
 		}
 		s := words(summaryWords(r.Envelope.Summary), "; writes "+countWords(r.Envelope.Footprint.Write))
 		if r.ReplanOf != "" {
@@ -88,86 +86,13 @@ func whatWords(r engine.Run) sentence {
 				s = s.add(txt("; no changes: nothing committed"))
 			}
 		case engine.StatusRefused, engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
-			if c := firstClause(r.Reason, r.PlanRun); c != "" {
+			if c := endShort(r.ID, r.End); c != "" {
 				s = s.add(txt("; "), toned(statusTone(r.Status), c))
 			}
 		}
 		return s
 	}
 	return nil
-}
-
-// firstClause is the short form of a run's reason for a table: up to the
-// first ": " or "; " ("reservations conflict", "terraform apply",
-// "interrupted while waiting for reservations"), at most 60 runes. "plan
-// PLAN is stale" becomes "plan is stale": the row names the plan already.
-func firstClause(reason, plan string) string {
-	c := reason
-	for _, sep := range []string{": ", "; "} {
-		if i := strings.Index(c, sep); i >= 0 {
-			c = c[:i]
-		}
-	}
-	if plan != "" {
-		c = strings.Replace(c, "plan "+plan+" ", "plan ", 1)
-	}
-	return clip(c, 60)
-}
-
-// tfCommand matches the "terraform COMMAND: " that starts Terraform's own
-// words in a reason (internal/terraform's CommandError).
-var tfCommand = regexp.MustCompile(`terraform (?:init|plan|show|apply|validate|version): `)
-
-// tfNoise is what may stand before Terraform's diagnostic: its exit status
-// and the "Error: " of its stderr.
-var tfNoise = regexp.MustCompile(`^(?:exit status \d+: |Error: )+`)
-
-// reasonGist is the most useful part of a failed run's reason for a table,
-// at most n runes: what Terraform said — its diagnostic summary, then the
-// detail — after the last "terraform COMMAND: ", without the run ids and
-// exit status around it; for any other reason, what follows its last
-// context clause (one that says what was being done, "storing plan: …",
-// STYLE.md 7) without the engine's trailing sentinel (": invalid input"),
-// so that the cause keeps what it names: "…: storing plan: database is
-// locked" → "database is locked", "var file prod.tfvars: no such file or
-// directory" stays whole, "no Terraform configuration files in DIR: …:
-// invalid input" keeps its start.
-func reasonGist(reason string, n int) string {
-	s := strings.TrimSpace(reason)
-	if locs := tfCommand.FindAllStringIndex(s, -1); len(locs) > 0 {
-		s = tfNoise.ReplaceAllString(s[locs[len(locs)-1][1]:], "")
-	} else {
-		s = causeOf(s)
-	}
-	if strings.TrimSpace(s) == "" {
-		s = reason
-	}
-	return clip(strings.TrimSpace(s), n)
-}
-
-// sentinels are the texts of the engine's sentinel errors, which end an
-// error chain without adding to it.
-var sentinels = []error{engine.ErrInvalid, engine.ErrNotFound, engine.ErrConflict, engine.ErrLeaseLost}
-
-// causeOf returns what follows the last context clause of reason (a clause
-// whose first word is a gerund: "storing", "reading"; not its last
-// clause), or all of reason without one, less a trailing sentinel.
-func causeOf(reason string) string {
-	s := reason
-	for _, e := range sentinels {
-		s = strings.TrimSuffix(s, ": "+e.Error())
-	}
-	clauses := strings.Split(s, ": ")
-	last := -1
-	for i, c := range clauses[:len(clauses)-1] {
-		if first, _, _ := strings.Cut(c, " "); len(first) > 4 && strings.HasSuffix(first, "ing") && strings.ToLower(first) == first {
-			last = i
-		}
-	}
-	if last < 0 {
-		return s
-	}
-	return strings.Join(clauses[last+1:], ": ")
 }
 
 // clip shortens s to at most n runes, marking the cut with "…".

@@ -55,6 +55,54 @@ func whyPlan(y *engine.Why) *engine.Run {
 	return nil
 }
 
+// whyReason is the reason line of a `kl why` answer: for a plan not
+// applied (or applied by no apply of its own), where the plan stands and
+// how its last attempt ended; otherwise how the explained run ended.
+func whyReason(y *engine.Why) string {
+	run := y.Run
+	if run.Kind == engine.KindPlan && (run.ApplyRun == "" || run.Status == engine.StatusPlanned) {
+		switch {
+		case engine.ClosedPlan(run), run.Status == engine.StatusSuperseded, run.Status == engine.StatusStale:
+			return planPendingReason(run)
+		case run.ApplyRun != "" && y.Apply != nil:
+			return fmt.Sprintf("plan not applied yet; the last attempt, apply run %s, was %s: %s", y.Apply.ID, y.Apply.Status, EndText(y.Apply.ID, y.Apply.End))
+		}
+		return planPendingReason(run)
+	}
+	return EndText(whyTarget(y).ID, whyTarget(y).End)
+}
+
+// planPendingReason says where plan r stands: "plan not applied yet",
+// "planning never finished: END", "plan is STATUS: END", or a discard's
+// "discarded by ACTOR[: WHY]".
+func planPendingReason(r engine.Run) string {
+	end := EndText(r.ID, r.End)
+	switch r.Status {
+	case engine.StatusPlanned:
+		return "plan not applied yet"
+	case engine.StatusLeaseExpired, engine.StatusFailed:
+		if r.Envelope == nil && r.ApplyRun == "" {
+			// Planning never finished: say so before the end.
+			what := "planning never finished"
+			if r.Status == engine.StatusLeaseExpired {
+				what = "lease-expired: planning never finished"
+			}
+			if end != "" {
+				return what + ": " + end
+			}
+			return what
+		}
+	case engine.StatusStale, engine.StatusSuperseded:
+		if r.Discarded() {
+			return end
+		}
+	}
+	if end != "" {
+		return fmt.Sprintf("plan is %s: %s", r.Status, end)
+	}
+	return fmt.Sprintf("plan is %s", r.Status)
+}
+
 // whyVerdict is the one-line answer.
 func whyVerdict(y *engine.Why) verdict {
 	t := whyTarget(y)
@@ -65,10 +113,10 @@ func whyVerdict(y *engine.Why) verdict {
 			w[0] = strongT(toneInfo, "pending: "+w[0].text)
 			return verdict{string(y.Verdict), tn, w}
 		}
-		return verdict{string(y.Verdict), toneInfo, words(strongT(toneInfo, "pending"), reasonSuffix(y.Reason))}
+		return verdict{string(y.Verdict), toneInfo, words(strongT(toneInfo, "pending"), reasonSuffix(whyReason(y)))}
 	case engine.VerdictClosed:
 		// Superseded, discarded or stale before any apply of its own.
-		return verdict{string(y.Verdict), toneWarn, words(strongT(toneWarn, "closed"), reasonSuffix(y.Reason))}
+		return verdict{string(y.Verdict), toneWarn, words(strongT(toneWarn, "closed"), reasonSuffix(whyReason(y)))}
 	case engine.VerdictAllowed:
 		s := words(strongT(toneGood, "allowed"))
 		if len(y.Facts) > 0 {
@@ -83,8 +131,8 @@ func whyVerdict(y *engine.Why) verdict {
 			// A plan that never finished planning: lease-expired (its
 			// holder died or stalled) or failed, and the stored reason.
 			reason := "planning never finished"
-			if t.Reason != "" {
-				reason += ": " + t.Reason
+			if e := EndText(t.ID, t.End); e != "" {
+				reason += ": " + e
 			}
 			s := endWords(t.Status, reason, toneBad)
 			s[0] = strongT(toneBad, s[0].text)
@@ -155,10 +203,10 @@ func whyDoc(y *engine.Why) *doc {
 	}
 	var l list
 	for _, m := range y.Decisive {
-		if m.Kind == engine.MarkerFailed && (t.Status == engine.StatusRefused || m.Reason == t.Reason) {
+		if m.Kind == engine.MarkerFailed && (t.Status == engine.StatusRefused || sameEnd(m, t)) {
 			continue // the engine's record of how the run ended: the verdict told it
 		}
-		if m.Kind == engine.MarkerLeaseExpired && neverPlanned(y) && m.Reason == t.Reason {
+		if m.Kind == engine.MarkerLeaseExpired && neverPlanned(y) && sameEnd(m, t) {
 			continue // the verdict told it
 		}
 		l = append(l, item{s: words(fmtTime(m.At)+"  ", markerWordsOf(m, t.Status))})
@@ -201,7 +249,7 @@ type whyDocument struct {
 func whyJSON(y *engine.Why) whyDocument {
 	v := whyVerdict(y)
 	t := whyTarget(y)
-	j := whyDocument{Schema: SchemaWhy, Verdict: string(y.Verdict), Text: v.words.plain(), Reason: y.Reason, Run: toRun(&y.Run),
+	j := whyDocument{Schema: SchemaWhy, Verdict: string(y.Verdict), Text: v.words.plain(), Reason: whyReason(y), Run: toRun(&y.Run),
 		Plan: toRun(y.Plan), Apply: toRun(y.Apply), AllowedBecause: toFacts(y.Facts, y.Reserved), Waited: toMarkers(y.Waited, nil, nil),
 		Decisive: toMarkers(y.Decisive, nil, map[string]engine.RunStatus{t.ID: t.Status, "": t.Status}),
 		Refusals: toRefusals(refusals(t, whyMarkers(y), y.SincePlan, nil, whyPlan(y))), Overlaps: toOverlaps(y.Overlaps)}

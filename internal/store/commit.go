@@ -403,11 +403,11 @@ func ScanVersion(row interface{ Scan(dest ...any) error }) (engine.Version, erro
 // actor, status, created_at, updated_at, finished_at, plan_run, apply_run,
 // replan_of, committed_serial, pr, body, id: times in Unix nanoseconds, an
 // absent reference, end, serial or pull request as a nil pointer (NULL on
-// either driver), body the whole run as JSON (DecodeRun).
+// either driver), body the run's row encoding (EncodeRun, row.go).
 func RunArgs(r engine.Run) ([]any, error) {
-	body, err := json.Marshal(r)
+	body, err := EncodeRun(r)
 	if err != nil {
-		return nil, fmt.Errorf("encoding run: %w", err)
+		return nil, err
 	}
 	var pr *string
 	if r.PR != nil {
@@ -436,16 +436,6 @@ func RunArgs(r engine.Run) ([]any, error) {
 		string(r.Kind), r.State, r.Actor, string(r.Status),
 		r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), finished,
 		ref(r.PlanRun), ref(r.ApplyRun), ref(r.ReplanOf), committed,
-		pr, string(body), r.ID,
+		pr, body, r.ID,
 	}, nil
-}
-
-// DecodeRun decodes a runs.body: the whole engine.Run as JSON (a field
-// added to engine.Run is stored without a migration).
-func DecodeRun(body string) (engine.Run, error) {
-	var r engine.Run
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		return engine.Run{}, fmt.Errorf("decoding run: %w", err)
-	}
-	return r, nil
 }

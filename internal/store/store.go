@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -315,20 +314,17 @@ func LeaseExpiredMarker(addrs engine.AddressSet, at time.Time) engine.Marker {
 	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: at, Addresses: engine.NewAddressSet(addrs...)}
 }
 
-// leaseTime renders a lease end in reasons: UTC, to the second.
-func leaseTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
 // ExpireRun changes r for the lease on its reservations, held by holder,
 // that ended at ended (the latest expires_at of the reservations dropped)
 // and was swept at now: an open run becomes lease-expired and finished, its
-// Reason naming the holder and when the lease ran out; a closed run keeps
+// end naming the holder and when the lease ran out; a closed run keeps
 // its status. It reports whether r changed.
 func ExpireRun(r *engine.Run, holder engine.Holder, ended, now time.Time) bool {
 	if !r.Status.Open() {
 		return false
 	}
 	r.Status = engine.StatusLeaseExpired
-	r.Reason = fmt.Sprintf("its holder %s stopped renewing: the lease on its reservations ran out at %s", holder, leaseTime(ended))
+	r.End = &engine.End{Cause: engine.CauseLeaseExpired, Holder: holder, LeaseEnd: ended.UTC().Truncate(time.Second)}
 	if r.FinishedAt == nil {
 		t := now
 		r.FinishedAt = &t
@@ -348,23 +344,24 @@ func RunLeaseLapsed(r engine.Run, holdsLive bool, now time.Time) bool {
 }
 
 // ExpireRunLease ends r, whose own lease lapsed (RunLeaseLapsed), at now:
-// status lease-expired, finished, a Reason naming the holder, what the run
+// status lease-expired, finished, an end naming the holder, what the run
 // was doing and when its lease ran out. It returns the "lease-expired"
 // marker to append (no addresses: the run held no reservation).
 func ExpireRunLease(r *engine.Run, now time.Time) engine.Marker {
-	doing := map[engine.RunStatus]string{
-		engine.StatusPlanning: "planning",
-		engine.StatusWaiting:  "waiting for reservations",
-		engine.StatusApplying: "applying",
+	phase := map[engine.RunStatus]engine.Phase{
+		engine.StatusPlanning: engine.PhasePlanning,
+		engine.StatusWaiting:  engine.PhaseWaiting,
+		engine.StatusApplying: engine.PhaseApplying,
 	}[r.Status]
 	r.Status = engine.StatusLeaseExpired
-	r.Reason = fmt.Sprintf("its holder %s stopped renewing while %s: its lease ran out at %s", r.Holder, doing, leaseTime(r.LeaseUntil))
+	r.End = &engine.End{Cause: engine.CauseLeaseExpired, Holder: r.Holder, LeaseEnd: r.LeaseUntil.UTC().Truncate(time.Second), Phase: phase}
 	if r.FinishedAt == nil {
 		t := now
 		r.FinishedAt = &t
 	}
 	r.UpdatedAt = now
-	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: now, Reason: r.Reason}
+	end := *r.End
+	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: now, End: &end}
 }
 
 // RenewRunLease is RenewRun's change to r at now: LeaseUntil = now+lease
@@ -403,7 +400,7 @@ func AcquireAllowed(r engine.Run) error {
 // it has no "reserved" marker, so Terraform never ran) the plan goes back to
 // planned and may be applied again — ApplyRun keeps naming the attempt, as
 // the engine's own refusals do; otherwise Terraform may have changed
-// infrastructure, and the plan fails with a Reason saying so — and, when
+// infrastructure, and the plan fails with an end saying so — and, when
 // Terraform had started (started: a has an "apply-started" marker), how to
 // commit what it wrote (engine.RecoverHint). It reports whether plan
 // changed.
@@ -412,14 +409,9 @@ func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved, started bool, 
 		return false
 	}
 	switch {
-	case started:
+	case started, reserved:
 		plan.Status = engine.StatusFailed
-		plan.Reason = fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s); %s, then re-plan",
-			a.ID, a.Holder, leaseTime(ended), engine.RecoverHint(a.ID))
-	case reserved:
-		plan.Status = engine.StatusFailed
-		plan.Reason = fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s): Terraform may have changed infrastructure; re-plan",
-			a.ID, a.Holder, leaseTime(ended))
+		plan.End = &engine.End{Cause: engine.CauseApplyLeaseExpired, Run: a.ID, Holder: a.Holder, LeaseEnd: ended.UTC().Truncate(time.Second), Recoverable: started}
 	default:
 		plan.Status = engine.StatusPlanned
 	}
@@ -427,21 +419,19 @@ func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved, started bool, 
 	return true
 }
 
-// NoteApplyStarted adds to the Reason of apply run a, which the lease
-// sweep has just expired (ExpireRun, ExpireRunLease) after Terraform had
-// started (an "apply-started" marker) and before it committed, how to
-// commit what Terraform wrote (engine.RecoverHint). A run that committed,
-// or whose Reason says so already, is left alone. It reports whether a
+// NoteApplyStarted marks the end of apply run a, which the lease sweep has
+// just expired (ExpireRun, ExpireRunLease) after Terraform had started (an
+// "apply-started" marker) and before it committed, recoverable: `kl run
+// recover` commits what Terraform wrote (engine.RecoverHint). A run that
+// committed, or is marked already, is left alone. It reports whether a
 // changed.
 func NoteApplyStarted(a *engine.Run) bool {
-	hint := engine.RecoverHint(a.ID)
-	if a.Kind != engine.KindApply || a.Status != engine.StatusLeaseExpired || a.CommittedSerial != 0 || strings.Contains(a.Reason, hint) {
+	if a.Kind != engine.KindApply || a.Status != engine.StatusLeaseExpired || a.CommittedSerial != 0 || (a.End != nil && a.End.Recoverable) {
 		return false
 	}
-	if a.Reason == "" {
-		a.Reason = hint
-	} else {
-		a.Reason += "; " + hint
+	if a.End == nil {
+		a.End = &engine.End{Cause: engine.CauseLeaseExpired}
 	}
+	a.End.Recoverable = true
 	return true
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -162,7 +163,7 @@ func TestReleaseExpiredPlan(t *testing.T) {
 				t.Fatalf("ReleaseExpiredPlan changed = %v, want %v", changed, tc.want != "")
 			}
 			if !changed {
-				if p.Status != tc.plan.Status || p.Reason != tc.plan.Reason || !p.UpdatedAt.IsZero() {
+				if p.Status != tc.plan.Status || !reflect.DeepEqual(p.End, tc.plan.End) || !p.UpdatedAt.IsZero() {
 					t.Fatalf("the plan changed: %+v", p)
 				}
 				return

@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/terraform-exec/tfexec"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // Diagnostic is one diagnostic Terraform reported in its machine-readable
@@ -110,6 +112,24 @@ func (e *CommandError) Error() string {
 
 // Unwrap returns the cause.
 func (e *CommandError) Unwrap() error { return e.Err }
+
+// TerraformFailure is the failure as a run's end keeps it
+// (engine.TerraformFailer): the command, its diagnostics or stderr, and the
+// cause's text where Error says it (not the exit status alone).
+func (e *CommandError) TerraformFailure() *engine.TerraformFailure {
+	f := &engine.TerraformFailure{Command: e.Command, Stderr: e.Stderr}
+	for _, d := range e.Diagnostics {
+		f.Diagnostics = append(f.Diagnostics, engine.Diagnostic(d))
+	}
+	var exit *exec.ExitError
+	said := len(e.Diagnostics) > 0 || e.Stderr != ""
+	if e.Err != nil && !(said && errors.As(e.Err, &exit)) {
+		f.Cause = strings.TrimSpace(e.Err.Error())
+	}
+	return f
+}
+
+var _ engine.TerraformFailer = (*CommandError)(nil)
 
 // runCommand runs one Terraform command through f with its stderr captured
 // and turns a failure into a *CommandError (see commandError).

@@ -207,7 +207,8 @@ func (s *Store) migrate(ctx context.Context, cc *pgx.ConnConfig, fsys fs.FS) err
 // applies the missing ones. A failed migration is named by its file.
 func runMigrations(ctx context.Context, db *sql.DB, fsys fs.FS) error {
 	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
-		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false))
+		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
+		goose.WithGoMigrations(store.TypedEndsMigration(func(n int) string { return fmt.Sprintf("$%d", n) })))
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -194,11 +193,11 @@ func (e executor) InsertMarkers(ctx context.Context, run string, markers []engin
 	kinds := make([]string, len(markers))
 	bodies := make([]string, len(markers))
 	for i, m := range markers {
-		body, err := json.Marshal(m)
+		body, err := store.EncodeMarker(m)
 		if err != nil {
-			return fmt.Errorf("encoding %s marker: %w", m.Kind, err)
+			return err
 		}
-		seqs[i], ats[i], kinds[i], bodies[i] = m.Seq, nanos(m.At), string(m.Kind), string(body)
+		seqs[i], ats[i], kinds[i], bodies[i] = m.Seq, nanos(m.At), string(m.Kind), body
 	}
 	if _, err := e.q.Exec(ctx,
 		`INSERT INTO markers (run, seq, at, kind, body)
@@ -239,9 +238,9 @@ func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error
 	out := []engine.Marker{}
 	var body string
 	if _, err := pgx.ForEachRow(rows, []any{&body}, func() error {
-		var m engine.Marker
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			return fmt.Errorf("decoding marker: %w", err)
+		m, err := store.DecodeMarker(body)
+		if err != nil {
+			return err
 		}
 		out = append(out, m)
 		return nil

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -177,11 +176,11 @@ func (e executor) InsertMarkers(ctx context.Context, run string, markers []engin
 	}
 	defer stmt.Close()
 	for _, m := range markers {
-		body, err := json.Marshal(m)
+		body, err := store.EncodeMarker(m)
 		if err != nil {
-			return fmt.Errorf("encoding %s marker: %w", m.Kind, err)
+			return err
 		}
-		if _, err := stmt.ExecContext(ctx, run, m.Seq, nanos(m.At), string(m.Kind), string(body)); err != nil {
+		if _, err := stmt.ExecContext(ctx, run, m.Seq, nanos(m.At), string(m.Kind), body); err != nil {
 			return fmt.Errorf("inserting %s marker: %w", m.Kind, e.s.mapErr(err))
 		}
 	}
@@ -222,9 +221,9 @@ func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error
 		if err := rows.Scan(&body); err != nil {
 			return nil, s.mapErr(err)
 		}
-		var m engine.Marker
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			return nil, fmt.Errorf("decoding marker: %w", err)
+		m, err := store.DecodeMarker(body)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, m)
 	}

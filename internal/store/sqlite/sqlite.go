@@ -318,7 +318,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrating schema: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.db, fsys,
-		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false))
+		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
+		goose.WithGoMigrations(store.TypedEndsMigration(func(int) string { return "?" })))
 	if err != nil {
 		return fmt.Errorf("migrating schema: %w", err)
 	}

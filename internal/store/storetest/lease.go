@@ -3,8 +3,8 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,43 +63,40 @@ func (f *fixture) leaseExpiredMarkers(run string) []engine.Marker {
 }
 
 // wantExpiredByLease checks that run id was ended by its own lease: status
-// lease-expired, finished, a reason naming its holder and what it was
-// doing, and exactly one lease-expired marker, without addresses, with that
-// reason.
-func (f *fixture) wantExpiredByLease(id, doing string) {
+// lease-expired, finished, an end naming its holder, its lease end and
+// what it was doing (phase), and exactly one lease-expired marker, without
+// addresses, with that end.
+func (f *fixture) wantExpiredByLease(id string, phase engine.Phase) {
 	f.t.Helper()
 	r := f.getRun(id)
 	if r.Status != engine.StatusLeaseExpired || r.FinishedAt == nil {
 		f.t.Fatalf("run %s = status %s, finished %v; want lease-expired and finished", id, r.Status, r.FinishedAt)
 	}
-	if !strings.Contains(r.Reason, "laptop:4242") || !strings.Contains(r.Reason, doing) {
-		f.t.Fatalf("run %s reason %q; want it to name the holder laptop:4242 and %q", id, r.Reason, doing)
+	if e := r.End; !e.Is(engine.CauseLeaseExpired) || e.Holder.String() != "laptop:4242" || e.Phase != phase || e.LeaseEnd.IsZero() {
+		f.t.Fatalf("run %s end %+v; want lease-expired naming the holder laptop:4242, its lease end and phase %q", id, e, phase)
 	}
 	ms := f.leaseExpiredMarkers(id)
-	if len(ms) != 1 || len(ms[0].Addresses) != 0 || ms[0].Reason != r.Reason {
-		f.t.Fatalf("lease-expired markers of %s = %+v; want one, without addresses, with the run's reason", id, ms)
+	if len(ms) != 1 || len(ms[0].Addresses) != 0 || ms[0].End == nil || ms[0].End.Phase != phase || ms[0].End.Holder != r.End.Holder {
+		f.t.Fatalf("lease-expired markers of %s = %+v; want one, without addresses, with the run's end", id, ms)
 	}
 }
 
 // wantRecoverHint checks that the sweep ended c's apply run, which had
-// started Terraform, lease-expired with a reason saying doing and how to
-// recover (engine.RecoverHint), and failed its plan with a reason saying
-// the same.
-func (f *fixture) wantRecoverHint(c claim, doing string) {
+// started Terraform, lease-expired with a recoverable end (phase: what it
+// was doing, "" for a lease on its reservations), and failed its plan with
+// an end naming the apply and saying the same.
+func (f *fixture) wantRecoverHint(c claim, phase engine.Phase) {
 	f.t.Helper()
-	hint := engine.RecoverHint(c.apply.ID)
 	if r := f.getRun(c.apply.ID); r.Status != engine.StatusLeaseExpired || r.FinishedAt == nil ||
-		!strings.Contains(r.Reason, doing) || !strings.HasSuffix(r.Reason, "; "+hint) {
-		f.t.Fatalf("run %s = status %s, reason %q; want lease-expired, saying %q and ending %q", c.apply.ID, r.Status, r.Reason, doing, hint)
+		!r.End.Is(engine.CauseLeaseExpired) || r.End.Phase != phase || !r.End.Recoverable {
+		f.t.Fatalf("run %s = status %s, end %+v; want lease-expired, phase %q, recoverable", c.apply.ID, r.Status, r.End, phase)
 	}
 	p := f.getRun(c.plan.ID)
 	if p.Status != engine.StatusFailed || p.ApplyRun != c.apply.ID {
 		f.t.Fatalf("plan of an apply that started Terraform = status %s, apply %s; want failed, naming %s", p.Status, p.ApplyRun, c.apply.ID)
 	}
-	for _, s := range []string{c.apply.ID, "lost its lease before it committed", "Terraform had started applying", "`kl run recover " + c.apply.ID + "`", "re-plan"} {
-		if !strings.Contains(p.Reason, s) {
-			f.t.Fatalf("failed plan reason %q lacks %q", p.Reason, s)
-		}
+	if e := p.End; !e.Is(engine.CauseApplyLeaseExpired) || e.Run != c.apply.ID || !e.Recoverable || e.LeaseEnd.IsZero() {
+		f.t.Fatalf("failed plan end %+v; want apply-lease-expired naming %s, recoverable", e, c.apply.ID)
 	}
 }
 
@@ -107,9 +104,9 @@ func (f *fixture) wantRecoverHint(c claim, doing string) {
 func (f *fixture) wantUntouched(r engine.Run) {
 	f.t.Helper()
 	got := f.getRun(r.ID)
-	if got.Status != r.Status || got.Reason != r.Reason || got.FinishedAt != nil || got.ApplyRun != r.ApplyRun {
-		f.t.Fatalf("run %s = status %s, reason %q, finished %v, apply %q; want it untouched (%s)",
-			r.ID, got.Status, got.Reason, got.FinishedAt, got.ApplyRun, r.Status)
+	if got.Status != r.Status || !reflect.DeepEqual(got.End, r.End) || got.FinishedAt != nil || got.ApplyRun != r.ApplyRun {
+		f.t.Fatalf("run %s = status %s, end %+v, finished %v, apply %q; want it untouched (%s)",
+			r.ID, got.Status, got.End, got.FinishedAt, got.ApplyRun, r.Status)
 	}
 	if ms := f.leaseExpiredMarkers(r.ID); len(ms) != 0 {
 		f.t.Fatalf("run %s got lease-expired markers %+v", r.ID, ms)
@@ -182,7 +179,9 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				t.Fatal(err)
 			}
 			planning := f.run("s", engine.KindPlan, engine.StatusPlanning, leased(lapsed()))
-			waiting := f.claim("s", engine.StatusWaiting, leased(lapsed()), func(r *engine.Run) { r.Reason = "waiting: run 01GONE holds terraform_data.a" })
+			waiting := f.claim("s", engine.StatusWaiting, leased(lapsed()), func(r *engine.Run) {
+				r.End = &engine.End{Cause: engine.CauseWaiting, Blockers: []engine.Blocker{{Run: "01GONE", Addresses: engine.AddressSet{"terraform_data.a"}}}}
+			})
 			// Claimed its plan, never tried to reserve (status waiting, no markers).
 			claimed := f.claim("s", engine.StatusWaiting, leased(lapsed()))
 			// Held reservations (the "reserved" marker), which the commit
@@ -235,22 +234,22 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				diff(t, "expired runs", got, want)
 			}
 
-			f.wantExpiredByLease(planning.ID, "planning")
-			f.wantExpiredByLease(waiting.apply.ID, "waiting for reservations")
-			if r := f.getRun(waiting.apply.ID); strings.Contains(r.Reason, "01GONE") {
-				t.Fatalf("the expired run still says it waits: %q", r.Reason)
+			f.wantExpiredByLease(planning.ID, engine.PhasePlanning)
+			f.wantExpiredByLease(waiting.apply.ID, engine.PhaseWaiting)
+			if r := f.getRun(waiting.apply.ID); len(r.End.Blockers) != 0 {
+				t.Fatalf("the expired run still says it waits: %+v", r.End)
 			}
-			f.wantExpiredByLease(claimed.apply.ID, "waiting for reservations")
-			f.wantExpiredByLease(reserved.apply.ID, "applying")
-			f.wantExpiredByLease(reclaimed.apply.ID, "waiting for reservations")
+			f.wantExpiredByLease(claimed.apply.ID, engine.PhaseWaiting)
+			f.wantExpiredByLease(reserved.apply.ID, engine.PhaseApplying)
+			f.wantExpiredByLease(reclaimed.apply.ID, engine.PhaseWaiting)
 
 			// Never reserved: the plan may be applied again; ApplyRun names
 			// the attempt.
 			for _, c := range []claim{waiting, claimed} {
 				p := f.getRun(c.plan.ID)
-				if p.Status != engine.StatusPlanned || p.ApplyRun != c.apply.ID || p.Reason != "" {
-					t.Fatalf("plan of an apply that never reserved = status %s, apply %s, reason %q; want planned, naming %s",
-						p.Status, p.ApplyRun, p.Reason, c.apply.ID)
+				if p.Status != engine.StatusPlanned || p.ApplyRun != c.apply.ID || p.End != nil {
+					t.Fatalf("plan of an apply that never reserved = status %s, apply %s, end %+v; want planned, naming %s",
+						p.Status, p.ApplyRun, p.End, c.apply.ID)
 				}
 			}
 			// Reserved: Terraform may have run.
@@ -258,17 +257,15 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			if p.Status != engine.StatusFailed || p.ApplyRun != reserved.apply.ID {
 				t.Fatalf("plan of an apply that had reserved = status %s, apply %s; want failed", p.Status, p.ApplyRun)
 			}
-			for _, s := range []string{reserved.apply.ID, "laptop:4242", "lost its lease before it committed", "Terraform may have changed infrastructure", "re-plan"} {
-				if !strings.Contains(p.Reason, s) {
-					t.Fatalf("failed plan reason %q lacks %q", p.Reason, s)
-				}
+			if e := p.End; !e.Is(engine.CauseApplyLeaseExpired) || e.Run != reserved.apply.ID || e.Holder.String() != "laptop:4242" || e.Recoverable {
+				t.Fatalf("failed plan end %+v; want apply-lease-expired naming %s and laptop:4242, not recoverable", e, reserved.apply.ID)
 			}
-			if r := f.getRun(reserved.apply.ID); strings.Contains(r.Reason, "kl run recover") {
-				t.Fatalf("the reason of a run that never started Terraform names a recovery: %q", r.Reason)
+			if r := f.getRun(reserved.apply.ID); r.End.Recoverable {
+				t.Fatalf("the end of a run that never started Terraform names a recovery: %+v", r.End)
 			}
 			// Started Terraform: the run and its plan say how to commit what
 			// it wrote.
-			f.wantRecoverHint(started, "applying")
+			f.wantRecoverHint(started, engine.PhaseApplying)
 			f.wantUntouched(reclaimed.plan)
 
 			f.wantUntouched(livePlanning)
@@ -302,7 +299,7 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		if rs := f.reservations("s"); len(rs) != 0 {
 			t.Fatalf("an expired run holds %v", held(rs))
 		}
-		f.wantExpiredByLease(c.apply.ID, "waiting")
+		f.wantExpiredByLease(c.apply.ID, engine.PhaseWaiting)
 		if p := f.getRun(c.plan.ID); p.Status != engine.StatusPlanned {
 			t.Fatalf("plan = %s; want planned", p.Status)
 		}
@@ -338,21 +335,21 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		if err != nil {
 			t.Fatalf("ExpireLeases: %v", err)
 		}
-		f.wantRecoverHint(started, "stopped renewing")
+		f.wantRecoverHint(started, "")
 		want := []string{reserved.apply.ID, unmarked.apply.ID, started.apply.ID}
 		sort.Strings(want)
 		diff(t, "expired runs", got, want)
 		for _, id := range want {
 			r := f.getRun(id)
-			if r.Status != engine.StatusLeaseExpired || !strings.Contains(r.Reason, "host-"+id+":7") {
-				t.Fatalf("run %s = %s, reason %q; want lease-expired naming its holder", id, r.Status, r.Reason)
+			if r.Status != engine.StatusLeaseExpired || r.End == nil || r.End.Holder.String() != "host-"+id+":7" {
+				t.Fatalf("run %s = %s, end %+v; want lease-expired naming its holder", id, r.Status, r.End)
 			}
 			if ms := f.leaseExpiredMarkers(id); len(ms) != 1 || len(ms[0].Addresses) != 1 {
 				t.Fatalf("lease-expired markers of %s = %+v; want one with its address", id, ms)
 			}
 		}
-		if p := f.getRun(reserved.plan.ID); p.Status != engine.StatusFailed || !strings.Contains(p.Reason, reserved.apply.ID) {
-			t.Fatalf("plan of the reserved apply = %s, %q; want failed naming the apply", p.Status, p.Reason)
+		if p := f.getRun(reserved.plan.ID); p.Status != engine.StatusFailed || p.End == nil || p.End.Run != reserved.apply.ID {
+			t.Fatalf("plan of the reserved apply = %s, %+v; want failed naming the apply", p.Status, p.End)
 		}
 		if p := f.getRun(unmarked.plan.ID); p.Status != engine.StatusPlanned {
 			t.Fatalf("plan of the apply without a reserved marker = %s; want planned", p.Status)
@@ -408,7 +405,7 @@ func testRunLeases(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			}
 		}
 		for _, c := range claims {
-			f.wantExpiredByLease(c.apply.ID, "waiting for reservations")
+			f.wantExpiredByLease(c.apply.ID, engine.PhaseWaiting)
 			if p := f.getRun(c.plan.ID); p.Status != engine.StatusPlanned {
 				t.Errorf("plan %s = %s; want planned", p.ID, p.Status)
 			}

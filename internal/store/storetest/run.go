@@ -21,7 +21,7 @@ func fullRun(state string) engine.Run {
 		Actor:      "octocat",
 		Holder:     engine.Holder{Host: "runner-1", PID: 99},
 		Status:     engine.StatusPlanned,
-		Reason:     "none yet",
+		End:        &engine.End{Cause: engine.CauseWaiting, Blockers: []engine.Blocker{{Run: "01OTHER", Addresses: engine.AddressSet{"terraform_data.a"}}}},
 		PR:         pr,
 		CreatedAt:  ts,
 		UpdatedAt:  ts.Add(time.Second),
@@ -234,7 +234,7 @@ func testRuns(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				t.Parallel()
 				r := f.run("s", engine.KindPlan, tc.status, func(r *engine.Run) { r.ApplyRun = tc.applyRun })
 				got, err := f.s.UpdateRun(f.ctx, r.ID, tc.from, func(r *engine.Run) error {
-					r.Reason = "updated"
+					r.End = &engine.End{Cause: engine.CauseFailed, Step: engine.StepCommit, Err: "updated"}
 					return nil
 				}, engine.Marker{Kind: engine.MarkerReserved})
 				if name == "not allowed" {
@@ -247,7 +247,7 @@ func testRuns(t *testing.T, newStore func(t *testing.T) engine.Store) {
 						Want: []engine.RunStatus{engine.StatusPlanned}, By: "01WINNER",
 					})
 					wantErr(t, "UpdateRun", err, engine.ErrConflict)
-					if f.getRun(r.ID).Reason != "" || len(f.markers(r.ID)) != 0 {
+					if f.getRun(r.ID).End != nil || len(f.markers(r.ID)) != 0 {
 						t.Fatal("a refused UpdateRun changed the run or added markers")
 					}
 					return
@@ -255,7 +255,7 @@ func testRuns(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				if err != nil {
 					t.Fatalf("UpdateRun: %v", err)
 				}
-				if got.Reason != "updated" || got.UpdatedAt.Before(r.UpdatedAt) {
+				if got.End == nil || got.End.Err != "updated" || got.UpdatedAt.Before(r.UpdatedAt) {
 					t.Fatalf("UpdateRun returned %+v", got)
 				}
 				diff(t, "stored run", f.getRun(r.ID), got)

@@ -1,0 +1,274 @@
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// Cause is why a run ended as it did — or, for an apply still waiting, why it
+// waits (Run.End). The set is closed: every end the engine or the store writes
+// is one of these, with the facts a sentence about it needs in End's fields;
+// internal/report alone turns an End into words. A cause this binary does not
+// know (written by a newer one) is shown by its name.
+type Cause string
+
+// Causes of apply runs.
+const (
+	// CauseApplied: committed version Run.CommittedSerial.
+	CauseApplied Cause = "applied"
+	// CauseNothingToApply: the plan has no changes; Terraform was not run
+	// and nothing was committed.
+	CauseNothingToApply Cause = "nothing-to-apply"
+	// CauseWaiting: open, waiting for Blockers to release what it needs.
+	CauseWaiting Cause = "waiting"
+	// CauseRefusedConflict: Blockers held overlapping reservations (after
+	// waiting Waited, when it waited).
+	CauseRefusedConflict Cause = "refused-conflict"
+	// CauseRefusedStale: since-plan versions Stale changed the write set
+	// (or, Strict, the read set) of plan Plan (ADR D3).
+	CauseRefusedStale Cause = "refused-stale"
+	// CauseIntentChanged: re-plan Run against head Serial plans something
+	// else for Replan.Addresses (DESIGN.md apply step 3).
+	CauseIntentChanged Cause = "intent-changed"
+	// CauseBehindHead: re-plan Run against head Serial would also change
+	// Replan.Addresses, which the plan reads: the configuration is behind
+	// the head there.
+	CauseBehindHead Cause = "behind-head"
+	// CauseRefusedClaim: plan Plan could not be claimed for this apply
+	// (another apply claimed it first); Err says what the store said.
+	CauseRefusedClaim Cause = "refused-claim"
+	// CauseInterrupted: cancelled (Ctrl-C, SIGTERM) while Phase.
+	CauseInterrupted Cause = "interrupted"
+	// CauseTerraformFailed: a Terraform command failed (Terraform).
+	CauseTerraformFailed Cause = "terraform-failed"
+	// CauseFailed: a step of Kilolock's own failed (Step, Err).
+	CauseFailed Cause = "failed"
+	// CauseLeaseExpired: the holder Holder stopped renewing; its lease ran
+	// out at LeaseEnd — on its reservations (Phase "") or on the run itself
+	// while Phase. Recoverable: Terraform had started applying, and `kl run
+	// recover` commits what it last wrote.
+	CauseLeaseExpired Cause = "lease-expired"
+	// CauseLeaseLost: the reservations expired before the commit; version
+	// Serial holds only what the head had not changed since the plan and no
+	// other run held (Lost names the rest). TerraformDone: Terraform itself
+	// finished; NoChange: the version changes nothing. Then is how
+	// Terraform ended when it did not finish.
+	CauseLeaseLost Cause = "lease-lost"
+)
+
+// Causes of plan runs.
+const (
+	// CauseApplyEnded: apply run Run ended the plan (stale, superseded or
+	// failed) as Apply says.
+	CauseApplyEnded Cause = "apply-ended"
+	// CauseApplyPartial: apply run Run failed part-way; its partial result
+	// is version Serial.
+	CauseApplyPartial Cause = "apply-partial"
+	// CauseApplyLeaseLost: apply run Run lost its lease before its commit;
+	// version Serial holds what the head could take.
+	CauseApplyLeaseLost Cause = "apply-lease-lost"
+	// CauseApplyRecovered: apply run Run stopped part-way and `kl run
+	// recover` committed what Terraform had written as version Serial.
+	CauseApplyRecovered Cause = "apply-recovered"
+	// CauseApplyLeaseExpired: apply run Run's holder Holder stopped
+	// renewing (lease end LeaseEnd) after it reserved; Recoverable: its
+	// Terraform had started.
+	CauseApplyLeaseExpired Cause = "apply-lease-expired"
+	// CauseSuperseded: something newer replaced the plan (klbot: a newer
+	// push, a change that no longer touches its project); Why in the
+	// caller's words.
+	CauseSuperseded Cause = "superseded"
+	// CauseDiscarded: By closed it with `kl run discard`, saying Why.
+	CauseDiscarded Cause = "discarded"
+	// CauseReplanChecked: a re-plan made for apply run Run found the
+	// intent of reviewed plan Plan unchanged; Plan goes ahead.
+	CauseReplanChecked Cause = "replan-checked"
+	// CauseReplanReverts: a re-plan that would revert newer versions'
+	// changes to what plan Plan reads: not applicable.
+	CauseReplanReverts Cause = "replan-reverts"
+)
+
+// Phase is what a run was doing when it was interrupted or its lease ran out.
+type Phase string
+
+// Phases.
+const (
+	PhasePlanning       Phase = "planning"
+	PhaseWaiting        Phase = "waiting"         // for reservations
+	PhaseApplying       Phase = "applying"        // an apply in progress, before or after Terraform
+	PhaseTerraformApply Phase = "terraform-apply" // Terraform was applying
+)
+
+// Step is a step of Kilolock's own whose failure ended a run (CauseFailed).
+// Serial, Artifact or Run carry the step's object where it has one.
+type Step string
+
+// Steps.
+const (
+	StepRecordNoChanges     Step = "record-no-changes"
+	StepRecordAllowed       Step = "record-allowed-because"
+	StepReadSincePlan       Step = "read-since-plan"
+	StepRecordPreflight     Step = "record-preflight"
+	StepReadSnapshot        Step = "read-snapshot"  // Serial
+	StepParseSnapshot       Step = "parse-snapshot" // Serial
+	StepRecordApplyStart    Step = "record-apply-start"
+	StepParseResult         Step = "parse-result" // Artifact keeps what Terraform wrote
+	StepReadChanged         Step = "read-changed"
+	StepReadTainted         Step = "read-tainted"
+	StepCommit              Step = "commit" // Artifact keeps what Terraform wrote
+	StepRecordReservations  Step = "record-reservations"
+	StepAcquire             Step = "acquire"
+	StepRecordWait          Step = "record-wait"
+	StepReadState           Step = "read-state"
+	StepReadHead            Step = "read-head"
+	StepCreateReplan        Step = "create-replan"
+	StepReplan              Step = "replan" // Run: the re-plan; Terraform when Terraform failed
+	StepStoreReplan         Step = "store-replan"
+	StepStoreArtifact       Step = "store-artifact" // Artifact
+	StepCheckLineage        Step = "check-lineage"  // Lineage (the plan's), StateLineage
+	StepPlan                Step = "plan"           // planning failed outside Terraform's own commands
+	StepRecordEnd           Step = "record-end"
+	StepReadArtifact        Step = "read-artifact" // Artifact
+	StepReadApplyCheckpoint Step = "read-checkpoint"
+)
+
+// End is how a run ended (Run.End), as facts: Cause, and the values its
+// sentence needs. Which fields are set depends on Cause (see each Cause).
+// Stored with the run; internal/report writes its words (terminal,
+// Markdown, JSON). Legacy holds the English reason of a run stored before
+// ends were typed, where the migration could not tell its cause.
+type End struct {
+	Cause Cause `json:"cause"`
+	// Run is the other run the end names: the apply run that ended a plan,
+	// the re-plan of an intent-changed or behind-head refusal, the re-plan
+	// of a failed re-plan step.
+	Run string `json:"run,omitempty"`
+	// Plan is the plan the end is about: the stale or claimed plan, the
+	// reviewed plan of a re-plan.
+	Plan   string `json:"plan,omitempty"`
+	Serial int64  `json:"serial,omitempty"`
+	Phase  Phase  `json:"phase,omitempty"`
+	Step   Step   `json:"step,omitempty"`
+	// Err is the text of the error that ended the run (CauseFailed,
+	// CauseRefusedClaim), as Go wrapped it; Kind classifies it by the
+	// engine's sentinel it wraps, if any (errors.Is at the time).
+	Err       string            `json:"error,omitempty"`
+	Kind      ErrKind           `json:"error_kind,omitempty"`
+	Terraform *TerraformFailure `json:"terraform,omitempty"`
+	// Artifact names the run artifact a step read or wrote.
+	Artifact     string `json:"artifact,omitempty"`
+	Lineage      string `json:"lineage,omitempty"`
+	StateLineage string `json:"state_lineage,omitempty"`
+	// Lease ends.
+	Holder      Holder    `json:"holder,omitzero"`
+	LeaseEnd    time.Time `json:"lease_end,omitzero"`
+	Recoverable bool      `json:"recoverable,omitempty"`
+	// Reservation conflicts.
+	Blockers []Blocker `json:"blockers,omitempty"`
+	Waited   Duration  `json:"waited,omitempty"`
+	// Stale refusals.
+	Stale  []SincePlanEntry `json:"stale,omitempty"`
+	Strict bool             `json:"strict,omitempty"`
+	// Re-plan refusals.
+	Replan *ReplanFacts `json:"replan,omitempty"`
+	// Lease-lost commits.
+	Lost          []LostWrite `json:"lost,omitempty"`
+	TerraformDone bool        `json:"terraform_done,omitempty"`
+	NoChange      bool        `json:"no_change,omitempty"`
+	// Then is a second end that happened too: how Terraform ended in a
+	// lease-lost commit; what ended the apply of a plan (CauseApplyEnded).
+	Then *End `json:"then,omitempty"`
+	// Discards and supersedes: who, and why in their words.
+	By  string `json:"by,omitempty"`
+	Why string `json:"why,omitempty"`
+	// Legacy is the reason text of a run stored before ends were typed.
+	Legacy string `json:"legacy,omitempty"`
+}
+
+// ReplanFacts are what a re-plan refusal compared (CompareReplan): the
+// differing instance addresses, the read-changed versions it went over, and
+// its changes outside the footprint (never applied).
+type ReplanFacts struct {
+	Addresses []string `json:"addresses"`
+	Versions  []int64  `json:"versions"`
+	Outside   []string `json:"outside,omitempty"`
+}
+
+// TerraformFailure is a failed Terraform command as a run's end keeps it
+// (terraform-exec keeps exit errors typed; the adapter's error says it in
+// these terms through TerraformFailer). Diagnostics are the error
+// diagnostics of Terraform's -json UI stream; when there are none, Stderr is
+// its cleaned stderr. Cause is the text of the cause when it adds to them
+// (not Terraform's exit status alone).
+type TerraformFailure struct {
+	Command     string       `json:"command"` // init, plan, show, apply
+	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+	Stderr      string       `json:"stderr,omitempty"`
+	Cause       string       `json:"cause,omitempty"`
+}
+
+// Diagnostic is one Terraform diagnostic (its -json "diagnostic" message).
+type Diagnostic struct {
+	Severity string `json:"severity"`
+	Summary  string `json:"summary"`
+	Detail   string `json:"detail,omitempty"`
+	Address  string `json:"address,omitempty"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+}
+
+// TerraformFailer is implemented by the Terraform adapter's errors for a
+// failed command; the engine finds it with errors.As.
+type TerraformFailer interface {
+	error
+	TerraformFailure() *TerraformFailure
+}
+
+// ErrKind names the engine sentinel an error wraps (End.Kind).
+type ErrKind string
+
+// Error kinds.
+const (
+	KindInvalid   ErrKind = "invalid"
+	KindNotFound  ErrKind = "not-found"
+	KindConflict  ErrKind = "conflict"
+	KindLeaseLost ErrKind = "lease-lost"
+)
+
+// Sentinel returns the sentinel error of k (nil for "").
+func (k ErrKind) Sentinel() error {
+	return map[ErrKind]error{KindInvalid: ErrInvalid, KindNotFound: ErrNotFound, KindConflict: ErrConflict, KindLeaseLost: ErrLeaseLost}[k]
+}
+
+// kindOf classifies err by the engine sentinel it wraps.
+func kindOf(err error) ErrKind {
+	for _, k := range []ErrKind{KindLeaseLost, KindInvalid, KindNotFound, KindConflict} {
+		if errors.Is(err, k.Sentinel()) {
+			return k
+		}
+	}
+	return ""
+}
+
+// Failed is the end of a run whose step failed with err: a Terraform
+// failure when err is one (TerraformFailer), else CauseFailed with err's
+// text and kind.
+func Failed(step Step, err error) *End {
+	var tf TerraformFailer
+	if errors.As(err, &tf) && (step == StepPlan || step == "") {
+		return &End{Cause: CauseTerraformFailed, Terraform: tf.TerraformFailure()}
+	}
+	e := &End{Cause: CauseFailed, Step: step, Err: err.Error(), Kind: kindOf(err)}
+	if errors.As(err, &tf) {
+		e.Terraform = tf.TerraformFailure()
+	}
+	return e
+}
+
+// with sets the step's object on e: a serial, an artifact or a run.
+func (e *End) withSerial(s int64) *End    { e.Serial = s; return e }
+func (e *End) withArtifact(a string) *End { e.Artifact = a; return e }
+func (e *End) withRun(r string) *End      { e.Run = r; return e }
+
+// Is reports whether the end has cause c (false for nil).
+func (e *End) Is(c Cause) bool { return e != nil && e.Cause == c }

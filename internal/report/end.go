@@ -1,0 +1,431 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// How a run ended, in words: the one place that turns an engine.End (the
+// typed facts the engine and the stores record) into English. Every view,
+// renderer and klbot's Markdown reads an end through these functions.
+
+// EndText is the sentence of end, the end of run id ("" for none, or for an
+// apply that simply committed): "reservations conflict: run X holds A",
+// "terraform apply: …", "its holder h:1 stopped renewing: …". An end
+// stored before ends were typed reads as it was stored; a cause this
+// binary does not know reads as its name.
+func EndText(id string, end *engine.End) string {
+	if end == nil {
+		return ""
+	}
+	if end.Legacy != "" {
+		return end.Legacy
+	}
+	switch end.Cause {
+	case engine.CauseApplied:
+		return ""
+	case engine.CauseNothingToApply:
+		return "the plan has no changes: nothing applied, nothing committed"
+	case engine.CauseWaiting:
+		return "waiting: " + blockersText(end.Blockers)
+	case engine.CauseRefusedConflict:
+		s := "reservations conflict: " + blockersText(end.Blockers)
+		if end.Waited > 0 {
+			s = fmt.Sprintf("waited %s for reservations; %s", time.Duration(end.Waited), s)
+		}
+		return s
+	case engine.CauseRefusedStale:
+		return (&engine.StaleError{PlanRun: end.Plan, Entries: end.Stale, Strict: end.Strict}).Error()
+	case engine.CauseIntentChanged:
+		rp := replanFactsOf(end)
+		return fmt.Sprintf("re-plan %s against head %d plans something else for %s (plan input changed in %s)%s; review plan %s and apply it",
+			end.Run, end.Serial, abbreviate(rp.Addresses, 8), versionsText(rp.Versions), outsideText(rp.Outside), end.Run)
+	case engine.CauseBehindHead:
+		rp := replanFactsOf(end)
+		return fmt.Sprintf("%s: re-plan %s against head %d would also change %s, which this plan reads (changed in %s): applying would revert that change; update the configuration with the head and plan again",
+			engine.ErrBehindHead, end.Run, end.Serial, abbreviate(rp.Addresses, 8), versionsText(rp.Versions))
+	case engine.CauseRefusedClaim:
+		return fmt.Sprintf("claiming plan %s: %s", end.Plan, end.Err)
+	case engine.CauseInterrupted:
+		if end.Phase == engine.PhaseWaiting {
+			return "interrupted while waiting for reservations"
+		}
+		return "interrupted during terraform apply: committed what Terraform wrote"
+	case engine.CauseTerraformFailed:
+		return terraformText(end.Terraform)
+	case engine.CauseFailed:
+		return failedText(end)
+	case engine.CauseLeaseExpired:
+		return leaseExpiredText(id, end)
+	case engine.CauseLeaseLost:
+		return leaseLostText(id, end)
+	}
+	return planEndText(end)
+}
+
+// planEndText is EndText for the causes that end plan runs.
+func planEndText(end *engine.End) string {
+	switch end.Cause {
+	case engine.CauseApplyEnded:
+		return fmt.Sprintf("apply run %s: %s", end.Run, EndText(end.Run, end.Then))
+	case engine.CauseApplyPartial:
+		return fmt.Sprintf("apply run %s failed part-way; its partial result is version %d: re-plan", end.Run, end.Serial)
+	case engine.CauseApplyLeaseLost:
+		return fmt.Sprintf("apply run %s lost its lease before its commit; version %d holds what the head could take: re-plan", end.Run, end.Serial)
+	case engine.CauseApplyRecovered:
+		return fmt.Sprintf("apply run %s stopped part-way; `kl run recover` committed what Terraform had written as version %d: re-plan", end.Run, end.Serial)
+	case engine.CauseApplyLeaseExpired:
+		s := fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s)", end.Run, end.Holder, leaseTime(end.LeaseEnd))
+		if end.Recoverable {
+			return s + "; " + RecoverHint(end.Run) + ", then re-plan"
+		}
+		return s + ": Terraform may have changed infrastructure; re-plan"
+	case engine.CauseSuperseded:
+		return end.Why
+	case engine.CauseDiscarded:
+		return discardWords(end)
+	case engine.CauseReplanChecked:
+		return fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s goes ahead", end.Run, end.Plan)
+	case engine.CauseReplanReverts:
+		return "not applicable: it would revert changes of newer versions to what plan " + end.Plan + " reads"
+	}
+	return string(end.Cause)
+}
+
+// discardWords: "discarded by ACTOR[: WHY]".
+func discardWords(end *engine.End) string {
+	s := "discarded by " + end.By
+	if end.Why != "" {
+		s += ": " + end.Why
+	}
+	return s
+}
+
+// RecoverHint is what the end of an apply run that stopped without
+// committing after Terraform started says to do.
+func RecoverHint(run string) string {
+	return fmt.Sprintf("Terraform had started applying: `kl run recover %s` commits what it last wrote", run)
+}
+
+// leaseTime renders a lease end: UTC, to the second.
+func leaseTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// phaseWords says what a run was doing.
+var phaseWords = map[engine.Phase]string{
+	engine.PhasePlanning:       "planning",
+	engine.PhaseWaiting:        "waiting for reservations",
+	engine.PhaseApplying:       "applying",
+	engine.PhaseTerraformApply: "terraform apply ran",
+}
+
+func leaseExpiredText(id string, end *engine.End) string {
+	var s string
+	switch {
+	case end.Holder == (engine.Holder{}) && end.LeaseEnd.IsZero():
+	case end.Phase == "":
+		s = fmt.Sprintf("its holder %s stopped renewing: the lease on its reservations ran out at %s", end.Holder, leaseTime(end.LeaseEnd))
+	default:
+		s = fmt.Sprintf("its holder %s stopped renewing while %s: its lease ran out at %s", end.Holder, phaseWords[end.Phase], leaseTime(end.LeaseEnd))
+	}
+	if end.Recoverable {
+		if s != "" {
+			s += "; "
+		}
+		s += RecoverHint(id)
+	}
+	return s
+}
+
+func leaseLostText(id string, end *engine.End) string {
+	s := "lease lost before commit: merged only addresses unchanged at the head since the plan and not held by another run"
+	if end.TerraformDone {
+		s = "lease lost before commit: Terraform finished, but the reservations had expired; merged only addresses unchanged at the head since the plan and not held by another run"
+	}
+	if t := EndText(id, end.Then); t != "" {
+		s += "; " + t
+	}
+	if len(end.Lost) > 0 {
+		s += "; " + lostText(end.Lost)
+	}
+	if end.NoChange {
+		s += fmt.Sprintf("; version %d changes nothing: it records that this apply ran and where its changes went", end.Serial)
+	}
+	return s
+}
+
+// lostText puts lost writes into words: "the head kept terraform_data.a
+// (version 7, run X, changed it while this run's lease had lapsed): what
+// this apply did to it is in no version — check the real object, then
+// import or remove it".
+func lostText(lost []engine.LostWrite) string {
+	var parts []string
+	for _, l := range lost {
+		switch {
+		case l.Serial > 0 && l.Run != "":
+			parts = append(parts, fmt.Sprintf("%s (version %d, run %s, changed it while this run's lease had lapsed)", l.Address, l.Serial, l.Run))
+		case l.Serial > 0:
+			parts = append(parts, fmt.Sprintf("%s (version %d changed it while this run's lease had lapsed)", l.Address, l.Serial))
+		case l.Run != "":
+			parts = append(parts, fmt.Sprintf("%s (run %s holds it)", l.Address, l.Run))
+		default:
+			parts = append(parts, string(l.Address))
+		}
+	}
+	what := "it"
+	if len(lost) > 1 {
+		what = "them"
+	}
+	return fmt.Sprintf("the head kept %s: what this apply did to %s is in no version — check the real object, then import or remove it",
+		strings.Join(parts, ", "), what)
+}
+
+// stepWords says what Kilolock was doing at each step (engine.Step).
+func stepWords(end *engine.End) string {
+	switch end.Step {
+	case engine.StepRecordNoChanges:
+		return "recording the end of an apply without changes"
+	case engine.StepRecordAllowed:
+		return "recording allowed-because"
+	case engine.StepReadSincePlan:
+		return "reading since-plan versions"
+	case engine.StepRecordPreflight:
+		return "recording preflight"
+	case engine.StepReadSnapshot:
+		return fmt.Sprintf("reading snapshot %d", end.Serial)
+	case engine.StepParseSnapshot:
+		return fmt.Sprintf("parsing snapshot %d", end.Serial)
+	case engine.StepRecordApplyStart:
+		return "recording the start of terraform apply"
+	case engine.StepParseResult:
+		return fmt.Sprintf("terraform wrote an unreadable state (kept as artifact %s)", end.Artifact)
+	case engine.StepReadChanged:
+		return "reading changed addresses"
+	case engine.StepReadTainted:
+		return "reading tainted addresses"
+	case engine.StepCommit:
+		return fmt.Sprintf("committing (Terraform's result is kept as artifact %s)", end.Artifact)
+	case engine.StepRecordReservations:
+		return "recording reservations"
+	case engine.StepAcquire:
+		return "acquiring reservations"
+	case engine.StepRecordWait:
+		return "recording wait"
+	case engine.StepReadHead:
+		return "reading head for re-plan"
+	case engine.StepCreateReplan:
+		return "creating re-plan run"
+	case engine.StepReplan:
+		return fmt.Sprintf("re-plan %s failed", end.Run)
+	case engine.StepStoreReplan:
+		return "storing re-plan"
+	case engine.StepStoreArtifact:
+		return "storing " + end.Artifact
+	case engine.StepReadArtifact:
+		return "reading " + end.Artifact
+	case engine.StepRecordEnd:
+		return "recording the end of the run"
+	}
+	return "" // plan, read-state, and steps of a newer binary: the error says it
+}
+
+func failedText(end *engine.End) string {
+	if end.Step == engine.StepCheckLineage {
+		return fmt.Sprintf("plan made against lineage %s, state has %s", end.Lineage, end.StateLineage)
+	}
+	if w := stepWords(end); w != "" {
+		return w + ": " + end.Err
+	}
+	return end.Err
+}
+
+// terraformText renders a failed Terraform command as Terraform's adapter
+// does: "terraform COMMAND: DIAGNOSTIC; …" (or its stderr), then ":
+// CAUSE" when the cause adds to them.
+func terraformText(f *engine.TerraformFailure) string {
+	if f == nil {
+		return "terraform failed"
+	}
+	return "terraform " + f.Command + terraformDetail(f, ": ")
+}
+
+// terraformDetail is what Terraform said, each part after sep: its
+// diagnostics, else its stderr; and the cause when it adds to them.
+func terraformDetail(f *engine.TerraformFailure, sep string) string {
+	var b strings.Builder
+	for i, d := range f.Diagnostics {
+		if i == 0 {
+			b.WriteString(sep)
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(diagnosticText(d))
+	}
+	if len(f.Diagnostics) == 0 && f.Stderr != "" {
+		b.WriteString(sep + f.Stderr)
+	}
+	if f.Cause != "" {
+		b.WriteString(sep + f.Cause)
+	}
+	return b.String()
+}
+
+// diagnosticText renders "summary: detail (address, file:line)".
+func diagnosticText(d engine.Diagnostic) string {
+	s := strings.TrimSpace(d.Summary)
+	if det := strings.TrimSpace(d.Detail); det != "" {
+		s += ": " + det
+	}
+	var where []string
+	if d.Address != "" {
+		where = append(where, d.Address)
+	}
+	if d.File != "" {
+		where = append(where, fmt.Sprintf("%s:%d", d.File, d.Line))
+	}
+	if len(where) > 0 {
+		s += " (" + strings.Join(where, ", ") + ")"
+	}
+	return s
+}
+
+// endGist is the most useful part of an end for a table, at most n runes:
+// what Terraform said (its diagnostics, else its stderr or the cause), or
+// the error a step failed with without the engine's sentinel word — not
+// the context around them.
+func endGist(id string, end *engine.End, n int) string {
+	if end == nil {
+		return ""
+	}
+	s := EndText(id, end)
+	switch {
+	case end.Legacy != "":
+	case end.Cause == engine.CauseTerraformFailed && end.Terraform != nil:
+		s = strings.TrimPrefix(terraformDetail(end.Terraform, "; "), "; ")
+	case end.Cause == engine.CauseFailed && end.Terraform != nil:
+		s = strings.TrimPrefix(terraformDetail(end.Terraform, "; "), "; ")
+	case end.Cause == engine.CauseFailed && end.Step != engine.StepCheckLineage:
+		s = end.Err
+		if k := end.Kind.Sentinel(); k != nil {
+			s = strings.TrimSuffix(s, ": "+k.Error())
+		}
+	}
+	if strings.TrimSpace(s) == "" {
+		s = EndText(id, end)
+	}
+	return clip(strings.TrimSpace(s), n)
+}
+
+// endShort is the short form of an end for a table row of the run: what
+// stopped it, in a few words ("reservations conflict", "terraform apply",
+// "plan is stale", "interrupted while waiting for reservations"), at most
+// 60 runes.
+func endShort(id string, end *engine.End) string {
+	if end == nil {
+		return ""
+	}
+	var s string
+	switch end.Cause {
+	case engine.CauseRefusedConflict:
+		s = "reservations conflict"
+		if end.Waited > 0 {
+			s = fmt.Sprintf("waited %s for reservations", time.Duration(end.Waited))
+		}
+	case engine.CauseRefusedStale:
+		s = "plan is stale"
+	case engine.CauseBehindHead:
+		s = engine.ErrBehindHead.Error()
+	case engine.CauseIntentChanged:
+		s = fmt.Sprintf("re-plan %s against head %d plans something else for %s", end.Run, end.Serial, abbreviate(replanFactsOf(end).Addresses, 8))
+	case engine.CauseInterrupted:
+		s = "interrupted while waiting for reservations"
+		if end.Phase != engine.PhaseWaiting {
+			s = "interrupted during terraform apply"
+		}
+	case engine.CauseTerraformFailed:
+		s = "terraform failed"
+		if end.Terraform != nil {
+			s = "terraform " + end.Terraform.Command
+		}
+	case engine.CauseFailed:
+		if s = stepWords(end); s == "" {
+			s = endGist(id, end, 60)
+		}
+	case engine.CauseLeaseExpired:
+		s = "its holder " + end.Holder.String() + " stopped renewing"
+		if end.Holder == (engine.Holder{}) {
+			s = "lease expired"
+		}
+	case engine.CauseLeaseLost:
+		s = "lease lost before commit"
+	case engine.CauseRefusedClaim:
+		s = "claiming plan " + end.Plan
+	default:
+		s = endGist(id, end, 60)
+	}
+	return clip(s, 60)
+}
+
+// replanFactsOf is end's re-plan facts (empty when it has none).
+func replanFactsOf(end *engine.End) engine.ReplanFacts {
+	if end.Replan == nil {
+		return engine.ReplanFacts{}
+	}
+	return *end.Replan
+}
+
+// blockersText: "run X (PR) holds A, B; run Y holds C".
+func blockersText(bs []engine.Blocker) string {
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		who := "run " + b.Run
+		if b.PR != nil {
+			who += " (" + b.PR.String() + ")"
+		}
+		parts[i] = fmt.Sprintf("%s holds %s", who, strings.Join(b.Addresses.Strings(), ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// versionsText: "version 5", "versions 5, 6".
+func versionsText(serials []int64) string {
+	parts := make([]string, len(serials))
+	for i, v := range serials {
+		parts[i] = fmt.Sprint(v)
+	}
+	if len(parts) == 1 {
+		return "version " + parts[0]
+	}
+	return "versions " + strings.Join(parts, ", ")
+}
+
+// outsideText: what a re-plan changes outside the reviewed footprint.
+func outsideText(outside []string) string {
+	if len(outside) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; it also changes %d instance(s) outside this plan's footprint (%s), where the configuration differs from the head: not applied", len(outside), abbreviate(outside, 5))
+}
+
+// abbreviate joins up to n items and says how many more there are.
+func abbreviate(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
+
+// markerText is the words of a marker's end or, for one stored before ends
+// were typed, its reason as stored; a superseding marker says so
+// ("superseded: WHY"), as it did.
+func markerText(m engine.Marker) string {
+	if m.End == nil {
+		return m.Reason
+	}
+	if m.Kind == engine.MarkerFailed && m.End.Cause == engine.CauseSuperseded {
+		return "superseded: " + m.End.Why
+	}
+	return EndText(m.Run, m.End)
+}

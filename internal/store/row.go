@@ -1,0 +1,296 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// The storage format of runs.body and markers.body, apart from the domain
+// types: a row carries its encoding version ("v") and its own field names,
+// so renaming a field of engine.Run or engine.Marker cannot silently break
+// stored rows (testdata/run-row-v2.json pins the encoding: a change to it
+// fails TestRowGolden and needs a new row version and its migration).
+//
+//	v absent (1)  the whole engine.Run / engine.Marker as JSON, with the end
+//	              of a run as English in "reason" (kl before typed ends)
+//	v 2           runRow / markerRow below: the end typed (engine.End)
+//
+// Rows of version 1 are rewritten once by migration 4 (TypedEndsMigration),
+// the one place that reads their English reasons for meaning: what it can
+// tell becomes a typed end; what it cannot is kept as engine.End.Legacy and
+// shown as stored. Reading still accepts version 1, so a row written by an
+// older binary after the migration (a rolling upgrade) reads too.
+
+// RowVersion is the runs.body and markers.body encoding this binary writes.
+const RowVersion = 2
+
+// runRow is runs.body, version 2.
+type runRow struct {
+	V               int                 `json:"v"`
+	ID              string              `json:"id"`
+	Kind            engine.RunKind      `json:"kind"`
+	State           string              `json:"state"`
+	Actor           string              `json:"actor"`
+	Holder          engine.Holder       `json:"holder"`
+	Status          engine.RunStatus    `json:"status"`
+	End             *engine.End         `json:"end,omitempty"`
+	PR              *engine.PullRequest `json:"pr,omitempty"`
+	CreatedAt       time.Time           `json:"created_at"`
+	UpdatedAt       time.Time           `json:"updated_at"`
+	FinishedAt      *time.Time          `json:"finished_at,omitempty"`
+	LeaseUntil      time.Time           `json:"lease_until,omitzero"`
+	Envelope        *engine.Envelope    `json:"envelope,omitempty"`
+	ApplyRun        string              `json:"apply_run,omitempty"`
+	ReplanOf        string              `json:"replan_of,omitempty"`
+	PlanRun         string              `json:"plan_run,omitempty"`
+	CommittedSerial int64               `json:"committed_serial,omitempty"`
+	AllowedBecause  []engine.Fact       `json:"allowed_because,omitempty"`
+	SincePlan       *engine.SincePlan   `json:"since_plan,omitempty"`
+}
+
+// legacyRun is the part of a version-1 runs.body that differs from
+// version 2: the end in words, and who discarded a plan.
+type legacyRun struct {
+	Reason      string `json:"reason"`
+	DiscardedBy string `json:"discarded_by"`
+	DiscardWhy  string `json:"discard_why"`
+}
+
+// EncodeRun is runs.body for r (version RowVersion).
+func EncodeRun(r engine.Run) (string, error) {
+	b, err := json.Marshal(runRow{
+		V: RowVersion, ID: r.ID, Kind: r.Kind, State: r.State, Actor: r.Actor, Holder: r.Holder, Status: r.Status,
+		End: r.End, PR: r.PR, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		LeaseUntil: r.LeaseUntil, Envelope: r.Envelope, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
+		PlanRun: r.PlanRun, CommittedSerial: r.CommittedSerial, AllowedBecause: r.AllowedBecause, SincePlan: r.SincePlan,
+	})
+	if err != nil {
+		return "", fmt.Errorf("encoding run %s: %w", r.ID, err)
+	}
+	return string(b), nil
+}
+
+// DecodeRun decodes a runs.body of version 1 or 2. A version-1 row's
+// reason becomes its typed end where LegacyEnd can tell it, else
+// End.Legacy. A version newer than RowVersion is refused (the binary is
+// older than the store: the schema check says so first).
+func DecodeRun(body string) (engine.Run, error) {
+	var row runRow
+	if err := json.Unmarshal([]byte(body), &row); err != nil {
+		return engine.Run{}, fmt.Errorf("decoding run: %w", err)
+	}
+	if row.V > RowVersion {
+		return engine.Run{}, fmt.Errorf("decoding run %s: row version %d is newer than this binary's %d: upgrade: %w", row.ID, row.V, RowVersion, engine.ErrInvalid)
+	}
+	r := engine.Run{
+		ID: row.ID, Kind: row.Kind, State: row.State, Actor: row.Actor, Holder: row.Holder, Status: row.Status,
+		End: row.End, PR: row.PR, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt,
+		LeaseUntil: row.LeaseUntil, Envelope: row.Envelope, ApplyRun: row.ApplyRun, ReplanOf: row.ReplanOf,
+		PlanRun: row.PlanRun, CommittedSerial: row.CommittedSerial, AllowedBecause: row.AllowedBecause, SincePlan: row.SincePlan,
+	}
+	if row.V < 2 {
+		var old legacyRun
+		if err := json.Unmarshal([]byte(body), &old); err != nil {
+			return engine.Run{}, fmt.Errorf("decoding run %s: %w", row.ID, err)
+		}
+		r.End = LegacyEnd(r, old.Reason, old.DiscardedBy, old.DiscardWhy)
+	}
+	return r, nil
+}
+
+// markerRow is markers.body, version 2.
+type markerRow struct {
+	V             int                      `json:"v"`
+	Seq           int64                    `json:"seq"`
+	At            time.Time                `json:"at"`
+	Kind          engine.MarkerKind        `json:"kind"`
+	Other         string                   `json:"other_run,omitempty"`
+	OtherPR       *engine.PullRequest      `json:"other_pr,omitempty"`
+	Addresses     engine.AddressSet        `json:"addresses,omitempty"`
+	Serial        int64                    `json:"serial,omitempty"`
+	FromSerial    int64                    `json:"from_serial,omitempty"`
+	Mode          engine.CommitMode        `json:"commit_mode,omitempty"`
+	Count         int                      `json:"count,omitempty"`
+	SincePlan     *engine.SincePlanSummary `json:"since_plan,omitempty"`
+	Class         engine.SincePlanClass    `json:"class,omitempty"`
+	IntentChanged *bool                    `json:"intent_changed,omitempty"`
+	Drift         *engine.Drift            `json:"drift,omitempty"`
+	Waited        engine.Duration          `json:"waited,omitempty"`
+	End           *engine.End              `json:"end,omitempty"`
+	Reason        string                   `json:"reason,omitempty"`
+	Extra         map[string]string        `json:"extra,omitempty"`
+}
+
+// EncodeMarker is markers.body for m (version RowVersion).
+func EncodeMarker(m engine.Marker) (string, error) {
+	b, err := json.Marshal(markerRow{
+		V: RowVersion, Seq: m.Seq, At: m.At, Kind: m.Kind, Other: m.Other, OtherPR: m.OtherPR, Addresses: m.Addresses,
+		Serial: m.Serial, FromSerial: m.FromSerial, Mode: m.Mode, Count: m.Count, SincePlan: m.SincePlan, Class: m.Class,
+		IntentChanged: m.IntentChanged, Drift: m.Drift, Waited: m.Waited, End: m.End, Reason: m.Reason, Extra: m.Extra,
+	})
+	if err != nil {
+		return "", fmt.Errorf("encoding %s marker: %w", m.Kind, err)
+	}
+	return string(b), nil
+}
+
+// DecodeMarker decodes a markers.body of version 1 or 2; a version-1
+// marker's reason becomes its typed end where LegacyMarkerEnd can tell it.
+func DecodeMarker(body string) (engine.Marker, error) {
+	var row markerRow
+	if err := json.Unmarshal([]byte(body), &row); err != nil {
+		return engine.Marker{}, fmt.Errorf("decoding marker: %w", err)
+	}
+	if row.V > RowVersion {
+		return engine.Marker{}, fmt.Errorf("decoding marker: row version %d is newer than this binary's %d: upgrade: %w", row.V, RowVersion, engine.ErrInvalid)
+	}
+	m := engine.Marker{
+		Seq: row.Seq, At: row.At, Kind: row.Kind, Other: row.Other, OtherPR: row.OtherPR, Addresses: row.Addresses,
+		Serial: row.Serial, FromSerial: row.FromSerial, Mode: row.Mode, Count: row.Count, SincePlan: row.SincePlan, Class: row.Class,
+		IntentChanged: row.IntentChanged, Drift: row.Drift, Waited: row.Waited, End: row.End, Reason: row.Reason, Extra: row.Extra,
+	}
+	if row.V < 2 {
+		m.End, m.Reason = LegacyMarkerEnd(m.Kind, m.Reason)
+	}
+	return m, nil
+}
+
+// Version-1 reasons the migration recognizes (kl before typed ends wrote
+// them with exactly these words).
+const (
+	legacyNothingToApply = "the plan has no changes: nothing applied, nothing committed"
+	legacyNotRun         = "the plan has no changes: Terraform was not run"
+	legacyDiscarded      = "discarded by "
+	legacySuperseded     = "superseded: "
+)
+
+// LegacyEnd is the typed end of a version-1 run from its stored words: an
+// applied run without a reason, a plan without changes, a discard (by and
+// why were stored apart), a superseded plan (the caller's words); any
+// other reason is kept as End.Legacy, shown as stored. nil for a run that
+// had no reason and is not applied. Only the row migration reads reasons.
+func LegacyEnd(r engine.Run, reason, discardedBy, discardWhy string) *engine.End {
+	switch {
+	case r.Status == engine.StatusApplied && reason == "":
+		return &engine.End{Cause: engine.CauseApplied}
+	case reason == "":
+		return nil
+	case r.Status == engine.StatusApplied && reason == legacyNothingToApply:
+		return &engine.End{Cause: engine.CauseNothingToApply}
+	case r.Kind == engine.KindPlan && r.Status == engine.StatusSuperseded && discardedBy != "":
+		return &engine.End{Cause: engine.CauseDiscarded, By: discardedBy, Why: discardWhy}
+	case r.Kind == engine.KindPlan && r.Status == engine.StatusSuperseded && r.ApplyRun == "":
+		return &engine.End{Cause: engine.CauseSuperseded, Why: reason}
+	}
+	return &engine.End{Legacy: reason}
+}
+
+// LegacyMarkerEnd is the typed end of a version-1 marker from its reason,
+// and the reason left (the widened and fell-back markers keep theirs): a
+// discard's or a supersede's "failed" marker, an "applied" marker of a
+// plan without changes; any other "failed" or "lease-expired" reason is
+// kept as End.Legacy.
+func LegacyMarkerEnd(kind engine.MarkerKind, reason string) (*engine.End, string) {
+	switch {
+	case reason == "":
+		return nil, ""
+	case kind == engine.MarkerApplied && reason == legacyNotRun:
+		return &engine.End{Cause: engine.CauseNothingToApply}, ""
+	case kind == engine.MarkerFailed:
+		rest := strings.TrimPrefix(reason, legacySuperseded)
+		if by, ok := strings.CutPrefix(rest, legacyDiscarded); ok {
+			who, why, _ := strings.Cut(by, ": ")
+			return &engine.End{Cause: engine.CauseDiscarded, By: who, Why: why}, ""
+		}
+		if rest != reason {
+			return &engine.End{Cause: engine.CauseSuperseded, Why: rest}, ""
+		}
+		return &engine.End{Legacy: reason}, ""
+	case kind == engine.MarkerLeaseExpired, kind == engine.MarkerApplied:
+		return &engine.End{Legacy: reason}, ""
+	}
+	return nil, reason
+}
+
+// TypedEndsMigration is schema migration 4 of both stores: it rewrites
+// every version-1 runs.body and markers.body as version 2 (DecodeRun,
+// DecodeMarker), in goose's transaction. ph renders the driver's n-th
+// placeholder ("?" for SQLite, "$n" for PostgreSQL). Down is a no-op:
+// version-2 rows read as they are.
+func TypedEndsMigration(ph func(n int) string) *goose.Migration {
+	up := func(ctx context.Context, tx *sql.Tx) error {
+		if err := rewriteRows(ctx, tx, `SELECT id, body FROM runs`, `UPDATE runs SET body = `+ph(1)+` WHERE id = `+ph(2), func(body string) (string, error) {
+			r, err := DecodeRun(body)
+			if err != nil {
+				return "", err
+			}
+			return EncodeRun(r)
+		}); err != nil {
+			return fmt.Errorf("rewriting runs: %w", err)
+		}
+		if err := rewriteRows(ctx, tx, `SELECT run || '/' || seq, body FROM markers`,
+			`UPDATE markers SET body = `+ph(1)+` WHERE run || '/' || seq = `+ph(2), func(body string) (string, error) {
+				m, err := DecodeMarker(body)
+				if err != nil {
+					return "", err
+				}
+				return EncodeMarker(m)
+			}); err != nil {
+			return fmt.Errorf("rewriting markers: %w", err)
+		}
+		return nil
+	}
+	return goose.NewGoMigration(4, &goose.GoFunc{RunTx: up}, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }})
+}
+
+// rewriteRows rewrites with conv every (key, body) row of query whose body
+// is not of version RowVersion, through update (body, key).
+func rewriteRows(ctx context.Context, tx *sql.Tx, query, update string, conv func(string) (string, error)) error {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	type row struct{ key, body string }
+	var old []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.key, &r.body); err != nil {
+			rows.Close()
+			return err
+		}
+		var v struct {
+			V int `json:"v"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &v); err != nil {
+			rows.Close()
+			return fmt.Errorf("row %s: %w", r.key, err)
+		}
+		if v.V != RowVersion {
+			old = append(old, r)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range old {
+		body, err := conv(r.body)
+		if err != nil {
+			return fmt.Errorf("row %s: %w", r.key, err)
+		}
+		if _, err := tx.ExecContext(ctx, update, body, r.key); err != nil {
+			return fmt.Errorf("row %s: %w", r.key, err)
+		}
+	}
+	return nil
+}
