@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
 	"github.com/kilolock/kilolock/internal/store"
 )
 
@@ -171,8 +172,8 @@ func TestReleaseExpiredPlan(t *testing.T) {
 			if p.Status != tc.want || p.ApplyRun != "01APPLY" || !p.UpdatedAt.Equal(now) {
 				t.Fatalf("plan = status %s, apply %s, updated %v; want %s naming 01APPLY", p.Status, p.ApplyRun, p.UpdatedAt, tc.want)
 			}
-			if p.Reason != tc.reason {
-				t.Fatalf("reason = %q, want %q", p.Reason, tc.reason)
+			if got := report.EndText(p.ID, p.End); got != tc.reason {
+				t.Fatalf("end %+v reads %q, want %q", p.End, got, tc.reason)
 			}
 		})
 	}
@@ -181,15 +182,19 @@ func TestReleaseExpiredPlan(t *testing.T) {
 func TestNoteApplyStarted(t *testing.T) {
 	t.Parallel()
 	hint := "Terraform had started applying: `kl run recover 01APPLY` commits what it last wrote"
-	expired := engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, Reason: "its holder ci-7:42 stopped renewing"}
+	lapsed := func(recoverable bool) *engine.End {
+		return &engine.End{Cause: engine.CauseLeaseExpired, Holder: engine.Holder{Host: "ci-7", PID: 42},
+			LeaseEnd: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Recoverable: recoverable}
+	}
+	expired := engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, End: lapsed(false)}
 	tests := map[string]struct {
 		run  engine.Run
 		want string // "" = unchanged
 	}{
-		"expired":          {run: expired, want: "its holder ci-7:42 stopped renewing; " + hint},
-		"without a reason": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired}, want: hint},
-		"said already":     {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, Reason: "x; " + hint}},
-		"committed": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, Reason: "x",
+		"expired":        {run: expired, want: "its holder ci-7:42 stopped renewing: the lease on its reservations ran out at 2030-01-02T03:04:05Z; " + hint},
+		"without an end": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired}, want: hint},
+		"said already":   {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, End: lapsed(true)}},
+		"committed": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusLeaseExpired, End: lapsed(false),
 			CommittedSerial: 7}},
 		"still open": {run: engine.Run{ID: "01APPLY", Kind: engine.KindApply, Status: engine.StatusApplying}},
 		"a plan":     {run: engine.Run{ID: "01PLAN", Kind: engine.KindPlan, Status: engine.StatusLeaseExpired}},
@@ -198,16 +203,20 @@ func TestNoteApplyStarted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := tc.run
+			if r.End != nil {
+				e := *r.End
+				r.End = &e
+			}
 			changed := store.NoteApplyStarted(&r)
 			if changed != (tc.want != "") {
 				t.Fatalf("NoteApplyStarted changed = %v, want %v", changed, tc.want != "")
 			}
 			want := tc.want
 			if want == "" {
-				want = tc.run.Reason
+				want = report.EndText(tc.run.ID, tc.run.End)
 			}
-			if r.Reason != want || r.Status != tc.run.Status {
-				t.Fatalf("run = %s, %q; want %s, %q", r.Status, r.Reason, tc.run.Status, want)
+			if got := report.EndText(r.ID, r.End); got != want || r.Status != tc.run.Status {
+				t.Fatalf("run = %s, %q; want %s, %q", r.Status, got, tc.run.Status, want)
 			}
 		})
 	}

@@ -335,19 +335,20 @@ func TestMarkerTextRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	reason := "terraform said: \x00 \u2028 \\u0000 \"quoted\" ünïcode"
-	r := engine.Run{ID: "01R", Kind: engine.KindApply, State: "s", Status: engine.StatusFailed, Reason: reason}
+	end := &engine.End{Cause: engine.CauseFailed, Step: engine.StepCommit, Err: reason}
+	r := engine.Run{ID: "01R", Kind: engine.KindApply, State: "s", Status: engine.StatusFailed, End: end}
 	if err := s.CreateRun(t.Context(), r); err != nil {
 		t.Fatalf("CreateRun: %v", err)
 	}
-	if err := s.AddMarkers(t.Context(), r.ID, engine.Marker{Kind: engine.MarkerFailed, Reason: reason}); err != nil {
+	if err := s.AddMarkers(t.Context(), r.ID, engine.Marker{Kind: engine.MarkerFailed, End: end}); err != nil {
 		t.Fatalf("AddMarkers: %v", err)
 	}
 	got, err := s.GetRun(t.Context(), r.ID)
-	if err != nil || got.Reason != reason {
-		t.Fatalf("GetRun reason = %q, %v; want %q", got.Reason, err, reason)
+	if err != nil || got.End == nil || got.End.Err != reason {
+		t.Fatalf("GetRun end = %+v, %v; want the error %q kept", got.End, err, reason)
 	}
 	ms, err := s.Markers(t.Context(), r.ID)
-	if err != nil || len(ms) != 1 || ms[0].Reason != reason {
+	if err != nil || len(ms) != 1 || ms[0].End == nil || ms[0].End.Err != reason {
 		t.Fatalf("Markers = %+v, %v; want the reason kept", ms, err)
 	}
 }

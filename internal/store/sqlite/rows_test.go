@@ -1,0 +1,118 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store/sqlite"
+	"github.com/kilolock/kilolock/internal/store/storetest"
+)
+
+// TestLegacyRowsMigrate: a store written by kl before typed ends (runs.body
+// and markers.body the JSON of engine.Run/Marker with the end in English)
+// is rewritten by migration 4 as row version 2 — a reason it can tell
+// becomes a typed end (a discard, a plan without changes), any other is
+// kept as Legacy and reads as stored — and nothing else of the run is lost.
+func TestLegacyRowsMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "kl.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateState(ctx, storetest.NewState("s")); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 1, 2, 3, 4, 0, time.UTC)
+	for _, r := range []engine.Run{
+		{ID: "01DISCARDED", Kind: engine.KindPlan, State: "s", Actor: "erin", Status: engine.StatusSuperseded, CreatedAt: now, UpdatedAt: now},
+		{ID: "01NOTHING", Kind: engine.KindApply, State: "s", Actor: "erin", Status: engine.StatusApplied, CreatedAt: now, UpdatedAt: now, PlanRun: "01DISCARDED"},
+		{ID: "01FAILED", Kind: engine.KindApply, State: "s", Actor: "erin", Status: engine.StatusFailed, CreatedAt: now, UpdatedAt: now, PlanRun: "01DISCARDED"},
+	} {
+		if err := s.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddMarkers(ctx, "01DISCARDED", engine.Marker{Kind: engine.MarkerFailed, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// What kl before typed ends stored, and its schema version 3.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := map[string]string{
+		"01DISCARDED": `{"id":"01DISCARDED","kind":"plan","state":"s","actor":"erin","holder":{"host":"h","pid":1},"status":"superseded","reason":"discarded by erin: obsolete","created_at":"2026-11-01T02:03:04Z","updated_at":"2026-11-01T02:03:04Z","discarded_by":"erin","discard_why":"obsolete"}`,
+		"01NOTHING":   `{"id":"01NOTHING","kind":"apply","state":"s","actor":"erin","holder":{"host":"h","pid":1},"status":"applied","reason":"the plan has no changes: nothing applied, nothing committed","created_at":"2026-11-01T02:03:04Z","updated_at":"2026-11-01T02:03:04Z","plan_run":"01DISCARDED"}`,
+		"01FAILED":    `{"id":"01FAILED","kind":"apply","state":"s","actor":"erin","holder":{"host":"h","pid":1},"status":"failed","reason":"terraform apply: Error: boom","created_at":"2026-11-01T02:03:04Z","updated_at":"2026-11-01T02:03:04Z","plan_run":"01DISCARDED","committed_serial":0}`,
+	}
+	for id, body := range legacy {
+		if _, err := db.ExecContext(ctx, `UPDATE runs SET body = ? WHERE id = ?`, body, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE markers SET body = ? WHERE run = '01DISCARDED'`,
+		`{"seq":1,"at":"2026-11-01T02:03:04Z","kind":"failed","reason":"superseded: discarded by erin: obsolete"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM goose_db_version WHERE version_id >= 4`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s, err = sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopening (migration 4): %v", err)
+	}
+	defer s.Close()
+	want := map[string]*engine.End{
+		"01DISCARDED": {Cause: engine.CauseDiscarded, By: "erin", Why: "obsolete"},
+		"01NOTHING":   {Cause: engine.CauseNothingToApply},
+		"01FAILED":    {Legacy: "terraform apply: Error: boom"},
+	}
+	for id, end := range want {
+		r, err := s.GetRun(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.End == nil || !reflect.DeepEqual(*r.End, *end) || r.Actor != "erin" || r.Holder.Host != "h" {
+			t.Errorf("run %s after migration: end %+v, actor %q, holder %v; want end %+v, nothing else lost", id, r.End, r.Actor, r.Holder, end)
+		}
+	}
+	ms, err := s.Markers(ctx, "01DISCARDED")
+	if err != nil || len(ms) != 1 || ms[0].End == nil || !reflect.DeepEqual(*ms[0].End, *want["01DISCARDED"]) || ms[0].Reason != "" {
+		t.Errorf("discard marker after migration = %+v, %v; want the typed discard", ms, err)
+	}
+
+	// The rows themselves are version 2 now.
+	db, err = sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT body FROM runs UNION ALL SELECT body FROM markers`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			V int `json:"v"`
+		}
+		if err := json.Unmarshal([]byte(body), &v); err != nil || v.V != 2 {
+			t.Errorf("row not rewritten as version 2: %s", body)
+		}
+	}
+}
