@@ -9,6 +9,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
@@ -114,8 +115,8 @@ func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow, perm 
 	switch {
 	case pr.State != "open":
 		return b.refuse(ctx, x, r, ruleOpenPR, fmt.Sprintf("%s#%d is %s: only an open pull request is applied by %s (on merge, projects with `apply_trigger: merge` apply by themselves)", a.Repo, a.PR, pr.State, verb))
-	case r.Config.ApplyTrigger == TriggerMerge:
-		return b.refuse(ctx, x, r, ruleTrigger, fmt.Sprintf("project `%s` applies when the pull request is merged (`apply_trigger: merge` in %s), not by %s", r.Project, ConfigFile, verb))
+	case r.Config.ApplyTrigger == klyaml.TriggerMerge:
+		return b.refuse(ctx, x, r, ruleTrigger, fmt.Sprintf("project `%s` applies when the pull request is merged (`apply_trigger: merge` in %s), not by %s", r.Project, klyaml.File, verb))
 	case !perm.AtLeast(github.PermissionWrite):
 		return b.refuse(ctx, x, r, ruleWrite, permissionWhy(a.Actor, a.Repo, perm, verb))
 	}
@@ -139,7 +140,7 @@ func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow, perm 
 func (b *Bot) requirementsHold(ctx context.Context, x *applyCtx, r projectRow, merged bool) ([2]string, bool, error) {
 	for _, req := range r.Config.ApplyRequirements {
 		switch req {
-		case RequireApproved:
+		case klyaml.RequireApproved:
 			rv, err := x.c.ListReviews(ctx, x.repo, x.a.PR)
 			if err != nil {
 				return [2]string{}, false, err
@@ -148,7 +149,7 @@ func (b *Bot) requirementsHold(ctx context.Context, x *applyCtx, r projectRow, m
 				return [2]string{ruleApproved, fmt.Sprintf("project `%s` requires an approving review and none requesting changes (approved by: %s; changes requested by: %s)",
 					r.Project, loginsOrNone(rv.ApprovedBy), loginsOrNone(rv.ChangesRequestedBy))}, false, nil
 			}
-		case RequireMergeable:
+		case klyaml.RequireMergeable:
 			if merged {
 				continue // it was merged
 			}
@@ -309,7 +310,7 @@ func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (strin
 		if r.PlanRun == "" || r.ApplyRun != "" {
 			continue
 		}
-		if x.a.Trigger == "merge" && r.Config.ApplyTrigger == TriggerMerge {
+		if x.a.Trigger == "merge" && r.Config.ApplyTrigger == klyaml.TriggerMerge {
 			var res string
 			var err error
 			switch why, ok, rerr := b.requirementsHold(ctx, x, r, true); {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
+	"github.com/kilolock/kilolock/internal/tarball"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -43,7 +45,7 @@ type Options struct {
 	ApplyWait time.Duration
 	// DefaultTrigger is the apply trigger of a repository without kl.yaml
 	// and of projects that set none (KLBOT_APPLY_TRIGGER; default comment).
-	DefaultTrigger Trigger
+	DefaultTrigger klyaml.Trigger
 	// WorkDir is where per-job repository checkouts are made (KLBOT_WORKDIR;
 	// default the OS temp dir). They hold the repository: removed after each job.
 	WorkDir string
@@ -51,7 +53,7 @@ type Options struct {
 	// (KLBOT_PUBLIC_URL): run ids link to PUBLIC_URL/runs/RUN.
 	PublicURL string
 	// Extract caps repository tarballs.
-	Extract ExtractLimits
+	Extract tarball.Limits
 	// PlanTimeout and ApplyTimeout bound one job (defaults 30m and
 	// ApplyWait + 2h).
 	PlanTimeout, ApplyTimeout time.Duration
@@ -87,7 +89,7 @@ func New(eng *engine.Engine, gh Installations, pool *pgxpool.Pool, log *slog.Log
 		log = slog.New(slog.DiscardHandler)
 	}
 	if opts.DefaultTrigger == "" {
-		opts.DefaultTrigger = TriggerComment
+		opts.DefaultTrigger = klyaml.TriggerComment
 	}
 	if opts.WorkDir == "" {
 		opts.WorkDir = os.TempDir()

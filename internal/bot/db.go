@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kilolock/kilolock/internal/klyaml"
 )
 
 // projectRow is one klbot_projects row: a pull request's project with its
@@ -20,7 +22,7 @@ type projectRow struct {
 	State        string
 	Installation int64
 	HeadSHA      string
-	Config       Project
+	Config       klyaml.Project
 	PlanRun      string
 	ApplyRun     string
 	Note         string

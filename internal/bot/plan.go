@@ -12,11 +12,10 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
+	"github.com/kilolock/kilolock/internal/tarball"
 )
-
-// maxConfigBytes caps kl.yaml.
-const maxConfigBytes = 1 << 20
 
 // checkout is a pull request's head commit, extracted for one job.
 type checkout struct {
@@ -24,7 +23,7 @@ type checkout struct {
 	head   string
 	files  []string // changed files, repository-relative (renames: both names)
 	root   string   // the extracted repository
-	config *RepoConfig
+	config *klyaml.Config
 }
 
 // plan is the plan job (PlanArgs): read the pull request (a push whose head
@@ -89,11 +88,11 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 		p, ok := co.config.Project(a.Project)
 		if !ok {
 			return "refused", b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl plan -p %s`: no such project\n\n%s has no project %q; its projects are: %s.\n",
-				a.Project, ConfigFile, a.Project, codeList(co.config.Names())))
+				a.Project, klyaml.File, a.Project, codeList(co.config.Names())))
 		}
 		names, touched[p.Name] = []string{p.Name}, p.Touches(co.files)
 	} else {
-		sel := Select(co.config, co.files)
+		sel := klyaml.Select(co.config, co.files)
 		names, touched = sel.Order, sel.Touched
 	}
 	rows, err := b.db.projects(ctx, a.Repo, a.PR)
@@ -151,9 +150,9 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("creating checkout dir: %w", err)
 	}
-	if err := ExtractTarball(tgz, co.root, b.opts.Extract); err != nil {
+	if err := tarball.Extract(tgz, co.root, b.opts.Extract); err != nil {
 		os.RemoveAll(tmp)
-		if errors.Is(err, ErrUnsafeArchive) {
+		if errors.Is(err, tarball.ErrUnsafe) {
 			return co, b.reportConfig(ctx, c, repo, pr, "the repository archive was refused", err.Error())
 		}
 		return nil, err
@@ -170,35 +169,35 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 	return co, nil
 }
 
-// readConfig reads kl.yaml at the repository root: absent → DefaultConfig;
+// readConfig reads kl.yaml at the repository root: absent → klyaml.Default;
 // a symbolic link, a directory or more than 1 MiB → a problem; invalid → a
 // problem listing every "kl.yaml:LINE: what".
-func readConfig(root, repo string, trigger Trigger) (*RepoConfig, string, error) {
-	p := filepath.Join(root, ConfigFile)
+func readConfig(root, repo string, trigger klyaml.Trigger) (*klyaml.Config, string, error) {
+	p := filepath.Join(root, klyaml.File)
 	fi, err := os.Lstat(p)
 	if errors.Is(err, os.ErrNotExist) {
-		return DefaultConfig(repo, trigger), "", nil
+		return klyaml.Default(repo, trigger), "", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+		return nil, "", fmt.Errorf("reading %s: %w", klyaml.File, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, ConfigFile + ": must be a regular file (not a link or a directory)", nil
+		return nil, klyaml.File + ": must be a regular file (not a link or a directory)", nil
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+		return nil, "", fmt.Errorf("reading %s: %w", klyaml.File, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, klyaml.MaxBytes+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+		return nil, "", fmt.Errorf("reading %s: %w", klyaml.File, err)
 	}
-	if len(data) > maxConfigBytes {
-		return nil, fmt.Sprintf("%s: larger than %d bytes", ConfigFile, maxConfigBytes), nil
+	if len(data) > klyaml.MaxBytes {
+		return nil, fmt.Sprintf("%s: larger than %d bytes", klyaml.File, klyaml.MaxBytes), nil
 	}
-	cfg, err := ParseConfig(data, trigger)
-	var ce *ConfigError
+	cfg, err := klyaml.Parse(data, trigger)
+	var ce *klyaml.Error
 	if errors.As(err, &ce) {
 		return nil, "- " + strings.Join(ce.Problems, "\n- "), nil
 	}
@@ -272,7 +271,7 @@ func (b *Bot) supersedeOld(ctx context.Context, rows []projectRow, co *checkout,
 		r.Note = fmt.Sprintf("Commit `%s` no longer touches this project: its plan `%s` at `%s` was superseded and is not carried forward.",
 			short(co.head), r.PlanRun, short(r.HeadSHA))
 		if _, ok := co.config.Project(r.Project); !ok {
-			r.Note = fmt.Sprintf("Project %q is not in %s at `%s` any more: its plan `%s` was superseded.", r.Project, ConfigFile, short(co.head), r.PlanRun)
+			r.Note = fmt.Sprintf("Project %q is not in %s at `%s` any more: its plan `%s` was superseded.", r.Project, klyaml.File, short(co.head), r.PlanRun)
 		}
 		r.HeadSHA = co.head
 		if err := b.db.saveProject(ctx, r); err != nil {
@@ -288,7 +287,7 @@ func isStatusErr(err error) bool {
 }
 
 // planProject plans one project and reports it in "kl plan · PROJECT".
-func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a PlanArgs, co *checkout, p Project, files []string) error {
+func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a PlanArgs, co *checkout, p klyaml.Project, files []string) error {
 	log := logOf(ctx).With("project", p.Name, "state", p.State)
 	row := projectRow{Repo: a.Repo, PR: a.PR, Project: p.Name, State: p.State, Installation: a.Installation,
 		HeadSHA: co.head, Config: p, Open: true}
@@ -343,7 +342,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 		check.Conclusion = "neutral"
 	}
 	check.DetailsURL = b.runURL(out.Run.ID)
-	if p.ApplyTrigger == TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
+	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
 		check.Actions = []github.CheckRunAction{{Label: "Apply", Description: "Apply this plan (needs write access)", Identifier: ApplyActionID}}
 	}
 	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
@@ -378,17 +377,17 @@ func planTitle(out *engine.PlanOutcome) string {
 }
 
 // planHeader says how this project's plan gets applied.
-func planHeader(p Project, out *engine.PlanOutcome) string {
+func planHeader(p klyaml.Project, out *engine.PlanOutcome) string {
 	if out.Run.Envelope != nil && out.Run.Envelope.Summary.Empty() {
 		return "> Nothing to apply: the plan changes nothing.\n\n"
 	}
-	if p.ApplyTrigger == TriggerMerge {
+	if p.ApplyTrigger == klyaml.TriggerMerge {
 		return fmt.Sprintf("> Project `%s` applies when the pull request is merged (`apply_trigger: merge`).\n\n", p.Name)
 	}
 	return fmt.Sprintf("> Apply with the **Apply** button or a comment `/kl apply -p %s` (needs write access%s).\n\n", p.Name, reqWords(p.ApplyRequirements))
 }
 
-func reqWords(rs []Requirement) string {
+func reqWords(rs []klyaml.Requirement) string {
 	if len(rs) == 0 {
 		return ""
 	}

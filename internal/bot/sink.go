@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -178,7 +179,7 @@ func parseExternalID(s string) (pr int, project string, ok bool) {
 	if _, err := fmt.Sscanf(num, "%d", &pr); err != nil || pr <= 0 {
 		return 0, "", false
 	}
-	if project != "" && !projectNameRE.MatchString(project) {
+	if project != "" && !klyaml.ValidProjectName(project) {
 		return 0, "", false
 	}
 	return pr, project, true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
@@ -123,7 +124,7 @@ func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Opti
 		env := run.Envelope
 		fmt.Fprintf(&t, "Plan %s at `%s` against serial %d: %s. ", b.runLink(run.ID), short(r.HeadSHA),
 			env.SourceSerial, planTitle(&engine.PlanOutcome{Run: run}))
-		if r.Config.ApplyTrigger == TriggerMerge {
+		if r.Config.ApplyTrigger == klyaml.TriggerMerge {
 			t.WriteString("It applies when the pull request is merged.\n")
 		} else {
 			fmt.Fprintf(&t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", r.Project, PlanCheckName(r.Project))

@@ -1,4 +1,4 @@
-package bot
+package tarball
 
 import (
 	"archive/tar"
@@ -13,14 +13,14 @@ import (
 	"strings"
 )
 
-// ExtractLimits caps what one repository tarball may unpack to.
-type ExtractLimits struct {
+// Limits caps what one repository tarball may unpack to.
+type Limits struct {
 	MaxEntries    int   // entries (files, dirs, links); default 20000
 	MaxFileBytes  int64 // one file; default 64 MiB
 	MaxTotalBytes int64 // all files; default 512 MiB
 }
 
-func (l ExtractLimits) withDefaults() ExtractLimits {
+func (l Limits) withDefaults() Limits {
 	if l.MaxEntries <= 0 {
 		l.MaxEntries = 20000
 	}
@@ -33,14 +33,14 @@ func (l ExtractLimits) withDefaults() ExtractLimits {
 	return l
 }
 
-// ErrUnsafeArchive is wrapped by every refusal of ExtractTarball.
-var ErrUnsafeArchive = errors.New("unsafe repository archive")
+// ErrUnsafe is wrapped by every refusal of Extract.
+var ErrUnsafe = errors.New("unsafe repository archive")
 
-// ExtractTarball unpacks a GitHub repository tarball (.tar.gz) into root,
+// Extract unpacks a GitHub repository tarball (.tar.gz) into root,
 // which must exist and be empty, stripping the archive's single top-level
 // directory ("owner-repo-sha/"). It refuses — shared/GITHUB.md "Extract
 // tarballs refusing absolute paths, .., links leaving the root, and
-// oversize entries" — with an error wrapping ErrUnsafeArchive:
+// oversize entries" — with an error wrapping ErrUnsafe:
 //
 //   - absolute names and names with a ".." segment;
 //   - more than one top-level directory;
@@ -55,7 +55,7 @@ var ErrUnsafeArchive = errors.New("unsafe repository archive")
 //
 // GitHub's pax global header (the commit id) is skipped. Files get mode
 // 0644 (0755 when executable), directories 0755.
-func ExtractTarball(data []byte, root string, lim ExtractLimits) error {
+func Extract(data []byte, root string, lim Limits) error {
 	lim = lim.withDefaults()
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -71,7 +71,7 @@ func ExtractTarball(data []byte, root string, lim ExtractLimits) error {
 	defer zr.Close()
 	tr := tar.NewReader(zr)
 	refuse := func(name, format string, args ...any) error {
-		return fmt.Errorf("extracting repository archive: entry %q: %s: %w", name, fmt.Sprintf(format, args...), ErrUnsafeArchive)
+		return fmt.Errorf("extracting repository archive: entry %q: %s: %w", name, fmt.Sprintf(format, args...), ErrUnsafe)
 	}
 	top := ""
 	var entries int
