@@ -115,8 +115,8 @@ func (b *Bot) SetRiver(c *river.Client[pgx.Tx]) { b.river = c }
 func (b *Bot) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &worker[PlanArgs]{b: b, timeout: b.opts.PlanTimeout, work: b.plan})
 	river.AddWorker(w, &worker[ApplyArgs]{b: b, timeout: b.opts.ApplyTimeout, work: b.apply})
-	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: func(ctx context.Context, a ReplyArgs) (string, error) {
-		return "ok", b.answer(ctx, a)
+	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: func(ctx context.Context, a ReplyArgs) (JobResult, error) {
+		return ResultOK, b.answer(ctx, a)
 	}})
 	river.AddWorker(w, &worker[RefreshArgs]{b: b, timeout: 5 * time.Minute, work: b.refresh})
 }
@@ -136,7 +136,7 @@ type worker[T jobArgs] struct {
 	river.WorkerDefaults[T]
 	b       *Bot
 	timeout time.Duration
-	work    func(ctx context.Context, args T) (string, error)
+	work    func(ctx context.Context, args T) (JobResult, error)
 }
 
 // Timeout bounds one run of the job.
@@ -144,7 +144,7 @@ func (w *worker[T]) Timeout(*river.Job[T]) time.Duration { return w.timeout }
 
 // Work runs the job.
 func (w *worker[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), job.Attempt, func(ctx context.Context) (string, error) {
+	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), job.Attempt, func(ctx context.Context) (JobResult, error) {
 		return w.work(ctx, job.Args)
 	})
 }
@@ -209,29 +209,29 @@ func (b *Bot) pullRequest(ctx context.Context, j JobBase) (Client, github.Repo, 
 
 // runJob wraps a job's work: the per-PR lock, the logger, metrics. An
 // error retrying cannot cure (finalReason) cancels the job.
-func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, work func(ctx context.Context) (string, error)) error {
+func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, work func(ctx context.Context) (JobResult, error)) error {
 	ctx = b.jobContext(ctx, j, kind, attempt)
 	log := logOf(ctx)
 	start := time.Now()
 	unlock, err := b.db.lockPR(ctx, j.Repo, j.PR)
 	if err != nil {
-		b.metrics.job(kind, "error", time.Since(start))
+		b.metrics.job(kind, ResultError, time.Since(start))
 		return err
 	}
 	defer unlock()
 	result, err := work(ctx)
 	if why := finalReason(err); why != "" {
 		log.Warn("job cancelled, not retried: "+why, "err", err)
-		b.metrics.job(kind, "cancelled", time.Since(start))
+		b.metrics.job(kind, ResultCancelled, time.Since(start))
 		return river.JobCancel(err)
 	}
 	if err != nil {
 		log.Error("job failed; River retries it", "err", err)
-		b.metrics.job(kind, "error", time.Since(start))
+		b.metrics.job(kind, ResultError, time.Since(start))
 		return err
 	}
 	if result == "" {
-		result = "ok"
+		result = ResultOK
 	}
 	log.Info("job done", "result", result, "took", time.Since(start).Round(time.Millisecond))
 	b.metrics.job(kind, result, time.Since(start))

@@ -52,7 +52,7 @@ func (b *Bot) updateSticky(ctx context.Context, c Client, repo github.Repo, pr i
 // "kl run show RUN" line. Cut to report.CommentLimit keeping the summary.
 func (b *Bot) composeSticky(ctx context.Context, repo string, pr int, rows []projectRow) (string, error) {
 	var head, body strings.Builder
-	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
+	opts := report.Options{Format: report.Markdown, RunURL: b.runURL, HeadingLevel: 5}
 	head.WriteString(mdMore + "the kl apply · PROJECT check runs, or kl run show RUN -->\n")
 	fmt.Fprintf(&head, "### Kilolock · %s#%d\n\n| project | state | status | version | run |\n| --- | --- | --- | --- | --- |\n", repo, pr)
 	for _, r := range rows {
@@ -98,7 +98,7 @@ func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Opti
 		if err := report.Apply(&md, story, opts); err != nil {
 			return s, err
 		}
-		t.WriteString(demote(md.String()))
+		t.WriteString(withoutMarkers(md.String()))
 		if story.Version != nil {
 			later, err := b.since(ctx, r.PlanRun, story.Version.Serial)
 			if err != nil {
@@ -141,16 +141,16 @@ func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Opti
 		if err := report.SincePlan(&md, sp, run, opts); err != nil {
 			return s, err
 		}
-		t.WriteString("\n" + demote(md.String()))
+		t.WriteString("\n" + withoutMarkers(md.String()))
 	}
-	if r.Note != "" {
-		if id == "" || r.ApplyRun == "" {
-			s.status = noteStatus(r.Note, s.status)
-		}
-		if strings.HasPrefix(r.Note, "⛔") {
+	if r.Note.Text != "" {
+		if r.Note.Kind == noteRefused {
 			s.icon = "⛔"
+			if id == "" || r.ApplyRun == "" {
+				s.status = "⛔ refused"
+			}
 		}
-		t.WriteString("\n> " + r.Note + "\n")
+		t.WriteString("\n> " + r.Note.Text + "\n")
 	}
 	if id != "" {
 		fmt.Fprintf(&t, "\n`kl run show %s`", id)
@@ -228,36 +228,26 @@ func applyStatus(s engine.RunStatus) (status, icon string) {
 	return "❌ " + string(s), "❌"
 }
 
-func noteStatus(note, status string) string {
-	if strings.HasPrefix(note, "⛔") {
-		return "⛔ refused"
-	}
-	return status
-}
-
-// demote makes a report fit under the project's heading: its markers go
-// (the comment has its own) and headings go two levels down.
-func demote(md string) string {
+// withoutMarkers drops a report's layout markers (report.Truncate's): a
+// report nested under a project's heading (rendered at HeadingLevel 5)
+// leaves them to the comment, which has its own.
+func withoutMarkers(md string) string {
 	var out strings.Builder
 	for _, l := range strings.SplitAfter(md, "\n") {
-		switch {
-		case strings.HasPrefix(l, "<!-- kilolock:"):
-			continue
-		case strings.HasPrefix(l, "### "), strings.HasPrefix(l, "#### "):
-			l = "##" + l
+		if !strings.HasPrefix(l, "<!-- kilolock:") {
+			out.WriteString(l)
 		}
-		out.WriteString(l)
 	}
 	return out.String()
 }
 
 // refresh is the refresh job (RefreshArgs): re-render the sticky comment.
-func (b *Bot) refresh(ctx context.Context, a RefreshArgs) (string, error) {
+func (b *Bot) refresh(ctx context.Context, a RefreshArgs) (JobResult, error) {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
 		return "", err
 	}
-	return "ok", b.updateSticky(ctx, c, repo, a.PR)
+	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)
 }
 
 // refreshOthers enqueues a refresh of the sticky comment of every other
