@@ -51,9 +51,15 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (JobResult, error) {
 		}
 		if a.Project == "" && r.ApplyRun == "" {
 			// Without -p, a plan superseded by a push that no longer
-			// touches its project is not a target.
-			if run, err := b.eng.Store.GetRun(ctx, r.PlanRun); err == nil && run.Status == engine.StatusSuperseded {
+			// touches its project is not a target. A plan run the store
+			// does not have stays one: engine.Apply refuses it, and the
+			// refusal is reported.
+			run, err := b.eng.Run(ctx, r.PlanRun)
+			switch {
+			case err == nil && run.Status == engine.StatusSuperseded:
 				continue
+			case err != nil && !errors.Is(err, engine.ErrNotFound):
+				return "", err
 			}
 		}
 		targets = append(targets, r)

@@ -280,7 +280,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	row := projectRow{Repo: a.Repo, PR: a.PR, Project: p.Name, State: p.State, Installation: a.Installation,
 		HeadSHA: co.head, Config: p, Open: true}
 	check := github.CheckRun{Name: PlanCheckName(p.Name), HeadSHA: co.head, ExternalID: externalID(a.PR, p.Name), DetailsURL: ""}
-	if _, err := b.eng.Store.GetState(ctx, p.State); errors.Is(err, engine.ErrNotFound) {
+	if _, err := b.eng.State(ctx, p.State); errors.Is(err, engine.ErrNotFound) {
 		n := report.MissingState{State: p.State, Project: p.Name}
 		check.Conclusion, check.Title, check.Summary = "failure", "State "+p.State+" does not exist", noticeMarkdown(n, 0)
 		row.Note = note{Kind: noteRefused, Text: n.Note()}
@@ -290,7 +290,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 		}
 		return b.db.saveProject(ctx, row)
 	} else if err != nil {
-		return fmt.Errorf("reading state %s: %w", p.State, err)
+		return err
 	}
 	actor := a.Actor
 	if actor == "" {

@@ -108,7 +108,7 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
 	var ids []string
 	if a.Command.Run != "" {
-		r, err := b.eng.Store.GetRun(ctx, a.Command.Run)
+		r, err := b.eng.Run(ctx, a.Command.Run)
 		if errors.Is(err, engine.ErrNotFound) || (err == nil && (r.PR == nil || r.PR.Repo != a.Repo)) {
 			return fmt.Sprintf("Run `%s` is not a run of %s.\n", a.Command.Run, a.Repo), nil
 		}
@@ -169,9 +169,9 @@ func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		state, err := b.eng.Store.GetState(ctx, st)
+		state, err := b.eng.State(ctx, st)
 		if err != nil {
-			return "", fmt.Errorf("reading state %s: %w", st, err)
+			return "", err
 		}
 		if err := report.History(&out, state, h, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
 			return "", err

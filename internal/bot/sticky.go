@@ -107,9 +107,9 @@ func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Opti
 			t.WriteString(later)
 		}
 	case r.PlanRun != "":
-		run, err := b.eng.Store.GetRun(ctx, r.PlanRun)
+		run, err := b.eng.Run(ctx, r.PlanRun)
 		if err != nil {
-			return s, fmt.Errorf("reading plan %s: %w", r.PlanRun, err)
+			return s, err
 		}
 		s.status = string(run.Status)
 		if run.Status != engine.StatusPlanned {
