@@ -250,12 +250,40 @@ type stateUser struct {
 // none.
 func (p *parser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requirement, seen map[string]int, states map[string]stateUser) Project {
 	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: reqs}
-	who := fmt.Sprintf("project %d (no name)", i)
 	if n.Kind != yaml.MappingNode {
 		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
 		return pr
 	}
 	fs := p.fields(n, projectKeys, "in a project", false)
+	who := p.projectName(n, i, fs, &pr, seen)
+	where := who + ": "
+	p.projectDir(fs, where, &pr)
+	stateLine, stateOK := p.projectState(n, fs, where, &pr)
+	if f, ok := fs["workspace"]; ok {
+		if ws, ok := p.string(f, where); ok && ws != "" && ws != "default" {
+			p.bad(f.val.Line, "%sworkspace %q: only \"default\" is supported (Kilolock owns one state per project: use another project and state)", where, ws)
+		}
+	}
+	if stateOK {
+		p.stateOnce(n, stateLine, who, pr, states)
+	}
+	if f, ok := fs["when_modified"]; ok {
+		pr.WhenModified = p.globs(f, where)
+	}
+	if f, ok := fs["apply_trigger"]; ok {
+		pr.ApplyTrigger = p.trigger(f, where, trigger)
+	}
+	if f, ok := fs["apply_requirements"]; ok {
+		pr.ApplyRequirements = p.requirements(f, where, reqs)
+	}
+	return pr
+}
+
+// projectName reads the i-th project's name into pr, checking it against
+// the names seen before (name → line), and returns how messages name the
+// project.
+func (p *parser) projectName(n *yaml.Node, i int, fs map[string]field, pr *Project, seen map[string]int) string {
+	who := fmt.Sprintf("project %d (no name)", i)
 	if f, ok := fs["name"]; ok {
 		pr.Name, _ = p.string(f, who+": ")
 	}
@@ -275,67 +303,67 @@ func (p *parser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requiremen
 	if pr.Name != "" {
 		who = fmt.Sprintf("project %q", pr.Name)
 	}
-	where := who + ": "
-	if f, ok := fs["dir"]; ok {
-		if dir, ok := p.string(f, where); ok && dir != "" && !p.unprintable(f.val.Line, where+"dir", dir) {
-			clean := path.Clean(dir)
-			if path.IsAbs(dir) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(dir, `\`) {
-				p.bad(f.val.Line, "%sdir %q must be a relative path inside the repository", where, dir)
-			}
-			pr.Dir = clean
-		}
+	return who
+}
+
+// projectDir reads dir into pr, cleaned: relative, inside the repository.
+func (p *parser) projectDir(fs map[string]field, where string, pr *Project) {
+	f, ok := fs["dir"]
+	if !ok {
+		return
 	}
-	stateLine, stateOK := n.Line, false
+	if dir, ok := p.string(f, where); ok && dir != "" && !p.unprintable(f.val.Line, where+"dir", dir) {
+		clean := path.Clean(dir)
+		if path.IsAbs(dir) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(dir, `\`) {
+			p.bad(f.val.Line, "%sdir %q must be a relative path inside the repository", where, dir)
+		}
+		pr.Dir = clean
+	}
+}
+
+// projectState reads state into pr and returns its line (the project's
+// when it has none) and whether it is a valid state name.
+func (p *parser) projectState(n *yaml.Node, fs map[string]field, where string, pr *Project) (int, bool) {
+	line := n.Line
 	if f, ok := fs["state"]; ok {
 		pr.State, _ = p.string(f, where)
-		stateLine = f.val.Line
+		line = f.val.Line
 	}
 	switch f, ok := fs["state"]; {
 	case pr.State == "":
 		if !ok || f.val.Kind == yaml.ScalarNode {
 			p.bad(n.Line, "%sstate is required (the Kilolock state it plans against, e.g. acme/infra/prod)", where)
 		}
-	case p.unprintable(stateLine, where+"state", pr.State):
+	case p.unprintable(line, where+"state", pr.State):
 	case engine.ValidateStateName(pr.State) != nil:
-		p.bad(stateLine, "%sstate %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
+		p.bad(line, "%sstate %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
 			"starting with a letter or digit and not ending in '.'", where, pr.State, engine.MaxStateName)
 	default:
-		stateOK = true
+		return line, true
 	}
-	if f, ok := fs["workspace"]; ok {
-		if ws, ok := p.string(f, where); ok && ws != "" && ws != "default" {
-			p.bad(f.val.Line, "%sworkspace %q: only \"default\" is supported (Kilolock owns one state per project: use another project and state)", where, ws)
-		}
+	return line, false
+}
+
+// stateOnce records pr (named who in messages, its state on stateLine) as
+// its state's user, or reports the project that has the state already.
+// One state is one Terraform configuration: planning dir A against a
+// state holding dir B's resources would plan to destroy them. Two
+// projects with the same dir and state would be one project twice
+// (workspace is always "default"), their plans making each other's stale.
+func (p *parser) stateOnce(n *yaml.Node, stateLine int, who string, pr Project, states map[string]stateUser) {
+	where := who + ": "
+	line := stateLine
+	if first, dup := states[pr.State]; dup && first.line == line {
+		line = n.Line // the same value, merged or aliased: name the project
 	}
-	// One state is one Terraform configuration: planning dir A against a
-	// state holding dir B's resources would plan to destroy them. Two
-	// projects with the same dir and state would be one project twice
-	// (workspace is always "default"), their plans making each other's
-	// stale.
-	if stateOK {
-		line := stateLine
-		if first, dup := states[pr.State]; dup && first.line == line {
-			line = n.Line // the same value, merged or aliased: name the project
-		}
-		switch first, dup := states[pr.State]; {
-		case !dup:
-			states[pr.State] = stateUser{who: who, line: stateLine, dir: pr.Dir}
-		case first.dir != pr.Dir:
-			p.bad(line, "%sstate %q is also %s's (line %d): one state is one configuration (dir)", where, pr.State, first.who, first.line)
-		default:
-			p.bad(line, "%sstate %q is also %s's (line %d), with the same dir %q: one state is one project", where, pr.State, first.who, first.line, pr.Dir)
-		}
+	switch first, dup := states[pr.State]; {
+	case !dup:
+		states[pr.State] = stateUser{who: who, line: stateLine, dir: pr.Dir}
+	case first.dir != pr.Dir:
+		p.bad(line, "%sstate %q is also %s's (line %d): one state is one configuration (dir)", where, pr.State, first.who, first.line)
+	default:
+		p.bad(line, "%sstate %q is also %s's (line %d), with the same dir %q: one state is one project", where, pr.State, first.who, first.line, pr.Dir)
 	}
-	if f, ok := fs["when_modified"]; ok {
-		pr.WhenModified = p.globs(f, where)
-	}
-	if f, ok := fs["apply_trigger"]; ok {
-		pr.ApplyTrigger = p.trigger(f, where, trigger)
-	}
-	if f, ok := fs["apply_requirements"]; ok {
-		pr.ApplyRequirements = p.requirements(f, where, reqs)
-	}
-	return pr
 }
 
 // unprintable reports a value (what: `project "a": dir`) that
