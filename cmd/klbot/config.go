@@ -12,7 +12,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
-	"github.com/kilolock/kilolock/internal/bot"
+	"github.com/kilolock/kilolock/internal/klyaml"
 )
 
 // config is klbot's environment (docs/klbot.md), read with go-envconfig.
@@ -93,8 +93,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return cfg, nil, fmt.Errorf("KLBOT_LOG_LEVEL=%q: want debug, info, warn or error", cfg.LogLevel)
 	}
-	switch bot.Trigger(cfg.ApplyTrigger) {
-	case bot.TriggerComment, bot.TriggerMerge:
+	switch klyaml.Trigger(cfg.ApplyTrigger) {
+	case klyaml.TriggerComment, klyaml.TriggerMerge:
 	default:
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_TRIGGER=%q: want comment or merge", cfg.ApplyTrigger)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
 	"github.com/kilolock/kilolock/internal/store/postgres"
 	"github.com/kilolock/kilolock/internal/terraform"
@@ -93,7 +94,7 @@ func run(ctx context.Context, args []string, env []string) error {
 		}
 		return c, nil
 	}, pool, log, bot.NewMetrics(reg), bot.Options{
-		ApplyWait: cfg.ApplyWait, DefaultTrigger: bot.Trigger(cfg.ApplyTrigger), WorkDir: filepath.Join(workDir, "checkouts"), PublicURL: cfg.PublicURL,
+		ApplyWait: cfg.ApplyWait, DefaultTrigger: klyaml.Trigger(cfg.ApplyTrigger), WorkDir: filepath.Join(workDir, "checkouts"), PublicURL: cfg.PublicURL,
 		AllowForkPRs: cfg.AllowForkPRs,
 	})
 	workers := river.NewWorkers()

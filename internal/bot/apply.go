@@ -9,19 +9,8 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
-)
-
-// Rules an apply is refused by before the engine runs (DESIGN.md apply step
-// 1); each refusal names its rule.
-const (
-	ruleWrite     = "write permission"
-	ruleHead      = "plan for the current head"
-	ruleOpenPlan  = "an open plan"
-	ruleTrigger   = "apply trigger"
-	ruleOpenPR    = "open pull request"
-	ruleApproved  = "approved"
-	ruleMergeable = "mergeable"
 )
 
 // applyCtx is one apply job's shared facts.
@@ -42,7 +31,7 @@ type applyCtx struct {
 // sticky comment); then engine.Apply does reservations, since-plan,
 // re-plan, apply and commit, and its run story is reported. A refusal is
 // not an error: the job succeeds after reporting it.
-func (b *Bot) apply(ctx context.Context, a ApplyArgs) (string, error) {
+func (b *Bot) apply(ctx context.Context, a ApplyArgs) (JobResult, error) {
 	c, repo, pr, err := b.pullRequest(ctx, a.JobBase)
 	if err != nil {
 		return "", err
@@ -52,7 +41,7 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (string, error) {
 		return "", err
 	}
 	x := &applyCtx{a: a, c: c, repo: repo, pr: pr}
-	if a.Trigger == "close" || a.Trigger == "merge" {
+	if a.Trigger == TriggerClose || a.Trigger == TriggerMerge {
 		return b.closed(ctx, x, rows)
 	}
 	var targets []projectRow
@@ -62,32 +51,33 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (string, error) {
 		}
 		if a.Project == "" && r.ApplyRun == "" {
 			// Without -p, a plan superseded by a push that no longer
-			// touches its project is not a target.
-			if run, err := b.eng.Store.GetRun(ctx, r.PlanRun); err == nil && run.Status == engine.StatusSuperseded {
+			// touches its project is not a target. A plan run the store
+			// does not have stays one: engine.Apply refuses it, and the
+			// refusal is reported.
+			run, err := b.eng.Run(ctx, r.PlanRun)
+			switch {
+			case err == nil && run.Status == engine.StatusSuperseded:
 				continue
+			case err != nil && !errors.Is(err, engine.ErrNotFound):
+				return "", err
 			}
 		}
 		targets = append(targets, r)
 	}
 	if len(targets) == 0 {
-		what := "any project"
-		if a.Project != "" {
-			what = "project `" + a.Project + "`"
-		}
-		return "refused", b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl apply`: nothing to apply\n\nThis pull request has no plan of %s (projects with a plan: %s). Push a change to the project or comment `/kl plan -p PROJECT` first.\n",
-			what, codeListOr(planned(rows), "none")))
+		return ResultRefused, b.replyNotice(ctx, c, repo, a.JobBase, report.NothingToApply{Project: a.Project, Planned: planned(rows)})
 	}
 	perm, err := c.GetPermission(ctx, repo, a.Actor)
 	if err != nil {
 		return "", err
 	}
-	result := "ok"
+	result := ResultOK
 	for _, r := range targets {
 		res, err := b.applyProject(ctx, x, r, perm)
 		if err != nil {
 			return "", err
 		}
-		if res != "ok" {
+		if res != ResultOK {
 			result = res
 		}
 	}
@@ -105,73 +95,74 @@ func planned(rows []projectRow) []string {
 }
 
 // applyProject applies one project after the bot's checks.
-func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow, perm github.Permission) (string, error) {
+func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow, perm github.Permission) (JobResult, error) {
 	a, pr := x.a, x.pr
-	verb := "/kl apply"
-	if a.Trigger == "button" {
-		verb = "the Apply button"
-	}
+	no := x.refusal(r)
 	switch {
 	case pr.State != "open":
-		return b.refuse(ctx, x, r, ruleOpenPR, fmt.Sprintf("%s#%d is %s: only an open pull request is applied by %s (on merge, projects with `apply_trigger: merge` apply by themselves)", a.Repo, a.PR, pr.State, verb))
-	case r.Config.ApplyTrigger == TriggerMerge:
-		return b.refuse(ctx, x, r, ruleTrigger, fmt.Sprintf("project `%s` applies when the pull request is merged (`apply_trigger: merge` in %s), not by %s", r.Project, ConfigFile, verb))
+		no.Rule, no.PRState = report.BotRuleOpenPR, pr.State
+	case r.Config.ApplyTrigger == klyaml.TriggerMerge:
+		no.Rule = report.BotRuleTrigger
 	case !perm.AtLeast(github.PermissionWrite):
-		return b.refuse(ctx, x, r, ruleWrite, permissionWhy(a.Actor, a.Repo, perm, verb))
-	}
-	if sha := a.HeadSHA; sha != "" && sha != pr.HeadSHA {
-		return b.refuse(ctx, x, r, ruleHead, fmt.Sprintf("the Apply button is on the check run of commit `%s`, but the pull request's head is now `%s`: apply the plan of the current head", short(sha), short(pr.HeadSHA)))
-	}
-	if r.HeadSHA != pr.HeadSHA {
-		return b.refuse(ctx, x, r, ruleHead, fmt.Sprintf("the plan `%s` is for commit `%s`, but the pull request's head is now `%s`: wait for the plan of the new head (or comment `/kl plan -p %s`) and apply that", r.PlanRun, short(r.HeadSHA), short(pr.HeadSHA), r.Project))
-	}
-	if why, ok, err := b.requirementsHold(ctx, x, r, false); err != nil || !ok {
+		no.Rule, no.Permission = report.BotRuleWrite, string(perm)
+	case a.HeadSHA != "" && a.HeadSHA != pr.HeadSHA:
+		no.Rule, no.ButtonSHA = report.BotRuleHead, a.HeadSHA
+	case r.HeadSHA != pr.HeadSHA:
+		no.Rule = report.BotRuleHead
+	default:
+		held, err := b.requirementsHold(ctx, x, r, false)
 		if err != nil {
 			return "", err
 		}
-		return b.refuse(ctx, x, r, why[0], why[1])
+		if held != nil {
+			return b.refuse(ctx, x, r, *held)
+		}
+		return b.runApply(ctx, x, r)
 	}
-	return b.runApply(ctx, x, r)
+	return b.refuse(ctx, x, r, no)
 }
 
-// requirementsHold checks the project's apply_requirements; on a refusal it
-// returns [rule, why].
-func (b *Bot) requirementsHold(ctx context.Context, x *applyCtx, r projectRow, merged bool) ([2]string, bool, error) {
+// refusal is a refusal of r's apply, its rule and rule facts left to fill.
+func (x *applyCtx) refusal(r projectRow) report.BotRefusal {
+	asked := report.AskedByComment
+	switch x.a.Trigger {
+	case TriggerButton:
+		asked = report.AskedByButton
+	case TriggerMerge:
+		asked = report.AskedByMerge
+	}
+	return report.BotRefusal{AskedBy: asked, Actor: x.a.Actor, Repo: x.a.Repo, PR: x.a.PR, Project: r.Project,
+		PlanRun: r.PlanRun, PlanSHA: r.HeadSHA, HeadSHA: x.pr.HeadSHA}
+}
+
+// requirementsHold checks the project's apply_requirements (kl.yaml): nil
+// when they hold, else the refusal by the first that does not. merged
+// says the pull request was merged (so it was mergeable).
+func (b *Bot) requirementsHold(ctx context.Context, x *applyCtx, r projectRow, merged bool) (*report.BotRefusal, error) {
 	for _, req := range r.Config.ApplyRequirements {
+		no := x.refusal(r)
 		switch req {
-		case RequireApproved:
+		case klyaml.RequireApproved:
 			rv, err := x.c.ListReviews(ctx, x.repo, x.a.PR)
 			if err != nil {
-				return [2]string{}, false, err
+				return nil, err
 			}
 			if !rv.Approved() {
-				return [2]string{ruleApproved, fmt.Sprintf("project `%s` requires an approving review and none requesting changes (approved by: %s; changes requested by: %s)",
-					r.Project, loginsOrNone(rv.ApprovedBy), loginsOrNone(rv.ChangesRequestedBy))}, false, nil
+				no.Rule, no.ApprovedBy, no.ChangesRequestedBy = report.BotRuleApproved, rv.ApprovedBy, rv.ChangesRequestedBy
+				return &no, nil
 			}
-		case RequireMergeable:
-			if merged {
-				continue // it was merged
-			}
-			switch m := x.pr.Mergeable; {
-			case m == nil:
-				return [2]string{ruleMergeable, fmt.Sprintf("project `%s` requires a mergeable pull request and GitHub has not computed mergeability yet: try again in a minute", r.Project)}, false, nil
-			case !*m:
-				return [2]string{ruleMergeable, fmt.Sprintf("project `%s` requires a mergeable pull request; GitHub says %s#%d is not mergeable (conflicts)", r.Project, x.a.Repo, x.a.PR)}, false, nil
+		case klyaml.RequireMergeable:
+			if !merged && (x.pr.Mergeable == nil || !*x.pr.Mergeable) {
+				no.Rule, no.Mergeable = report.BotRuleMergeable, x.pr.Mergeable
+				return &no, nil
 			}
 		}
 	}
-	return [2]string{}, true, nil
-}
-
-func loginsOrNone(ls []string) string {
-	if len(ls) == 0 {
-		return "none"
-	}
-	return "@" + strings.Join(ls, ", @")
+	return nil, nil
 }
 
 // runApply calls engine.Apply and reports the apply run's story.
-func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (string, error) {
+func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResult, error) {
 	a, pr := x.a, x.pr
 	out, err := b.eng.Apply(ctx, engine.ApplyInput{
 		PlanRun: r.PlanRun, State: r.State, Actor: a.Actor, Wait: b.opts.ApplyWait,
@@ -192,11 +183,15 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (string, 
 	case errors.As(err, &se) && se.By != "" && se.By == r.ApplyRun:
 		runID = se.By
 	case errors.As(err, &se):
-		return b.refuse(ctx, x, r, ruleOpenPlan, fmt.Sprintf("plan `%s` cannot be applied: %v", r.PlanRun, se))
+		no := x.refusal(r)
+		no.Rule, no.Problem, no.PlanClosed = report.BotRuleOpenPlan, se.Error(), true
+		return b.refuse(ctx, x, r, no)
 	case err != nil && ctx.Err() != nil:
 		return "", err
 	case errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrInvalid):
-		return b.refuse(ctx, x, r, ruleOpenPlan, err.Error())
+		no := x.refusal(r)
+		no.Rule, no.Problem = report.BotRuleOpenPlan, err.Error()
+		return b.refuse(ctx, x, r, no)
 	case err != nil:
 		return "", err
 	}
@@ -216,7 +211,7 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (string, 
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), x.c, x.repo, check); err != nil {
 		return "", err
 	}
-	r.ApplyRun, r.Note = runID, ""
+	r.ApplyRun, r.Note = runID, note{}
 	if err := b.db.saveProject(context.WithoutCancel(ctx), r); err != nil {
 		return "", err
 	}
@@ -228,24 +223,24 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (string, 
 	if err != nil && ctx.Err() != nil {
 		return "", err // interrupted (shutdown): reported; River hands the job back
 	}
-	if outcome == "refused" {
-		return "refused", nil
+	if outcome == outcomeRefused {
+		return ResultRefused, nil
 	}
-	return "ok", nil
+	return ResultOK, nil
 }
 
 // applyOutcome maps an apply run's status to the metrics outcome and the
 // check run conclusion.
-func applyOutcome(s engine.RunStatus) (outcome, conclusion string) {
+func applyOutcome(s engine.RunStatus) (outcome runOutcome, conclusion string) {
 	switch s {
 	case engine.StatusApplied:
-		return "applied", "success"
+		return outcomeApplied, "success"
 	case engine.StatusRefused:
-		return "refused", "action_required"
+		return outcomeRefused, "action_required"
 	case engine.StatusInterrupted:
-		return "interrupted", "cancelled"
+		return outcomeInterrupted, "cancelled"
 	}
-	return "failed", "failure"
+	return outcomeFailed, "failure"
 }
 
 func applyTitle(s *engine.RunStory) string {
@@ -273,29 +268,15 @@ func clipWords(s string, n int) string {
 // refuse reports a refusal by a bot rule: the "kl apply · PROJECT" check
 // run on the PR's head (conclusion action_required) and the project's note
 // in the sticky comment, both naming the rule and why.
-func (b *Bot) refuse(ctx context.Context, x *applyCtx, r projectRow, rule, why string) (string, error) {
-	a := x.a
-	verb := map[string]string{"button": "Apply button", "merge": "merge-time apply"}[a.Trigger]
-	if verb == "" {
-		verb = "`/kl apply`"
-	}
-	summary := fmt.Sprintf("### ⛔ %s of `%s` refused: %s\n\n%s.\n\n- **rule:** %s\n- **asked by:** @%s\n- **plan:** `%s` at `%s`\n",
-		verb, r.Project, rule, upperFirst(why), rule, a.Actor, r.PlanRun, short(r.HeadSHA))
-	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: x.pr.HeadSHA, ExternalID: externalID(a.PR, r.Project),
-		Conclusion: "action_required", Title: "Refused: " + rule, Summary: report.Truncate(summary, report.CheckRunSummaryLimit)}
+func (b *Bot) refuse(ctx context.Context, x *applyCtx, r projectRow, no report.BotRefusal) (JobResult, error) {
+	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: x.pr.HeadSHA, ExternalID: externalID(x.a.PR, r.Project),
+		Conclusion: "action_required", Title: "Refused: " + string(no.Rule), Summary: noticeMarkdown(no, report.CheckRunSummaryLimit)}
 	if _, err := b.putCheckRun(ctx, x.c, x.repo, check); err != nil {
 		return "", err
 	}
-	r.Note = fmt.Sprintf("⛔ %s by @%s refused: **%s** — %s.", verb, a.Actor, rule, why)
-	logOf(ctx).Info("apply refused", "project", r.Project, "rule", rule, "why", why)
-	return "refused", b.db.saveProject(ctx, r)
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
+	r.Note = note{Kind: noteRefused, Text: no.Note()}
+	logOf(ctx).Info("apply refused", "project", r.Project, "rule", no.Rule, "why", no.Why())
+	return ResultRefused, b.db.saveProject(ctx, r)
 }
 
 // closed handles a pull request that was closed: on a merge, the projects
@@ -303,29 +284,31 @@ func upperFirst(s string) string {
 // (requirements checked; mergeable holds by the merge); every other open
 // plan is superseded ("closed without apply"), and the PR's rows are
 // marked closed so no refresh touches it again.
-func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (string, error) {
-	result := "ok"
+func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (JobResult, error) {
+	result := ResultOK
 	for _, r := range rows {
 		if r.PlanRun == "" || r.ApplyRun != "" {
 			continue
 		}
-		if x.a.Trigger == "merge" && r.Config.ApplyTrigger == TriggerMerge {
-			var res string
+		if x.a.Trigger == TriggerMerge && r.Config.ApplyTrigger == klyaml.TriggerMerge {
+			var res JobResult
 			var err error
-			switch why, ok, rerr := b.requirementsHold(ctx, x, r, true); {
+			switch held, rerr := b.requirementsHold(ctx, x, r, true); {
 			case rerr != nil:
 				return "", rerr
 			case r.HeadSHA != x.pr.HeadSHA:
-				res, err = b.refuse(ctx, x, r, ruleHead, fmt.Sprintf("the plan `%s` is for commit `%s`, but the pull request was merged at `%s`", r.PlanRun, short(r.HeadSHA), short(x.pr.HeadSHA)))
-			case !ok:
-				res, err = b.refuse(ctx, x, r, why[0], why[1])
+				no := x.refusal(r)
+				no.Rule, no.Merged = report.BotRuleHead, true
+				res, err = b.refuse(ctx, x, r, no)
+			case held != nil:
+				res, err = b.refuse(ctx, x, r, *held)
 			default:
 				res, err = b.runApply(ctx, x, r)
 			}
 			if err != nil {
 				return "", err
 			}
-			if res != "ok" {
+			if res != ResultOK {
 				result = res
 			}
 			continue
@@ -334,11 +317,7 @@ func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (strin
 		if err := b.eng.Supersede(ctx, r.PlanRun, reason); err != nil && !isStatusErr(err) {
 			return "", err
 		}
-		how := "closed without merging"
-		if x.pr.Merged {
-			how = "merged"
-		}
-		r.Note = fmt.Sprintf("The pull request was %s without applying plan `%s`: it was superseded.", how, r.PlanRun)
+		r.Note = note{Kind: noteSuperseded, Text: report.ClosedUnapplied{PlanRun: r.PlanRun, Merged: x.pr.Merged}.Note()}
 		if err := b.db.saveProject(ctx, r); err != nil {
 			return "", err
 		}

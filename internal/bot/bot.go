@@ -13,6 +13,8 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
+	"github.com/kilolock/kilolock/internal/tarball"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -43,7 +45,7 @@ type Options struct {
 	ApplyWait time.Duration
 	// DefaultTrigger is the apply trigger of a repository without kl.yaml
 	// and of projects that set none (KLBOT_APPLY_TRIGGER; default comment).
-	DefaultTrigger Trigger
+	DefaultTrigger klyaml.Trigger
 	// WorkDir is where per-job repository checkouts are made (KLBOT_WORKDIR;
 	// default the OS temp dir). They hold the repository: removed after each job.
 	WorkDir string
@@ -51,7 +53,7 @@ type Options struct {
 	// (KLBOT_PUBLIC_URL): run ids link to PUBLIC_URL/runs/RUN.
 	PublicURL string
 	// Extract caps repository tarballs.
-	Extract ExtractLimits
+	Extract tarball.Limits
 	// PlanTimeout and ApplyTimeout bound one job (defaults 30m and
 	// ApplyWait + 2h).
 	PlanTimeout, ApplyTimeout time.Duration
@@ -87,7 +89,7 @@ func New(eng *engine.Engine, gh Installations, pool *pgxpool.Pool, log *slog.Log
 		log = slog.New(slog.DiscardHandler)
 	}
 	if opts.DefaultTrigger == "" {
-		opts.DefaultTrigger = TriggerComment
+		opts.DefaultTrigger = klyaml.TriggerComment
 	}
 	if opts.WorkDir == "" {
 		opts.WorkDir = os.TempDir()
@@ -113,8 +115,8 @@ func (b *Bot) SetRiver(c *river.Client[pgx.Tx]) { b.river = c }
 func (b *Bot) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &worker[PlanArgs]{b: b, timeout: b.opts.PlanTimeout, work: b.plan})
 	river.AddWorker(w, &worker[ApplyArgs]{b: b, timeout: b.opts.ApplyTimeout, work: b.apply})
-	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: func(ctx context.Context, a ReplyArgs) (string, error) {
-		return "ok", b.answer(ctx, a)
+	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: func(ctx context.Context, a ReplyArgs) (JobResult, error) {
+		return ResultOK, b.answer(ctx, a)
 	}})
 	river.AddWorker(w, &worker[RefreshArgs]{b: b, timeout: 5 * time.Minute, work: b.refresh})
 }
@@ -134,7 +136,7 @@ type worker[T jobArgs] struct {
 	river.WorkerDefaults[T]
 	b       *Bot
 	timeout time.Duration
-	work    func(ctx context.Context, args T) (string, error)
+	work    func(ctx context.Context, args T) (JobResult, error)
 }
 
 // Timeout bounds one run of the job.
@@ -142,7 +144,7 @@ func (w *worker[T]) Timeout(*river.Job[T]) time.Duration { return w.timeout }
 
 // Work runs the job.
 func (w *worker[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), job.Attempt, func(ctx context.Context) (string, error) {
+	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), job.Attempt, func(ctx context.Context) (JobResult, error) {
 		return w.work(ctx, job.Args)
 	})
 }
@@ -207,29 +209,29 @@ func (b *Bot) pullRequest(ctx context.Context, j JobBase) (Client, github.Repo, 
 
 // runJob wraps a job's work: the per-PR lock, the logger, metrics. An
 // error retrying cannot cure (finalReason) cancels the job.
-func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, work func(ctx context.Context) (string, error)) error {
+func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, work func(ctx context.Context) (JobResult, error)) error {
 	ctx = b.jobContext(ctx, j, kind, attempt)
 	log := logOf(ctx)
 	start := time.Now()
 	unlock, err := b.db.lockPR(ctx, j.Repo, j.PR)
 	if err != nil {
-		b.metrics.job(kind, "error", time.Since(start))
+		b.metrics.job(kind, ResultError, time.Since(start))
 		return err
 	}
 	defer unlock()
 	result, err := work(ctx)
 	if why := finalReason(err); why != "" {
 		log.Warn("job cancelled, not retried: "+why, "err", err)
-		b.metrics.job(kind, "cancelled", time.Since(start))
+		b.metrics.job(kind, ResultCancelled, time.Since(start))
 		return river.JobCancel(err)
 	}
 	if err != nil {
 		log.Error("job failed; River retries it", "err", err)
-		b.metrics.job(kind, "error", time.Since(start))
+		b.metrics.job(kind, ResultError, time.Since(start))
 		return err
 	}
 	if result == "" {
-		result = "ok"
+		result = ResultOK
 	}
 	log.Info("job done", "result", result, "took", time.Since(start).Round(time.Millisecond))
 	b.metrics.job(kind, result, time.Since(start))

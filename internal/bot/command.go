@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/kilolock/kilolock/internal/klyaml"
 )
 
 // CommandPrefix starts a klbot command in a pull request comment.
@@ -71,7 +73,7 @@ func parseWords(w []string) Command {
 				if c.Project != "" {
 					return fail("`-p` given twice")
 				}
-				if !projectNameRE.MatchString(rest[1]) {
+				if !klyaml.ValidProjectName(rest[1]) {
 					return fail("%q is not a project name", rest[1])
 				}
 				c.Project, rest = rest[1], rest[2:]

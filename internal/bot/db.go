@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kilolock/kilolock/internal/klyaml"
 )
 
 // projectRow is one klbot_projects row: a pull request's project with its
@@ -20,12 +23,61 @@ type projectRow struct {
 	State        string
 	Installation int64
 	HeadSHA      string
-	Config       Project
+	Config       klyaml.Project
 	PlanRun      string
 	ApplyRun     string
-	Note         string
+	Note         note
 	Open         bool
 	UpdatedAt    time.Time
+}
+
+// note is the bot's latest word on a project, shown in its section of the
+// sticky comment: a refusal by a bot rule, a failed plan, a superseded
+// plan. Kind decides how the section is marked (a refusal: ⛔).
+type note struct {
+	Kind noteKind `json:"kind"`
+	Text string   `json:"text"` // Markdown, one line (report's Note words)
+}
+
+// noteKind is what a note is about.
+type noteKind string
+
+// Note kinds.
+const (
+	noteRefused    noteKind = "refused"    // a bot rule refused an apply, or the state does not exist
+	noteFailed     noteKind = "failed"     // the plan failed
+	noteSuperseded noteKind = "superseded" // the plan was superseded without an apply
+)
+
+// encodeNote is the note column's text: "" for no note, else the note as
+// JSON.
+func encodeNote(n note) (string, error) {
+	if n == (note{}) {
+		return "", nil
+	}
+	b, err := json.Marshal(n)
+	return string(b), err
+}
+
+// decodeNote reads the note column. A column that is not a JSON object is
+// a row written before notes had a kind (its text alone): a refusal then
+// began with "⛔", the only kind the sticky comment marks.
+func decodeNote(s string) (note, error) {
+	if s == "" {
+		return note{}, nil
+	}
+	if !strings.HasPrefix(s, "{") {
+		n := note{Kind: noteSuperseded, Text: s}
+		if strings.HasPrefix(s, "⛔") {
+			n.Kind = noteRefused
+		}
+		return n, nil
+	}
+	var n note
+	if err := json.Unmarshal([]byte(s), &n); err != nil {
+		return note{}, err
+	}
+	return n, nil
 }
 
 // db is klbot's access to its own tables (migrations/postgres/00002_bot.sql).
@@ -81,15 +133,20 @@ const projectCols = `repo, pr, project, state, installation, head_sha, config, p
 
 func scanProject(row pgx.Row) (projectRow, error) {
 	var p projectRow
-	var cfg string
+	var cfg, nt string
 	var open, updated int64
 	if err := row.Scan(&p.Repo, &p.PR, &p.Project, &p.State, &p.Installation, &p.HeadSHA, &cfg, &p.PlanRun,
-		&p.ApplyRun, &p.Note, &open, &updated); err != nil {
+		&p.ApplyRun, &nt, &open, &updated); err != nil {
 		return projectRow{}, err
 	}
 	if err := json.Unmarshal([]byte(cfg), &p.Config); err != nil {
 		return projectRow{}, fmt.Errorf("decoding project %s of %s#%d: %w", p.Project, p.Repo, p.PR, err)
 	}
+	n, err := decodeNote(nt)
+	if err != nil {
+		return projectRow{}, fmt.Errorf("decoding the note of project %s of %s#%d: %w", p.Project, p.Repo, p.PR, err)
+	}
+	p.Note = n
 	p.Open, p.UpdatedAt = open == 1, time.Unix(0, updated).UTC()
 	return p, nil
 }
@@ -141,6 +198,10 @@ func (d db) saveProject(ctx context.Context, p projectRow) error {
 	if err != nil {
 		return fmt.Errorf("encoding project %s: %w", p.Project, err)
 	}
+	nt, err := encodeNote(p.Note)
+	if err != nil {
+		return fmt.Errorf("encoding the note of project %s: %w", p.Project, err)
+	}
 	open := 0
 	if p.Open {
 		open = 1
@@ -149,7 +210,7 @@ func (d db) saveProject(ctx context.Context, p projectRow) error {
 		ON CONFLICT (repo, pr, project) DO UPDATE SET state = EXCLUDED.state, installation = EXCLUDED.installation,
 		head_sha = EXCLUDED.head_sha, config = EXCLUDED.config, plan_run = EXCLUDED.plan_run, apply_run = EXCLUDED.apply_run,
 		note = EXCLUDED.note, open = EXCLUDED.open, updated_at = EXCLUDED.updated_at`,
-		p.Repo, p.PR, p.Project, p.State, p.Installation, p.HeadSHA, string(cfg), p.PlanRun, p.ApplyRun, p.Note, open, nowNanos())
+		p.Repo, p.PR, p.Project, p.State, p.Installation, p.HeadSHA, string(cfg), p.PlanRun, p.ApplyRun, nt, open, nowNanos())
 	if err != nil {
 		return fmt.Errorf("saving project %s of %s#%d: %w", p.Project, p.Repo, p.PR, err)
 	}

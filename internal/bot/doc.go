@@ -19,7 +19,7 @@
 // are recorded per (repo, head SHA, name) in klbot_check_runs, comments are
 // upserted sticky comments. A refusal by a rule is reported and the job
 // succeeds; a transient failure returns an error and River retries the job
-// with backoff. The repository configuration is kl.yaml (config.go,
-// docs/kl-yaml.md); repository tarballs are extracted by ExtractTarball,
-// which refuses anything leaving the checkout.
+// with backoff. The repository configuration is kl.yaml, read by
+// internal/klyaml (docs/kl-yaml.md); repository tarballs are extracted by
+// internal/tarball, which refuses anything leaving the checkout.
 package bot

@@ -12,6 +12,37 @@ const (
 	KindRefresh = "klbot_refresh"
 )
 
+// JobTrigger is what asked for a plan or an apply job (PlanArgs.Trigger,
+// ApplyArgs.Trigger; stored in River's args as its string).
+type JobTrigger string
+
+// Job triggers. A plan job is asked by TriggerPush, TriggerComment or
+// TriggerRerequest; an apply job by TriggerComment, TriggerButton,
+// TriggerMerge or TriggerClose.
+const (
+	TriggerPush      JobTrigger = "push"      // pull_request opened, synchronize, reopened, ready_for_review
+	TriggerComment   JobTrigger = "comment"   // a "/kl plan" or "/kl apply" comment
+	TriggerRerequest JobTrigger = "rerequest" // a re-run of a plan check run
+	TriggerButton    JobTrigger = "button"    // the Apply button of a plan check run
+	TriggerMerge     JobTrigger = "merge"     // pull_request closed with merged
+	TriggerClose     JobTrigger = "close"     // pull_request closed without merging
+)
+
+// JobResult is how a job ended, as klbot_jobs_total's result label and the
+// "job done" log line say.
+type JobResult string
+
+// Job results: a job's work returns ResultOK, ResultRefused or
+// ResultSkipped; runJob counts ResultError (River retries the job) and
+// ResultCancelled (an error retrying cannot cure, finalReason).
+const (
+	ResultOK        JobResult = "ok"        // done
+	ResultRefused   JobResult = "refused"   // a rule refused it; reported, not an error
+	ResultSkipped   JobResult = "skipped"   // nothing to do (closed, superseded, a draft, no project touched)
+	ResultError     JobResult = "error"     // failed; River retries it
+	ResultCancelled JobResult = "cancelled" // failed for good; not retried
+)
+
 // Keys of push plans (PlanArgs.Key), from the delivery's pull_request.draft.
 const (
 	KeyPush  = "push"  // a pull request ready for review
@@ -19,9 +50,9 @@ const (
 )
 
 // PlanArgs plans the projects of a pull request at a head commit: on a push
-// (Trigger "push": the touched projects), a "/kl plan" comment ("comment":
+// (TriggerPush: the touched projects), a "/kl plan" comment (TriggerComment:
 // the touched projects, or Project), or a re-run of a plan check run
-// ("rerequest": Project, or the touched projects for the "kl plan" and
+// (TriggerRerequest: Project, or the touched projects for the "kl plan" and
 // "kl config" runs). Unique on (repo, PR, head SHA, key). For pushes the
 // key is KeyPush, or KeyDraft when the delivery's pull request is a draft:
 // GitHub sends synchronize and ready_for_review for one push
@@ -33,10 +64,10 @@ const (
 // request as fetched when the job runs (Bot.plan).
 type PlanArgs struct {
 	JobBase
-	HeadSHA string `json:"head_sha" river:"unique"` // "" for comments: the PR's head when the job runs
-	Key     string `json:"key" river:"unique"`
-	Trigger string `json:"trigger"`
-	Project string `json:"project,omitempty"`
+	HeadSHA string     `json:"head_sha" river:"unique"` // "" for comments: the PR's head when the job runs
+	Key     string     `json:"key" river:"unique"`
+	Trigger JobTrigger `json:"trigger"`
+	Project string     `json:"project,omitempty"`
 }
 
 // Kind is KindPlan.
@@ -47,16 +78,16 @@ func (PlanArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: MaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// ApplyArgs applies the open plans of a pull request: Trigger "comment"
-// ("/kl apply"), "button" (the plan check run's Apply button; HeadSHA is
-// the check run's), "merge" (pull_request closed with merged: projects
-// whose apply_trigger is merge) or "close" (closed unmerged: open plans are
-// superseded). Project "" means every project of the PR.
+// ApplyArgs applies the open plans of a pull request: Trigger
+// TriggerComment ("/kl apply"), TriggerButton (the plan check run's Apply
+// button; HeadSHA is the check run's), TriggerMerge (pull_request closed
+// with merged: projects whose apply_trigger is merge) or TriggerClose
+// (closed unmerged: open plans are superseded). Project "" means every project of the PR.
 type ApplyArgs struct {
 	JobBase
-	Trigger string `json:"trigger"`
-	Project string `json:"project,omitempty"`
-	HeadSHA string `json:"head_sha,omitempty"`
+	Trigger JobTrigger `json:"trigger"`
+	Project string     `json:"project,omitempty"`
+	HeadSHA string     `json:"head_sha,omitempty"`
 }
 
 // Kind is KindApply.

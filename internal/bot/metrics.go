@@ -11,7 +11,7 @@ import (
 //	klbot_deliveries_total{event, outcome}   deliveries Accept handled: enqueued, duplicate, ignored
 //	klbot_jobs_total{kind, result}           jobs finished: ok, refused, skipped, error (retried), cancelled (a final GitHub error)
 //	klbot_job_duration_seconds{kind}         job run time, seconds
-//	klbot_runs_total{kind, outcome}          Kilolock runs klbot made: plan planned/failed, apply applied/refused/failed
+//	klbot_runs_total{kind, outcome}          Kilolock runs klbot made: plan planned/refused/failed, apply applied/refused/interrupted/failed
 type Metrics struct {
 	deliveries *prometheus.CounterVec
 	jobs       *prometheus.CounterVec
@@ -40,9 +40,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 func (m *Metrics) delivery(event, outcome string) { m.deliveries.WithLabelValues(event, outcome).Inc() }
 
-func (m *Metrics) job(kind, result string, d time.Duration) {
-	m.jobs.WithLabelValues(kind, result).Inc()
+func (m *Metrics) job(kind string, result JobResult, d time.Duration) {
+	m.jobs.WithLabelValues(kind, string(result)).Inc()
 	m.duration.WithLabelValues(kind).Observe(d.Seconds())
 }
 
-func (m *Metrics) run(kind, outcome string) { m.runs.WithLabelValues(kind, outcome).Inc() }
+func (m *Metrics) run(kind string, outcome runOutcome) {
+	m.runs.WithLabelValues(kind, string(outcome)).Inc()
+}
+
+// runOutcome is how a Kilolock run klbot made ended, as klbot_runs_total's
+// outcome label says.
+type runOutcome string
+
+// Run outcomes: a plan is planned, refused (its state does not exist) or
+// failed; an apply is applied, refused, interrupted or failed.
+const (
+	outcomePlanned     runOutcome = "planned"
+	outcomeApplied     runOutcome = "applied"
+	outcomeRefused     runOutcome = "refused"
+	outcomeInterrupted runOutcome = "interrupted"
+	outcomeFailed      runOutcome = "failed"
+)

@@ -12,11 +12,10 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
+	"github.com/kilolock/kilolock/internal/tarball"
 )
-
-// maxConfigBytes caps kl.yaml.
-const maxConfigBytes = 1 << 20
 
 // checkout is a pull request's head commit, extracted for one job.
 type checkout struct {
@@ -24,7 +23,7 @@ type checkout struct {
 	head   string
 	files  []string // changed files, repository-relative (renames: both names)
 	root   string   // the extracted repository
-	config *RepoConfig
+	config *klyaml.Config
 }
 
 // plan is the plan job (PlanArgs): read the pull request (a push whose head
@@ -43,7 +42,7 @@ type checkout struct {
 // re-runs plan drafts too. Left to "/kl plan": a pull request converted to
 // a draft before its KeyPush job ran and made ready again at the same head
 // (that ready_for_review is a Duplicate).
-func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
+func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
 	log := logOf(ctx)
 	c, repo, pr, err := b.pullRequest(ctx, a.JobBase)
 	if err != nil {
@@ -51,25 +50,25 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 	}
 	if pr.State != "open" {
 		log.Info("pull request is closed: not planning")
-		return "skipped", nil
+		return ResultSkipped, nil
 	}
 	if a.HeadSHA != "" && pr.HeadSHA != a.HeadSHA {
 		log.Info("superseded: the pull request's head moved on", "job_head", a.HeadSHA, "head", pr.HeadSHA)
-		return "skipped", nil
+		return ResultSkipped, nil
 	}
 	if a.Key == KeyDraft && !pr.Draft {
 		log.Info("ready for review since the delivery: the ready_for_review delivery's job plans it")
-		return "skipped", nil
+		return ResultSkipped, nil
 	}
-	if a.Trigger == "comment" {
+	if a.Trigger == TriggerComment {
 		if ok, err := b.mayWrite(ctx, c, repo, a); err != nil || !ok {
-			return "refused", err
+			return ResultRefused, err
 		}
 	}
-	if pr.Fork && a.Trigger == "push" && !b.opts.AllowForkPRs {
+	if pr.Fork && a.Trigger == TriggerPush && !b.opts.AllowForkPRs {
 		// Before the checkout: nothing of the fork's is fetched or run.
 		log.Info("pull request from a fork: not planned on push (KLBOT_ALLOW_FORK_PRS)", "head_repo", pr.HeadRepo)
-		return "skipped", b.reportFork(ctx, c, repo, pr)
+		return ResultSkipped, b.reportFork(ctx, c, repo, pr)
 	}
 	co, err := b.checkout(ctx, c, repo, pr)
 	if err != nil {
@@ -77,23 +76,22 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 	}
 	defer os.RemoveAll(filepath.Dir(co.root))
 	if co.config == nil { // invalid kl.yaml, reported
-		return "refused", nil
+		return ResultRefused, nil
 	}
-	if pr.Draft && !co.config.PlanDrafts && a.Trigger == "push" {
+	if pr.Draft && !co.config.PlanDrafts && a.Trigger == TriggerPush {
 		log.Info("draft pull request: not planned (kl.yaml plan_drafts: false)")
-		return "skipped", nil
+		return ResultSkipped, nil
 	}
 	var names []string
 	touched := map[string][]string{}
 	if a.Project != "" {
 		p, ok := co.config.Project(a.Project)
 		if !ok {
-			return "refused", b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl plan -p %s`: no such project\n\n%s has no project %q; its projects are: %s.\n",
-				a.Project, ConfigFile, a.Project, codeList(co.config.Names())))
+			return ResultRefused, b.replyNotice(ctx, c, repo, a.JobBase, report.NoSuchProject{Project: a.Project, Projects: co.config.Names()})
 		}
 		names, touched[p.Name] = []string{p.Name}, p.Touches(co.files)
 	} else {
-		sel := Select(co.config, co.files)
+		sel := klyaml.Select(co.config, co.files)
 		names, touched = sel.Order, sel.Touched
 	}
 	rows, err := b.db.projects(ctx, a.Repo, a.PR)
@@ -107,7 +105,7 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 		if err := b.reportNoneTouched(ctx, c, repo, a.PR, co); err != nil {
 			return "", err
 		}
-		return "skipped", b.updateSticky(ctx, c, repo, a.PR)
+		return ResultSkipped, b.updateSticky(ctx, c, repo, a.PR)
 	}
 	for _, name := range names {
 		p, _ := co.config.Project(name)
@@ -115,7 +113,7 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (string, error) {
 			return "", err
 		}
 	}
-	return "ok", b.updateSticky(ctx, c, repo, a.PR)
+	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)
 }
 
 // checkout lists the changed files, downloads the head's tarball with the
@@ -151,10 +149,10 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("creating checkout dir: %w", err)
 	}
-	if err := ExtractTarball(tgz, co.root, b.opts.Extract); err != nil {
+	if err := tarball.Extract(tgz, co.root, b.opts.Extract); err != nil {
 		os.RemoveAll(tmp)
-		if errors.Is(err, ErrUnsafeArchive) {
-			return co, b.reportConfig(ctx, c, repo, pr, "the repository archive was refused", err.Error())
+		if errors.Is(err, tarball.ErrUnsafe) {
+			return co, b.reportConfig(ctx, c, repo, pr.Number, report.ConfigProblem{Title: "the repository archive was refused", HeadSHA: pr.HeadSHA, Problem: err.Error()})
 		}
 		return nil, err
 	}
@@ -163,55 +161,54 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	if problem != "" {
-		return co, b.reportConfig(ctx, c, repo, pr, "kl.yaml is invalid", problem)
+	if problem != nil {
+		problem.Title, problem.HeadSHA = "kl.yaml is invalid", pr.HeadSHA
+		return co, b.reportConfig(ctx, c, repo, pr.Number, *problem)
 	}
 	co.config = cfg
 	return co, nil
 }
 
-// readConfig reads kl.yaml at the repository root: absent → DefaultConfig;
-// a symbolic link, a directory or more than 1 MiB → a problem; invalid → a
-// problem listing every "kl.yaml:LINE: what".
-func readConfig(root, repo string, trigger Trigger) (*RepoConfig, string, error) {
-	p := filepath.Join(root, ConfigFile)
+// readConfig reads kl.yaml at the repository root: absent →
+// klyaml.Default; a symbolic link, a directory or more than
+// klyaml.MaxBytes → a problem; invalid → every "kl.yaml:LINE: what".
+func readConfig(root, repo string, trigger klyaml.Trigger) (*klyaml.Config, *report.ConfigProblem, error) {
+	p := filepath.Join(root, klyaml.File)
 	fi, err := os.Lstat(p)
 	if errors.Is(err, os.ErrNotExist) {
-		return DefaultConfig(repo, trigger), "", nil
+		return klyaml.Default(repo, trigger), nil, nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", klyaml.File, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, ConfigFile + ": must be a regular file (not a link or a directory)", nil
+		return nil, &report.ConfigProblem{Problem: klyaml.File + ": must be a regular file (not a link or a directory)"}, nil
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", klyaml.File, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, klyaml.MaxBytes+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("reading %s: %w", ConfigFile, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", klyaml.File, err)
 	}
-	if len(data) > maxConfigBytes {
-		return nil, fmt.Sprintf("%s: larger than %d bytes", ConfigFile, maxConfigBytes), nil
+	if len(data) > klyaml.MaxBytes {
+		return nil, &report.ConfigProblem{Problem: fmt.Sprintf("%s: larger than %d bytes", klyaml.File, klyaml.MaxBytes)}, nil
 	}
-	cfg, err := ParseConfig(data, trigger)
-	var ce *ConfigError
+	cfg, err := klyaml.Parse(data, trigger)
+	var ce *klyaml.Error
 	if errors.As(err, &ce) {
-		return nil, "- " + strings.Join(ce.Problems, "\n- "), nil
+		return nil, &report.ConfigProblem{Problems: ce.Problems}, nil
 	}
-	return cfg, "", err
+	return cfg, nil, err
 }
 
 // reportConfig fails the "kl config" check run on the head with what is
 // wrong and where.
-func (b *Bot) reportConfig(ctx context.Context, c Client, repo github.Repo, pr github.PullRequest, title, problems string) error {
-	summary := fmt.Sprintf("### ⛔ %s\n\nklbot did not plan commit `%s`:\n\n%s\n\nFix it and push again; the format is in docs/kl-yaml.md.\n",
-		title, short(pr.HeadSHA), problems)
-	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckConfig, HeadSHA: pr.HeadSHA, ExternalID: externalID(pr.Number, ""),
-		Conclusion: "failure", Title: title, Summary: report.Truncate(summary, report.CheckRunSummaryLimit)})
+func (b *Bot) reportConfig(ctx context.Context, c Client, repo github.Repo, pr int, n report.ConfigProblem) error {
+	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckConfig, HeadSHA: n.HeadSHA, ExternalID: externalID(pr, ""),
+		Conclusion: "failure", Title: n.Title, Summary: noticeMarkdown(n, report.CheckRunSummaryLimit)})
 	return err
 }
 
@@ -219,29 +216,21 @@ func (b *Bot) reportConfig(ctx context.Context, c Client, repo github.Repo, pr g
 // request from a fork was not planned (Options.AllowForkPRs) and how to
 // plan it.
 func (b *Bot) reportFork(ctx context.Context, c Client, repo github.Repo, pr github.PullRequest) error {
-	summary := fmt.Sprintf("### Not planned: a pull request from a fork\n\n"+
-		"Commit `%s` comes from `%s`. A plan runs the pull request's Terraform code with klbot's cloud credentials, "+
-		"so klbot does not plan pull requests from forks on push.\n\n"+
-		"A user with write permission on %s who has read the change can plan it: comment `/kl plan`. "+
-		"(An operator can set `KLBOT_ALLOW_FORK_PRS=true` to plan every fork's push.)\n",
-		short(pr.HeadSHA), pr.HeadRepo, repo)
+	n := report.ForkNotPlanned{HeadSHA: pr.HeadSHA, HeadRepo: pr.HeadRepo, Repo: repo.String()}
 	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckPlan, HeadSHA: pr.HeadSHA, ExternalID: externalID(pr.Number, ""),
-		Conclusion: "neutral", Title: "Not planned: a pull request from a fork", Summary: report.Truncate(summary, report.CheckRunSummaryLimit)})
+		Conclusion: "neutral", Title: report.ForkNotPlannedTitle, Summary: noticeMarkdown(n, report.CheckRunSummaryLimit)})
 	return err
 }
 
 // reportNoneTouched says, in the "kl plan" check run, that no project is
 // touched by the changed files.
 func (b *Bot) reportNoneTouched(ctx context.Context, c Client, repo github.Repo, pr int, co *checkout) error {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "### No project touched\n\nNone of the %d changed files of commit `%s` matches a project's `when_modified`, so nothing was planned.\n\n| project | dir | when_modified |\n| --- | --- | --- |\n",
-		len(co.files), short(co.head))
+	n := report.NoneTouched{Files: len(co.files), HeadSHA: co.head}
 	for _, p := range co.config.Projects {
-		fmt.Fprintf(&sb, "| `%s` | `%s` | %s |\n", p.Name, p.Dir, codeList(p.WhenModified))
+		n.Projects = append(n.Projects, report.NoticeProject{Name: p.Name, Dir: p.Dir, WhenModified: p.WhenModified})
 	}
-	sb.WriteString("\nTo plan a project anyway, comment `/kl plan -p PROJECT`.\n")
 	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckPlan, HeadSHA: co.head, ExternalID: externalID(pr, ""),
-		Conclusion: "neutral", Title: "No project touched", Summary: report.Truncate(sb.String(), report.CheckRunSummaryLimit)})
+		Conclusion: "neutral", Title: report.NoneTouchedTitle, Summary: noticeMarkdown(n, report.CheckRunSummaryLimit)})
 	return err
 }
 
@@ -269,11 +258,9 @@ func (b *Bot) supersedeOld(ctx context.Context, rows []projectRow, co *checkout,
 		if planned[r.Project] || explicit {
 			continue
 		}
-		r.Note = fmt.Sprintf("Commit `%s` no longer touches this project: its plan `%s` at `%s` was superseded and is not carried forward.",
-			short(co.head), r.PlanRun, short(r.HeadSHA))
-		if _, ok := co.config.Project(r.Project); !ok {
-			r.Note = fmt.Sprintf("Project %q is not in %s at `%s` any more: its plan `%s` was superseded.", r.Project, ConfigFile, short(co.head), r.PlanRun)
-		}
+		_, kept := co.config.Project(r.Project)
+		r.Note = note{Kind: noteSuperseded, Text: report.PlanSuperseded{Project: r.Project, HeadSHA: co.head, PlanRun: r.PlanRun,
+			PlanSHA: r.HeadSHA, Gone: !kept}.Note()}
 		r.HeadSHA = co.head
 		if err := b.db.saveProject(ctx, r); err != nil {
 			return err
@@ -288,24 +275,22 @@ func isStatusErr(err error) bool {
 }
 
 // planProject plans one project and reports it in "kl plan · PROJECT".
-func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a PlanArgs, co *checkout, p Project, files []string) error {
+func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a PlanArgs, co *checkout, p klyaml.Project, files []string) error {
 	log := logOf(ctx).With("project", p.Name, "state", p.State)
 	row := projectRow{Repo: a.Repo, PR: a.PR, Project: p.Name, State: p.State, Installation: a.Installation,
 		HeadSHA: co.head, Config: p, Open: true}
 	check := github.CheckRun{Name: PlanCheckName(p.Name), HeadSHA: co.head, ExternalID: externalID(a.PR, p.Name), DetailsURL: ""}
-	if _, err := b.eng.Store.GetState(ctx, p.State); errors.Is(err, engine.ErrNotFound) {
-		msg := fmt.Sprintf("State `%s` does not exist in Kilolock, so project `%s` cannot be planned. klbot never creates a state by itself "+
-			"(a mistyped name would plan every resource as new). Create it once with `kl state init %s` (empty), or adopt the current "+
-			"state file with `kl state init %s --from terraform.tfstate`, then comment `/kl plan`.", p.State, p.Name, p.State, p.State)
-		check.Conclusion, check.Title, check.Summary = "failure", "State "+p.State+" does not exist", "### ⛔ State `"+p.State+"` does not exist\n\n"+msg+"\n"
-		row.Note = "⛔ " + msg
-		b.metrics.run("plan", "refused")
+	if _, err := b.eng.State(ctx, p.State); errors.Is(err, engine.ErrNotFound) {
+		n := report.MissingState{State: p.State, Project: p.Name}
+		check.Conclusion, check.Title, check.Summary = "failure", "State "+p.State+" does not exist", noticeMarkdown(n, 0)
+		row.Note = note{Kind: noteRefused, Text: n.Note()}
+		b.metrics.run("plan", outcomeRefused)
 		if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
 			return err
 		}
 		return b.db.saveProject(ctx, row)
 	} else if err != nil {
-		return fmt.Errorf("reading state %s: %w", p.State, err)
+		return err
 	}
 	actor := a.Actor
 	if actor == "" {
@@ -321,17 +306,17 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 			return err // shutting down or timed out: River retries
 		}
 		log.Warn("plan failed", "err", err)
-		b.metrics.run("plan", "failed")
+		b.metrics.run("plan", outcomeFailed)
 		check.Conclusion, check.Title = "failure", "Plan failed"
-		check.Summary = report.Truncate(fmt.Sprintf("### ❌ Plan of `%s` on **%s** failed\n\n```\n%s\n```\n\nFix the configuration and push again, or comment `/kl plan -p %s`.\n",
-			p.Name, p.State, strings.ReplaceAll(err.Error(), "```", "'''"), p.Name), report.CheckRunSummaryLimit)
-		row.Note = "❌ The plan failed: see the `" + PlanCheckName(p.Name) + "` check run."
+		n := report.PlanFailed{Project: p.Name, State: p.State, Error: err.Error(), CheckRun: PlanCheckName(p.Name)}
+		check.Summary = noticeMarkdown(n, report.CheckRunSummaryLimit)
+		row.Note = note{Kind: noteFailed, Text: n.Note()}
 		if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
 			return err
 		}
 		return b.db.saveProject(ctx, row)
 	}
-	b.metrics.run("plan", "planned")
+	b.metrics.run("plan", outcomePlanned)
 	row.PlanRun = out.Run.ID
 	var md bytes.Buffer
 	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
@@ -343,7 +328,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 		check.Conclusion = "neutral"
 	}
 	check.DetailsURL = b.runURL(out.Run.ID)
-	if p.ApplyTrigger == TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
+	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
 		check.Actions = []github.CheckRunAction{{Label: "Apply", Description: "Apply this plan (needs write access)", Identifier: ApplyActionID}}
 	}
 	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
@@ -378,17 +363,17 @@ func planTitle(out *engine.PlanOutcome) string {
 }
 
 // planHeader says how this project's plan gets applied.
-func planHeader(p Project, out *engine.PlanOutcome) string {
+func planHeader(p klyaml.Project, out *engine.PlanOutcome) string {
 	if out.Run.Envelope != nil && out.Run.Envelope.Summary.Empty() {
 		return "> Nothing to apply: the plan changes nothing.\n\n"
 	}
-	if p.ApplyTrigger == TriggerMerge {
+	if p.ApplyTrigger == klyaml.TriggerMerge {
 		return fmt.Sprintf("> Project `%s` applies when the pull request is merged (`apply_trigger: merge`).\n\n", p.Name)
 	}
 	return fmt.Sprintf("> Apply with the **Apply** button or a comment `/kl apply -p %s` (needs write access%s).\n\n", p.Name, reqWords(p.ApplyRequirements))
 }
 
-func reqWords(rs []Requirement) string {
+func reqWords(rs []klyaml.Requirement) string {
 	if len(rs) == 0 {
 		return ""
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -48,19 +49,12 @@ func (b *Bot) mayWrite(ctx context.Context, c Client, repo github.Repo, a PlanAr
 	if perm.AtLeast(github.PermissionWrite) {
 		return true, nil
 	}
-	return false, b.reply(ctx, c, repo, a.JobBase, fmt.Sprintf("### ⛔ `/kl plan` refused: write permission\n\n"+
-		"- **rule:** only users with write permission on %s may plan or apply\n- **why:** %s\n", a.Repo, permissionWhy(a.Actor, a.Repo, perm, "/kl plan")))
+	return false, b.replyNotice(ctx, c, repo, a.JobBase, report.PlanNotAllowed{Actor: a.Actor, Repo: a.Repo, Permission: string(perm)})
 }
 
-// permissionWhy says in words what the actor may do on repo and what verb
-// needs: "@stranger has no permission on acme/infra; /kl apply needs
-// write" (maintain and admin include write).
-func permissionWhy(actor, repo string, perm github.Permission, verb string) string {
-	has := "no permission"
-	if perm != "" && perm != github.PermissionNone {
-		has = string(perm) + " permission"
-	}
-	return fmt.Sprintf("@%s has %s on %s; %s needs write", actor, has, repo, verb)
+// replyNotice replies with one of the bot's notices (reply).
+func (b *Bot) replyNotice(ctx context.Context, c Client, repo github.Repo, j JobBase, n report.BotNotice) error {
+	return b.reply(ctx, c, repo, j, noticeMarkdown(n, 0))
 }
 
 // codeListOr is codeList, or none when items is empty.
@@ -69,6 +63,17 @@ func codeListOr(items []string, none string) string {
 		return none
 	}
 	return codeList(items)
+}
+
+// noticeMarkdown renders a notice of the bot's (report.Notice), cut to
+// limit bytes by report.Truncate when limit > 0.
+func noticeMarkdown(n report.BotNotice, limit int) string {
+	var md strings.Builder
+	report.Notice(&md, n, report.Options{Format: report.Markdown}) //nolint:errcheck // a strings.Builder does not fail
+	if limit > 0 {
+		return report.Truncate(md.String(), limit)
+	}
+	return md.String()
 }
 
 // answer is the reply job: "/kl why", "/kl history", "/kl help" and
@@ -103,7 +108,7 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
 	var ids []string
 	if a.Command.Run != "" {
-		r, err := b.eng.Store.GetRun(ctx, a.Command.Run)
+		r, err := b.eng.Run(ctx, a.Command.Run)
 		if errors.Is(err, engine.ErrNotFound) || (err == nil && (r.PR == nil || r.PR.Repo != a.Repo)) {
 			return fmt.Sprintf("Run `%s` is not a run of %s.\n", a.Command.Run, a.Repo), nil
 		}
@@ -164,9 +169,9 @@ func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		state, err := b.eng.Store.GetState(ctx, st)
+		state, err := b.eng.State(ctx, st)
 		if err != nil {
-			return "", fmt.Errorf("reading state %s: %w", st, err)
+			return "", err
 		}
 		if err := report.History(&out, state, h, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
 			return "", err

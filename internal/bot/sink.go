@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -106,11 +107,11 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 			if e.GetPullRequest().GetDraft() {
 				key = KeyDraft
 			}
-			return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: key, Trigger: "push"}}, nil
+			return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: key, Trigger: TriggerPush}}, nil
 		case "closed":
-			trig := "close"
+			trig := TriggerClose
 			if e.GetPullRequest().GetMerged() {
-				trig = "merge"
+				trig = TriggerMerge
 				if by := e.GetPullRequest().GetMergedBy().GetLogin(); by != "" {
 					base.Actor = by
 				}
@@ -128,9 +129,9 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 		base.Actor, base.CommentID = e.GetComment().GetUser().GetLogin(), e.GetComment().GetID()
 		switch cmd.Name {
 		case CmdPlan:
-			return []river.JobArgs{PlanArgs{JobBase: base, Key: d.ID, Trigger: "comment", Project: cmd.Project}}, nil
+			return []river.JobArgs{PlanArgs{JobBase: base, Key: d.ID, Trigger: TriggerComment, Project: cmd.Project}}, nil
 		case CmdApply:
-			return []river.JobArgs{ApplyArgs{JobBase: base, Trigger: "comment", Project: cmd.Project}}, nil
+			return []river.JobArgs{ApplyArgs{JobBase: base, Trigger: TriggerComment, Project: cmd.Project}}, nil
 		}
 		return []river.JobArgs{ReplyArgs{JobBase: base, Command: cmd}}, nil
 	case *gh.CheckRunEvent:
@@ -144,9 +145,9 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 			if e.GetRequestedAction().Identifier != ApplyActionID {
 				return nil, nil
 			}
-			return []river.JobArgs{ApplyArgs{JobBase: base, Trigger: "button", Project: project, HeadSHA: d.HeadSHA}}, nil
+			return []river.JobArgs{ApplyArgs{JobBase: base, Trigger: TriggerButton, Project: project, HeadSHA: d.HeadSHA}}, nil
 		case "rerequested": // project "": the "kl plan" or "kl config" run, every touched project
-			return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: d.ID, Trigger: "rerequest", Project: project}}, nil
+			return []river.JobArgs{PlanArgs{JobBase: base, HeadSHA: d.HeadSHA, Key: d.ID, Trigger: TriggerRerequest, Project: project}}, nil
 		}
 	case *gh.InstallationEvent:
 		switch d.Action {
@@ -178,7 +179,7 @@ func parseExternalID(s string) (pr int, project string, ok bool) {
 	if _, err := fmt.Sscanf(num, "%d", &pr); err != nil || pr <= 0 {
 		return 0, "", false
 	}
-	if project != "" && !projectNameRE.MatchString(project) {
+	if project != "" && !klyaml.ValidProjectName(project) {
 		return 0, "", false
 	}
 	return pr, project, true

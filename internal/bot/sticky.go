@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
@@ -51,7 +52,7 @@ func (b *Bot) updateSticky(ctx context.Context, c Client, repo github.Repo, pr i
 // "kl run show RUN" line. Cut to report.CommentLimit keeping the summary.
 func (b *Bot) composeSticky(ctx context.Context, repo string, pr int, rows []projectRow) (string, error) {
 	var head, body strings.Builder
-	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
+	opts := report.Options{Format: report.Markdown, RunURL: b.runURL, HeadingLevel: 5}
 	head.WriteString(mdMore + "the kl apply · PROJECT check runs, or kl run show RUN -->\n")
 	fmt.Fprintf(&head, "### Kilolock · %s#%d\n\n| project | state | status | version | run |\n| --- | --- | --- | --- | --- |\n", repo, pr)
 	for _, r := range rows {
@@ -70,7 +71,9 @@ type section struct {
 	icon, status, version, run, text string
 }
 
-// projectSection renders one project of the sticky comment.
+// projectSection renders one project of the sticky comment: its latest
+// apply (applySection) or plan (planSection), the bot's note, and the
+// command that shows its latest run.
 func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Options) (section, error) {
 	s := section{icon: "📝", status: "no plan", version: "—", run: "—"}
 	var t strings.Builder
@@ -78,78 +81,24 @@ func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Opti
 	if id != "" {
 		s.run = b.runLink(id)
 	}
+	var err error
 	switch {
 	case r.ApplyRun != "":
-		story, err := b.eng.RunStory(ctx, r.ApplyRun)
-		if err != nil {
-			return s, err
-		}
-		s.status, s.icon = applyStatus(story.Run.Status)
-		if v := story.Version; v != nil {
-			p := v.Provenance
-			match := "exact"
-			if !p.Exact {
-				match = "drift"
-			}
-			s.version = fmt.Sprintf("serial %d → %d (%s, %s)", p.SourceSerial, p.CommittedSerial, p.Mode, match)
-		}
-		var md bytes.Buffer
-		if err := report.Apply(&md, story, opts); err != nil {
-			return s, err
-		}
-		t.WriteString(demote(md.String()))
-		if story.Version != nil {
-			later, err := b.since(ctx, r.PlanRun, story.Version.Serial)
-			if err != nil {
-				return s, err
-			}
-			t.WriteString(later)
-		}
+		err = b.applySection(ctx, r, opts, &s, &t)
 	case r.PlanRun != "":
-		run, err := b.eng.Store.GetRun(ctx, r.PlanRun)
-		if err != nil {
-			return s, fmt.Errorf("reading plan %s: %w", r.PlanRun, err)
-		}
-		s.status = string(run.Status)
-		if run.Status != engine.StatusPlanned {
-			s.icon = "⏹️"
-			fmt.Fprintf(&t, "Plan %s at `%s` is **%s**", b.runLink(run.ID), short(r.HeadSHA), run.Status)
-			if e := report.EndText(run.ID, run.End); e != "" {
-				t.WriteString(": " + e)
-			}
-			t.WriteString(".\n")
-			break
-		}
-		env := run.Envelope
-		fmt.Fprintf(&t, "Plan %s at `%s` against serial %d: %s. ", b.runLink(run.ID), short(r.HeadSHA),
-			env.SourceSerial, planTitle(&engine.PlanOutcome{Run: run}))
-		if r.Config.ApplyTrigger == TriggerMerge {
-			t.WriteString("It applies when the pull request is merged.\n")
-		} else {
-			fmt.Fprintf(&t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", r.Project, PlanCheckName(r.Project))
-		}
-		sp, err := b.eng.SincePlan(ctx, run.ID)
-		if err != nil {
-			return s, err
-		}
-		if len(sp.Entries) == 0 {
-			fmt.Fprintf(&t, "\nNo version committed since this plan (serial %d is still the head).\n", env.SourceSerial)
-			break
-		}
-		var md bytes.Buffer
-		if err := report.SincePlan(&md, sp, run, opts); err != nil {
-			return s, err
-		}
-		t.WriteString("\n" + demote(md.String()))
+		err = b.planSection(ctx, r, opts, &s, &t)
 	}
-	if r.Note != "" {
-		if id == "" || r.ApplyRun == "" {
-			s.status = noteStatus(r.Note, s.status)
-		}
-		if strings.HasPrefix(r.Note, "⛔") {
+	if err != nil {
+		return s, err
+	}
+	if r.Note.Text != "" {
+		if r.Note.Kind == noteRefused {
 			s.icon = "⛔"
+			if id == "" || r.ApplyRun == "" {
+				s.status = "⛔ refused"
+			}
 		}
-		t.WriteString("\n> " + r.Note + "\n")
+		t.WriteString("\n> " + r.Note.Text + "\n")
 	}
 	if id != "" {
 		fmt.Fprintf(&t, "\n`kl run show %s`", id)
@@ -160,6 +109,87 @@ func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Opti
 	}
 	s.text = t.String()
 	return s, nil
+}
+
+// applySection is a project's section after an apply: its status and
+// committed version for the summary table, report.Apply of its story, and
+// the versions committed since (live).
+func (b *Bot) applySection(ctx context.Context, r projectRow, opts report.Options, s *section, t *strings.Builder) error {
+	story, err := b.eng.RunStory(ctx, r.ApplyRun)
+	if err != nil {
+		return err
+	}
+	s.status, s.icon = applyStatus(story.Run.Status)
+	if v := story.Version; v != nil {
+		p := v.Provenance
+		match := "exact"
+		if !p.Exact {
+			match = "drift"
+		}
+		s.version = fmt.Sprintf("serial %d → %d (%s, %s)", p.SourceSerial, p.CommittedSerial, p.Mode, match)
+	}
+	var md bytes.Buffer
+	if err := report.Apply(&md, story, opts); err != nil {
+		return err
+	}
+	t.WriteString(withoutMarkers(md.String()))
+	if story.Version == nil {
+		return nil
+	}
+	later, err := b.since(ctx, r.PlanRun, story.Version.Serial)
+	if err != nil {
+		return err
+	}
+	t.WriteString(later)
+	return nil
+}
+
+// planSection is a project's section with a plan and no apply: a plan that
+// is no longer open says how it ended (closedPlan); an open one says how
+// to apply it and what was committed since (live since-plan).
+func (b *Bot) planSection(ctx context.Context, r projectRow, opts report.Options, s *section, t *strings.Builder) error {
+	run, err := b.eng.Run(ctx, r.PlanRun)
+	if err != nil {
+		return err
+	}
+	s.status = string(run.Status)
+	if run.Status != engine.StatusPlanned {
+		s.icon = "⏹️"
+		t.WriteString(b.closedPlan(r, run))
+		return nil
+	}
+	env := run.Envelope
+	fmt.Fprintf(t, "Plan %s at `%s` against serial %d: %s. ", b.runLink(run.ID), short(r.HeadSHA),
+		env.SourceSerial, planTitle(&engine.PlanOutcome{Run: run}))
+	if r.Config.ApplyTrigger == klyaml.TriggerMerge {
+		t.WriteString("It applies when the pull request is merged.\n")
+	} else {
+		fmt.Fprintf(t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", r.Project, PlanCheckName(r.Project))
+	}
+	sp, err := b.eng.SincePlan(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	if len(sp.Entries) == 0 {
+		fmt.Fprintf(t, "\nNo version committed since this plan (serial %d is still the head).\n", env.SourceSerial)
+		return nil
+	}
+	var md bytes.Buffer
+	if err := report.SincePlan(&md, sp, run, opts); err != nil {
+		return err
+	}
+	t.WriteString("\n" + withoutMarkers(md.String()))
+	return nil
+}
+
+// closedPlan is the line of a plan that is no longer open: its status and
+// how it ended (report.EndText).
+func (b *Bot) closedPlan(r projectRow, run engine.Run) string {
+	line := fmt.Sprintf("Plan %s at `%s` is **%s**", b.runLink(run.ID), short(r.HeadSHA), run.Status)
+	if e := report.EndText(run.ID, run.End); e != "" {
+		line += ": " + e
+	}
+	return line + ".\n"
 }
 
 // since lists, live, the versions committed after serial, classified
@@ -227,36 +257,26 @@ func applyStatus(s engine.RunStatus) (status, icon string) {
 	return "❌ " + string(s), "❌"
 }
 
-func noteStatus(note, status string) string {
-	if strings.HasPrefix(note, "⛔") {
-		return "⛔ refused"
-	}
-	return status
-}
-
-// demote makes a report fit under the project's heading: its markers go
-// (the comment has its own) and headings go two levels down.
-func demote(md string) string {
+// withoutMarkers drops a report's layout markers (report.Truncate's): a
+// report nested under a project's heading (rendered at HeadingLevel 5)
+// leaves them to the comment, which has its own.
+func withoutMarkers(md string) string {
 	var out strings.Builder
 	for _, l := range strings.SplitAfter(md, "\n") {
-		switch {
-		case strings.HasPrefix(l, "<!-- kilolock:"):
-			continue
-		case strings.HasPrefix(l, "### "), strings.HasPrefix(l, "#### "):
-			l = "##" + l
+		if !strings.HasPrefix(l, "<!-- kilolock:") {
+			out.WriteString(l)
 		}
-		out.WriteString(l)
 	}
 	return out.String()
 }
 
 // refresh is the refresh job (RefreshArgs): re-render the sticky comment.
-func (b *Bot) refresh(ctx context.Context, a RefreshArgs) (string, error) {
+func (b *Bot) refresh(ctx context.Context, a RefreshArgs) (JobResult, error) {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
 		return "", err
 	}
-	return "ok", b.updateSticky(ctx, c, repo, a.PR)
+	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)
 }
 
 // refreshOthers enqueues a refresh of the sticky comment of every other

@@ -75,22 +75,23 @@ func (p mdPainter) sentence(s sentence) string {
 	return b.String()
 }
 
-// renderMarkdown lays a doc out for GitHub: a heading, the summary, the
-// summary-end marker, then one "####" section per body section.
+// renderMarkdown lays a doc out for GitHub: a heading ("###" unless
+// o.HeadingLevel), the summary, the summary-end marker, then one section
+// a level below per body section.
 func renderMarkdown(d *doc, o Options) string {
 	p := mdPainter{o: o}
 	var b strings.Builder
 	if d.more != "" {
 		b.WriteString(mdMore + d.more + " -->\n")
 	}
-	b.WriteString("### " + titleEmoji[d.tone] + p.sentence(d.title) + "\n")
+	b.WriteString(o.heading(0) + titleEmoji[d.tone] + p.sentence(d.title) + "\n")
 	for _, blk := range d.summary {
 		b.WriteString("\n")
 		p.block(&b, blk)
 	}
 	b.WriteString("\n" + mdSummaryEnd + "\n")
 	for _, sec := range d.body {
-		b.WriteString("\n#### " + p.sentence(sec.title) + "\n")
+		b.WriteString("\n" + o.heading(1) + p.sentence(sec.title) + "\n")
 		for _, blk := range sec.blocks {
 			b.WriteString("\n")
 			p.block(&b, blk)

@@ -85,6 +85,10 @@ type Options struct {
 	// MaxMarkdown, when > 0, cuts Markdown output with Truncate to at most
 	// this many bytes (GitHub: check-run summary 65535, comment 65536).
 	MaxMarkdown int
+	// HeadingLevel is the level of a Markdown view's first heading (1–6;
+	// 0 is 3, "###"); its sections are one level below. klbot nests views
+	// in its sticky comment at level 5.
+	HeadingLevel int
 }
 
 // JSON schema identifiers, one per view (docs/json.md). Within v1 fields

@@ -1,4 +1,4 @@
-package bot
+package klyaml
 
 import (
 	"bytes"
@@ -17,88 +17,6 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-// ConfigFile is the repository configuration's path at the repository root.
-const ConfigFile = "kl.yaml"
-
-// Trigger says what applies a project's plan: a "/kl apply" comment (or the
-// check run's Apply button), or the pull request's merge.
-type Trigger string
-
-// Triggers.
-const (
-	TriggerComment Trigger = "comment"
-	TriggerMerge   Trigger = "merge"
-)
-
-// Requirement is a condition an apply needs besides write permission and a
-// plan for the pull request's current head (DESIGN.md apply step 1).
-type Requirement string
-
-// Requirements.
-const (
-	// RequireApproved: someone approved the pull request and nobody's latest
-	// review requests changes (GitHub's reviews).
-	RequireApproved Requirement = "approved"
-	// RequireMergeable: GitHub computed the pull request as mergeable.
-	RequireMergeable Requirement = "mergeable"
-)
-
-// DefaultWhenModified is the when_modified of a project that sets none:
-// Terraform files and var files in the project directory and below it.
-var DefaultWhenModified = []string{"*.tf", "*.tfvars", "**/*.tf", "**/*.tfvars"}
-
-// RepoConfig is kl.yaml (docs/kl-yaml.md): the projects of a repository,
-// each one Terraform root module planned and applied against one state.
-type RepoConfig struct {
-	Version int
-	// PlanDrafts plans draft pull requests too (default: drafts are skipped).
-	PlanDrafts bool
-	Projects   []Project
-	// Default is true when the repository has no kl.yaml and Projects is the
-	// default project.
-	Default bool
-}
-
-// Project is one kl.yaml project with the top-level defaults applied.
-type Project struct {
-	Name string `json:"name"`
-	// Dir is the root module's directory, relative to the repository root,
-	// cleaned ("." for the root); never absolute, never above the root.
-	Dir   string `json:"dir"`
-	State string `json:"state"`
-	// Workspace is "default": Kilolock owns one state per project.
-	Workspace string `json:"workspace"`
-	// WhenModified are globs relative to Dir ("**" crosses directories,
-	// "../modules/**" reaches outside it); a changed file matching one
-	// touches the project.
-	WhenModified      []string      `json:"when_modified"`
-	ApplyTrigger      Trigger       `json:"apply_trigger"`
-	ApplyRequirements []Requirement `json:"apply_requirements"`
-}
-
-// ConfigError is an invalid kl.yaml: each problem as "kl.yaml:LINE: what".
-type ConfigError struct {
-	Problems []string
-}
-
-func (e *ConfigError) Error() string {
-	return "invalid " + ConfigFile + ": " + strings.Join(e.Problems, "; ")
-}
-
-// DefaultConfig is the configuration of a repository without kl.yaml: one
-// project "default" in the repository root on state "<owner>/<repo>",
-// planned when a .tf or .tfvars file changes, applied by trigger (""
-// is comment), no extra requirements.
-func DefaultConfig(repo string, trigger Trigger) *RepoConfig {
-	if trigger == "" {
-		trigger = TriggerComment
-	}
-	return &RepoConfig{Version: 1, Default: true, Projects: []Project{{
-		Name: "default", Dir: ".", State: repo, Workspace: "default",
-		WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: []Requirement{},
-	}}}
-}
-
 // Keys kl.yaml accepts, at the top level and in a project.
 var (
 	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "plan_drafts", "projects"}
@@ -114,10 +32,10 @@ var (
 	lineRE        = regexp.MustCompile(`^line (\d+): `)
 )
 
-// ParseConfig parses kl.yaml strictly (unknown keys are errors) and
+// Parse parses kl.yaml strictly (unknown keys are errors) and
 // validates it; repo ("owner/name") is only used in messages. Every
 // problem is reported, in line order, as "kl.yaml:LINE: what" in a
-// *ConfigError, LINE being the line of the offending key or value; only a
+// *Error, LINE being the line of the offending key or value; only a
 // YAML syntax error stops at the first (its LINE: syntaxProblem). Rules:
 // one YAML document; version must be 1; at least one project; project
 // names unique, 1–64 letters, digits, '.', '_', '-'; dir relative and
@@ -134,16 +52,16 @@ var (
 // defaultTrigger — KLBOT_APPLY_TRIGGER; "" is comment — and none). A null
 // value ("dir:" with nothing) is the same as leaving the key out.
 // Anchors, aliases and merge keys ("<<") work as in YAML.
-func ParseConfig(data []byte, defaultTrigger Trigger) (*RepoConfig, error) {
+func Parse(data []byte, defaultTrigger Trigger) (*Config, error) {
 	doc, second, err := decodeYAML(data)
 	if err != nil {
-		return nil, &ConfigError{Problems: []string{syntaxProblem(data, err)}}
+		return nil, &Error{Problems: []string{syntaxProblem(data, err)}}
 	}
-	p := &configParser{budget: maxConfigPairs}
+	p := &parser{budget: maxPairs}
 	if second > 0 {
 		p.bad(second, "a second YAML document starts here (---): kl.yaml is one document; remove this line or what follows it")
 	}
-	var cfg *RepoConfig
+	var cfg *Config
 	if doc == nil || len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
 		p.bad(1, "the file is empty: want at least version: 1 and projects")
 	} else {
@@ -153,9 +71,9 @@ func ParseConfig(data []byte, defaultTrigger Trigger) (*RepoConfig, error) {
 		sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].line < p.problems[j].line })
 		out := make([]string, len(p.problems))
 		for i, pr := range p.problems {
-			out[i] = fmt.Sprintf("%s:%d: %s", ConfigFile, pr.line, pr.msg)
+			out[i] = fmt.Sprintf("%s:%d: %s", File, pr.line, pr.msg)
 		}
-		return nil, &ConfigError{Problems: out}
+		return nil, &Error{Problems: out}
 	}
 	return cfg, nil
 }
@@ -188,7 +106,7 @@ func decodeYAML(data []byte) (*yaml.Node, int, error) {
 // Bounds of syntaxProblem's search for a syntax error's line.
 const (
 	maxSyntaxProbes     = 2_000
-	maxSyntaxProbeBytes = 4 << 20 // 4 decodes of a 1 MiB kl.yaml (maxConfigBytes), about 2 s
+	maxSyntaxProbeBytes = 4 << 20 // 4 decodes of a 1 MiB kl.yaml (MaxBytes), about 2 s
 )
 
 // syntaxProblem rewrites a YAML syntax error as "kl.yaml:LINE: what".
@@ -215,7 +133,7 @@ func syntaxProblem(data []byte, err error) string {
 		}
 	}
 	later := func(line int) string {
-		return fmt.Sprintf("%s:%d: YAML syntax error on this line or a later one: %s", ConfigFile, line, msg)
+		return fmt.Sprintf("%s:%d: YAML syntax error on this line or a later one: %s", File, line, msg)
 	}
 	// ends[k-1] is the end of line k (after its newline).
 	var ends []int
@@ -239,7 +157,7 @@ func syntaxProblem(data []byte, err error) string {
 		case perr == nil:
 			continue
 		case perr.Error() == err.Error():
-			return fmt.Sprintf("%s:%d: %s", ConfigFile, k, msg)
+			return fmt.Sprintf("%s:%d: %s", File, k, msg)
 		default:
 			return later(k)
 		}
@@ -247,31 +165,31 @@ func syntaxProblem(data []byte, err error) string {
 	return later(from)
 }
 
-// maxConfigPairs bounds the key/value pairs one kl.yaml may expand to
+// maxPairs bounds the key/value pairs one kl.yaml may expand to
 // through merge keys, so that a small file cannot make the walk
 // exponential (the YAML decoder's "excessive aliasing" guard, which a
 // node walk does not get).
-const maxConfigPairs = 100_000
+const maxPairs = 100_000
 
-// configParser walks kl.yaml's node tree, collecting every problem with
+// parser walks kl.yaml's node tree, collecting every problem with
 // its line.
-type configParser struct {
-	problems []configProblem
-	budget   int // pairs left to expand (maxConfigPairs)
+type parser struct {
+	problems []lineProblem
+	budget   int // pairs left to expand (maxPairs)
 }
 
-type configProblem struct {
+type lineProblem struct {
 	line int
 	msg  string
 }
 
-func (p *configParser) bad(line int, format string, args ...any) {
-	p.problems = append(p.problems, configProblem{line: line, msg: fmt.Sprintf(format, args...)})
+func (p *parser) bad(line int, format string, args ...any) {
+	p.problems = append(p.problems, lineProblem{line: line, msg: fmt.Sprintf(format, args...)})
 }
 
 // config walks the document's root.
-func (p *configParser) config(root *yaml.Node, defaultTrigger Trigger) *RepoConfig {
-	cfg := &RepoConfig{}
+func (p *parser) config(root *yaml.Node, defaultTrigger Trigger) *Config {
+	cfg := &Config{}
 	if root.Kind != yaml.MappingNode {
 		p.bad(root.Line, "want keys such as version: 1 and projects, got %s", describe(root))
 		return cfg
@@ -330,14 +248,42 @@ type stateUser struct {
 // project walks the i-th (from 1) item of projects. A project is named
 // in messages as project "NAME", or "project I (no name)" when it has
 // none.
-func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requirement, seen map[string]int, states map[string]stateUser) Project {
+func (p *parser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requirement, seen map[string]int, states map[string]stateUser) Project {
 	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: reqs}
-	who := fmt.Sprintf("project %d (no name)", i)
 	if n.Kind != yaml.MappingNode {
 		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
 		return pr
 	}
 	fs := p.fields(n, projectKeys, "in a project", false)
+	who := p.projectName(n, i, fs, &pr, seen)
+	where := who + ": "
+	p.projectDir(fs, where, &pr)
+	stateLine, stateOK := p.projectState(n, fs, where, &pr)
+	if f, ok := fs["workspace"]; ok {
+		if ws, ok := p.string(f, where); ok && ws != "" && ws != "default" {
+			p.bad(f.val.Line, "%sworkspace %q: only \"default\" is supported (Kilolock owns one state per project: use another project and state)", where, ws)
+		}
+	}
+	if stateOK {
+		p.stateOnce(n, stateLine, who, pr, states)
+	}
+	if f, ok := fs["when_modified"]; ok {
+		pr.WhenModified = p.globs(f, where)
+	}
+	if f, ok := fs["apply_trigger"]; ok {
+		pr.ApplyTrigger = p.trigger(f, where, trigger)
+	}
+	if f, ok := fs["apply_requirements"]; ok {
+		pr.ApplyRequirements = p.requirements(f, where, reqs)
+	}
+	return pr
+}
+
+// projectName reads the i-th project's name into pr, checking it against
+// the names seen before (name → line), and returns how messages name the
+// project.
+func (p *parser) projectName(n *yaml.Node, i int, fs map[string]field, pr *Project, seen map[string]int) string {
+	who := fmt.Sprintf("project %d (no name)", i)
 	if f, ok := fs["name"]; ok {
 		pr.Name, _ = p.string(f, who+": ")
 	}
@@ -357,67 +303,67 @@ func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requ
 	if pr.Name != "" {
 		who = fmt.Sprintf("project %q", pr.Name)
 	}
-	where := who + ": "
-	if f, ok := fs["dir"]; ok {
-		if dir, ok := p.string(f, where); ok && dir != "" && !p.unprintable(f.val.Line, where+"dir", dir) {
-			clean := path.Clean(dir)
-			if path.IsAbs(dir) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(dir, `\`) {
-				p.bad(f.val.Line, "%sdir %q must be a relative path inside the repository", where, dir)
-			}
-			pr.Dir = clean
-		}
+	return who
+}
+
+// projectDir reads dir into pr, cleaned: relative, inside the repository.
+func (p *parser) projectDir(fs map[string]field, where string, pr *Project) {
+	f, ok := fs["dir"]
+	if !ok {
+		return
 	}
-	stateLine, stateOK := n.Line, false
+	if dir, ok := p.string(f, where); ok && dir != "" && !p.unprintable(f.val.Line, where+"dir", dir) {
+		clean := path.Clean(dir)
+		if path.IsAbs(dir) || clean == ".." || strings.HasPrefix(clean, "../") || strings.Contains(dir, `\`) {
+			p.bad(f.val.Line, "%sdir %q must be a relative path inside the repository", where, dir)
+		}
+		pr.Dir = clean
+	}
+}
+
+// projectState reads state into pr and returns its line (the project's
+// when it has none) and whether it is a valid state name.
+func (p *parser) projectState(n *yaml.Node, fs map[string]field, where string, pr *Project) (int, bool) {
+	line := n.Line
 	if f, ok := fs["state"]; ok {
 		pr.State, _ = p.string(f, where)
-		stateLine = f.val.Line
+		line = f.val.Line
 	}
 	switch f, ok := fs["state"]; {
 	case pr.State == "":
 		if !ok || f.val.Kind == yaml.ScalarNode {
 			p.bad(n.Line, "%sstate is required (the Kilolock state it plans against, e.g. acme/infra/prod)", where)
 		}
-	case p.unprintable(stateLine, where+"state", pr.State):
+	case p.unprintable(line, where+"state", pr.State):
 	case engine.ValidateStateName(pr.State) != nil:
-		p.bad(stateLine, "%sstate %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
+		p.bad(line, "%sstate %q: use at most %d characters in segments separated by single '/', each of letters, digits, '.', '_', '-', "+
 			"starting with a letter or digit and not ending in '.'", where, pr.State, engine.MaxStateName)
 	default:
-		stateOK = true
+		return line, true
 	}
-	if f, ok := fs["workspace"]; ok {
-		if ws, ok := p.string(f, where); ok && ws != "" && ws != "default" {
-			p.bad(f.val.Line, "%sworkspace %q: only \"default\" is supported (Kilolock owns one state per project: use another project and state)", where, ws)
-		}
+	return line, false
+}
+
+// stateOnce records pr (named who in messages, its state on stateLine) as
+// its state's user, or reports the project that has the state already.
+// One state is one Terraform configuration: planning dir A against a
+// state holding dir B's resources would plan to destroy them. Two
+// projects with the same dir and state would be one project twice
+// (workspace is always "default"), their plans making each other's stale.
+func (p *parser) stateOnce(n *yaml.Node, stateLine int, who string, pr Project, states map[string]stateUser) {
+	where := who + ": "
+	line := stateLine
+	if first, dup := states[pr.State]; dup && first.line == line {
+		line = n.Line // the same value, merged or aliased: name the project
 	}
-	// One state is one Terraform configuration: planning dir A against a
-	// state holding dir B's resources would plan to destroy them. Two
-	// projects with the same dir and state would be one project twice
-	// (workspace is always "default"), their plans making each other's
-	// stale.
-	if stateOK {
-		line := stateLine
-		if first, dup := states[pr.State]; dup && first.line == line {
-			line = n.Line // the same value, merged or aliased: name the project
-		}
-		switch first, dup := states[pr.State]; {
-		case !dup:
-			states[pr.State] = stateUser{who: who, line: stateLine, dir: pr.Dir}
-		case first.dir != pr.Dir:
-			p.bad(line, "%sstate %q is also %s's (line %d): one state is one configuration (dir)", where, pr.State, first.who, first.line)
-		default:
-			p.bad(line, "%sstate %q is also %s's (line %d), with the same dir %q: one state is one project", where, pr.State, first.who, first.line, pr.Dir)
-		}
+	switch first, dup := states[pr.State]; {
+	case !dup:
+		states[pr.State] = stateUser{who: who, line: stateLine, dir: pr.Dir}
+	case first.dir != pr.Dir:
+		p.bad(line, "%sstate %q is also %s's (line %d): one state is one configuration (dir)", where, pr.State, first.who, first.line)
+	default:
+		p.bad(line, "%sstate %q is also %s's (line %d), with the same dir %q: one state is one project", where, pr.State, first.who, first.line, pr.Dir)
 	}
-	if f, ok := fs["when_modified"]; ok {
-		pr.WhenModified = p.globs(f, where)
-	}
-	if f, ok := fs["apply_trigger"]; ok {
-		pr.ApplyTrigger = p.trigger(f, where, trigger)
-	}
-	if f, ok := fs["apply_requirements"]; ok {
-		pr.ApplyRequirements = p.requirements(f, where, reqs)
-	}
-	return pr
 }
 
 // unprintable reports a value (what: `project "a": dir`) that
@@ -426,7 +372,7 @@ func (p *configParser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requ
 // U+200B, bidirectional override such as U+202E, or other space), as kl -C
 // does: such text shows one thing and is another, or breaks the lines it is
 // printed on.
-func (p *configParser) unprintable(line int, what, s string) bool {
+func (p *parser) unprintable(line int, what, s string) bool {
 	if problem := engine.TextProblem(s); problem != "" {
 		p.bad(line, "%s %q %s", what, s, problem)
 		return true
@@ -441,7 +387,7 @@ type field struct{ key, val *yaml.Node }
 // level", "in a project") and keys set twice. A key whose value is null
 // is left out, as if absent. With extensions, keys starting with "x-" are
 // ignored whatever their values (a place for shared anchors).
-func (p *configParser) fields(m *yaml.Node, known []string, where string, extensions bool) map[string]field {
+func (p *parser) fields(m *yaml.Node, known []string, where string, extensions bool) map[string]field {
 	out := map[string]field{}
 	for _, f := range p.pairs(m, map[*yaml.Node]bool{}) {
 		if f.key.Kind != yaml.ScalarNode {
@@ -473,7 +419,7 @@ func (p *configParser) fields(m *yaml.Node, known []string, where string, extens
 // pairs lists m's key/value pairs, those of merge keys ("<<: *base")
 // after m's own and only when m does not set the key itself. visiting
 // guards against a mapping merging itself.
-func (p *configParser) pairs(m *yaml.Node, visiting map[*yaml.Node]bool) []field {
+func (p *parser) pairs(m *yaml.Node, visiting map[*yaml.Node]bool) []field {
 	if visiting[m] {
 		return nil
 	}
@@ -484,7 +430,7 @@ func (p *configParser) pairs(m *yaml.Node, visiting map[*yaml.Node]bool) []field
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if p.budget--; p.budget < 0 {
 			if p.budget == -1 {
-				p.bad(m.Line, "too many aliases: the file expands to more than %d keys", maxConfigPairs)
+				p.bad(m.Line, "too many aliases: the file expands to more than %d keys", maxPairs)
 			}
 			return nil
 		}
@@ -518,7 +464,7 @@ func (p *configParser) pairs(m *yaml.Node, visiting map[*yaml.Node]bool) []field
 }
 
 // int reads a whole number.
-func (p *configParser) int(f field, name string) (int, bool) {
+func (p *parser) int(f field, name string) (int, bool) {
 	var n int
 	if f.val.Kind != yaml.ScalarNode || f.val.ShortTag() != "!!int" || f.val.Decode(&n) != nil {
 		p.bad(f.val.Line, "%s: want a whole number, got %s", name, describe(f.val))
@@ -528,7 +474,7 @@ func (p *configParser) int(f field, name string) (int, bool) {
 }
 
 // bool reads true or false.
-func (p *configParser) bool(f field, name string) bool {
+func (p *parser) bool(f field, name string) bool {
 	var b bool
 	if f.val.Kind != yaml.ScalarNode || f.val.ShortTag() != "!!bool" || f.val.Decode(&b) != nil {
 		p.bad(f.val.Line, "%s: want true or false, got %s", name, describe(f.val))
@@ -537,7 +483,7 @@ func (p *configParser) bool(f field, name string) bool {
 }
 
 // string reads a scalar as written ("name: 2024" is the name "2024").
-func (p *configParser) string(f field, where string) (string, bool) {
+func (p *parser) string(f field, where string) (string, bool) {
 	if f.val.Kind != yaml.ScalarNode {
 		p.bad(f.val.Line, "%s%s: want a string, got %s", where, f.key.Value, describe(f.val))
 		return "", false
@@ -546,7 +492,7 @@ func (p *configParser) string(f field, where string) (string, bool) {
 }
 
 // trigger reads apply_trigger; def is kept when it is invalid.
-func (p *configParser) trigger(f field, where string, def Trigger) Trigger {
+func (p *parser) trigger(f field, where string, def Trigger) Trigger {
 	switch t := Trigger(f.val.Value); {
 	case f.val.Kind != yaml.ScalarNode:
 		p.bad(f.val.Line, "%sapply_trigger: want comment or merge, got %s", where, describe(f.val))
@@ -559,7 +505,7 @@ func (p *configParser) trigger(f field, where string, def Trigger) Trigger {
 }
 
 // requirements reads apply_requirements; def is kept when it is not a list.
-func (p *configParser) requirements(f field, where string, def []Requirement) []Requirement {
+func (p *parser) requirements(f field, where string, def []Requirement) []Requirement {
 	if f.val.Kind != yaml.SequenceNode {
 		p.bad(f.val.Line, "%sapply_requirements: want a list such as [approved], got %s", where, describe(f.val))
 		return def
@@ -580,7 +526,7 @@ func (p *configParser) requirements(f field, where string, def []Requirement) []
 }
 
 // globs reads when_modified.
-func (p *configParser) globs(f field, where string) []string {
+func (p *parser) globs(f field, where string) []string {
 	if f.val.Kind != yaml.SequenceNode {
 		p.bad(f.val.Line, "%swhen_modified: want a list of globs such as [\"*.tf\"], got %s", where, describe(f.val))
 		return DefaultWhenModified
@@ -637,23 +583,4 @@ func describe(n *yaml.Node) string {
 		return fmt.Sprintf("%q", n.Value)
 	}
 	return "nothing"
-}
-
-// Project returns the named project.
-func (c *RepoConfig) Project(name string) (Project, bool) {
-	for _, p := range c.Projects {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return Project{}, false
-}
-
-// Names lists the project names in file order.
-func (c *RepoConfig) Names() []string {
-	out := make([]string, len(c.Projects))
-	for i, p := range c.Projects {
-		out[i] = p.Name
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package bot
+package tarball
 
 import (
 	"archive/tar"
@@ -56,7 +56,7 @@ func tgz(t *testing.T, entries ...entry) []byte {
 
 const top = "acme-infra-0123456/"
 
-func TestExtractTarball(t *testing.T) {
+func TestExtract(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	data := tgz(t,
@@ -68,8 +68,8 @@ func TestExtractTarball(t *testing.T) {
 		entry{name: top + "infra/link.tf", link: "main.tf", typ: tar.TypeSymlink},
 		entry{name: top + "shared", link: "infra", typ: tar.TypeSymlink},
 	)
-	if err := ExtractTarball(data, root, ExtractLimits{}); err != nil {
-		t.Fatalf("ExtractTarball: %v", err)
+	if err := Extract(data, root, Limits{}); err != nil {
+		t.Fatalf("Extract: %v", err)
 	}
 	for _, f := range []string{"kl.yaml", "infra/main.tf", "infra/copy.tf", "infra/link.tf", "shared/main.tf"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
@@ -81,29 +81,29 @@ func TestExtractTarball(t *testing.T) {
 	}
 }
 
-func TestExtractTarballRefusals(t *testing.T) {
+func TestExtractRefusals(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("x", 2048)
 	for name, tc := range map[string]struct {
 		entries []entry
-		lim     ExtractLimits
+		lim     Limits
 		want    string
 	}{
-		"absolute path":       {[]entry{{name: "/etc/passwd", body: "x"}}, ExtractLimits{}, "absolute"},
-		"dot dot":             {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "../../evil.tf", body: "x"}}, ExtractLimits{}, `".."`},
-		"dot dot at top":      {[]entry{{name: "../evil.tf", body: "x"}}, ExtractLimits{}, `".."`},
-		"symlink absolute":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "etc", link: "/etc", typ: tar.TypeSymlink}}, ExtractLimits{}, "absolute target"},
-		"symlink out":         {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "a/up", link: "../../..", typ: tar.TypeSymlink}}, ExtractLimits{}, "leaves the repository"},
-		"write through link":  {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "d", link: ".", typ: tar.TypeSymlink}, {name: top + "d", body: "x"}}, ExtractLimits{}, "would replace a symbolic link"},
-		"hardlink out":        {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "passwd", link: "/etc/passwd", typ: tar.TypeLink}}, ExtractLimits{}, "hard link"},
-		"hardlink dot dot":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "passwd", link: top + "../x", typ: tar.TypeLink}}, ExtractLimits{}, "hard link"},
-		"hardlink missing":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "x", link: top + "nothing", typ: tar.TypeLink}}, ExtractLimits{}, "not an extracted regular file"},
-		"oversize file":       {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "big.tf", body: big}}, ExtractLimits{MaxFileBytes: 1024}, "cap per file"},
-		"oversize total":      {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "a.tf", body: big}, {name: top + "b.tf", body: big}}, ExtractLimits{MaxTotalBytes: 3000}, "unpacks to more than"},
-		"too many entries":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "a", body: "x"}, {name: top + "b", body: "x"}}, ExtractLimits{MaxEntries: 2}, "more than 2 entries"},
-		"two top directories": {[]entry{{name: top, typ: tar.TypeDir}, {name: "other/x.tf", body: "x"}}, ExtractLimits{}, "second top-level"},
-		"fifo":                {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "p", typ: tar.TypeFifo}}, ExtractLimits{}, "special file"},
-		"device":              {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "sda", typ: tar.TypeBlock}}, ExtractLimits{}, "special file"},
+		"absolute path":       {[]entry{{name: "/etc/passwd", body: "x"}}, Limits{}, "absolute"},
+		"dot dot":             {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "../../evil.tf", body: "x"}}, Limits{}, `".."`},
+		"dot dot at top":      {[]entry{{name: "../evil.tf", body: "x"}}, Limits{}, `".."`},
+		"symlink absolute":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "etc", link: "/etc", typ: tar.TypeSymlink}}, Limits{}, "absolute target"},
+		"symlink out":         {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "a/up", link: "../../..", typ: tar.TypeSymlink}}, Limits{}, "leaves the repository"},
+		"write through link":  {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "d", link: ".", typ: tar.TypeSymlink}, {name: top + "d", body: "x"}}, Limits{}, "would replace a symbolic link"},
+		"hardlink out":        {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "passwd", link: "/etc/passwd", typ: tar.TypeLink}}, Limits{}, "hard link"},
+		"hardlink dot dot":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "passwd", link: top + "../x", typ: tar.TypeLink}}, Limits{}, "hard link"},
+		"hardlink missing":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "x", link: top + "nothing", typ: tar.TypeLink}}, Limits{}, "not an extracted regular file"},
+		"oversize file":       {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "big.tf", body: big}}, Limits{MaxFileBytes: 1024}, "cap per file"},
+		"oversize total":      {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "a.tf", body: big}, {name: top + "b.tf", body: big}}, Limits{MaxTotalBytes: 3000}, "unpacks to more than"},
+		"too many entries":    {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "a", body: "x"}, {name: top + "b", body: "x"}}, Limits{MaxEntries: 2}, "more than 2 entries"},
+		"two top directories": {[]entry{{name: top, typ: tar.TypeDir}, {name: "other/x.tf", body: "x"}}, Limits{}, "second top-level"},
+		"fifo":                {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "p", typ: tar.TypeFifo}}, Limits{}, "special file"},
+		"device":              {[]entry{{name: top, typ: tar.TypeDir}, {name: top + "sda", typ: tar.TypeBlock}}, Limits{}, "special file"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -112,8 +112,8 @@ func TestExtractTarballRefusals(t *testing.T) {
 			if err := os.Mkdir(root, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			err := ExtractTarball(tgz(t, tc.entries...), root, tc.lim)
-			if !errors.Is(err, ErrUnsafeArchive) || !strings.Contains(err.Error(), tc.want) {
+			err := Extract(tgz(t, tc.entries...), root, tc.lim)
+			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want a refusal mentioning %q, got %v", tc.want, err)
 			}
 			// Nothing was written outside the root.

@@ -1,4 +1,4 @@
-package bot
+package klyaml
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestParseConfig(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	good := `version: 1
 apply_requirements: [approved]
@@ -26,9 +26,9 @@ projects:
     apply_trigger: merge
     apply_requirements: []
 `
-	cfg, err := ParseConfig([]byte(good), "")
+	cfg, err := Parse([]byte(good), "")
 	if err != nil {
-		t.Fatalf("ParseConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
 	want := []Project{
 		{Name: "infra", Dir: "infra/prod", State: "acme/infra/prod", Workspace: "default", WhenModified: DefaultWhenModified,
@@ -41,9 +41,9 @@ projects:
 	}
 }
 
-func TestParseConfigDefaults(t *testing.T) {
+func TestParseDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, err := ParseConfig([]byte("version: 1\nprojects:\n  - name: a\n    state: s\n"), TriggerMerge)
+	cfg, err := Parse([]byte("version: 1\nprojects:\n  - name: a\n    state: s\n"), TriggerMerge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +52,14 @@ func TestParseConfigDefaults(t *testing.T) {
 		!cmp.Equal(p.WhenModified, DefaultWhenModified) {
 		t.Fatalf("defaults not applied: %+v", p)
 	}
-	def := DefaultConfig("acme/infra", "")
+	def := Default("acme/infra", "")
 	if !def.Default || len(def.Projects) != 1 || def.Projects[0].Name != "default" || def.Projects[0].State != "acme/infra" ||
 		def.Projects[0].Dir != "." || def.Projects[0].ApplyTrigger != TriggerComment {
-		t.Fatalf("DefaultConfig: %+v", def)
+		t.Fatalf("Default: %+v", def)
 	}
 }
 
-func TestParseConfigErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
 		yaml string
@@ -87,10 +87,10 @@ func TestParseConfigErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseConfig([]byte(tc.yaml), "")
-			var ce *ConfigError
+			_, err := Parse([]byte(tc.yaml), "")
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("want a *ConfigError, got %v", err)
+				t.Fatalf("want a *Error, got %v", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -101,10 +101,10 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-// TestParseConfigEveryProblem: one file with a problem of each kind gets
+// TestParseEveryProblem: one file with a problem of each kind gets
 // each reported once, on the line of the offending key or value, in line
 // order — a wrong type or an unknown key does not hide the rest.
-func TestParseConfigEveryProblem(t *testing.T) {
+func TestParseEveryProblem(t *testing.T) {
 	t.Parallel()
 	file := `version: "1"
 plan_drafts: yes
@@ -131,10 +131,10 @@ projects:
     state: {name: acme/net}
     apply_requirements: approved
 `
-	_, err := ParseConfig([]byte(file), "")
-	var ce *ConfigError
+	_, err := Parse([]byte(file), "")
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("want a *ConfigError, got %v", err)
+		t.Fatalf("want a *Error, got %v", err)
 	}
 	want := []string{
 		`kl.yaml:1: version: want a whole number, got the string "1"`,
@@ -163,19 +163,19 @@ projects:
 	}
 }
 
-// TestParseConfigDocExample: the invalid file of docs/kl-yaml.md gets
+// TestParseDocExample: the invalid file of docs/kl-yaml.md gets
 // exactly the problems the page shows.
-func TestParseConfigDocExample(t *testing.T) {
+func TestParseDocExample(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kl-yaml.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	file := "version: 1\nprojects:\n  - name: prod\n    dir: infra/prod\n    state: acme/infra/prod\n  - name: dns\n    dirr: dns\n    state: acme/dns\n    apply_trigger: push\n"
-	_, err = ParseConfig([]byte(file), "")
-	var ce *ConfigError
+	_, err = Parse([]byte(file), "")
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("want a *ConfigError, got %v", err)
+		t.Fatalf("want a *Error, got %v", err)
 	}
 	got := "- " + strings.Join(ce.Problems, "\n- ") + "\n" // as readConfig puts them in the check run
 	for _, block := range []string{"```yaml\n" + file + "```\n", "```\n" + got + "```\n"} {
@@ -189,7 +189,7 @@ func TestParseConfigDocExample(t *testing.T) {
 		t.Fatal("docs/kl-yaml.md lacks the x-defaults example")
 	}
 	example, _, _ := strings.Cut("version: 1\nx-defaults:"+after, "```")
-	cfg, err := ParseConfig([]byte(example), "")
+	cfg, err := Parse([]byte(example), "")
 	if err != nil {
 		t.Fatalf("the x-defaults example: %v", err)
 	}
@@ -200,9 +200,9 @@ func TestParseConfigDocExample(t *testing.T) {
 	}
 }
 
-// TestParseConfigAliases: anchors, aliases and merge keys work as in
+// TestParseAliases: anchors, aliases and merge keys work as in
 // YAML; a null value is an absent key.
-func TestParseConfigAliases(t *testing.T) {
+func TestParseAliases(t *testing.T) {
 	t.Parallel()
 	file := `version: 1
 x-common: &common
@@ -221,7 +221,7 @@ projects:
     state: acme/b
     when_modified: *tf
 `
-	cfg, err := ParseConfig([]byte(file), "")
+	cfg, err := Parse([]byte(file), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ projects:
 		fmt.Fprintf(&sb, "x-a%d: &a%d {<<: [*a%d, *a%d, *a%d, *a%d]}\n", i, i, i-1, i-1, i-1, i-1)
 	}
 	sb.WriteString("projects:\n  - <<: *a29\n    state: s\n")
-	if _, err := ParseConfig([]byte(sb.String()), ""); err == nil || !strings.Contains(err.Error(), "too many aliases") {
+	if _, err := Parse([]byte(sb.String()), ""); err == nil || !strings.Contains(err.Error(), "too many aliases") {
 		t.Fatalf("want too many aliases, got %v", err)
 	}
 	// Only the top level has extension keys, and only "x-" ones.
@@ -247,16 +247,16 @@ projects:
 		"version: 1\nx_base: 1\nprojects:\n  - name: a\n    state: s\n":      `kl.yaml:2: unknown field "x_base" at the top level`,
 		"version: 1\nprojects:\n  - name: a\n    state: s\n    x-note: hi\n": `kl.yaml:5: unknown field "x-note" in a project`,
 	} {
-		if _, err := ParseConfig([]byte(file), ""); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := Parse([]byte(file), ""); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: want %s, got %v", file, want, err)
 		}
 	}
 }
 
-// TestParseConfigOneStateOneProject: a state belongs to one project — not
+// TestParseOneStateOneProject: a state belongs to one project — not
 // to two dirs (one would plan to destroy the other's resources), nor twice
 // to one dir (workspace is always "default", so that is one project twice).
-func TestParseConfigOneStateOneProject(t *testing.T) {
+func TestParseOneStateOneProject(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ file, want string }{
 		"two dirs": {"version: 1\nprojects:\n  - name: a\n    dir: a\n    state: acme/infra\n  - name: b\n    dir: b\n    state: acme/infra\n",
@@ -273,7 +273,7 @@ func TestParseConfigOneStateOneProject(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseConfig([]byte(tc.file), "")
+			_, err := Parse([]byte(tc.file), "")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want %s, got %v", tc.want, err)
 			}
@@ -281,19 +281,19 @@ func TestParseConfigOneStateOneProject(t *testing.T) {
 	}
 	// Distinct states are fine, in one dir or not.
 	ok := "version: 1\nprojects:\n  - name: a\n    state: acme/a\n  - name: b\n    state: acme/b\n  - name: c\n    dir: c\n    state: acme/a/c\n"
-	if _, err := ParseConfig([]byte(ok), ""); err != nil {
+	if _, err := Parse([]byte(ok), ""); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestParseConfigOneDocument: a second YAML document is refused on the
+// TestParseOneDocument: a second YAML document is refused on the
 // line it starts, not ignored; a leading "---" and a closing "..." are
 // one document.
-func TestParseConfigOneDocument(t *testing.T) {
+func TestParseOneDocument(t *testing.T) {
 	t.Parallel()
 	good := "version: 1\nprojects:\n  - name: a\n    state: s\n"
 	for _, file := range []string{"---\n" + good, good + "...\n"} {
-		if _, err := ParseConfig([]byte(file), ""); err != nil {
+		if _, err := Parse([]byte(file), ""); err != nil {
 			t.Errorf("%q: %v", file, err)
 		}
 	}
@@ -304,18 +304,18 @@ func TestParseConfigOneDocument(t *testing.T) {
 		good + "--- x\n":           "kl.yaml:5: a second YAML document starts here (---)",
 		good + "---\nversion: [\n": "kl.yaml:6: did not find expected node content",
 	} {
-		_, err := ParseConfig([]byte(file), "")
-		var ce *ConfigError
+		_, err := Parse([]byte(file), "")
+		var ce *Error
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: want %s, got %v", file, want, err)
 		}
 	}
 }
 
-// TestParseConfigUnprintable: names, dirs, states and globs hold
+// TestParseUnprintable: names, dirs, states and globs hold
 // printable characters only, as kl -C wants: no control character,
 // newline, tab, invisible format character or bidirectional override.
-func TestParseConfigUnprintable(t *testing.T) {
+func TestParseUnprintable(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ file, want string }{
 		"bidi override in dir": {"version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"infra/\u202eorp\"\n",
@@ -339,8 +339,8 @@ func TestParseConfigUnprintable(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseConfig([]byte(tc.file), "")
-			var ce *ConfigError
+			_, err := Parse([]byte(tc.file), "")
+			var ce *Error
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want %s, got %v", tc.want, err)
 			}
@@ -351,15 +351,15 @@ func TestParseConfigUnprintable(t *testing.T) {
 	}
 	// Printable non-ASCII and the ASCII space are fine in a dir.
 	ok := "version: 1\nprojects:\n  - name: a\n    state: s\n    dir: \"infra/prod é/a b\"\n"
-	if cfg, err := ParseConfig([]byte(ok), ""); err != nil || cfg.Projects[0].Dir != "infra/prod é/a b" {
+	if cfg, err := Parse([]byte(ok), ""); err != nil || cfg.Projects[0].Dir != "infra/prod é/a b" {
 		t.Fatalf("got %+v, %v", cfg, err)
 	}
 }
 
-// TestParseConfigSyntaxLine: a YAML syntax error names the line of the
+// TestParseSyntaxLine: a YAML syntax error names the line of the
 // mistake, not yaml.v3's line (that of the enclosing block, or the one
 // before the mistake).
-func TestParseConfigSyntaxLine(t *testing.T) {
+func TestParseSyntaxLine(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ file, want string }{
 		"tab in the indentation": {"version: 1\nprojects:\n  - name: a\n\tdir: x\n    state: s\n",
@@ -385,8 +385,8 @@ func TestParseConfigSyntaxLine(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseConfig([]byte(tc.file), "")
-			var ce *ConfigError
+			_, err := Parse([]byte(tc.file), "")
+			var ce *Error
 			if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.HasPrefix(ce.Problems[0], tc.want) {
 				t.Fatalf("want %s, got %v", tc.want, err)
 			}

@@ -1,4 +1,4 @@
-package bot
+package klyaml
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 
 func TestSelect(t *testing.T) {
 	t.Parallel()
-	cfg := &RepoConfig{Projects: []Project{
+	cfg := &Config{Projects: []Project{
 		{Name: "root", Dir: ".", WhenModified: []string{"*.tf"}},
 		{Name: "prod", Dir: "envs/prod", WhenModified: DefaultWhenModified},
 		{Name: "dns", Dir: "dns", WhenModified: []string{"*.tf", "../modules/dns/**"}},

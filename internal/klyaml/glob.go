@@ -1,4 +1,4 @@
-package bot
+package klyaml
 
 import (
 	"fmt"
@@ -82,7 +82,7 @@ type Selection struct {
 
 // Select picks the projects of cfg that the changed files touch (a project
 // is planned on a push only when one of its when_modified globs matches).
-func Select(cfg *RepoConfig, changed []string) Selection {
+func Select(cfg *Config, changed []string) Selection {
 	s := Selection{Touched: map[string][]string{}}
 	for _, p := range cfg.Projects {
 		if files := p.Touches(changed); len(files) > 0 {

@@ -1,0 +1,113 @@
+package klyaml
+
+import "strings"
+
+// File is the repository configuration's path at the repository root.
+const File = "kl.yaml"
+
+// Trigger says what applies a project's plan: a "/kl apply" comment (or the
+// check run's Apply button), or the pull request's merge.
+type Trigger string
+
+// Triggers.
+const (
+	TriggerComment Trigger = "comment"
+	TriggerMerge   Trigger = "merge"
+)
+
+// Requirement is a condition an apply needs besides write permission and a
+// plan for the pull request's current head (DESIGN.md apply step 1).
+type Requirement string
+
+// Requirements.
+const (
+	// RequireApproved: someone approved the pull request and nobody's latest
+	// review requests changes (GitHub's reviews).
+	RequireApproved Requirement = "approved"
+	// RequireMergeable: GitHub computed the pull request as mergeable.
+	RequireMergeable Requirement = "mergeable"
+)
+
+// DefaultWhenModified is the when_modified of a project that sets none:
+// Terraform files and var files in the project directory and below it.
+var DefaultWhenModified = []string{"*.tf", "*.tfvars", "**/*.tf", "**/*.tfvars"}
+
+// Config is kl.yaml (docs/kl-yaml.md): the projects of a repository,
+// each one Terraform root module planned and applied against one state.
+type Config struct {
+	Version int
+	// PlanDrafts plans draft pull requests too (default: drafts are skipped).
+	PlanDrafts bool
+	Projects   []Project
+	// Default is true when the repository has no kl.yaml and Projects is the
+	// default project.
+	Default bool
+}
+
+// Project is one kl.yaml project with the top-level defaults applied.
+type Project struct {
+	Name string `json:"name"`
+	// Dir is the root module's directory, relative to the repository root,
+	// cleaned ("." for the root); never absolute, never above the root.
+	Dir   string `json:"dir"`
+	State string `json:"state"`
+	// Workspace is "default": Kilolock owns one state per project.
+	Workspace string `json:"workspace"`
+	// WhenModified are globs relative to Dir ("**" crosses directories,
+	// "../modules/**" reaches outside it); a changed file matching one
+	// touches the project.
+	WhenModified      []string      `json:"when_modified"`
+	ApplyTrigger      Trigger       `json:"apply_trigger"`
+	ApplyRequirements []Requirement `json:"apply_requirements"`
+}
+
+// Error is an invalid kl.yaml: each problem as "kl.yaml:LINE: what".
+type Error struct {
+	Problems []string
+}
+
+func (e *Error) Error() string {
+	return "invalid " + File + ": " + strings.Join(e.Problems, "; ")
+}
+
+// Default is the configuration of a repository without kl.yaml: one
+// project "default" in the repository root on state "<owner>/<repo>",
+// planned when a .tf or .tfvars file changes, applied by trigger (""
+// is comment), no extra requirements.
+func Default(repo string, trigger Trigger) *Config {
+	if trigger == "" {
+		trigger = TriggerComment
+	}
+	return &Config{Version: 1, Default: true, Projects: []Project{{
+		Name: "default", Dir: ".", State: repo, Workspace: "default",
+		WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: []Requirement{},
+	}}}
+}
+
+// MaxBytes caps kl.yaml: a larger file is refused before it is parsed
+// (the reader's rule; it also bounds syntaxProblem's search).
+const MaxBytes = 1 << 20
+
+// ValidProjectName reports whether name is a valid project name: 1–64
+// letters, digits, '.', '_', '-', starting with a letter or digit (the
+// rule of kl.yaml's name, and of "/kl … -p PROJECT").
+func ValidProjectName(name string) bool { return projectNameRE.MatchString(name) }
+
+// Project returns the named project.
+func (c *Config) Project(name string) (Project, bool) {
+	for _, p := range c.Projects {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Project{}, false
+}
+
+// Names lists the project names in file order.
+func (c *Config) Names() []string {
+	out := make([]string, len(c.Projects))
+	for i, p := range c.Projects {
+		out[i] = p.Name
+	}
+	return out
+}
