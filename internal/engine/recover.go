@@ -137,22 +137,28 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, fmt.Errorf("recovering run %s: committing: %w", id, err)
 	}
 	e.recoveredPlan(ctx, run, v.Serial)
-	// What the killed Terraform wrote is committed: its work dir (the
-	// snapshot it wrote, the saved plan) is no longer needed.
-	rm := e.WorkDirs
-	if rm == nil {
-		rm, _ = e.Terraform.(WorkDirRemover)
-	}
-	if rm != nil {
-		if err := rm.RemoveWorkDir(id); err != nil {
-			e.log().Warn("removing the work dir of the recovered run (the stale sweep removes it later)", "run", id, "err", err)
-		}
-	}
+	e.removeWorkDir(id)
 	out := &ApplyOutcome{Version: v}
 	if out.Run, err = e.getRun(ctx, id); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// removeWorkDir removes the work dir of recovered run id: what its killed
+// Terraform wrote is committed, so the snapshot it wrote and the saved
+// plan are no longer needed. Best effort: the stale sweep removes it later.
+func (e *Engine) removeWorkDir(id string) {
+	rm := e.WorkDirs
+	if rm == nil {
+		rm, _ = e.Terraform.(WorkDirRemover)
+	}
+	if rm == nil {
+		return
+	}
+	if err := rm.RemoveWorkDir(id); err != nil {
+		e.log().Warn("removing the work dir of the recovered run (the stale sweep removes it later)", "run", id, "err", err)
+	}
 }
 
 // checkRecoverable refuses runs Recover must not touch, with the reason.

@@ -18,75 +18,30 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 	if e.LockMode == LockWholeState {
 		want = []Reservation{{Address: AllAddresses, Mode: ModeWrite}}
 	}
-	started := e.now()
-	deadline := started.Add(a.in.Wait)
-	firstSeen := map[string]time.Time{}
-	waited := false
+	w := waiting{started: e.now(), firstSeen: map[string]time.Time{}}
+	deadline := w.started.Add(a.in.Wait)
 	for {
 		res, err := e.Store.Acquire(ctx, AcquireRequest{State: a.state.Name, Run: a.run.ID, Holder: e.Holder, Reservations: want, Lease: e.lease()})
 		if err == nil {
-			if a.ka != nil {
-				a.ka.reservations(a.run.ID) // renewed from now on
-			}
-			m := Marker{Kind: MarkerReserved, Count: len(res.Held), Addresses: reservedAddresses(res.Held)}
-			if waited {
-				now := e.now()
-				m.Waited = Duration(now.Sub(started))
-				for i := range a.facts {
-					if f := &a.facts[i]; f.Kind == FactWaitedFor {
-						f.Waited = Duration(now.Sub(firstSeen[f.Run]))
-					}
-				}
-			}
-			// It holds its reservations and waits on nobody now: applying
-			// (not "waiting", which Status and Why would report through the
-			// preflight and re-plan).
-			if _, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
-				r.Status = StatusApplying
-				r.End = nil
-				return nil
-			}, m); err != nil {
-				err = leaseLost(a.run.ID, err)
-				return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepRecordReservations, err), fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err))
-			}
-			return res, nil
+			return res, a.reserved(ctx, res, w)
 		}
 		var ce *ConflictError
 		if !errors.As(err, &ce) {
 			err = leaseLost(a.run.ID, err)
 			return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepAcquire, err), fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err))
 		}
-		// Record each newly seen blocker once: who, which PR, which addresses.
-		var fresh []Marker
-		for _, b := range ce.Blockers {
-			if _, ok := firstSeen[b.Run]; ok {
-				continue
-			}
-			firstSeen[b.Run] = e.now()
-			fresh = append(fresh, Marker{Kind: MarkerWaited, Other: b.Run, OtherPR: b.PR, Addresses: b.Addresses})
-			a.facts = append(a.facts, Fact{Kind: FactWaitedFor, Run: b.Run, PR: b.PR, Addresses: b.Addresses})
-		}
+		fresh := a.blockedBy(ce, &w)
 		if a.in.Wait <= 0 || !e.now().Before(deadline) {
 			end := &End{Cause: CauseRefusedConflict, Blockers: ce.Blockers}
-			if waited {
-				end.Waited = Duration(e.now().Sub(started).Round(100 * time.Millisecond))
+			if w.waited {
+				end.Waited = Duration(e.now().Sub(w.started).Round(100 * time.Millisecond))
 			}
 			return AcquireResult{}, a.fail(ctx, StatusPlanned, end, fmt.Errorf("run %s: %w", a.run.ID, ce), fresh...)
 		}
-		if len(fresh) > 0 {
-			if _, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
-				r.Status = StatusWaiting
-				r.End = &End{Cause: CauseWaiting, Blockers: ce.Blockers}
-				return nil
-			}, fresh...); err != nil {
-				err = leaseLost(a.run.ID, err)
-				return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepRecordWait, err), fmt.Errorf("recording wait of run %s: %w", a.run.ID, err))
-			}
-			if a.in.OnWait != nil {
-				a.in.OnWait(ce.Blockers)
-			}
+		if err := a.recordWait(ctx, ce, fresh); err != nil {
+			return AcquireResult{}, err
 		}
-		waited = true
+		w.waited = true
 		t := time.NewTimer(e.poll())
 		select {
 		case <-ctx.Done():
@@ -96,4 +51,79 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// waiting is what reserve knows of its wait: when it began, whether it
+// waited at all, and when it first saw each blocking run.
+type waiting struct {
+	started   time.Time
+	waited    bool
+	firstSeen map[string]time.Time
+}
+
+// reserved records the reservations just acquired (res): the "reserved"
+// marker (with how long it waited) and how long it waited for each run,
+// and the run applying — it holds its reservations and waits on nobody
+// now (not "waiting", which Status and Why would report through the
+// preflight and re-plan).
+func (a *applier) reserved(ctx context.Context, res AcquireResult, w waiting) error {
+	e := a.e
+	if a.ka != nil {
+		a.ka.reservations(a.run.ID) // renewed from now on
+	}
+	m := Marker{Kind: MarkerReserved, Count: len(res.Held), Addresses: reservedAddresses(res.Held)}
+	if w.waited {
+		now := e.now()
+		m.Waited = Duration(now.Sub(w.started))
+		for i := range a.facts {
+			if f := &a.facts[i]; f.Kind == FactWaitedFor {
+				f.Waited = Duration(now.Sub(w.firstSeen[f.Run]))
+			}
+		}
+	}
+	if _, err := e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
+		r.Status = StatusApplying
+		r.End = nil
+		return nil
+	}, m); err != nil {
+		err = leaseLost(a.run.ID, err)
+		return a.fail(ctx, StatusPlanned, Failed(StepRecordReservations, err), fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err))
+	}
+	return nil
+}
+
+// blockedBy returns a "waited" marker for each blocker of ce not seen
+// before, and records a waited-for fact for it: who, which PR, which
+// addresses — each once.
+func (a *applier) blockedBy(ce *ConflictError, w *waiting) []Marker {
+	var fresh []Marker
+	for _, b := range ce.Blockers {
+		if _, ok := w.firstSeen[b.Run]; ok {
+			continue
+		}
+		w.firstSeen[b.Run] = a.e.now()
+		fresh = append(fresh, Marker{Kind: MarkerWaited, Other: b.Run, OtherPR: b.PR, Addresses: b.Addresses})
+		a.facts = append(a.facts, Fact{Kind: FactWaitedFor, Run: b.Run, PR: b.PR, Addresses: b.Addresses})
+	}
+	return fresh
+}
+
+// recordWait stores that the run waits on ce's blockers when some are new
+// (fresh markers), and tells the caller (ApplyInput.OnWait).
+func (a *applier) recordWait(ctx context.Context, ce *ConflictError, fresh []Marker) error {
+	if len(fresh) == 0 {
+		return nil
+	}
+	if _, err := a.e.Store.UpdateRun(ctx, a.run.ID, applyInProgress, func(r *Run) error {
+		r.Status = StatusWaiting
+		r.End = &End{Cause: CauseWaiting, Blockers: ce.Blockers}
+		return nil
+	}, fresh...); err != nil {
+		err = leaseLost(a.run.ID, err)
+		return a.fail(ctx, StatusPlanned, Failed(StepRecordWait, err), fmt.Errorf("recording wait of run %s: %w", a.run.ID, err))
+	}
+	if a.in.OnWait != nil {
+		a.in.OnWait(ce.Blockers)
+	}
+	return nil
 }

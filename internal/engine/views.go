@@ -72,37 +72,9 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 		}
 		s.Plan = &pr
 	}
-	ids := []string{s.Plan.ID}
-	if apply != nil {
-		ids = append(ids, apply.ID)
+	if err := e.storyMarkers(ctx, s, apply); err != nil {
+		return nil, err
 	}
-	if apply != nil {
-		ms, err := e.Store.Markers(ctx, apply.ID)
-		if err != nil {
-			return nil, fmt.Errorf("reading markers of run %s: %w", apply.ID, err)
-		}
-		for _, m := range ms {
-			if m.Kind == MarkerReplanned && m.Other != "" {
-				rp, err := e.getRun(ctx, m.Other)
-				if err != nil {
-					return nil, err
-				}
-				s.Replans = append(s.Replans, rp)
-				ids = append(ids, rp.ID)
-			}
-		}
-	}
-	for _, rid := range ids {
-		ms, err := e.Store.Markers(ctx, rid)
-		if err != nil {
-			return nil, fmt.Errorf("reading markers of run %s: %w", rid, err)
-		}
-		for _, m := range ms {
-			m.Run = rid
-			s.Markers = append(s.Markers, m)
-		}
-	}
-	sort.SliceStable(s.Markers, func(i, j int) bool { return s.Markers[i].At.Before(s.Markers[j].At) })
 	if s.Plan.Envelope != nil && s.Plan.Status == StatusPlanned {
 		// Open (again): what an apply would face now, not what an earlier
 		// attempt found.
@@ -128,6 +100,42 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 		s.Version = &v
 	}
 	return s, nil
+}
+
+// storyMarkers fills s.Replans (the re-plans apply made) and s.Markers:
+// those of the plan, of apply (nil: none) and of its re-plans, each with
+// its run, in time order.
+func (e *Engine) storyMarkers(ctx context.Context, s *RunStory, apply *Run) error {
+	ids := []string{s.Plan.ID}
+	if apply != nil {
+		ids = append(ids, apply.ID)
+		ms, err := e.Store.Markers(ctx, apply.ID)
+		if err != nil {
+			return fmt.Errorf("reading markers of run %s: %w", apply.ID, err)
+		}
+		for _, m := range ms {
+			if m.Kind == MarkerReplanned && m.Other != "" {
+				rp, err := e.getRun(ctx, m.Other)
+				if err != nil {
+					return err
+				}
+				s.Replans = append(s.Replans, rp)
+				ids = append(ids, rp.ID)
+			}
+		}
+	}
+	for _, rid := range ids {
+		ms, err := e.Store.Markers(ctx, rid)
+		if err != nil {
+			return fmt.Errorf("reading markers of run %s: %w", rid, err)
+		}
+		for _, m := range ms {
+			m.Run = rid
+			s.Markers = append(s.Markers, m)
+		}
+	}
+	sort.SliceStable(s.Markers, func(i, j int) bool { return s.Markers[i].At.Before(s.Markers[j].At) })
+	return nil
 }
 
 // SincePlan classifies, now, every version committed after the source

@@ -220,21 +220,7 @@ func markerWords(m engine.Marker) sentence {
 		return words(v("staleness check failed"), fmt.Sprintf(": version %d, by ", m.Serial), who(m.Other, "", m.OtherPR),
 			", changed "+what+" ", addrs(m.Addresses))
 	case engine.MarkerReplanned:
-		head := fmt.Sprintf(" against head %d", m.Serial)
-		switch outcomeOf(m) {
-		case replanUnchanged:
-			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": intent unchanged; the reviewed plan proceeds")
-		case replanWrite:
-			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": ", strong("intent changed"),
-				addrsSuffix(" for ", m.Addresses), "; stopped: review and apply ", runSpan(m.Other))
-		case replanRead:
-			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it would also change ", addrs(m.Addresses),
-				", which this plan reads (", strong("configuration behind the head"), "); stopped")
-		case replanDiffers:
-			return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it differs from the reviewed plan",
-				addrsSuffix(" on ", m.Addresses), "; stopped")
-		}
-		return words(v("re-planned"), " as ", runSpan(m.Other), head)
+		return replannedWords(m, v)
 	case engine.MarkerWidened:
 		return words(v("read set widened"), " to ", addrs(m.Addresses), reasonSuffix(m.Reason))
 	case engine.MarkerFellBack:
@@ -242,23 +228,7 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerApplyStarted:
 		return words(v("terraform apply started"), fmt.Sprintf(" on the snapshot of serial %d", m.Serial))
 	case engine.MarkerApplied:
-		if m.End.Is(engine.CauseNothingToApply) {
-			// Terraform was not run (a plan without changes).
-			return words(v("nothing applied"), ": the plan has no changes: Terraform was not run")
-		}
-		if m.Count == 0 && len(m.Addresses) == 0 && m.End == nil && m.Reason != "" {
-			// Stored before ends were typed.
-			return words(v("nothing applied"), reasonSuffix(m.Reason))
-		}
-		changed := plural(m.Count, "address", "addresses")
-		if len(m.Addresses) > 0 {
-			changed = countWords(m.Addresses)
-		}
-		s := words(v("terraform apply"), " changed "+changed)
-		if t := markerText(m); t != "" {
-			s = s.add(txt(" before it stopped: " + t))
-		}
-		return s
+		return appliedWords(m, v)
 	case engine.MarkerCommitted:
 		return words(v("committed"), " ", strong(fmt.Sprintf("version %d", m.Serial)),
 			fmt.Sprintf(" merged onto head %d (%s; %s)", m.FromSerial, m.Mode, plural(m.Count, "address changed", "addresses changed")))
@@ -286,6 +256,44 @@ func markerWords(m engine.Marker) sentence {
 		s = words(s, " ", who(m.Other, "", m.OtherPR))
 	}
 	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(markerText(m)))
+}
+
+// replannedWords puts a "replanned" marker into words, by how the re-check
+// ended; v tones the verb.
+func replannedWords(m engine.Marker, v func(string) span) sentence {
+	head := fmt.Sprintf(" against head %d", m.Serial)
+	switch outcomeOf(m) {
+	case replanUnchanged:
+		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": intent unchanged; the reviewed plan proceeds")
+	case replanWrite:
+		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": ", strong("intent changed"),
+			addrsSuffix(" for ", m.Addresses), "; stopped: review and apply ", runSpan(m.Other))
+	case replanRead:
+		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it would also change ", addrs(m.Addresses),
+			", which this plan reads (", strong("configuration behind the head"), "); stopped")
+	case replanDiffers:
+		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it differs from the reviewed plan",
+			addrsSuffix(" on ", m.Addresses), "; stopped")
+	}
+	return words(v("re-planned"), " as ", runSpan(m.Other), head)
+}
+
+// appliedWords puts an "applied" marker into words: what Terraform
+// changed, and how it stopped when it did not finish; v tones the verb.
+func appliedWords(m engine.Marker, v func(string) span) sentence {
+	if m.End.Is(engine.CauseNothingToApply) {
+		// Terraform was not run (a plan without changes).
+		return words(v("nothing applied"), ": the plan has no changes: Terraform was not run")
+	}
+	changed := plural(m.Count, "address", "addresses")
+	if len(m.Addresses) > 0 {
+		changed = countWords(m.Addresses)
+	}
+	s := words(v("terraform apply"), " changed "+changed)
+	if t := markerText(m); t != "" {
+		s = s.add(txt(" before it stopped: " + t))
+	}
+	return s
 }
 
 func reasonSuffix(r string) sentence {

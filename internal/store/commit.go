@@ -171,33 +171,40 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 		// Cannot happen under the state lock; refuse rather than fork history.
 		return engine.Version{}, fmt.Errorf("moving head to %d: head moved during the commit: %w", serial, engine.ErrConflict)
 	}
+	if err := finishCommit(ctx, tx, req.Run, run, res, now); err != nil {
+		return engine.Version{}, err
+	}
+	return v, nil
+}
+
+// finishCommit ends a commit's transaction for run (as locked): the run
+// changed by res.UpdateRun and saved, its reservations released, and the
+// commit's markers (and "released") appended, at now.
+func finishCommit(ctx context.Context, tx Executor, id string, run engine.Run, res engine.CommitResult, now time.Time) error {
 	if res.UpdateRun != nil {
 		if err := res.UpdateRun(&run); err != nil {
-			return engine.Version{}, fmt.Errorf("updating run %s: %w", req.Run, err)
+			return fmt.Errorf("updating run %s: %w", id, err)
 		}
 	}
-	if run.ID != req.Run {
-		return engine.Version{}, fmt.Errorf("run update changed the run id to %q: %w", run.ID, engine.ErrInvalid)
+	if run.ID != id {
+		return fmt.Errorf("run update changed the run id to %q: %w", run.ID, engine.ErrInvalid)
 	}
 	if err := CheckRun(run); err != nil {
-		return engine.Version{}, err
+		return err
 	}
 	run.UpdatedAt = now
 	if err := tx.SaveRun(ctx, run); err != nil {
-		return engine.Version{}, err
+		return err
 	}
 	markers := append([]engine.Marker{}, res.Markers...)
-	dropped, err := tx.DeleteReservations(ctx, req.Run)
+	dropped, err := tx.DeleteReservations(ctx, id)
 	if err != nil {
-		return engine.Version{}, err
+		return err
 	}
 	if dropped > 0 {
 		markers = append(markers, ReleasedMarker(dropped, now))
 	}
-	if err := appendMarkers(ctx, tx, req.Run, now, markers); err != nil {
-		return engine.Version{}, err
-	}
-	return v, nil
+	return appendMarkers(ctx, tx, id, now, markers)
 }
 
 // UpdateRun is engine.Store.UpdateRun over a.DB: in one transaction it reads
