@@ -43,7 +43,6 @@ type IO struct {
 
 // app is one invocation's state, shared by the commands.
 type app struct {
-	ctx     context.Context
 	env     []string
 	cfg     Config
 	io      IO
@@ -74,7 +73,7 @@ func Run(ctx context.Context, args, env []string, streams IO) error {
 	// stderr is written by the command, its logger, its progress line and
 	// the interrupt note, from several goroutines.
 	errOut := &lockedWriter{w: streams.Err}
-	a := &app{ctx: ctx, env: env, io: IO{In: streams.In, Out: out, Err: errOut}, stdout: streams.Out, stderr: streams.Err}
+	a := &app{env: env, io: IO{In: streams.In, Out: out, Err: errOut}, stdout: streams.Out, stderr: streams.Err}
 	defer a.close()
 	stopNote := noteOnInterrupt(ctx, errOut, &a.phase)
 	defer stopNote()

@@ -76,7 +76,7 @@ to DIR, not to the current directory.`,
 				p.HeadSHA = in.CommitSHA
 				in.PR = p
 			}
-			e, err := a.engine(true)
+			e, err := a.engine(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
@@ -133,7 +133,7 @@ it wrote).`,
 			if in.Wait < 0 {
 				return fmt.Errorf("--wait %s: negative: use 0 to refuse at once, or how long to wait (e.g. 5m)", in.Wait)
 			}
-			e, err := a.engine(true)
+			e, err := a.engine(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

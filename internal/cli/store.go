@@ -15,14 +15,16 @@ import (
 	"github.com/kilolock/kilolock/internal/terraform"
 )
 
-// engine opens the store and the Terraform runner on first use.
-func (a *app) engine(needTerraform bool) (*engine.Engine, error) {
+// engine opens the store and the Terraform runner on first use, under ctx
+// (the command's): the store's connection and migrations, and the
+// KL_TERRAFORM version check.
+func (a *app) engine(ctx context.Context, needTerraform bool) (*engine.Engine, error) {
 	if a.eng != nil && (a.eng.Terraform != nil || !needTerraform) {
 		return a.eng, nil
 	}
 	log := a.logger()
 	if a.eng == nil {
-		st, workRoot, err := a.openStore()
+		st, workRoot, err := a.openStore(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -40,7 +42,7 @@ func (a *app) engine(needTerraform bool) (*engine.Engine, error) {
 			return nil, err
 		}
 		if v := strings.TrimSpace(a.getenv("KL_TERRAFORM")); v != "" {
-			if err := terraform.CheckVersion(a.ctx, bin, a.env); err != nil {
+			if err := terraform.CheckVersion(ctx, bin, a.env); err != nil {
 				if errors.Is(err, context.Canceled) {
 					return nil, err
 				}
@@ -62,7 +64,7 @@ func (a *app) engine(needTerraform bool) (*engine.Engine, error) {
 }
 
 // openStore opens the store named by --store, KL_STORE or the default.
-func (a *app) openStore() (engine.Store, string, error) {
+func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	loc := a.store
 	if loc == "" {
 		loc = a.cfg.Store
@@ -72,7 +74,7 @@ func (a *app) openStore() (engine.Store, string, error) {
 	}
 	switch {
 	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"):
-		st, err := postgres.Open(a.ctx, loc)
+		st, err := postgres.Open(ctx, loc)
 		if err != nil {
 			return nil, "", err // it names the server (host, port, database, user), never the password
 		}
@@ -97,7 +99,7 @@ func (a *app) openStore() (engine.Store, string, error) {
 		}
 		return nil, "", fmt.Errorf("no Kilolock store at %s (%s)%s: \"kl state init NAME\" creates one", path, src, what)
 	}
-	st, err := sqlite.Open(a.ctx, path, sqlite.WithLogger(a.logger()))
+	st, err := sqlite.Open(ctx, path, sqlite.WithLogger(a.logger()))
 	if err != nil {
 		return nil, "", err // it says "opening store PATH: …" itself
 	}

@@ -35,7 +35,7 @@ planned target changed (write set) — and its producing run.`,
 			case q.Before < 0:
 				return fmt.Errorf("--before %d: want a serial, or 0 for a page from the head", q.Before)
 			}
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ func (a *app) runsCommand() *cobra.Command {
 				}
 				q.Before = id
 			}
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -129,7 +129,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			if err := checkWords("--reason", reason, MaxReason); reason != "" && err != nil {
 				return err
 			}
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -159,7 +159,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -179,7 +179,7 @@ func (a *app) whyCommand() *cobra.Command {
 		Short: "Why RUN was allowed, waited or was refused, from stored facts",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -199,7 +199,7 @@ func (a *app) statusCommand() *cobra.Command {
 		Short: "What is running now, what each run holds, who waits on whom",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -239,7 +239,7 @@ holder may still be running — wait for its lease —, a run that never ran Ter
 Terraform wrote to recover); 1 any other error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
