@@ -55,9 +55,9 @@ planned target changed (write set) — and its producing run.`,
 				return err
 			}
 			// The head, which the page may not show.
-			st, err := e.Store.GetState(cmd.Context(), state)
+			st, err := e.State(cmd.Context(), state)
 			if err != nil {
-				return fmt.Errorf("reading state %s: %w", state, err)
+				return err
 			}
 			return report.History(a.io.Out, st, hs, a.reportOptions())
 		},
@@ -136,7 +136,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			// An apply run is not a plan to close (an unknown run is the
 			// engine's to name): not applicable, a refusal like a plan
 			// that is not open.
-			if r, err := e.Store.GetRun(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
+			if r, err := e.Run(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
 				return &ExitError{Code: 3, Err: fmt.Errorf("run %s is an apply run: only plan runs can be discarded (its plan is %s)", r.ID, r.PlanRun)}
 			}
 			if err := e.Discard(cmd.Context(), args[0], a.actor(), reason); err != nil {
@@ -260,18 +260,12 @@ Terraform wrote to recover); 1 any other error.`,
 	}
 }
 
-// knownState returns an error unless state is "" (every state) or exists,
-// worded as kl history and kl plan word it.
+// knownState returns an error unless state is "" (every state) or exists:
+// Engine.State's, so every command words an unknown state alike.
 func knownState(ctx context.Context, e *engine.Engine, state string) error {
 	if state == "" {
 		return nil
 	}
-	_, err := e.Store.GetState(ctx, state)
-	if errors.Is(err, engine.ErrNotFound) {
-		return engine.UnknownState(state)
-	}
-	if err != nil {
-		return fmt.Errorf("reading state %s: %w", state, err)
-	}
-	return nil
+	_, err := e.State(ctx, state)
+	return err
 }
