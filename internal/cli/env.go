@@ -166,8 +166,12 @@ func (a *app) loadEnv(ctx context.Context) error {
 	return nil
 }
 
+// getenv returns the variable k of the invocation's environment, "" when
+// unset.
 func (a *app) getenv(k string) string { return envMap(a.env)[k] }
 
+// actor names who runs kl in run records: KL_ACTOR, else the OS user
+// (or $USER when it is text kl accepts), else "unknown".
 func (a *app) actor() string {
 	if a.cfg.Actor != "" {
 		return a.cfg.Actor
@@ -181,6 +185,7 @@ func (a *app) actor() string {
 	return "unknown"
 }
 
+// envMap maps the KEY=value pairs of env by key (a later pair wins).
 func envMap(env []string) map[string]string {
 	m := make(map[string]string, len(env))
 	for _, kv := range env {

@@ -36,6 +36,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// logger logs to stderr at KL_LOG_LEVEL (warn when unset or unknown).
 func (a *app) logger() *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(a.cfg.LogLevel)); err != nil {

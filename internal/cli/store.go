@@ -107,6 +107,7 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	return st, filepath.Join(filepath.Dir(path), "runs"), nil
 }
 
+// close closes what the command opened (the store), last opened first.
 func (a *app) close() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		_ = a.closers[i]()
