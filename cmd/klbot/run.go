@@ -49,25 +49,13 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.keyVar(), err)
 	}
-	tfBin, err := terraform.FindBinaryNamed("KLBOT_TERRAFORM", func(k string) string {
-		if k == "KLBOT_TERRAFORM" {
-			return cfg.Terraform
-		}
-		return lookup(env, k)
-	})
-	if err != nil {
-		return err
-	}
-	if err := terraform.CheckVersion(ctx, tfBin, env); err != nil {
-		return fmt.Errorf("KLBOT_TERRAFORM=%s is not Terraform or OpenTofu: %w", tfBin, err)
-	}
 	workDir := cfg.WorkDir
 	if workDir == "" {
 		workDir = filepath.Join(os.TempDir(), "klbot")
 	}
-	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: filepath.Join(workDir, "runs"), Binary: tfBin, Env: env, Logger: log})
+	runner, tfBin, err := newRunner(ctx, cfg, env, filepath.Join(workDir, "runs"), log)
 	if err != nil {
-		return fmt.Errorf("KLBOT_WORKDIR: %w", err)
+		return err
 	}
 	store, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.WithApplicationName("klbot"))
 	if err != nil {
@@ -87,6 +75,45 @@ func run(ctx context.Context, args []string, env []string) error {
 	eng.Lease = cfg.Lease
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b, rc, err := newBot(cfg, eng, app, pool, filepath.Join(workDir, "checkouts"), log, reg)
+	if err != nil {
+		return err
+	}
+	hook, err := webhook.NewHandler(webhook.HandlerConfig{Secret: []byte(cfg.WebhookSecret), Sink: b, Logger: log, Metrics: reg})
+	if err != nil {
+		return fmt.Errorf("KLBOT_WEBHOOK_SECRET: %w", err)
+	}
+	srv := &http.Server{Handler: routes(hook, pool, reg), ReadHeaderTimeout: 10 * time.Second}
+	return serve(ctx, cfg, srv, rc, log, tfBin)
+}
+
+// newRunner finds the Terraform binary (KLBOT_TERRAFORM, else terraform or
+// tofu on PATH), checks that it is Terraform or OpenTofu, and returns a
+// Runner working under workRoot, with the binary's path.
+func newRunner(ctx context.Context, cfg config, env []string, workRoot string, log *slog.Logger) (*terraform.Runner, string, error) {
+	tfBin, err := terraform.FindBinaryNamed("KLBOT_TERRAFORM", func(k string) string {
+		if k == "KLBOT_TERRAFORM" {
+			return cfg.Terraform
+		}
+		return lookup(env, k)
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	if err := terraform.CheckVersion(ctx, tfBin, env); err != nil {
+		return nil, "", fmt.Errorf("KLBOT_TERRAFORM=%s is not Terraform or OpenTofu: %w", tfBin, err)
+	}
+	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: workRoot, Binary: tfBin, Env: env, Logger: log})
+	if err != nil {
+		return nil, "", fmt.Errorf("KLBOT_WORKDIR: %w", err)
+	}
+	return runner, tfBin, nil
+}
+
+// newBot returns the bot, with its River workers registered on a River
+// client of pool (not started) that runs at most cfg.Workers jobs at once;
+// pull requests are checked out below checkouts.
+func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool, checkouts string, log *slog.Logger, reg *prometheus.Registry) (*bot.Bot, *river.Client[pgx.Tx], error) {
 	b := bot.New(eng, func(id int64) (bot.Client, error) {
 		c, err := app.Installation(id)
 		if err != nil {
@@ -94,7 +121,7 @@ func run(ctx context.Context, args []string, env []string) error {
 		}
 		return c, nil
 	}, pool, log, bot.NewMetrics(reg), bot.Options{
-		ApplyWait: cfg.ApplyWait, DefaultTrigger: klyaml.Trigger(cfg.ApplyTrigger), WorkDir: filepath.Join(workDir, "checkouts"), PublicURL: cfg.PublicURL,
+		ApplyWait: cfg.ApplyWait, DefaultTrigger: klyaml.Trigger(cfg.ApplyTrigger), WorkDir: checkouts, PublicURL: cfg.PublicURL,
 		AllowForkPRs: cfg.AllowForkPRs,
 	})
 	workers := river.NewWorkers()
@@ -108,14 +135,16 @@ func run(ctx context.Context, args []string, env []string) error {
 		RescueStuckJobsAfter: cfg.ApplyWait + 4*time.Hour,
 	})
 	if err != nil {
-		return fmt.Errorf("creating the job queue: %w", err)
+		return nil, nil, fmt.Errorf("creating the job queue: %w", err)
 	}
 	b.SetRiver(rc)
-	hook, err := webhook.NewHandler(webhook.HandlerConfig{Secret: []byte(cfg.WebhookSecret), Sink: b, Logger: log, Metrics: reg})
-	if err != nil {
-		return fmt.Errorf("KLBOT_WEBHOOK_SECRET: %w", err)
-	}
-	srv := &http.Server{Handler: routes(hook, pool, reg), ReadHeaderTimeout: 10 * time.Second}
+	return b, rc, nil
+}
+
+// serve listens on KLBOT_LISTEN, starts the job queue rc and serves srv
+// until ctx ends or serving fails; then it shuts srv down (10 s) and stops
+// the queue (stopQueue, KLBOT_SHUTDOWN_TIMEOUT). tfBin is logged.
+func serve(ctx context.Context, cfg config, srv *http.Server, rc *river.Client[pgx.Tx], log *slog.Logger, tfBin string) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("KLBOT_LISTEN: %w", err)

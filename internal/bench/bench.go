@@ -60,15 +60,7 @@ type Results struct {
 // Run measures the figures selected by opts, printing progress, each
 // figure's medians and finally the summary table to w.
 func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
-	if opts.Runs <= 0 {
-		opts.Runs = 3
-	}
-	if opts.Count <= 0 {
-		opts.Count = 5
-	}
-	if opts.Only == "" {
-		opts.Only = OnlyAll
-	}
+	opts = opts.withDefaults()
 	if err := CheckOnly(opts.Only); err != nil {
 		return nil, err
 	}
@@ -85,56 +77,21 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 	}
 	started := time.Now()
 
+	var err error
 	if want(OnlyConcurrency) {
-		fmt.Fprintf(w, "\n== 1. concurrency: 8 plans with disjoint write sets on one state, each apply sleeps 2 s, applied at once ==\n")
-		c, err := Concurrency(ctx, ConcurrencyOptions{Terraform: opts.Terraform, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w})
-		if err != nil {
+		if res.Concurrency, err = runConcurrency(ctx, w, opts); err != nil {
 			return nil, err
 		}
-		res.Concurrency = c
-		writeConcurrency(w, c)
 	}
 	if want(OnlyOverhead) {
-		kl := opts.KL
-		if kl != "" {
-			// Commands run in their own work dirs: a relative path would break.
-			abs, err := filepath.Abs(kl)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := os.Stat(abs); err != nil {
-				return nil, fmt.Errorf("kl binary: %w", err)
-			}
-			kl = abs
-		} else {
-			dir, err := os.MkdirTemp(opts.TempDir, "klbench-kl-")
-			if err != nil {
-				return nil, err
-			}
-			defer os.RemoveAll(dir)
-			if kl, err = BuildKL(ctx, opts.Src, dir); err != nil {
-				return nil, err
-			}
-		}
-		fmt.Fprintf(w, "\n== 2. overhead: kl plan + kl apply vs bare terraform, 2,000 resources, one changed ==\n")
-		fmt.Fprintf(w, "  kl: %s\n", kl)
-		o, err := Overhead(ctx, OverheadOptions{KL: kl, Terraform: opts.Terraform, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w})
-		if err != nil {
-			return nil, err
-		}
-		res.Overhead = o
-		if err := writeOverhead(w, o); err != nil {
+		if res.Overhead, err = runOverhead(ctx, w, opts); err != nil {
 			return nil, err
 		}
 	}
 	if want(OnlyCommit) {
-		fmt.Fprintf(w, "\n== 3. commit: snapshot-merge into a 10,000-resource state (go test -bench, -benchmem, -count %d) ==\n", opts.Count)
-		fmt.Fprintf(w, "  load average at start: %s\n", LoadAverage())
-		c, err := Commit(ctx, CommitOptions{Src: opts.Src, Count: opts.Count, Progress: indent(w)})
-		if err != nil {
+		if res.Commit, err = runCommit(ctx, w, opts); err != nil {
 			return nil, err
 		}
-		res.Commit = c
 	}
 
 	fmt.Fprintf(w, "\n== summary (medians; ratio: median of the per-round ratios, or x-valid; %s; took %s) ==\n", strings.TrimPrefix(res.Machine.String(), "machine: "), time.Since(started).Round(time.Second))
@@ -142,6 +99,85 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// withDefaults fills the zero Runs (3), Count (5) and Only (OnlyAll).
+func (opts Options) withDefaults() Options {
+	if opts.Runs <= 0 {
+		opts.Runs = 3
+	}
+	if opts.Count <= 0 {
+		opts.Count = 5
+	}
+	if opts.Only == "" {
+		opts.Only = OnlyAll
+	}
+	return opts
+}
+
+// runConcurrency measures figure 1 and prints its heading and medians.
+func runConcurrency(ctx context.Context, w io.Writer, opts Options) (*ConcurrencyResult, error) {
+	fmt.Fprintf(w, "\n== 1. concurrency: 8 plans with disjoint write sets on one state, each apply sleeps 2 s, applied at once ==\n")
+	c, err := Concurrency(ctx, ConcurrencyOptions{Terraform: opts.Terraform, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w})
+	if err != nil {
+		return nil, err
+	}
+	writeConcurrency(w, c)
+	return c, nil
+}
+
+// runOverhead measures figure 2 with opts.KL (or a kl built from opts.Src
+// for it) and prints its heading and medians.
+func runOverhead(ctx context.Context, w io.Writer, opts Options) (*OverheadResult, error) {
+	kl, cleanup, err := klBinary(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	fmt.Fprintf(w, "\n== 2. overhead: kl plan + kl apply vs bare terraform, 2,000 resources, one changed ==\n")
+	fmt.Fprintf(w, "  kl: %s\n", kl)
+	o, err := Overhead(ctx, OverheadOptions{KL: kl, Terraform: opts.Terraform, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w})
+	if err != nil {
+		return nil, err
+	}
+	if err := writeOverhead(w, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// klBinary returns the absolute path of opts.KL, checked to exist, or of a
+// kl built from opts.Src into a temporary directory that cleanup removes.
+func klBinary(ctx context.Context, opts Options) (kl string, cleanup func(), err error) {
+	if opts.KL != "" {
+		// Commands run in their own work dirs: a relative path would break.
+		abs, err := filepath.Abs(opts.KL)
+		if err != nil {
+			return "", nil, err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return "", nil, fmt.Errorf("kl binary: %w", err)
+		}
+		return abs, func() {}, nil
+	}
+	dir, err := os.MkdirTemp(opts.TempDir, "klbench-kl-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if kl, err = BuildKL(ctx, opts.Src, dir); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return kl, cleanup, nil
+}
+
+// runCommit measures figure 3 and prints its heading; its medians are in
+// the summary.
+func runCommit(ctx context.Context, w io.Writer, opts Options) (*CommitResult, error) {
+	fmt.Fprintf(w, "\n== 3. commit: snapshot-merge into a 10,000-resource state (go test -bench, -benchmem, -count %d) ==\n", opts.Count)
+	fmt.Fprintf(w, "  load average at start: %s\n", LoadAverage())
+	return Commit(ctx, CommitOptions{Src: opts.Src, Count: opts.Count, Progress: indent(w)})
 }
 
 // writeConcurrency prints figure 1's medians.

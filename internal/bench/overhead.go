@@ -183,47 +183,91 @@ func Overhead(ctx context.Context, opts OverheadOptions) (*OverheadResult, error
 // each pair.
 func overheadRound(ctx context.Context, opts OverheadOptions, dir, stateFile, cfg string, state, config []byte, tfFirst bool) (OverheadRound, error) {
 	var round OverheadRound
-	klDir, tfDir := filepath.Join(dir, "kl"), filepath.Join(dir, "terraform")
 	defer os.RemoveAll(dir)
-	if err := os.MkdirAll(klDir, 0o700); err != nil {
-		return round, err
-	}
-	if err := writeFiles(tfDir, map[string][]byte{"main.tf": config, "terraform.tfstate": state}); err != nil {
-		return round, err
-	}
-	klEnv := append(cleanEnv(os.Environ()),
-		"KL_STORE="+filepath.Join(klDir, "kl.db"), "KL_WORKDIR="+filepath.Join(klDir, "runs"), "KL_TERRAFORM="+opts.Terraform,
-		"KL_LOG_LEVEL=debug", "KL_ACTOR=klbench", "KL_KEEP_WORKDIRS=false", "NO_COLOR=1")
-	kl := func(args ...string) (commandResult, error) {
-		return runCommand(ctx, klDir, klEnv, opts.KL, args...)
-	}
-	tfEnv := append(cleanEnv(os.Environ()), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
-	tf := func(args ...string) (commandResult, error) {
-		return runCommand(ctx, tfDir, tfEnv, opts.Terraform, args...)
-	}
-	pair := func(klStep, tfStep func() error) error {
-		first, second := klStep, tfStep
-		if tfFirst {
-			first, second = tfStep, klStep
-		}
-		if err := first(); err != nil {
-			return err
-		}
-		return second()
-	}
-
-	if _, err := kl("state", "init", overheadStateName, "--from", stateFile); err != nil {
-		return round, err
-	}
-	list, err := kl("state", "list")
+	s, err := newOverheadSides(opts, dir, state, config, tfFirst)
 	if err != nil {
 		return round, err
 	}
-	round.KLStart = list.Wall
+	if round.KLStart, err = s.klStart(ctx, stateFile); err != nil {
+		return round, err
+	}
+	planRun, err := s.planPair(ctx, cfg, &round)
+	if err != nil {
+		return round, err
+	}
+	if err := overheadBreakdown(ctx, opts, s.tfDir, s.tfEnv, &round); err != nil {
+		return round, err
+	}
+	return round, s.applyPair(ctx, planRun, &round)
+}
 
+// overheadSides are the two sides of a round: kl with a store of its own
+// in klDir, bare Terraform with the configuration and the state in tfDir.
+type overheadSides struct {
+	opts         OverheadOptions
+	klDir, tfDir string
+	klEnv, tfEnv []string
+	tfFirst      bool // bare Terraform first in each pair
+}
+
+// newOverheadSides prepares the round's dirs below dir and the two
+// environments.
+func newOverheadSides(opts OverheadOptions, dir string, state, config []byte, tfFirst bool) (overheadSides, error) {
+	s := overheadSides{opts: opts, klDir: filepath.Join(dir, "kl"), tfDir: filepath.Join(dir, "terraform"), tfFirst: tfFirst}
+	if err := os.MkdirAll(s.klDir, 0o700); err != nil {
+		return s, err
+	}
+	if err := writeFiles(s.tfDir, map[string][]byte{"main.tf": config, "terraform.tfstate": state}); err != nil {
+		return s, err
+	}
+	s.klEnv = append(cleanEnv(os.Environ()),
+		"KL_STORE="+filepath.Join(s.klDir, "kl.db"), "KL_WORKDIR="+filepath.Join(s.klDir, "runs"), "KL_TERRAFORM="+opts.Terraform,
+		"KL_LOG_LEVEL=debug", "KL_ACTOR=klbench", "KL_KEEP_WORKDIRS=false", "NO_COLOR=1")
+	s.tfEnv = append(cleanEnv(os.Environ()), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+	return s, nil
+}
+
+// kl runs kl with args in klDir.
+func (s overheadSides) kl(ctx context.Context, args ...string) (commandResult, error) {
+	return runCommand(ctx, s.klDir, s.klEnv, s.opts.KL, args...)
+}
+
+// tf runs bare Terraform with args in tfDir.
+func (s overheadSides) tf(ctx context.Context, args ...string) (commandResult, error) {
+	return runCommand(ctx, s.tfDir, s.tfEnv, s.opts.Terraform, args...)
+}
+
+// pair runs the two steps of a pair back to back, in the round's order.
+func (s overheadSides) pair(klStep, tfStep func() error) error {
+	first, second := klStep, tfStep
+	if s.tfFirst {
+		first, second = tfStep, klStep
+	}
+	if err := first(); err != nil {
+		return err
+	}
+	return second()
+}
+
+// klStart adopts stateFile into kl's store (not timed) and returns the
+// wall time of `kl state list`, kl's fixed start cost.
+func (s overheadSides) klStart(ctx context.Context, stateFile string) (time.Duration, error) {
+	if _, err := s.kl(ctx, "state", "init", overheadStateName, "--from", stateFile); err != nil {
+		return 0, err
+	}
+	list, err := s.kl(ctx, "state", "list")
+	if err != nil {
+		return 0, err
+	}
+	return list.Wall, nil
+}
+
+// planPair times `kl plan -C cfg` beside `terraform init` + `plan -out`
+// into round and returns kl's plan run.
+func (s overheadSides) planPair(ctx context.Context, cfg string, round *OverheadRound) (string, error) {
 	var planRun string
-	err = pair(func() error {
-		res, err := kl("--json", "plan", "--state", overheadStateName, "-C", cfg)
+	err := s.pair(func() error {
+		res, err := s.kl(ctx, "--json", "plan", "--state", overheadStateName, "-C", cfg)
 		if err != nil {
 			return err
 		}
@@ -233,25 +277,25 @@ func overheadRound(ctx context.Context, opts OverheadOptions, dir, stateFile, cf
 		}
 		return nil
 	}, func() error {
-		init, err := tf("init", "-input=false")
+		init, err := s.tf(ctx, "init", "-input=false")
 		if err != nil {
 			return err
 		}
-		plan, err := tf("plan", "-input=false", "-out=plan.tfplan")
+		plan, err := s.tf(ctx, "plan", "-input=false", "-out=plan.tfplan")
 		if err != nil {
 			return err
 		}
 		round.TFInit, round.TFPlan, round.TFInitCPU, round.TFPlanCPU = init.Wall, plan.Wall, init.CPU, plan.CPU
 		return nil
 	})
-	if err != nil {
-		return round, err
-	}
-	if err := overheadBreakdown(ctx, opts, tfDir, tfEnv, &round); err != nil {
-		return round, err
-	}
-	err = pair(func() error {
-		res, err := kl("--json", "apply", planRun)
+	return planRun, err
+}
+
+// applyPair times `kl apply planRun` beside `terraform apply PLAN` into
+// round.
+func (s overheadSides) applyPair(ctx context.Context, planRun string, round *OverheadRound) error {
+	return s.pair(func() error {
+		res, err := s.kl(ctx, "--json", "apply", planRun)
 		if err != nil {
 			return err
 		}
@@ -261,11 +305,10 @@ func overheadRound(ctx context.Context, opts OverheadOptions, dir, stateFile, cf
 		}
 		return nil
 	}, func() error {
-		res, err := tf("apply", "-input=false", "-auto-approve", "plan.tfplan")
+		res, err := s.tf(ctx, "apply", "-input=false", "-auto-approve", "plan.tfplan")
 		round.TFApply, round.TFApplyCPU = res.Wall, res.CPU
 		return err
 	})
-	return round, err
 }
 
 // overheadFixture returns the synthetic state of n resources and its

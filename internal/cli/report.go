@@ -239,7 +239,7 @@ func (a *app) reportGitHub(ctx context.Context, args []string, f ghReportFlags) 
 	if err != nil {
 		return fmt.Errorf("reporting to GitHub: %w", err)
 	}
-	e, err := a.engine(false)
+	e, err := a.engine(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -34,65 +34,7 @@ Terraform runs in DIR (-C, like terraform -chdir): a relative --var-file path is
 to DIR, not to the current directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if in.CommitSHA != "" && !commitSHA.MatchString(in.CommitSHA) {
-				return fmt.Errorf("--commit %q: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", in.CommitSHA)
-			}
-			// Stored in the envelope and printed in every report.
-			if err := errors.Join(checkText("-C", in.Dir, maxPath), checkTexts("--var-file", in.VarFiles, maxPath),
-				checkTexts("--target", in.Targets, maxPath), checkTexts("--replace", in.Replace, maxPath)); err != nil {
-				return err
-			}
-			// Before a run is stored: a plan that cannot start clutters kl runs.
-			if err := checkPlanFiles(in.Dir, in.VarFiles); err != nil {
-				return err
-			}
-			switch pr {
-			case "":
-			case "actions":
-				// The pull request of the GitHub Actions event, if any.
-				if a.getenv("GITHUB_REPOSITORY") == "" {
-					return errors.New("--pr actions: GITHUB_REPOSITORY is not set (not in GitHub Actions?): " +
-						"pass --pr OWNER/REPO#N to name the pull request, or leave --pr out")
-				}
-				// The commit is the event's, or --commit; kl plan needs none.
-				t, err := a.ghTargetOf(ghReportFlags{sha: in.CommitSHA})
-				if err != nil && !errors.Is(err, errNoCommit) {
-					return fmt.Errorf("--pr actions: %w", err)
-				}
-				if !repoPattern.MatchString(t.repo.String()) {
-					return fmt.Errorf("--pr actions: GITHUB_REPOSITORY=%s: want OWNER/REPO", preview(t.repo.String()))
-				}
-				if t.pr > 0 {
-					if in.CommitSHA == "" && !t.askHead {
-						in.CommitSHA = t.sha
-					}
-					in.PR = &engine.PullRequest{Repo: t.repo.String(), Number: t.pr, HeadSHA: in.CommitSHA}
-				}
-			default:
-				p, err := parsePR(pr)
-				if err != nil {
-					return err
-				}
-				p.HeadSHA = in.CommitSHA
-				in.PR = p
-			}
-			e, err := a.engine(true)
-			if err != nil {
-				return err
-			}
-			if err := knownState(cmd.Context(), e, in.State); err != nil {
-				return err
-			}
-			in.Actor = a.actor()
-			p := a.progress()
-			in.Progress = p.update
-			a.phase.set(phasePlan)
-			out, err := e.Plan(cmd.Context(), in)
-			p.done()
-			if err != nil {
-				return err
-			}
-			return report.Plan(a.io.Out, out, a.reportOptions())
+			return a.plan(cmd.Context(), in, pr)
 		},
 	}
 	cmd.Flags().StringVar(&in.State, "state", "", "state to plan against (required)")
@@ -105,6 +47,90 @@ to DIR, not to the current directory.`,
 	cmd.Flags().StringVar(&pr, "pr", "", "pull request this plan is for, OWNER/REPO#N, or \"actions\" for the pull request of the GitHub Actions event (recorded in the envelope and named in every report)")
 	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit SHA the configuration is at, 7-40 hex characters (recorded in the envelope)")
 	return cmd
+}
+
+// plan is kl plan: it checks in and the --pr value pr before a run is
+// stored, plans in.State with them and prints the plan run.
+func (a *app) plan(ctx context.Context, in engine.PlanInput, pr string) error {
+	if err := checkPlanInput(in); err != nil {
+		return err
+	}
+	p, sha, err := a.planPullRequest(pr, in.CommitSHA)
+	if err != nil {
+		return err
+	}
+	in.PR, in.CommitSHA = p, sha
+	e, err := a.engine(ctx, true)
+	if err != nil {
+		return err
+	}
+	if err := knownState(ctx, e, in.State); err != nil {
+		return err
+	}
+	in.Actor = a.actor()
+	prog := a.progress()
+	in.Progress = prog.update
+	a.phase.set(phasePlan)
+	out, err := e.Plan(ctx, in)
+	prog.done()
+	if err != nil {
+		return err
+	}
+	return report.Plan(a.io.Out, out, a.reportOptions())
+}
+
+// checkPlanInput checks kl plan's flags: --commit is a commit SHA; -C,
+// --var-file, --target and --replace are text kl accepts (checkText); -C
+// is a directory and each --var-file a file (checkPlanFiles).
+func checkPlanInput(in engine.PlanInput) error {
+	if in.CommitSHA != "" && !commitSHA.MatchString(in.CommitSHA) {
+		return fmt.Errorf("--commit %q: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", in.CommitSHA)
+	}
+	// Stored in the envelope and printed in every report.
+	if err := errors.Join(checkText("-C", in.Dir, maxPath), checkTexts("--var-file", in.VarFiles, maxPath),
+		checkTexts("--target", in.Targets, maxPath), checkTexts("--replace", in.Replace, maxPath)); err != nil {
+		return err
+	}
+	// Before a run is stored: a plan that cannot start clutters kl runs.
+	return checkPlanFiles(in.Dir, in.VarFiles)
+}
+
+// planPullRequest returns the pull request named by --pr (nil for none)
+// and the plan's commit: sha (--commit), or with --pr actions and no
+// --commit, the head commit of the GitHub Actions event's pull request.
+func (a *app) planPullRequest(pr, sha string) (*engine.PullRequest, string, error) {
+	switch pr {
+	case "":
+		return nil, sha, nil
+	case "actions":
+		// The pull request of the GitHub Actions event, if any.
+		if a.getenv("GITHUB_REPOSITORY") == "" {
+			return nil, "", errors.New("--pr actions: GITHUB_REPOSITORY is not set (not in GitHub Actions?): " +
+				"pass --pr OWNER/REPO#N to name the pull request, or leave --pr out")
+		}
+		// The commit is the event's, or --commit; kl plan needs none.
+		t, err := a.ghTargetOf(ghReportFlags{sha: sha})
+		if err != nil && !errors.Is(err, errNoCommit) {
+			return nil, "", fmt.Errorf("--pr actions: %w", err)
+		}
+		if !repoPattern.MatchString(t.repo.String()) {
+			return nil, "", fmt.Errorf("--pr actions: GITHUB_REPOSITORY=%s: want OWNER/REPO", preview(t.repo.String()))
+		}
+		if t.pr <= 0 {
+			return nil, sha, nil
+		}
+		if sha == "" && !t.askHead {
+			sha = t.sha
+		}
+		return &engine.PullRequest{Repo: t.repo.String(), Number: t.pr, HeadSHA: sha}, sha, nil
+	default:
+		p, err := parsePR(pr)
+		if err != nil {
+			return nil, "", err
+		}
+		p.HeadSHA = sha
+		return p, sha, nil
+	}
 }
 
 func (a *app) applyCommand() *cobra.Command {
@@ -133,7 +159,7 @@ it wrote).`,
 			if in.Wait < 0 {
 				return fmt.Errorf("--wait %s: negative: use 0 to refuse at once, or how long to wait (e.g. 5m)", in.Wait)
 			}
-			e, err := a.engine(true)
+			e, err := a.engine(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

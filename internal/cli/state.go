@@ -40,7 +40,7 @@ func (a *app) stateInitCommand() *cobra.Command {
 				doc = b
 			}
 			a.createStore = true // the one command that creates a SQLite store
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -71,7 +71,7 @@ func (a *app) statePullCommand() *cobra.Command {
 		Short: "Print a version of state NAME as a Terraform state v4 document (the head by default)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -101,7 +101,7 @@ func (a *app) stateListCommand() *cobra.Command {
 		Short: "List states with their lineage and head serial",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}

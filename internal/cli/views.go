@@ -35,7 +35,7 @@ planned target changed (write set) — and its producing run.`,
 			case q.Before < 0:
 				return fmt.Errorf("--before %d: want a serial, or 0 for a page from the head", q.Before)
 			}
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -55,9 +55,9 @@ planned target changed (write set) — and its producing run.`,
 				return err
 			}
 			// The head, which the page may not show.
-			st, err := e.Store.GetState(cmd.Context(), state)
+			st, err := e.State(cmd.Context(), state)
 			if err != nil {
-				return fmt.Errorf("reading state %s: %w", state, err)
+				return err
 			}
 			return report.History(a.io.Out, st, hs, a.reportOptions())
 		},
@@ -86,7 +86,7 @@ func (a *app) runsCommand() *cobra.Command {
 				}
 				q.Before = id
 			}
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -129,14 +129,14 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			if err := checkWords("--reason", reason, MaxReason); reason != "" && err != nil {
 				return err
 			}
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
 			// An apply run is not a plan to close (an unknown run is the
 			// engine's to name): not applicable, a refusal like a plan
 			// that is not open.
-			if r, err := e.Store.GetRun(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
+			if r, err := e.Run(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
 				return &ExitError{Code: 3, Err: fmt.Errorf("run %s is an apply run: only plan runs can be discarded (its plan is %s)", r.ID, r.PlanRun)}
 			}
 			if err := e.Discard(cmd.Context(), args[0], a.actor(), reason); err != nil {
@@ -159,7 +159,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -179,7 +179,7 @@ func (a *app) whyCommand() *cobra.Command {
 		Short: "Why RUN was allowed, waited or was refused, from stored facts",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -199,7 +199,7 @@ func (a *app) statusCommand() *cobra.Command {
 		Short: "What is running now, what each run holds, who waits on whom",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -239,7 +239,7 @@ holder may still be running — wait for its lease —, a run that never ran Ter
 Terraform wrote to recover); 1 any other error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(false)
+			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -260,18 +260,12 @@ Terraform wrote to recover); 1 any other error.`,
 	}
 }
 
-// knownState returns an error unless state is "" (every state) or exists,
-// worded as kl history and kl plan word it.
+// knownState returns an error unless state is "" (every state) or exists:
+// Engine.State's, so every command words an unknown state alike.
 func knownState(ctx context.Context, e *engine.Engine, state string) error {
 	if state == "" {
 		return nil
 	}
-	_, err := e.Store.GetState(ctx, state)
-	if errors.Is(err, engine.ErrNotFound) {
-		return engine.UnknownState(state)
-	}
-	if err != nil {
-		return fmt.Errorf("reading state %s: %w", state, err)
-	}
-	return nil
+	_, err := e.State(ctx, state)
+	return err
 }

@@ -169,43 +169,88 @@ type archiveEntry struct {
 // symlink that resolves outside the copied tree, and a tree or var file
 // larger than maxConfigBytes or maxConfigEntries.
 func buildConfigArchive(dir string, varFiles []string, log *slog.Logger) ([]byte, error) {
+	t, err := locateConfigTree(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	es := &archiveEntries{top: t.top}
+	if err := es.addTree(t, log); err != nil {
+		return nil, err
+	}
+	if err := es.add(archiveEntry{name: archiveRootEntry, typ: tar.TypeReg, data: []byte(filepath.ToSlash(t.rootSub))}, 0); err != nil {
+		return nil, err
+	}
+	if err := es.addVarFiles(t.root, varFiles); err != nil {
+		return nil, err
+	}
+	return writeArchive(es.entries)
+}
+
+// configTree is where a configuration's copy comes from.
+type configTree struct {
+	root    string // the root module dir, absolute
+	top     string // the common ancestor of root and its local modules
+	physTop string // top with symlinks resolved, the dir walked
+	rootSub string // root relative to top ("." or "envs/prod")
+}
+
+// locateConfigTree finds the tree to copy for the root module dir: the
+// common ancestor of dir and its local modules (moduleDirs), refused
+// (engine.ErrInvalid) when that is the filesystem root.
+func locateConfigTree(dir string, log *slog.Logger) (configTree, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("resolving configuration dir %s: %w", dir, err)
+		return configTree{}, fmt.Errorf("resolving configuration dir %s: %w", dir, err)
 	}
 	if fi, err := os.Stat(root); err != nil {
-		return nil, fmt.Errorf("reading configuration dir: %w", err)
+		return configTree{}, fmt.Errorf("reading configuration dir: %w", err)
 	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("reading configuration dir %s: not a directory: %w", root, engine.ErrInvalid)
+		return configTree{}, fmt.Errorf("reading configuration dir %s: not a directory: %w", root, engine.ErrInvalid)
 	}
 	dirs := moduleDirs(root, log)
 	top := commonDir(dirs)
 	if filepath.Dir(top) == top {
-		return nil, fmt.Errorf("copying configuration %s: its local modules (%s) share no directory but the filesystem root: %w",
+		return configTree{}, fmt.Errorf("copying configuration %s: its local modules (%s) share no directory but the filesystem root: %w",
 			root, strings.Join(dirs[1:], ", "), engine.ErrInvalid)
 	}
 	physTop, err := filepath.EvalSymlinks(top)
 	if err != nil {
-		return nil, fmt.Errorf("resolving configuration tree %s: %w", top, err)
+		return configTree{}, fmt.Errorf("resolving configuration tree %s: %w", top, err)
 	}
 	rootSub, err := filepath.Rel(top, root)
 	if err != nil {
-		return nil, fmt.Errorf("locating root module in %s: %w", top, err)
+		return configTree{}, fmt.Errorf("locating root module in %s: %w", top, err)
 	}
+	return configTree{root: root, top: top, physTop: physTop, rootSub: rootSub}, nil
+}
 
-	var entries []archiveEntry
-	var total int64
-	add := func(e archiveEntry, size int64) error {
-		total += size
-		if total > maxConfigBytes || len(entries) >= maxConfigEntries {
-			return fmt.Errorf("copying configuration tree %s: larger than %d MiB or %d entries: %w",
-				top, maxConfigBytes>>20, maxConfigEntries, engine.ErrInvalid)
-		}
-		entries = append(entries, e)
-		return nil
+// archiveEntries collects the entries of an archive of the tree top,
+// within maxConfigBytes and maxConfigEntries.
+type archiveEntries struct {
+	top     string
+	entries []archiveEntry
+	total   int64 // bytes of file content so far
+}
+
+// add adds e, of size bytes of file content, or refuses (engine.ErrInvalid)
+// once the archive would be too large.
+func (es *archiveEntries) add(e archiveEntry, size int64) error {
+	es.total += size
+	if es.total > maxConfigBytes || len(es.entries) >= maxConfigEntries {
+		return fmt.Errorf("copying configuration tree %s: larger than %d MiB or %d entries: %w",
+			es.top, maxConfigBytes>>20, maxConfigEntries, engine.ErrInvalid)
 	}
+	es.entries = append(es.entries, e)
+	return nil
+}
+
+// addTree adds the directories, regular files and symlinks of t, minus
+// excluded entries; a dangling symlink or a special file is skipped with a
+// warning, a symlink out of the tree refused (engine.ErrInvalid).
+func (es *archiveEntries) addTree(t configTree, log *slog.Logger) error {
+	physTop := t.physTop
 	// Walk the resolved top: WalkDir does not enter a root that is a symlink.
-	err = filepath.WalkDir(physTop, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(physTop, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -223,16 +268,16 @@ func buildConfigArchive(dir string, varFiles []string, log *slog.Logger) ([]byte
 			}
 			return nil
 		}
-		switch t := d.Type(); {
-		case t.IsDir():
-			return add(archiveEntry{name: name, typ: tar.TypeDir}, 0)
-		case t.IsRegular():
+		switch typ := d.Type(); {
+		case typ.IsDir():
+			return es.add(archiveEntry{name: name, typ: tar.TypeDir}, 0)
+		case typ.IsRegular():
 			fi, err := d.Info()
 			if err != nil {
 				return err
 			}
-			return add(archiveEntry{name: name, typ: tar.TypeReg, src: p, exec: fi.Mode().Perm()&0o100 != 0}, fi.Size())
-		case t&fs.ModeSymlink != 0:
+			return es.add(archiveEntry{name: name, typ: tar.TypeReg, src: p, exec: fi.Mode().Perm()&0o100 != 0}, fi.Size())
+		case typ&fs.ModeSymlink != 0:
 			resolved, err := filepath.EvalSymlinks(p)
 			if err != nil {
 				log.Warn("skipping dangling symlink in configuration", "path", p, "error", err)
@@ -240,31 +285,34 @@ func buildConfigArchive(dir string, varFiles []string, log *slog.Logger) ([]byte
 			}
 			if !within(physTop, resolved) {
 				return fmt.Errorf("copying configuration: symlink %s points outside the copied tree %s (to %s): %w",
-					p, top, resolved, engine.ErrInvalid)
+					p, t.top, resolved, engine.ErrInvalid)
 			}
 			target, err := filepath.Rel(filepath.Join(physTop, filepath.Dir(rel)), resolved)
 			if err != nil {
 				return err
 			}
-			return add(archiveEntry{name: name, typ: tar.TypeSymlink, target: filepath.ToSlash(target)}, 0)
+			return es.add(archiveEntry{name: name, typ: tar.TypeSymlink, target: filepath.ToSlash(target)}, 0)
 		default:
-			log.Warn("skipping special file in configuration", "path", p, "mode", t.String())
+			log.Warn("skipping special file in configuration", "path", p, "mode", typ.String())
 			return nil
 		}
 	})
 	if err != nil {
 		if errors.Is(err, engine.ErrInvalid) {
-			return nil, err
+			return err
 		}
-		return nil, fmt.Errorf("copying configuration tree %s: %w", top, err)
+		return fmt.Errorf("copying configuration tree %s: %w", t.top, err)
 	}
+	return nil
+}
 
-	if err := add(archiveEntry{name: archiveRootEntry, typ: tar.TypeReg, data: []byte(filepath.ToSlash(rootSub))}, 0); err != nil {
-		return nil, err
-	}
+// addVarFiles adds the var files, in order, under archiveVarFileDir
+// (varFileEntry); a relative path resolves against root. An unreadable
+// file's error names it as given.
+func (es *archiveEntries) addVarFiles(root string, varFiles []string) error {
 	if len(varFiles) > 0 {
-		if err := add(archiveEntry{name: archiveVarFileDir, typ: tar.TypeDir}, 0); err != nil {
-			return nil, err
+		if err := es.add(archiveEntry{name: archiveVarFileDir, typ: tar.TypeDir}, 0); err != nil {
+			return err
 		}
 	}
 	for i, vf := range varFiles {
@@ -278,16 +326,16 @@ func buildConfigArchive(dir string, varFiles []string, log *slog.Logger) ([]byte
 			// so a run's stored reason says which one.
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
-				return nil, fmt.Errorf("var file %s: %w", vf, pe.Err)
+				return fmt.Errorf("var file %s: %w", vf, pe.Err)
 			}
-			return nil, fmt.Errorf("var file %s: %w", vf, err)
+			return fmt.Errorf("var file %s: %w", vf, err)
 		}
 		e := archiveEntry{name: varFileEntry(i, vf), typ: tar.TypeReg, data: data}
-		if err := add(e, int64(len(data))); err != nil {
-			return nil, err
+		if err := es.add(e, int64(len(data))); err != nil {
+			return err
 		}
 	}
-	return writeArchive(entries)
+	return nil
 }
 
 // varFileEntry names the archive entry of the i-th var file.

@@ -191,37 +191,17 @@ func resolveBinary(bin string) (string, error) {
 func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.PlanResult, error) {
 	log := r.log.With("run", req.Run, "op", "plan")
 	start := time.Now()
-	if (req.Dir == "") == (len(req.Config) == 0) {
-		return nil, fmt.Errorf("set exactly one of Dir and Config: %w", engine.ErrInvalid)
-	}
-	archive := req.Config
-	if req.Dir != "" {
-		dir, err := filepath.Abs(req.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("resolving configuration dir %s: %w", req.Dir, err)
-		}
-		if err := checkConfigDir(dir, dir); err != nil {
-			return nil, err
-		}
-		if archive, err = buildConfigArchive(dir, req.VarFiles, log); err != nil {
-			return nil, err
-		}
+	archive, err := planArchive(req, log)
+	if err != nil {
+		return nil, err
 	}
 	w, err := newWorkDir(r.workRoot, req.Run)
 	if err != nil {
 		return nil, err
 	}
 	defer r.cleanup(w, log)
-	rc, err := w.restore(archive)
+	varFiles, err := w.restorePlanInputs(archive, req)
 	if err != nil {
-		return nil, err
-	}
-	if len(req.Config) > 0 && len(req.VarFiles) > 0 {
-		if err := sameVarFiles(req.VarFiles, rc.VarFiles); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.writeSnapshot(req.Snapshot); err != nil {
 		return nil, err
 	}
 	tf, err := r.newTF(w, log)
@@ -239,11 +219,71 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	if err := r.init(ctx, tf, w, rep, log); err != nil {
 		return nil, err
 	}
+	opts := planOptions(w, varFiles, req.Targets, req.Replace)
+	if err := runPlan(ctx, tf, opts, req.Progress != nil, rep, log); err != nil {
+		return nil, err
+	}
+	raw, err := showPlan(ctx, tf, w, rep, log)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.planResult(ctx, tf, w, raw, archive)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("plan done", "elapsed", time.Since(start), "serial", res.Serial, "digest", res.Digest,
+		"write", len(res.Footprint.Write), "read", len(res.Footprint.Read))
+	return res, nil
+}
 
+// planArchive returns the configuration archive of a plan request: req.Config,
+// or one built from req.Dir (its root module checked by checkConfigDir first)
+// and req.VarFiles. Exactly one of Dir and Config is set, else
+// engine.ErrInvalid.
+func planArchive(req engine.PlanRequest, log *slog.Logger) ([]byte, error) {
+	if (req.Dir == "") == (len(req.Config) == 0) {
+		return nil, fmt.Errorf("set exactly one of Dir and Config: %w", engine.ErrInvalid)
+	}
+	if req.Dir == "" {
+		return req.Config, nil
+	}
+	dir, err := filepath.Abs(req.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving configuration dir %s: %w", req.Dir, err)
+	}
+	if err := checkConfigDir(dir, dir); err != nil {
+		return nil, err
+	}
+	return buildConfigArchive(dir, req.VarFiles, log)
+}
+
+// restorePlanInputs restores archive into the work dir and writes
+// req.Snapshot as the run's state; it returns the archive names of the var
+// files. With req.Config, a non-empty req.VarFiles must name the archive's
+// var files (sameVarFiles).
+func (w *workDir) restorePlanInputs(archive []byte, req engine.PlanRequest) ([]string, error) {
+	rc, err := w.restore(archive)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Config) > 0 && len(req.VarFiles) > 0 {
+		if err := sameVarFiles(req.VarFiles, rc.VarFiles); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.writeSnapshot(req.Snapshot); err != nil {
+		return nil, err
+	}
+	return rc.VarFiles, nil
+}
+
+// runPlan runs `terraform plan` with opts; with progress, as `plan -json`
+// whose UI stream reports the refresh to rep.
+func runPlan(ctx context.Context, tf *tfexec.Terraform, opts []tfexec.PlanOption, progress bool, rep *progressReporter, log *slog.Logger) error {
 	t := time.Now()
 	rep.phase(phasePlan)
-	opts := planOptions(w, rc.VarFiles, req.Targets, req.Replace)
-	if req.Progress != nil {
+	var err error
+	if progress {
 		stream := newUIStream(phasePlan, rep, log)
 		err = runCommand(ctx, tf, "plan", stream, func() error {
 			_, err := tf.PlanJSON(ctx, stream, opts...)
@@ -258,14 +298,19 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 		})
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	log.Debug("terraform plan done", "elapsed", time.Since(t))
+	return nil
+}
 
-	t = time.Now()
+// showPlan runs `terraform show -json` on the saved plan and returns its
+// output.
+func showPlan(ctx context.Context, tf *tfexec.Terraform, w workDir, rep *progressReporter, log *slog.Logger) ([]byte, error) {
+	t := time.Now()
 	rep.phase(phaseShow)
 	var raw bytes.Buffer
-	err = runCommand(ctx, tf, "show", nil, func() error {
+	err := runCommand(ctx, tf, "show", nil, func() error {
 		tf.SetStdout(&raw)
 		defer tf.SetStdout(nil)
 		_, err := tf.ShowPlanFile(ctx, w.rel(w.PlanFile))
@@ -275,8 +320,14 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 		return nil, err
 	}
 	log.Debug("terraform show done", "elapsed", time.Since(t), "bytes", raw.Len())
+	return raw.Bytes(), nil
+}
 
-	plan, err := ParsePlanJSON(raw.Bytes())
+// planResult derives the PlanResult from the plan JSON raw and the saved
+// plan file in w: footprint, intent and summary from the JSON, lineage and
+// serial from the plan file's tfstate entry, the digest of the plan file.
+func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir, raw, archive []byte) (*engine.PlanResult, error) {
+	plan, err := ParsePlanJSON(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +356,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 		}
 	}
 	sum := sha256.Sum256(planFile)
-	res := &engine.PlanResult{
+	return &engine.PlanResult{
 		PlanFile:         planFile,
 		Digest:           "sha256:" + hex.EncodeToString(sum[:]),
 		Config:           archive,
@@ -315,10 +366,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 		Lineage:          info.Lineage,
 		Serial:           info.Serial,
 		TerraformVersion: tfVersion,
-	}
-	log.Info("plan done", "elapsed", time.Since(start), "serial", res.Serial, "digest", res.Digest,
-		"write", len(fp.Write), "read", len(fp.Read))
-	return res, nil
+	}, nil
 }
 
 // Apply restores req.Config into the run's work dir, writes req.Snapshot as

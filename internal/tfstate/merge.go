@@ -85,22 +85,41 @@ func Merge(head, base, result *State, written []string, serial int64) (*State, M
 // stay at the head and are reported in MergeReport.Kept. keep does not
 // affect written addresses.
 func MergeKeeping(head, base, result *State, written, keep []string, serial int64) (*State, MergeReport, error) {
-	var rep MergeReport
+	w, err := checkMergeInputs(head, base, result, written)
+	if err != nil {
+		return nil, MergeReport{}, err
+	}
+	take, rep := chooseTaken(head, base, result, w, keep)
+	return mergedState(head, result, take, serial), rep, nil
+}
+
+// checkMergeInputs refuses a nil state, three lineages that differ
+// (ErrLineageMismatch) and a written address checkWritten refuses; it
+// returns the written addresses as a set.
+func checkMergeInputs(head, base, result *State, written []string) (map[string]bool, error) {
 	if head == nil || base == nil || result == nil {
-		return nil, rep, errors.New("merging run state into head: nil state")
+		return nil, errors.New("merging run state into head: nil state")
 	}
 	if head.Lineage != base.Lineage || head.Lineage != result.Lineage {
-		return nil, rep, fmt.Errorf("merging run state into head: %w: head %q, plan base %q, apply result %q",
+		return nil, fmt.Errorf("merging run state into head: %w: head %q, plan base %q, apply result %q",
 			ErrLineageMismatch, head.Lineage, base.Lineage, result.Lineage)
 	}
 	w := make(map[string]bool, len(written))
 	for _, a := range written {
 		if err := checkWritten(a); err != nil {
-			return nil, rep, fmt.Errorf("merging run state into head: %w", err)
+			return nil, fmt.Errorf("merging run state into head: %w", err)
 		}
 		w[a] = true
 	}
+	return w, nil
+}
 
+// chooseTaken decides which addresses the merged state takes from result:
+// every written one (w), and each unplanned change (changed between base
+// and result) the head has not moved since the plan, or already holds as
+// result does, unless it is in keep. It returns them with the report.
+func chooseTaken(head, base, result *State, w map[string]bool, keep []string) (map[string]bool, MergeReport) {
+	var rep MergeReport
 	keepSet := make(map[string]bool, len(keep))
 	for _, a := range keep {
 		keepSet[a] = true
@@ -150,15 +169,40 @@ func MergeKeeping(head, base, result *State, written, keep []string, serial int6
 	slices.Sort(rep.Unplanned)
 	slices.Sort(rep.Kept)
 	slices.Sort(rep.Changed)
+	return take, rep
+}
 
+// mergedState is head with the entries of the addresses in take (resources
+// and outputs) replaced by result's, or dropped where result has none; its
+// serial is serial, its lineage and extra fields head's.
+func mergedState(head, result *State, take map[string]bool, serial int64) *State {
 	out := &State{
 		TerraformVersion: newerVersion(head.TerraformVersion, result.TerraformVersion),
 		Serial:           serial,
 		Lineage:          head.Lineage,
 		Outputs:          make(map[string]Output, len(head.Outputs)),
-		Resources:        make([]Resource, 0, len(head.Resources)+len(take)),
+		Resources:        mergedResources(head, result, take),
 		Extra:            maps.Clone(head.Extra),
 	}
+	maps.Copy(out.Outputs, head.Outputs)
+	for a := range take {
+		name, ok := strings.CutPrefix(a, OutputPrefix)
+		if !ok {
+			continue
+		}
+		if o, ok := result.Outputs[name]; ok {
+			out.Outputs[name] = o
+		} else {
+			delete(out.Outputs, name)
+		}
+	}
+	return out
+}
+
+// mergedResources returns head's resource entries outside take and
+// result's inside it, in Terraform's order.
+func mergedResources(head, result *State, take map[string]bool) []Resource {
+	res := make([]Resource, 0, len(head.Resources)+len(take))
 	// Head's kept entries and result's taken ones, each in Terraform's
 	// order, merged like two sorted runs (no sort in the normal case).
 	var kept, taken []*Resource
@@ -174,26 +218,14 @@ func MergeKeeping(head, base, result *State, written, keep []string, serial int6
 	}
 	for len(kept) > 0 || len(taken) > 0 {
 		if len(taken) == 0 || (len(kept) > 0 && compareEntries(kept[0], taken[0]) <= 0) {
-			out.Resources = append(out.Resources, *kept[0])
+			res = append(res, *kept[0])
 			kept = kept[1:]
 		} else {
-			out.Resources = append(out.Resources, *taken[0])
+			res = append(res, *taken[0])
 			taken = taken[1:]
 		}
 	}
-	maps.Copy(out.Outputs, head.Outputs)
-	for a := range take {
-		name, ok := strings.CutPrefix(a, OutputPrefix)
-		if !ok {
-			continue
-		}
-		if o, ok := result.Outputs[name]; ok {
-			out.Outputs[name] = o
-		} else {
-			delete(out.Outputs, name)
-		}
-	}
-	return out, rep, nil
+	return res
 }
 
 // groupsOf returns the entries of s whose address is in set.

@@ -30,14 +30,32 @@ func Parse(b []byte) (*State, error) {
 	if b[start] != '{' {
 		return nil, invalid(nil, "not a Terraform state: want a JSON object, found %s", jsonKind(b[start:]))
 	}
-	var (
-		version, serial, lineage, tfVersion, outputs []byte
-		s                                            = &State{Resources: []Resource{}}
-		resErr                                       error
-	)
-	// Walk the top-level members by hand: the resources array (nearly all
-	// of the document) is split and compacted in the same pass that finds
-	// its end.
+	m, err := splitMembers(b, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.fill(); err != nil {
+		return nil, err
+	}
+	return m.s, nil
+}
+
+// topMembers are the top-level members of a state document as splitMembers
+// found them: the scalar ones and outputs raw, for fill to check; the
+// resources, check_results and unknown members already in s.
+type topMembers struct {
+	version, serial, lineage, tfVersion, outputs []byte
+	s                                            *State
+	// resErr is parseResources' error, reported after the other members'.
+	resErr error
+}
+
+// splitMembers walks the top-level members of the valid JSON object that
+// starts at b[start] by hand: the resources array (nearly all of the
+// document) is split and compacted in the same pass that finds its end.
+func splitMembers(b []byte, start int) (*topMembers, error) {
+	m := &topMembers{s: &State{Resources: []Resource{}}}
+	s := m.s
 	i := skipSpace(b, start+1)
 	for i < len(b) && b[i] == '"' {
 		ke := stringEnd(b, i)
@@ -48,21 +66,21 @@ func Parse(b []byte) (*State, error) {
 		vs := skipSpace(b, skipSpace(b, ke)+1) // past ':'
 		var ve int
 		if key == "resources" {
-			s.Resources, ve, resErr = parseResources(b, vs)
+			s.Resources, ve, m.resErr = parseResources(b, vs)
 		} else {
 			ve = valueEnd(b, vs)
 			val := b[vs:ve]
 			switch key {
 			case "version":
-				version = val
+				m.version = val
 			case "serial":
-				serial = val
+				m.serial = val
 			case "lineage":
-				lineage = val
+				m.lineage = val
 			case "terraform_version":
-				tfVersion = val
+				m.tfVersion = val
 			case "outputs":
-				outputs = val
+				m.outputs = val
 			case "check_results":
 				s.CheckResults = nil
 				if string(val) != "null" {
@@ -80,32 +98,36 @@ func Parse(b []byte) (*State, error) {
 			i = skipSpace(b, i+1)
 		}
 	}
+	return m, nil
+}
 
-	if err := checkVersion(version); err != nil {
-		return nil, err
+// fill checks the format version and sets m.s's lineage (required),
+// serial, Terraform version and outputs from the raw members; then
+// reports the resources' error, if any.
+func (m *topMembers) fill() error {
+	s := m.s
+	if err := checkVersion(m.version); err != nil {
+		return err
 	}
 	var err error
-	if s.Lineage, err = optString(lineage); err != nil {
-		return nil, invalid(nil, "lineage: %v, found %s", err, jsonKind(lineage))
+	if s.Lineage, err = optString(m.lineage); err != nil {
+		return invalid(nil, "lineage: %v, found %s", err, jsonKind(m.lineage))
 	}
 	if s.Lineage == "" {
-		return nil, invalid(nil, "state has no lineage (every state Terraform writes has one)")
+		return invalid(nil, "state has no lineage (every state Terraform writes has one)")
 	}
-	if len(serial) > 0 && string(serial) != "null" {
-		if s.Serial, err = parseSerial(serial); err != nil {
-			return nil, invalid(nil, "serial %s: %v", serial, err)
+	if len(m.serial) > 0 && string(m.serial) != "null" {
+		if s.Serial, err = parseSerial(m.serial); err != nil {
+			return invalid(nil, "serial %s: %v", m.serial, err)
 		}
 	}
-	if s.TerraformVersion, err = optString(tfVersion); err != nil {
-		return nil, invalid(nil, "terraform_version: %v, found %s", err, jsonKind(tfVersion))
+	if s.TerraformVersion, err = optString(m.tfVersion); err != nil {
+		return invalid(nil, "terraform_version: %v, found %s", err, jsonKind(m.tfVersion))
 	}
-	if s.Outputs, err = parseOutputs(outputs); err != nil {
-		return nil, err
+	if s.Outputs, err = parseOutputs(m.outputs); err != nil {
+		return err
 	}
-	if resErr != nil {
-		return nil, resErr
-	}
-	return s, nil
+	return m.resErr
 }
 
 // syntaxError explains why b is not JSON, with the byte offset.

@@ -236,6 +236,10 @@ type response struct {
 	Error    string `json:"error,omitempty"`
 }
 
+// serve answers one delivery (see the package doc) and returns the status
+// code, for the latency metric: it reads and verifies the request
+// (readVerified), parses and routes the payload (parseDelivery), and hands
+// the delivery to the sink (deliver).
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	received := h.now()
 	id := r.Header.Get(DeliveryHeader)
@@ -244,37 +248,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	// (bounded) to trace a probe, never used as metric labels.
 	log := h.logger.With(slog.String("delivery", clip(id, 80)), slog.String("event", clip(event, 80)))
 
-	reject := func(code int, reason, msg string) int {
-		h.metrics.rejected.WithLabelValues(reason).Inc()
-		log.LogAttrs(r.Context(), slog.LevelWarn, "webhook rejected",
-			slog.Int("status", code), slog.String("reason", reason), slog.String("error", msg))
-		writeJSON(w, code, response{Delivery: id, Error: msg})
-		return code
-	}
-
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return reject(http.StatusMethodNotAllowed, reasonMethod, "method "+r.Method+" not allowed: webhooks are POSTed")
-	}
-	tooLarge := fmt.Sprintf("body over %d bytes (GitHub caps payloads at 25 MB)", h.maxBody)
-	if r.ContentLength > h.maxBody {
-		return reject(http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return reject(http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge)
-		}
-		return reject(http.StatusBadRequest, reasonUnreadable, "reading body: "+err.Error())
-	}
-	if reason, msg := h.verify(r.Header, body); reason != "" {
-		return reject(http.StatusUnauthorized, reason, msg)
-	}
-	if event == "" {
-		return reject(http.StatusBadRequest, reasonHeader, "missing "+EventHeader+" header")
-	}
-	if id == "" {
-		return reject(http.StatusBadRequest, reasonHeader, "missing "+DeliveryHeader+" header")
+	body, rej := h.readVerified(w, r)
+	if rej != nil {
+		return h.reject(r.Context(), w, log, id, *rej)
 	}
 
 	// From here the delivery is GitHub's own.
@@ -282,47 +258,125 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	if github.EventForType(event) == nil {
 		eventLabel = "unknown"
 	}
-	ignore := func(action, note string) int {
-		h.metrics.deliveries.WithLabelValues(eventLabel, action, Ignored.String()).Inc()
-		log.LogAttrs(r.Context(), slog.LevelInfo, "webhook ignored",
-			slog.String("action", action), slog.Int("status", http.StatusAccepted), slog.String("note", note))
-		writeJSON(w, http.StatusAccepted, response{Delivery: id, Outcome: Ignored.String(), Note: note})
-		return http.StatusAccepted
+	d, skip, rej := parseDelivery(r.Header, event, body)
+	switch {
+	case skip != nil:
+		return h.ignore(r.Context(), w, log, id, eventLabel, *skip)
+	case rej != nil:
+		return h.reject(r.Context(), w, log, id, *rej)
 	}
+	d.ID, d.Event, d.Received = id, event, received
+	return h.deliver(w, r, d, eventLabel)
+}
+
+// rejection is an answer that refuses a delivery before the sink sees it:
+// the status code, the reason label of
+// klbot_webhook_delivery_rejected_total, and the message of the body.
+type rejection struct {
+	code        int
+	reason, msg string
+}
+
+// skipped is a delivery klbot does not handle (202 ignored): its action,
+// as the metric label, and a note saying why.
+type skipped struct {
+	action, note string
+}
+
+// reject answers rej, counts and logs it.
+func (h *Handler) reject(ctx context.Context, w http.ResponseWriter, log *slog.Logger, id string, rej rejection) int {
+	h.metrics.rejected.WithLabelValues(rej.reason).Inc()
+	log.LogAttrs(ctx, slog.LevelWarn, "webhook rejected",
+		slog.Int("status", rej.code), slog.String("reason", rej.reason), slog.String("error", rej.msg))
+	writeJSON(w, rej.code, response{Delivery: id, Error: rej.msg})
+	return rej.code
+}
+
+// ignore answers 202 ignored for s, counts and logs it.
+func (h *Handler) ignore(ctx context.Context, w http.ResponseWriter, log *slog.Logger, id, eventLabel string, s skipped) int {
+	h.metrics.deliveries.WithLabelValues(eventLabel, s.action, Ignored.String()).Inc()
+	log.LogAttrs(ctx, slog.LevelInfo, "webhook ignored",
+		slog.String("action", s.action), slog.Int("status", http.StatusAccepted), slog.String("note", s.note))
+	writeJSON(w, http.StatusAccepted, response{Delivery: id, Outcome: Ignored.String(), Note: s.note})
+	return http.StatusAccepted
+}
+
+// readVerified reads the body of a POST, at most h.maxBody bytes, and
+// checks its signature (verify) and the event and delivery headers; it
+// returns the body, or the rejection (405, 413, 400, 401).
+func (h *Handler) readVerified(w http.ResponseWriter, r *http.Request) ([]byte, *rejection) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return nil, &rejection{http.StatusMethodNotAllowed, reasonMethod, "method " + r.Method + " not allowed: webhooks are POSTed"}
+	}
+	tooLarge := fmt.Sprintf("body over %d bytes (GitHub caps payloads at 25 MB)", h.maxBody)
+	if r.ContentLength > h.maxBody {
+		return nil, &rejection{http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, &rejection{http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge}
+		}
+		return nil, &rejection{http.StatusBadRequest, reasonUnreadable, "reading body: " + err.Error()}
+	}
+	if reason, msg := h.verify(r.Header, body); reason != "" {
+		return nil, &rejection{http.StatusUnauthorized, reason, msg}
+	}
+	if r.Header.Get(EventHeader) == "" {
+		return nil, &rejection{http.StatusBadRequest, reasonHeader, "missing " + EventHeader + " header"}
+	}
+	if r.Header.Get(DeliveryHeader) == "" {
+		return nil, &rejection{http.StatusBadRequest, reasonHeader, "missing " + DeliveryHeader + " header"}
+	}
+	return body, nil
+}
+
+// parseDelivery parses the verified body of event and routes it: it
+// returns the Delivery (without ID, Event, Received), or why klbot skips
+// it (an event or action it does not handle, route's note), or the
+// rejection (400: not JSON, not a payload GitHub's parser reads, a field
+// routing needs missing).
+func parseDelivery(hdr http.Header, event string, body []byte) (Delivery, *skipped, *rejection) {
 	actions, supported := supportedActions[event]
 	if !supported {
-		return ignore("", "event "+strconv.Quote(clip(event, 80))+" is not handled by klbot")
+		return Delivery{}, &skipped{"", "event " + strconv.Quote(clip(event, 80)) + " is not handled by klbot"}, nil
 	}
 	var head struct {
 		Action string `json:"action"`
 	}
 	if err := json.Unmarshal(body, &head); err != nil {
 		msg := "payload is not JSON: " + clip(err.Error(), 300)
-		if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "application/x-www-form-urlencoded" {
+		if ct, _, _ := mime.ParseMediaType(hdr.Get("Content-Type")); ct == "application/x-www-form-urlencoded" {
 			msg += " (set the webhook content type to application/json)"
 		}
-		return reject(http.StatusBadRequest, reasonUnparsable, msg)
+		return Delivery{}, nil, &rejection{http.StatusBadRequest, reasonUnparsable, msg}
 	}
 	if actions != nil && !actions[head.Action] {
-		return ignore(clip(head.Action, 40), fmt.Sprintf("%s action %q is not handled by klbot", event, clip(head.Action, 80)))
+		return Delivery{}, &skipped{clip(head.Action, 40), fmt.Sprintf("%s action %q is not handled by klbot", event, clip(head.Action, 80))}, nil
 	}
 	parsed, err := github.ParseWebHook(event, body)
 	if err != nil {
-		return reject(http.StatusBadRequest, reasonUnparsable,
-			fmt.Sprintf("parsing %s payload: %s", event, clip(err.Error(), 300)))
+		return Delivery{}, nil, &rejection{http.StatusBadRequest, reasonUnparsable,
+			fmt.Sprintf("parsing %s payload: %s", event, clip(err.Error(), 300))}
 	}
 	d, note, missing := route(parsed)
-	d.ID, d.Event, d.Received = id, event, received
 	if note != "" {
-		return ignore(d.Action, note)
+		return Delivery{}, &skipped{d.Action, note}, nil
 	}
 	if missing != "" {
-		return reject(http.StatusBadRequest, reasonField,
-			fmt.Sprintf("%s %s payload has no %s", event, d.Action, missing))
+		return Delivery{}, nil, &rejection{http.StatusBadRequest, reasonField,
+			fmt.Sprintf("%s %s payload has no %s", event, d.Action, missing)}
 	}
+	return d, nil, nil
+}
 
+// deliver hands d to the sink (accept, bounded by h.acceptTimeout) and
+// answers its outcome: 202 enqueued or ignored, 200 duplicate, 503 on an
+// error (not recorded: redeliver), 500 on a panic or no outcome.
+func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, d Delivery, eventLabel string) int {
 	ctx := NewContext(r.Context(), h.logger, d)
-	log = LoggerFrom(ctx)
+	log := LoggerFrom(ctx)
 	ctx, cancel := context.WithTimeout(ctx, h.acceptTimeout)
 	defer cancel()
 	start := time.Now()
@@ -337,14 +391,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 		log.LogAttrs(ctx, slog.LevelError, "webhook sink panicked",
 			slog.Int("status", http.StatusInternalServerError), slog.Any("panic", panicked.value),
 			slog.String("stack", string(panicked.stack)), took)
-		writeJSON(w, http.StatusInternalServerError, response{Delivery: id, Outcome: outcomeError,
+		writeJSON(w, http.StatusInternalServerError, response{Delivery: d.ID, Outcome: outcomeError,
 			Error: "internal error: the delivery was not recorded; redeliver it"})
 		return http.StatusInternalServerError
 	case err != nil:
 		count(outcomeError)
 		log.LogAttrs(ctx, slog.LevelError, "webhook not recorded",
 			slog.Int("status", http.StatusServiceUnavailable), slog.String("error", err.Error()), took)
-		writeJSON(w, http.StatusServiceUnavailable, response{Delivery: id, Outcome: outcomeError,
+		writeJSON(w, http.StatusServiceUnavailable, response{Delivery: d.ID, Outcome: outcomeError,
 			Error: "the delivery was not recorded; redeliver it once klbot is healthy"})
 		return http.StatusServiceUnavailable
 	}
@@ -357,14 +411,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 		count(outcomeError)
 		log.LogAttrs(ctx, slog.LevelError, "webhook sink returned no outcome",
 			slog.Int("status", http.StatusInternalServerError), slog.String("outcome", outcome.String()), took)
-		writeJSON(w, http.StatusInternalServerError, response{Delivery: id, Outcome: outcomeError,
+		writeJSON(w, http.StatusInternalServerError, response{Delivery: d.ID, Outcome: outcomeError,
 			Error: "internal error: the delivery may not be recorded; redeliver it"})
 		return http.StatusInternalServerError
 	}
 	count(outcome.String())
 	log.LogAttrs(ctx, slog.LevelInfo, "webhook accepted",
 		slog.Int("status", code), slog.String("outcome", outcome.String()), took)
-	writeJSON(w, code, response{Delivery: id, Outcome: outcome.String()})
+	writeJSON(w, code, response{Delivery: d.ID, Outcome: outcome.String()})
 	return code
 }
 

@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/user"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// Config is kl's environment configuration (read with go-envconfig). An
+// empty variable counts as unset. A value that does not parse, or is out of
+// range, is an error that names the variable ("KL_LEASE=banana: not a
+// duration (e.g. 2m)").
+type Config struct {
+	// Store is the store location: a SQLite file path (default .kl/kl.db),
+	// or a postgres:// URL. The --store flag overrides it.
+	Store string `env:"KL_STORE"`
+	// Actor names who runs kl in run records (default: the OS user).
+	Actor string `env:"KL_ACTOR"`
+	// Terraform is the terraform/tofu binary (default: terraform, then tofu on PATH).
+	Terraform string `env:"KL_TERRAFORM"`
+	// Lease is the lease of reservations and of runs in progress, MinLease
+	// to MaxLease; the holder renews every third of it, so a killed kl's
+	// runs end lease-expired once it runs out.
+	Lease time.Duration `env:"KL_LEASE, default=2m"`
+	// WorkDir is where per-run work dirs are made (default: runs/ next to
+	// the SQLite file, or the OS temp dir for PostgreSQL). Work dirs a
+	// killed kl left there untouched for 24 h (or two leases, if longer)
+	// are removed (terraform.DefaultStaleAfter).
+	WorkDir string `env:"KL_WORKDIR"`
+	// KeepWorkDirs keeps per-run work dirs for debugging (they hold secrets).
+	KeepWorkDirs bool `env:"KL_KEEP_WORKDIRS"`
+	// NoColor, set to anything, disables colour even on a terminal
+	// (https://no-color.org: "regardless of its value").
+	NoColor string `env:"NO_COLOR"`
+	// Term is the terminal type; "dumb" gets no colour.
+	Term string `env:"TERM"`
+	// LogLevel is debug, info, warn or error (default warn), logged to stderr.
+	LogLevel string `env:"KL_LOG_LEVEL, default=warn"`
+}
+
+// Bounds of KL_LEASE.
+const (
+	// MinLease is the shortest lease: the holder renews every third of it,
+	// and a lease shorter than a store round trip under load lets the
+	// reservations lapse while their run still works.
+	MinLease = 3 * time.Second
+	// MaxLease is the longest lease: the reservations of a killed kl block
+	// other applies until their lease ends.
+	MaxLease = 24 * time.Hour
+)
+
+// logLevels are the values of KL_LOG_LEVEL.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// envError is a bad value of an environment variable, named as the user
+// set it: "KL_LEASE=banana: not a duration (e.g. 2m)".
+type envError struct {
+	key, value, problem string
+}
+
+func (e *envError) Error() string {
+	v := e.value
+	if q := strconv.Quote(v); v == "" || q[1:len(q)-1] != v || strings.ContainsAny(v, " \t") || utf8.RuneCountInString(v) > 60 {
+		v = preview(v)
+	}
+	return e.key + "=" + v + ": " + e.problem
+}
+
+// envTypes maps each variable of Config to its field's type, for
+// checkEnvSyntax.
+var envTypes = func() map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if key = strings.TrimSpace(key); key != "" {
+			m[key] = f.Type
+		}
+	}
+	return m
+}()
+
+// checkEnvSyntax is a go-envconfig mutator that parses a typed variable
+// before go-envconfig does, so that a bad value is reported under its
+// variable's name (go-envconfig's own errors name the Go field).
+func checkEnvSyntax(_ context.Context, _, key, _, value string) (string, bool, error) {
+	var problem string
+	switch t := envTypes[key]; {
+	case t == reflect.TypeFor[time.Duration]():
+		if _, err := time.ParseDuration(value); err != nil {
+			problem = "not a duration (e.g. 2m)"
+		}
+	case t != nil && t.Kind() == reflect.Bool:
+		if _, err := strconv.ParseBool(value); err != nil {
+			problem = "not a boolean (true or false)"
+		}
+	case t != nil && t.Kind() == reflect.Int:
+		if _, err := strconv.Atoi(value); err != nil {
+			problem = "not a whole number"
+		}
+	}
+	if problem != "" {
+		return "", true, &envError{key: key, value: value, problem: problem}
+	}
+	return value, false, nil
+}
+
+// shortDuration prints d without zero minutes and seconds: "2m", "24h".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// loadEnv reads the environment into a.cfg and checks its values.
+func (a *app) loadEnv(ctx context.Context) error {
+	vars := envMap(a.env)
+	for k, v := range vars {
+		if v == "" {
+			delete(vars, k) // an empty variable counts as unset
+		}
+	}
+	err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &a.cfg, Lookuper: envconfig.MapLookuper(vars),
+		Mutators: []envconfig.Mutator{envconfig.MutatorFunc(checkEnvSyntax)}})
+	var ee *envError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	if err != nil {
+		return fmt.Errorf("reading environment: %w", err)
+	}
+	switch lease := vars["KL_LEASE"]; {
+	case a.cfg.Lease < MinLease:
+		return &envError{key: "KL_LEASE", value: lease, problem: fmt.Sprintf("too short: use at least %s (default %s): the holder renews its "+
+			"reservations every third of the lease, and a lease shorter than a store round trip under load loses them to other runs",
+			shortDuration(MinLease), shortDuration(engine.DefaultLease))}
+	case a.cfg.Lease > MaxLease:
+		return &envError{key: "KL_LEASE", value: lease, problem: fmt.Sprintf("too long: use at most %s (default %s): "+
+			"the reservations of a kl that was killed block other applies until their lease ends",
+			shortDuration(MaxLease), shortDuration(engine.DefaultLease))}
+	}
+	if !slices.Contains(logLevels, strings.ToLower(a.cfg.LogLevel)) {
+		return &envError{key: "KL_LOG_LEVEL", value: a.cfg.LogLevel, problem: "use debug, info, warn or error"}
+	}
+	// Recorded on every run and printed to everyone who reads it.
+	if p := wordsProblem(a.cfg.Actor, MaxActor); a.cfg.Actor != "" && p != "" {
+		return &envError{key: "KL_ACTOR", value: a.cfg.Actor, problem: p + " (it names you on every run)"}
+	}
+	return nil
+}
+
+// getenv returns the variable k of the invocation's environment, "" when
+// unset.
+func (a *app) getenv(k string) string { return envMap(a.env)[k] }
+
+// actor names who runs kl in run records: KL_ACTOR, else the OS user
+// (or $USER when it is text kl accepts), else "unknown".
+func (a *app) actor() string {
+	if a.cfg.Actor != "" {
+		return a.cfg.Actor
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if u := a.getenv("USER"); wordsProblem(u, MaxActor) == "" {
+		return u
+	}
+	return "unknown"
+}
+
+// envMap maps the KEY=value pairs of env by key (a later pair wins).
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}

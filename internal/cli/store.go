@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store/postgres"
+	"github.com/kilolock/kilolock/internal/store/sqlite"
+	"github.com/kilolock/kilolock/internal/terraform"
+)
+
+// engine opens the store and the Terraform runner on first use, under ctx
+// (the command's): the store's connection and migrations, and the
+// KL_TERRAFORM version check.
+func (a *app) engine(ctx context.Context, needTerraform bool) (*engine.Engine, error) {
+	if a.eng != nil && (a.eng.Terraform != nil || !needTerraform) {
+		return a.eng, nil
+	}
+	log := a.logger()
+	if a.eng == nil {
+		st, workRoot, err := a.openStore(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a.eng = engine.New(st, nil, log)
+		a.eng.Lease = a.cfg.Lease
+		if a.cfg.WorkDir == "" {
+			a.cfg.WorkDir = workRoot
+		}
+		// Work dirs are removed without a Terraform binary (kl run recover).
+		a.eng.WorkDirs = terraform.WorkDirs{Root: a.cfg.WorkDir, Keep: a.cfg.KeepWorkDirs, Logger: log}
+	}
+	if needTerraform {
+		bin, err := terraform.FindBinary(a.getenv)
+		if err != nil {
+			return nil, err
+		}
+		if v := strings.TrimSpace(a.getenv("KL_TERRAFORM")); v != "" {
+			if err := terraform.CheckVersion(ctx, bin, a.env); err != nil {
+				if errors.Is(err, context.Canceled) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("KL_TERRAFORM=%s is not Terraform or OpenTofu: %w; "+
+					"set KL_TERRAFORM to a terraform or tofu binary, or unset it to use terraform or tofu on PATH", v, err)
+			}
+		}
+		r, err := terraform.NewRunner(terraform.RunnerOptions{
+			WorkRoot: a.cfg.WorkDir, Binary: bin, Env: a.env, KeepWorkDirs: a.cfg.KeepWorkDirs, Logger: log,
+			// Never the work dir of a run whose lease may still run.
+			StaleAfter: max(terraform.DefaultStaleAfter, 2*a.cfg.Lease),
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.eng.Terraform = r
+	}
+	return a.eng, nil
+}
+
+// openStore opens the store named by --store, KL_STORE or the default.
+func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
+	loc := a.store
+	if loc == "" {
+		loc = a.cfg.Store
+	}
+	if loc == "" {
+		loc = filepath.Join(".kl", "kl.db")
+	}
+	switch {
+	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"):
+		st, err := postgres.Open(ctx, loc)
+		if err != nil {
+			return nil, "", err // it names the server (host, port, database, user), never the password
+		}
+		a.closers = append(a.closers, st.Close)
+		return st, filepath.Join(os.TempDir(), "kilolock-runs"), nil
+	case strings.Contains(loc, "://") && !strings.HasPrefix(loc, "sqlite://") && !strings.HasPrefix(loc, "file://"):
+		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
+	if missing, empty := storeMissing(path); missing && !a.createStore {
+		// A mistyped KL_STORE must not start an empty store.
+		src := "KL_STORE"
+		switch {
+		case a.store != "":
+			src = "--store"
+		case a.cfg.Store == "":
+			src = "the default; set KL_STORE or --store to use another"
+		}
+		what := ""
+		if empty {
+			what = ": the file is empty"
+		}
+		return nil, "", fmt.Errorf("no Kilolock store at %s (%s)%s: \"kl state init NAME\" creates one", path, src, what)
+	}
+	st, err := sqlite.Open(ctx, path, sqlite.WithLogger(a.logger()))
+	if err != nil {
+		return nil, "", err // it says "opening store PATH: …" itself
+	}
+	a.closers = append(a.closers, st.Close)
+	return st, filepath.Join(filepath.Dir(path), "runs"), nil
+}
+
+// close closes what the command opened (the store), last opened first.
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		_ = a.closers[i]()
+	}
+}
+
+// redact hides a password in a URL-shaped store location.
+func redact(loc string) string {
+	if u, err := url.Parse(loc); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return loc
+}
