@@ -241,15 +241,18 @@ func TestWriteChangedRefuses(t *testing.T) {
 	}
 	id := runErrorID(err)
 	run := h.run(id)
-	if run.Status != engine.StatusRefused || run.Reason == "" || run.CommittedSerial != 0 {
-		t.Errorf("apply run = status %s, reason %q, committed %d", run.Status, run.Reason, run.CommittedSerial)
+	if run.Status != engine.StatusRefused || !run.End.Is(engine.CauseRefusedStale) || run.CommittedSerial != 0 {
+		t.Errorf("apply run = status %s, end %+v, committed %d; want refused stale", run.Status, run.End, run.CommittedSerial)
+	} else if end := run.End; end.Plan != p2.ID || end.Strict || len(end.Stale) != 1 || end.Stale[0].Serial != first.Version.Serial ||
+		end.Stale[0].Run != first.Run.ID || !sameSet(end.Stale[0].Addresses, addrs("a")) {
+		t.Errorf("apply run's end = %+v; want plan %s stale by version %d (run %s) changing terraform_data.a", end, p2.ID, first.Version.Serial, first.Run.ID)
 	}
 	sf := h.marker(id, engine.MarkerStalenessFailed)
 	if sf.Class != engine.ClassWriteChanged || sf.Serial != first.Version.Serial || sf.Other != first.Run.ID || !sameSet(sf.Addresses, addrs("a")) {
 		t.Errorf("staleness-failed marker = %+v", sf)
 	}
-	if m := h.marker(id, engine.MarkerFailed); m.Reason == "" {
-		t.Errorf("failed marker without reason: %+v", m)
+	if m := h.marker(id, engine.MarkerFailed); !m.End.Is(engine.CauseRefusedStale) || len(m.End.Stale) != 1 || m.End.Stale[0].Serial != first.Version.Serial {
+		t.Errorf("failed marker = %+v, end %+v; want the stale refusal by version %d", m, m.End, first.Version.Serial)
 	}
 	if h.headSerial() != head {
 		t.Errorf("head moved from %d to %d: a stale plan committed", head, h.headSerial())

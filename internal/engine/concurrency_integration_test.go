@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
 )
 
 var seedFlag = flag.Uint64("kl.seed", 0, "seed of TestConcurrentAppliesNoLostUpdate (0: from the clock)")
@@ -259,15 +260,22 @@ func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 		switch a.Status {
 		case engine.StatusApplied:
 		case engine.StatusRefused, engine.StatusFailed:
-			if a.Reason == "" {
-				t.Errorf("apply run %s is %s without a reason", a.ID, a.Status)
+			causes := map[engine.RunStatus][]engine.Cause{
+				engine.StatusRefused: {engine.CauseRefusedConflict, engine.CauseRefusedStale, engine.CauseIntentChanged, engine.CauseBehindHead, engine.CauseRefusedClaim},
+				engine.StatusFailed:  {engine.CauseTerraformFailed, engine.CauseFailed, engine.CauseLeaseLost},
+			}[a.Status]
+			if a.End == nil || !slices.Contains(causes, a.End.Cause) || report.EndText(a.ID, a.End) == "" {
+				t.Errorf("apply run %s is %s with end %+v; want one of %v, in words", a.ID, a.Status, a.End, causes)
 			}
-			if !slices.Contains(kinds(h.markers(a.ID)), engine.MarkerFailed) {
-				t.Errorf("apply run %s is %s without a failed marker: %v", a.ID, a.Status, kinds(h.markers(a.ID)))
+			ms := h.markers(a.ID)
+			if !slices.Contains(kinds(ms), engine.MarkerFailed) {
+				t.Errorf("apply run %s is %s without a failed marker: %v", a.ID, a.Status, kinds(ms))
+			} else if a.End != nil && !slices.ContainsFunc(ms, func(m engine.Marker) bool { return m.Kind == engine.MarkerFailed && m.End.Is(a.End.Cause) }) {
+				t.Errorf("apply run %s: no failed marker has the run's cause %s", a.ID, a.End.Cause)
 			}
 		case engine.StatusLeaseExpired:
-			if a.Reason == "" || !slices.Contains(kinds(h.markers(a.ID)), engine.MarkerLeaseExpired) {
-				t.Errorf("apply run %s is lease-expired without a reason (%q) or a lease-expired marker: %v", a.ID, a.Reason, kinds(h.markers(a.ID)))
+			if !a.End.Is(engine.CauseLeaseExpired) || a.End.Holder == (engine.Holder{}) || !slices.Contains(kinds(h.markers(a.ID)), engine.MarkerLeaseExpired) {
+				t.Errorf("apply run %s is lease-expired with end %+v, naming no holder, or without a lease-expired marker: %v", a.ID, a.End, kinds(h.markers(a.ID)))
 			}
 		default:
 			t.Errorf("apply run %s ended %s", a.ID, a.Status)

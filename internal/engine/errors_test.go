@@ -26,7 +26,7 @@ func TestStatusErrorWords(t *testing.T) {
 			want: []string{"plan run P was discarded by alice and cannot be applied: plan again"},
 		},
 		"superseded by a push": {
-			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, Reason: "discarded by a newer push"},
+			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, End: &End{Cause: CauseSuperseded, Why: "a newer push"}},
 			want: []string{"plan run P is superseded and cannot be applied (see `kl why P`)"},
 			deny: []string{"was discarded"},
 		},

@@ -243,11 +243,13 @@ func TestApplyFailsPartWay(t *testing.T) {
 	t.Logf("bad in the head: %+v", hs.Resources["bad"])
 
 	run := h.run(runErrorID(err))
-	if run.Status != engine.StatusFailed || !strings.Contains(run.Reason, "terraform apply") || run.CommittedSerial != source+1 {
-		t.Errorf("apply run = status %s, reason %q, committed %d", run.Status, run.Reason, run.CommittedSerial)
+	if run.Status != engine.StatusFailed || !run.End.Is(engine.CauseTerraformFailed) || run.CommittedSerial != source+1 {
+		t.Errorf("apply run = status %s, end %+v, committed %d; want failed by Terraform, committed %d", run.Status, run.End, run.CommittedSerial, source+1)
+	} else if tf := run.End.Terraform; tf == nil || tf.Command != "apply" || !provisionerFailed(tf, "terraform_data.bad") {
+		t.Errorf("apply run's Terraform failure = %+v; want terraform apply, with the local-exec error diagnostic of terraform_data.bad", tf)
 	}
-	if pr := h.run(plan.ID); pr.Status != engine.StatusFailed || pr.Reason == "" {
-		t.Errorf("plan = status %s, reason %q; want failed with a reason", pr.Status, pr.Reason)
+	if pr := h.run(plan.ID); pr.Status != engine.StatusFailed || !pr.End.Is(engine.CauseApplyPartial) || pr.End.Run != run.ID || pr.End.Serial != source+1 {
+		t.Errorf("plan = status %s, end %+v; want failed: apply run %s failed part-way, partial result version %d", pr.Status, pr.End, run.ID, source+1)
 	}
 	if rs := h.reservations(); len(rs) != 0 {
 		t.Errorf("reservations left: %v", rs)
@@ -255,8 +257,9 @@ func TestApplyFailsPartWay(t *testing.T) {
 	for _, k := range []engine.MarkerKind{engine.MarkerApplied, engine.MarkerDrift, engine.MarkerCommitted, engine.MarkerFailed, engine.MarkerReleased} {
 		h.marker(run.ID, k)
 	}
-	if why, err := h.eng.Why(h.ctx, plan.ID); err != nil || why.Verdict != engine.VerdictFailed || why.Reason == "" {
-		t.Errorf("Why(failed) = %+v, %v", why, err)
+	if why, err := h.eng.Why(h.ctx, plan.ID); err != nil || why.Verdict != engine.VerdictFailed || why.Apply == nil || why.Apply.ID != run.ID ||
+		!why.Apply.End.Is(engine.CauseTerraformFailed) {
+		t.Errorf("Why(failed) = %+v, %v; want failed, explaining apply run %s ended by Terraform", why, err, run.ID)
 	}
 	raw, err := h.store.GetArtifact(h.ctx, run.ID, engine.ArtifactApplyResult)
 	if err != nil {
@@ -307,8 +310,8 @@ func TestApplyInterrupted(t *testing.T) {
 		t.Errorf("Apply returned after %s", took)
 	}
 	run := h.run(runErrorID(err))
-	if run.Status != engine.StatusInterrupted || run.Reason == "" {
-		t.Errorf("apply run = status %s, reason %q; want interrupted", run.Status, run.Reason)
+	if run.Status != engine.StatusInterrupted || !run.End.Is(engine.CauseInterrupted) || run.End.Phase != engine.PhaseTerraformApply {
+		t.Errorf("apply run = status %s, end %+v; want interrupted during terraform apply", run.Status, run.End)
 	}
 	if why, err := h.eng.Why(h.ctx, run.ID); err != nil || why.Verdict != engine.VerdictInterrupted {
 		t.Errorf("Why(interrupted) = %+v, %v", why, err)
@@ -338,4 +341,15 @@ func TestApplyInterrupted(t *testing.T) {
 	if h.headSerial() != v.Serial {
 		t.Errorf("head = %d after the second apply, want %d", h.headSerial(), v.Serial)
 	}
+}
+
+// provisionerFailed reports whether f has an error diagnostic of the
+// failing local-exec provisioner (res.Fail) of address.
+func provisionerFailed(f *engine.TerraformFailure, address string) bool {
+	for _, d := range f.Diagnostics {
+		if d.Severity == "error" && d.Summary == "local-exec provisioner error" && d.Address == address {
+			return true
+		}
+	}
+	return false
 }

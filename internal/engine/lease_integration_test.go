@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
 )
 
 // deadHolder is the holder of the runs a test leaves as a killed process
@@ -24,12 +25,12 @@ func (h *harness) stuckApply(plan engine.Run, reserved bool) engine.Run {
 	now := time.Now().UTC()
 	a := engine.Run{
 		ID: engine.NewRunID(), Kind: engine.KindApply, State: plan.State, Actor: "carol", Holder: deadHolder,
-		Status: engine.StatusWaiting, Reason: "waiting: run 01FINISHEDLONGAGO holds terraform_data.a",
+		Status: engine.StatusWaiting, End: &engine.End{Cause: engine.CauseWaiting, Blockers: []engine.Blocker{{Run: "01FINISHEDLONGAGO", Addresses: addrs("a")}}},
 		CreatedAt: now.Add(-2 * time.Minute), PlanRun: plan.ID, LeaseUntil: now.Add(-time.Minute),
 	}
 	var ms []engine.Marker
 	if reserved {
-		a.Status, a.Reason = engine.StatusApplying, ""
+		a.Status, a.End = engine.StatusApplying, nil
 		ms = append(ms, engine.Marker{Kind: engine.MarkerReserved, Count: 1, Addresses: plan.Envelope.Footprint.Write})
 	}
 	if err := h.store.CreateRun(h.ctx, a); err != nil {
@@ -88,33 +89,39 @@ func TestDeadHolderRunsExpire(t *testing.T) {
 	if !sameStrings(st.Expired, waiting.ID, reserved.ID, planning.ID) {
 		t.Errorf("Status.Expired = %v; want %s, %s and %s", st.Expired, waiting.ID, reserved.ID, planning.ID)
 	}
-	for _, id := range []string{waiting.ID, reserved.ID, planning.ID} {
+	for id, phase := range map[string]engine.Phase{waiting.ID: engine.PhaseWaiting, reserved.ID: engine.PhaseApplying, planning.ID: engine.PhasePlanning} {
 		r := h.run(id)
-		if r.Status != engine.StatusLeaseExpired || r.FinishedAt == nil || !strings.Contains(r.Reason, deadHolder.String()) {
-			t.Errorf("run %s = status %s, reason %q; want lease-expired naming %s", id, r.Status, r.Reason, deadHolder)
+		if r.Status != engine.StatusLeaseExpired || r.FinishedAt == nil || !r.End.Is(engine.CauseLeaseExpired) || r.End.Holder != deadHolder ||
+			r.End.Phase != phase || r.End.LeaseEnd.IsZero() || r.End.Recoverable || len(r.End.Blockers) != 0 {
+			t.Errorf("run %s = status %s, end %+v; want lease-expired while %s, naming %s and its lease end", id, r.Status, r.End, phase, deadHolder)
 		}
-		h.marker(id, engine.MarkerLeaseExpired)
+		if m := h.marker(id, engine.MarkerLeaseExpired); !m.End.Is(engine.CauseLeaseExpired) || m.End.Holder != deadHolder {
+			t.Errorf("run %s: lease-expired marker's end = %+v; want naming %s", id, m.End, deadHolder)
+		}
 	}
 	if p := h.run(waitPlan.ID); p.Status != engine.StatusPlanned || p.ApplyRun != waiting.ID {
 		t.Errorf("plan of the waiting apply = %s (apply %s); want planned again", p.Status, p.ApplyRun)
 	}
-	if p := h.run(reservedPlan.ID); p.Status != engine.StatusFailed || !strings.Contains(p.Reason, reserved.ID) || !strings.Contains(p.Reason, "re-plan") {
-		t.Errorf("plan of the apply that had reserved = %s, %q; want failed, naming it", p.Status, p.Reason)
+	if p := h.run(reservedPlan.ID); p.Status != engine.StatusFailed || !p.End.Is(engine.CauseApplyLeaseExpired) || p.End.Run != reserved.ID ||
+		p.End.Holder != deadHolder || p.End.Recoverable || !strings.Contains(report.EndText(p.ID, p.End), "re-plan") {
+		t.Errorf("plan of the apply that had reserved = %s, end %+v (%q); want failed, naming it and its holder, saying re-plan", p.Status, p.End, report.EndText(p.ID, p.End))
 	}
 
 	// Why says lease-expired, never "waiting on" a run long gone.
 	why, err := h.eng.Why(h.ctx, waitPlan.ID)
 	if err != nil || why.Verdict != engine.VerdictPending || why.Apply == nil || why.Apply.ID != waiting.ID ||
-		!strings.Contains(why.Reason, string(engine.StatusLeaseExpired)) || strings.Contains(why.Reason, "01FINISHEDLONGAGO") {
+		why.Apply.Status != engine.StatusLeaseExpired || !why.Apply.End.Is(engine.CauseLeaseExpired) || len(why.Apply.End.Blockers) != 0 ||
+		strings.Contains(report.EndText(why.Apply.ID, why.Apply.End), "01FINISHEDLONGAGO") {
 		t.Errorf("Why(plan) = %+v, %v; want pending, its last attempt lease-expired", why, err)
 	}
 	why, err = h.eng.Why(h.ctx, waiting.ID)
-	if err != nil || why.Verdict != engine.VerdictFailed || !strings.Contains(why.Reason, deadHolder.String()) ||
+	if err != nil || why.Verdict != engine.VerdictFailed || !why.Run.End.Is(engine.CauseLeaseExpired) || why.Run.End.Holder != deadHolder ||
 		len(why.Decisive) == 0 || why.Decisive[len(why.Decisive)-1].Kind != engine.MarkerLeaseExpired {
 		t.Errorf("Why(expired apply) = %+v, %v; want failed with the lease-expired marker and the holder", why, err)
 	}
-	if why, err := h.eng.Why(h.ctx, planning.ID); err != nil || !strings.Contains(why.Reason, "lease-expired") || !strings.Contains(why.Reason, "planning") {
-		t.Errorf("Why(expired plan) = %+v, %v; want its lease-expired reason", why, err)
+	if why, err := h.eng.Why(h.ctx, planning.ID); err != nil || why.Verdict != engine.VerdictFailed || why.Run.Status != engine.StatusLeaseExpired ||
+		!why.Run.End.Is(engine.CauseLeaseExpired) || why.Run.End.Phase != engine.PhasePlanning {
+		t.Errorf("Why(expired plan) = %+v, %v; want failed, lease-expired while planning", why, err)
 	}
 	if _, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: reservedPlan.ID}); !errors.Is(err, engine.ErrConflict) {
 		t.Errorf("Apply of the failed plan = %v; want refused", err)
@@ -210,8 +217,9 @@ func TestWaitingApplyKeepsItsLease(t *testing.T) {
 		t.Errorf("Apply C (stalled) = %v; want ErrLeaseLost", rc.err)
 	}
 	stalled := h.run(runErrorID(rc.err))
-	if stalled.Status != engine.StatusLeaseExpired || !strings.Contains(stalled.Reason, "frozen:4") || stalled.CommittedSerial != 0 {
-		t.Errorf("C's run = %s, %q, committed %d; want lease-expired naming frozen:4, nothing committed", stalled.Status, stalled.Reason, stalled.CommittedSerial)
+	if frozen := (engine.Holder{Host: "frozen", PID: 4}); stalled.Status != engine.StatusLeaseExpired || !stalled.End.Is(engine.CauseLeaseExpired) ||
+		stalled.End.Holder != frozen || stalled.End.Phase != engine.PhaseWaiting || stalled.CommittedSerial != 0 {
+		t.Errorf("C's run = %s, end %+v, committed %d; want lease-expired while waiting naming %s, nothing committed", stalled.Status, stalled.End, stalled.CommittedSerial, frozen)
 	}
 	if n := len(kindsOf(h.markers(stalled.ID), engine.MarkerLeaseExpired)); n != 1 {
 		t.Errorf("C has %d lease-expired markers, want 1", n)
@@ -338,9 +346,10 @@ func TestDeadPlanEveryViewAgrees(t *testing.T) {
 
 	viaWhy := h.deadPlanning()
 	why, err := h.eng.Why(h.ctx, viaWhy.ID)
-	if err != nil || why.Verdict != engine.VerdictFailed || !strings.HasPrefix(why.Reason, "lease-expired: planning never finished: ") ||
-		!strings.Contains(why.Reason, deadHolder.String()) {
-		t.Fatalf("Why(dead plan) = %+v, %v; want failed: lease-expired: planning never finished, naming the holder", why, err)
+	if err != nil || why.Verdict != engine.VerdictFailed || why.Run.Status != engine.StatusLeaseExpired || why.Run.Envelope != nil ||
+		!why.Run.End.Is(engine.CauseLeaseExpired) || why.Run.End.Phase != engine.PhasePlanning || why.Run.End.Holder != deadHolder ||
+		!strings.Contains(report.EndText(why.Run.ID, why.Run.End), deadHolder.String()) {
+		t.Fatalf("Why(dead plan) = %+v, %v; want failed: lease-expired while planning (never finished), naming the holder", why, err)
 	}
 	if len(why.Decisive) == 0 || why.Decisive[len(why.Decisive)-1].Kind != engine.MarkerLeaseExpired {
 		t.Errorf("Why(dead plan).Decisive = %v; want its lease-expired marker", kinds(why.Decisive))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
 )
 
 // checkpointOf applies plan with the real Terraform runner outside any
@@ -139,11 +140,14 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("RunStory: %v", err)
 	}
 	hint := "`kl run recover " + killed.ID + "` commits what it last wrote"
-	if r := story.Run; r.Status != engine.StatusLeaseExpired || !strings.Contains(r.Reason, hint) || r.CommittedSerial != 0 {
-		t.Fatalf("killed run = %s, %q, committed %d; want lease-expired naming the recovery, nothing committed", r.Status, r.Reason, r.CommittedSerial)
+	if r := story.Run; r.Status != engine.StatusLeaseExpired || !r.End.Is(engine.CauseLeaseExpired) || r.End.Holder != deadHolder || !r.End.Recoverable ||
+		!strings.Contains(report.EndText(r.ID, r.End), hint) || r.CommittedSerial != 0 {
+		t.Fatalf("killed run = %s, end %+v (%q), committed %d; want lease-expired, recoverable, naming the recovery, nothing committed",
+			r.Status, r.End, report.EndText(r.ID, r.End), r.CommittedSerial)
 	}
-	if p := story.Plan; p.Status != engine.StatusFailed || !strings.Contains(p.Reason, hint) || !strings.Contains(p.Reason, "Terraform had started applying") {
-		t.Fatalf("plan = %s, %q; want failed naming the recovery", p.Status, p.Reason)
+	if p := story.Plan; p.Status != engine.StatusFailed || !p.End.Is(engine.CauseApplyLeaseExpired) || p.End.Run != killed.ID || p.End.Holder != deadHolder ||
+		!p.End.Recoverable || !strings.Contains(report.EndText(p.ID, p.End), hint) || !strings.Contains(report.EndText(p.ID, p.End), "Terraform had started applying") {
+		t.Fatalf("plan = %s, end %+v (%q); want failed by apply run %s's lease, recoverable, naming the recovery", p.Status, p.End, report.EndText(p.ID, p.End), killed.ID)
 	}
 	rec := story.Recoverable
 	if rec == nil || rec.Run != killed.ID || rec.Artifact != engine.ArtifactApplyCheckpoint || rec.BaseSerial != source ||
@@ -201,11 +205,12 @@ func TestRecover(t *testing.T) {
 	if _, ok := hs.Resources["d"]; ok {
 		t.Fatalf("head holds d, which Terraform never created")
 	}
-	if r := out.Run; r.Status != engine.StatusLeaseExpired || r.CommittedSerial != v.Serial || !strings.Contains(r.Reason, hint) {
-		t.Fatalf("recovered run = %s, committed %d, %q; want lease-expired, committed %d, its reason kept", r.Status, r.CommittedSerial, r.Reason, v.Serial)
+	if r := out.Run; r.Status != engine.StatusLeaseExpired || r.CommittedSerial != v.Serial || !r.End.Is(engine.CauseLeaseExpired) ||
+		r.End.Holder != deadHolder || !r.End.Recoverable {
+		t.Fatalf("recovered run = %s, committed %d, end %+v; want lease-expired, committed %d, its end kept", r.Status, r.CommittedSerial, r.End, v.Serial)
 	}
-	if pl := h.run(plan.ID); pl.Status != engine.StatusFailed || !strings.Contains(pl.Reason, "`kl run recover` committed") {
-		t.Fatalf("plan after recovery = %s, %q; want failed naming the recovered version", pl.Status, pl.Reason)
+	if pl := h.run(plan.ID); pl.Status != engine.StatusFailed || !pl.End.Is(engine.CauseApplyRecovered) || pl.End.Run != killed.ID || pl.End.Serial != v.Serial {
+		t.Fatalf("plan after recovery = %s, end %+v; want failed: apply run %s recovered as version %d", pl.Status, pl.End, killed.ID, v.Serial)
 	}
 	ms := h.markers(killed.ID)
 	recovered := h.marker(killed.ID, engine.MarkerRecovered)
@@ -399,14 +404,15 @@ func TestApplyNoChanges(t *testing.T) {
 		t.Fatalf("Apply of a plan without changes: %v", err)
 	}
 	if out.Version != nil || out.Run.Status != engine.StatusApplied || out.Run.CommittedSerial != 0 ||
-		out.Run.Reason != "the plan has no changes: nothing applied, nothing committed" || out.Run.FinishedAt == nil {
-		t.Fatalf("outcome = %+v, version %v; want applied, nothing committed, with the reason", out.Run, out.Version)
+		!out.Run.End.Is(engine.CauseNothingToApply) || out.Run.FinishedAt == nil ||
+		report.EndText(out.Run.ID, out.Run.End) != "the plan has no changes: nothing applied, nothing committed" {
+		t.Fatalf("outcome = %+v (%q), version %v; want applied, nothing committed, with the end saying so", out.Run, report.EndText(out.Run.ID, out.Run.End), out.Version)
 	}
 	if got := kinds(h.markers(out.Run.ID)); !slices.Equal(got, []engine.MarkerKind{engine.MarkerApplied}) {
 		t.Fatalf("markers %v; want only applied", got)
 	}
-	if m := h.marker(out.Run.ID, engine.MarkerApplied); m.Count != 0 || len(m.Addresses) != 0 {
-		t.Fatalf("applied marker %+v; want count 0", m)
+	if m := h.marker(out.Run.ID, engine.MarkerApplied); m.Count != 0 || len(m.Addresses) != 0 || !m.End.Is(engine.CauseNothingToApply) {
+		t.Fatalf("applied marker %+v; want count 0, Terraform not run", m)
 	}
 	if p := h.run(plan.ID); p.Status != engine.StatusApplied || p.ApplyRun != out.Run.ID {
 		t.Fatalf("plan = %s by %s; want applied by %s", p.Status, p.ApplyRun, out.Run.ID)

@@ -97,8 +97,8 @@ func TestReadChangedIntentUnchanged(t *testing.T) {
 		t.Errorf("provenance = %+v, changed %v", out.Version.Provenance, out.Version.Changed)
 	}
 	rp := h.run(m.Other)
-	if rp.Status != engine.StatusSuperseded || rp.ReplanOf != c.ID || rp.Reason == "" {
-		t.Errorf("re-plan = status %s, replan of %q, reason %q; want superseded re-check of %s", rp.Status, rp.ReplanOf, rp.Reason, c.ID)
+	if rp.Status != engine.StatusSuperseded || rp.ReplanOf != c.ID || !rp.End.Is(engine.CauseReplanChecked) || rp.End.Run != run.ID || rp.End.Plan != c.ID {
+		t.Errorf("re-plan = status %s, replan of %q, end %+v; want superseded re-check of %s for apply run %s", rp.Status, rp.ReplanOf, rp.End, c.ID, run.ID)
 	}
 	if sp := run.SincePlan; sp == nil || len(sp.Entries) != 1 || sp.Entries[0].Class != engine.ClassReadChanged || !sameSet(sp.Entries[0].Addresses, addrs("x")) {
 		t.Errorf("since-plan = %+v, want version %d read-changed on x", run.SincePlan, d.Version.Serial)
@@ -154,20 +154,27 @@ func TestReadChangedIntentChanged(t *testing.T) {
 		t.Fatalf("Apply C = %v, want ErrIntentChanged", err)
 	}
 	run := h.run(runErrorID(err))
-	if run.Status != engine.StatusRefused || run.Reason == "" || run.CommittedSerial != 0 {
-		t.Errorf("apply run = status %s, reason %q, committed %d", run.Status, run.Reason, run.CommittedSerial)
+	if run.Status != engine.StatusRefused || !run.End.Is(engine.CauseIntentChanged) || run.CommittedSerial != 0 {
+		t.Errorf("apply run = status %s, end %+v, committed %d; want refused: intent changed", run.Status, run.End, run.CommittedSerial)
 	}
 	m := h.marker(run.ID, engine.MarkerReplanned)
 	if m.IntentChanged == nil || !*m.IntentChanged || !sameSet(m.Addresses, addrs("r")) || m.Serial != d.Version.Serial {
 		t.Errorf("replanned marker = %+v, want intent changed on r", m)
 	}
-	h.marker(run.ID, engine.MarkerFailed)
+	if end := run.End; end != nil && (end.Run != m.Other || end.Plan != c.ID || end.Serial != d.Version.Serial || end.Replan == nil ||
+		!slices.Equal(end.Replan.Addresses, []string{"terraform_data.r"}) || !slices.Equal(end.Replan.Versions, []int64{d.Version.Serial})) {
+		t.Errorf("apply run's end = %+v (re-plan %+v); want re-plan %s of %s against head %d planning something else for terraform_data.r, over version %d",
+			end, end.Replan, m.Other, c.ID, d.Version.Serial, d.Version.Serial)
+	}
+	if f := h.marker(run.ID, engine.MarkerFailed); !f.End.Is(engine.CauseIntentChanged) {
+		t.Errorf("failed marker's end = %+v; want intent changed", f.End)
+	}
 	rp := h.run(m.Other)
 	if rp.Status != engine.StatusPlanned || rp.ReplanOf != c.ID || rp.Envelope == nil || rp.Envelope.SourceSerial != head {
 		t.Fatalf("re-plan = status %s, replan of %q; want planned for review at %d", rp.Status, rp.ReplanOf, head)
 	}
-	if pr := h.run(c.ID); pr.Status != engine.StatusSuperseded {
-		t.Errorf("reviewed plan status = %s, want superseded", pr.Status)
+	if pr := h.run(c.ID); pr.Status != engine.StatusSuperseded || !pr.End.Is(engine.CauseApplyEnded) || pr.End.Run != run.ID || !pr.End.Then.Is(engine.CauseIntentChanged) {
+		t.Errorf("reviewed plan = status %s, end %+v; want superseded, ended by apply run %s: intent changed", pr.Status, pr.End, run.ID)
 	}
 	if h.headSerial() != head {
 		t.Fatalf("head moved to %d", h.headSerial())
@@ -200,18 +207,21 @@ func TestReadChangedConfigBehindHead(t *testing.T) {
 		t.Errorf("Apply C error = %q; want it to say configuration behind the head, not intent changed", msg)
 	}
 	run := h.run(runErrorID(err))
-	if run.Status != engine.StatusRefused || !strings.Contains(run.Reason, "revert") || !strings.Contains(run.Reason, "terraform_data.x") {
-		t.Errorf("apply run = status %s, reason %q; want refused saying it would revert terraform_data.x", run.Status, run.Reason)
+	if run.Status != engine.StatusRefused || !run.End.Is(engine.CauseBehindHead) || run.End.Replan == nil || !slices.Equal(run.End.Replan.Addresses, []string{"terraform_data.x"}) {
+		t.Errorf("apply run = status %s, end %+v; want refused: behind the head, its re-plan would revert terraform_data.x", run.Status, run.End)
 	}
 	m := h.marker(run.ID, engine.MarkerReplanned)
 	if m.IntentChanged == nil || !*m.IntentChanged || !sameSet(m.Addresses, addrs("x")) {
 		t.Errorf("replanned marker = %+v, want a change to x", m)
 	}
-	if rp := h.run(m.Other); rp.Status != engine.StatusSuperseded || rp.ReplanOf != c.ID {
-		t.Errorf("re-plan = status %s, replan of %q; want superseded", rp.Status, rp.ReplanOf)
+	if end := run.End; end != nil && (end.Run != m.Other || end.Plan != c.ID || end.Serial != head) {
+		t.Errorf("apply run's end = %+v; want re-plan %s of plan %s against head %d", end, m.Other, c.ID, head)
 	}
-	if pr := h.run(c.ID); pr.Status != engine.StatusStale {
-		t.Errorf("plan status = %s, want stale", pr.Status)
+	if rp := h.run(m.Other); rp.Status != engine.StatusSuperseded || rp.ReplanOf != c.ID || !rp.End.Is(engine.CauseReplanReverts) || rp.End.Plan != c.ID {
+		t.Errorf("re-plan = status %s, replan of %q, end %+v; want superseded: it would revert what %s reads", rp.Status, rp.ReplanOf, rp.End, c.ID)
+	}
+	if pr := h.run(c.ID); pr.Status != engine.StatusStale || !pr.End.Is(engine.CauseApplyEnded) || pr.End.Run != run.ID || !pr.End.Then.Is(engine.CauseBehindHead) {
+		t.Errorf("plan = status %s, end %+v; want stale, ended by apply run %s: behind the head", pr.Status, pr.End, run.ID)
 	}
 	if h.headSerial() != head {
 		t.Errorf("head moved to %d", h.headSerial())
@@ -239,8 +249,9 @@ func TestReadChangedStrict(t *testing.T) {
 	if sf := h.marker(run.ID, engine.MarkerStalenessFailed); sf.Class != engine.ClassReadChanged || !sameSet(sf.Addresses, addrs("x")) {
 		t.Errorf("staleness-failed marker = %+v", sf)
 	}
-	if run.Status != engine.StatusRefused || run.Reason == "" {
-		t.Errorf("apply run = status %s, reason %q", run.Status, run.Reason)
+	if run.Status != engine.StatusRefused || !run.End.Is(engine.CauseRefusedStale) || !run.End.Strict || run.End.Plan != c.ID ||
+		len(run.End.Stale) != 1 || run.End.Stale[0].Serial != d.Version.Serial || run.End.Stale[0].Class != engine.ClassReadChanged {
+		t.Errorf("apply run = status %s, end %+v; want refused: strict, stale by version %d (read-changed)", run.Status, run.End, d.Version.Serial)
 	}
 	if rps := h.replans(c.ID); len(rps) != 0 {
 		t.Errorf("strict apply re-planned: %v", rps)

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -64,10 +63,13 @@ func TestReservationConflictThenWait(t *testing.T) {
 		t.Errorf("blockers = %+v, want run %s (alice) over terraform_data.x", ce.Blockers, holder)
 	}
 	refused := h.run(runErrorID(err))
-	if refused.Status != engine.StatusRefused || !strings.Contains(refused.Reason, holder) || !strings.Contains(refused.Reason, "terraform_data.x") {
-		t.Errorf("refused apply run = status %s, reason %q", refused.Status, refused.Reason)
+	if refused.Status != engine.StatusRefused || !refused.End.Is(engine.CauseRefusedConflict) || refused.End.Waited != 0 || len(refused.End.Blockers) != 1 ||
+		refused.End.Blockers[0].Run != holder || !sameSet(refused.End.Blockers[0].Addresses, addrs("x")) {
+		t.Errorf("refused apply run = status %s, end %+v; want refused: run %s holds terraform_data.x, no wait", refused.Status, refused.End, holder)
 	}
-	h.marker(refused.ID, engine.MarkerFailed)
+	if m := h.marker(refused.ID, engine.MarkerFailed); !m.End.Is(engine.CauseRefusedConflict) {
+		t.Errorf("failed marker's end = %+v; want the conflict", m.End)
+	}
 	if w := h.marker(refused.ID, engine.MarkerWaited); w.Other != holder {
 		t.Errorf("waited marker of the refused run = %+v", w)
 	}
@@ -202,10 +204,13 @@ func TestSamePlanAppliedTwiceAtOnce(t *testing.T) {
 			}
 			continue
 		}
-		if r.Status != engine.StatusRefused || r.Reason == "" || r.CommittedSerial != 0 {
-			t.Errorf("losing apply run %s = status %s, reason %q, committed %d", r.ID, r.Status, r.Reason, r.CommittedSerial)
+		if r.Status != engine.StatusRefused || !r.End.Is(engine.CauseRefusedClaim) || r.End.Plan != p.ID || r.End.Err == "" ||
+			r.End.Kind != engine.KindConflict || r.CommittedSerial != 0 {
+			t.Errorf("losing apply run %s = status %s, end %+v, committed %d; want refused: claiming plan %s, a conflict", r.ID, r.Status, r.End, r.CommittedSerial, p.ID)
 		}
-		h.marker(r.ID, engine.MarkerFailed)
+		if m := h.marker(r.ID, engine.MarkerFailed); !m.End.Is(engine.CauseRefusedClaim) {
+			t.Errorf("losing apply run %s: failed marker's end = %+v; want the refused claim", r.ID, m.End)
+		}
 	}
 	if id := runErrorID(errs[loser]); id != "" {
 		t.Logf("the loser lost the claim (apply run %s refused)", id)
@@ -294,18 +299,22 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 		t.Errorf("A's drift lost = %+v; want y, kept as version %d by run %s", p.Drift, source+1, outB.Run.ID)
 	}
 	run := h.run(holder)
-	if run.ID != ra.out.Run.ID || run.Status != engine.StatusFailed || !strings.Contains(run.Reason, "lease lost") ||
-		!strings.Contains(run.Reason, "Terraform finished") ||
-		!strings.Contains(run.Reason, fmt.Sprintf("terraform_data.y (version %d, run %s", source+1, outB.Run.ID)) ||
-		!strings.Contains(run.Reason, "in no version") || !strings.Contains(ra.err.Error(), "import or remove it") {
-		t.Errorf("A's apply run = %s status %s, reason %q, error %v; want lease lost, naming y, B's version and run, and that A's change to y is in no version",
-			run.ID, run.Status, run.Reason, ra.err)
+	end := run.End
+	if run.ID != ra.out.Run.ID || run.Status != engine.StatusFailed || !end.Is(engine.CauseLeaseLost) || !end.TerraformDone || end.Then != nil ||
+		end.Serial != v.Serial || end.NoChange || len(end.Lost) != 1 || end.Lost[0].Address != "terraform_data.y" ||
+		end.Lost[0].Serial != source+1 || end.Lost[0].Run != outB.Run.ID || end.Lost[0].Held ||
+		!strings.Contains(ra.err.Error(), "import or remove it") {
+		t.Errorf("A's apply run = %s status %s, end %+v, error %v; want lease lost after Terraform finished, version %d, y lost to B's version %d (run %s)",
+			run.ID, run.Status, end, ra.err, v.Serial, source+1, outB.Run.ID)
 	}
-	for _, k := range []engine.MarkerKind{engine.MarkerLeaseExpired, engine.MarkerCommitted, engine.MarkerFailed} {
+	for _, k := range []engine.MarkerKind{engine.MarkerLeaseExpired, engine.MarkerCommitted} {
 		h.marker(run.ID, k)
 	}
-	if pr := h.run(a.ID); pr.Status != engine.StatusFailed || strings.Contains(pr.Reason, "part-way") {
-		t.Errorf("A's plan = %s, %q; want failed, not part-way", pr.Status, pr.Reason)
+	if m := h.marker(run.ID, engine.MarkerFailed); !m.End.Is(engine.CauseLeaseLost) || len(m.End.Lost) != 1 {
+		t.Errorf("A's failed marker's end = %+v; want the lease-lost commit with y lost", m.End)
+	}
+	if pr := h.run(a.ID); pr.Status != engine.StatusFailed || !pr.End.Is(engine.CauseApplyLeaseLost) || pr.End.Run != run.ID || pr.End.Serial != v.Serial {
+		t.Errorf("A's plan = %s, end %+v; want failed: apply run %s lost its lease, version %d (not part-way)", pr.Status, pr.End, run.ID, v.Serial)
 	}
 	hs, _ := h.head()
 	if got := hs.inputs(); got["x"] != "x1" || got["y"] != "y2" || got["z"] != "z1" {

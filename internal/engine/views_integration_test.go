@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
 )
 
 // TestViews: the operator views of ADR D6 answer from stored facts —
@@ -85,8 +86,9 @@ func TestViews(t *testing.T) {
 		t.Fatalf("Apply p2 = %v, want stale", err)
 	}
 	why, err = h.eng.Why(h.ctx, p2.ID)
-	if err != nil || why.Verdict != engine.VerdictRefused || why.Apply == nil || len(why.Decisive) == 0 || why.Decisive[0].Kind != engine.MarkerStalenessFailed || why.Reason == "" {
-		t.Errorf("Why(stale plan) = %+v, %v", why, err)
+	if err != nil || why.Verdict != engine.VerdictRefused || why.Apply == nil || len(why.Decisive) == 0 || why.Decisive[0].Kind != engine.MarkerStalenessFailed ||
+		!why.Apply.End.Is(engine.CauseRefusedStale) || len(why.Apply.End.Stale) != 1 || why.Apply.End.Stale[0].Run != a1.Run.ID {
+		t.Errorf("Why(stale plan) = %+v, %v; want refused, its apply's end stale by run %s", why, err, a1.Run.ID)
 	}
 	sp, err := h.eng.SincePlan(h.ctx, p2.ID)
 	if err != nil || len(sp.Entries) != 1 || sp.Entries[0].Class != engine.ClassWriteChanged || sp.Entries[0].Run != a1.Run.ID {
@@ -138,12 +140,13 @@ func TestDiscardedPlanRefusal(t *testing.T) {
 	if err := h.eng.Discard(h.ctx, p.ID, "tester", "obsolete"); err != nil {
 		t.Fatalf("Discard: %v", err)
 	}
-	if m := h.marker(p.ID, engine.MarkerFailed); m.Reason != "discarded by tester: obsolete" {
-		t.Errorf("failed marker reason = %q; want who and why", m.Reason)
+	if m := h.marker(p.ID, engine.MarkerFailed); !m.End.Is(engine.CauseDiscarded) || m.End.By != "tester" || m.End.Why != "obsolete" ||
+		report.EndText(p.ID, m.End) != "discarded by tester: obsolete" {
+		t.Errorf("failed marker's end = %+v (%q); want discarded by tester: obsolete", m.End, report.EndText(p.ID, m.End))
 	}
 	r := h.run(p.ID)
-	if !r.Discarded() || r.DiscardedBy != "tester" || r.DiscardWhy != "obsolete" || r.FinishedAt == nil {
-		t.Errorf("plan = %s %q, finished %v; want discarded, with its time", r.Status, r.Reason, r.FinishedAt)
+	if !r.Discarded() || !r.End.Is(engine.CauseDiscarded) || r.End.By != "tester" || r.End.Why != "obsolete" || r.FinishedAt == nil {
+		t.Errorf("plan = %s, end %+v, finished %v; want discarded by tester (obsolete), with its time", r.Status, r.End, r.FinishedAt)
 	}
 	_, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: p.ID, Actor: "alice"})
 	var se *engine.StatusError
@@ -165,7 +168,7 @@ func TestDiscardedPlanRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Why: %v", err)
 	}
-	if y.Verdict != engine.VerdictClosed || y.Reason != "discarded by tester: obsolete" || len(y.Overlaps) != 0 {
-		t.Errorf("Why = %s %q, %d overlaps; want closed, who and why, no overlaps", y.Verdict, y.Reason, len(y.Overlaps))
+	if y.Verdict != engine.VerdictClosed || !y.Run.Discarded() || report.EndText(y.Run.ID, y.Run.End) != "discarded by tester: obsolete" || len(y.Overlaps) != 0 {
+		t.Errorf("Why = %s, end %+v (%q), %d overlaps; want closed, who and why, no overlaps", y.Verdict, y.Run.End, report.EndText(y.Run.ID, y.Run.End), len(y.Overlaps))
 	}
 }
