@@ -97,9 +97,11 @@ func planMarkers() []engine.Marker {
 	}
 }
 
-func applyRunA(status engine.RunStatus, reason string) engine.Run {
+// applyRunA is alice's apply of her plan in the given status, ended as end
+// says (nil: running, or applied).
+func applyRunA(status engine.RunStatus, end *engine.End) engine.Run {
 	return engine.Run{ID: applyA, Kind: engine.KindApply, State: stateName, Actor: "alice", Holder: holder, Status: status,
-		Reason: reason, PR: pr(42), CreatedAt: at(600), UpdatedAt: at(640), FinishedAt: atp(640),
+		End: end, PR: pr(42), CreatedAt: at(600), UpdatedAt: at(640), FinishedAt: atp(640),
 		PlanRun: planA}
 }
 

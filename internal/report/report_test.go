@@ -48,7 +48,8 @@ func goldenCases() []goldenCase {
 		}},
 		{"plan", "failed", func(w io.Writer, o Options) error {
 			r := engine.Run{ID: planA, Kind: engine.KindPlan, State: stateName, Actor: "alice", Status: engine.StatusFailed, PR: pr(42),
-				Reason: "terraform plan: exit status 1: Error: Reference to undeclared resource \"terraform_data.nope\"", CreatedAt: at(0)}
+				End: &engine.End{Cause: engine.CauseTerraformFailed, Terraform: &engine.TerraformFailure{Command: "plan",
+					Stderr: `exit status 1: Error: Reference to undeclared resource "terraform_data.nope"`}}, CreatedAt: at(0)}
 			return Plan(w, &engine.PlanOutcome{Run: r}, o)
 		}},
 		{"apply", "allowed-concurrent", apply(storyAllowedConcurrent)},

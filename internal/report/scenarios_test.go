@@ -1,8 +1,6 @@
 package report
 
 import (
-	"fmt"
-
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
@@ -12,7 +10,7 @@ import (
 // write sets, read/read on the vpc — with the head unchanged since plan.
 func storyAllowedConcurrent() *engine.RunStory {
 	plan := planRunA(engine.StatusApplied, applyA)
-	a := applyRunA(engine.StatusApplied, "")
+	a := applyRunA(engine.StatusApplied, applied)
 	a.CommittedSerial = 13
 	sp := sincePlan(12)
 	a.SincePlan = sp
@@ -36,10 +34,13 @@ func storyAllowedConcurrent() *engine.RunStory {
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
 }
 
+// applied is the end the engine stores on an apply that committed.
+var applied = &engine.End{Cause: engine.CauseApplied}
+
 // replanRunA is the re-plan against head 14 made during alice's apply to
 // re-check her plan; the engine never lets an apply claim it.
-func replanRunA(status engine.RunStatus, reason string) engine.Run {
-	r := engine.Run{ID: replanA, Kind: engine.KindPlan, State: stateName, Actor: "alice", Holder: holder, Status: status, Reason: reason,
+func replanRunA(status engine.RunStatus, end *engine.End) engine.Run {
+	r := engine.Run{ID: replanA, Kind: engine.KindPlan, State: stateName, Actor: "alice", Holder: holder, Status: status, End: end,
 		PR: pr(42), CreatedAt: at(604.35), UpdatedAt: at(622.2), FinishedAt: atp(622.1),
 		Envelope: envelope("alice", pr(42), 14, footprintA(), 604.35), ReplanOf: planA}
 	r.Envelope.StartedAt = at(604.35)
@@ -63,9 +64,8 @@ func replanMarkers() []engine.Marker {
 // re-plan was a check only) and committed version 15.
 func storyWaitedReplanned() *engine.RunStory {
 	plan := planRunA(engine.StatusApplied, applyA)
-	rp := replanRunA(engine.StatusSuperseded,
-		fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s was applied", applyA, planA))
-	a := applyRunA(engine.StatusApplied, "")
+	rp := replanRunA(engine.StatusSuperseded, &engine.End{Cause: engine.CauseReplanChecked, Run: applyA, Plan: planA})
+	a := applyRunA(engine.StatusApplied, applied)
 	a.CommittedSerial = 15
 	e14 := entry14()
 	e14.CommittedAt = at(604.2) // erin committed, then released the vpc
@@ -85,9 +85,7 @@ func storyWaitedReplanned() *engine.RunStory {
 	)
 	ms = append(ms, replanMarkers()...)
 	ms = append(ms,
-		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(false),
-			Reason: fmt.Sprintf("plan input changed in version 14; re-plan %s against head 14 plans the same for the reviewed write set "+
-				"and changes nothing this plan reads: applying the reviewed plan", replanA)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(false)},
 		engine.Marker{Run: applyA, Seq: 5, At: at(622.2), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 6, At: at(622.25), Kind: engine.MarkerApplyStarted, Serial: 12},
 		engine.Marker{Run: applyA, Seq: 7, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},
@@ -100,14 +98,17 @@ func storyWaitedReplanned() *engine.RunStory {
 	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{rp}, Markers: ms, SincePlan: sp, Version: v}
 }
 
-// staleReason is the engine's StaleError text for frank's version 15.
-var staleReason = (&engine.StaleError{Run: applyA, PlanRun: planA, Entries: []engine.SincePlanEntry{entry15Write()}}).Error()
+// staleEnd is the end the engine stores when frank's version 15 makes the
+// plan stale.
+func staleEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseRefusedStale, Plan: planA, Stale: []engine.SincePlanEntry{entry15Write()}}
+}
 
 // storyRefusedStale: frank's version 15 changed module.app's web, which
 // alice planned to write: refused as stale.
 func storyRefusedStale() *engine.RunStory {
 	plan := planRunA(engine.StatusStale, applyA)
-	a := applyRunA(engine.StatusRefused, staleReason)
+	a := applyRunA(engine.StatusRefused, staleEnd())
 	a.FinishedAt, a.UpdatedAt = atp(600.2), at(600.2)
 	sp := sincePlan(15, entry13(), entry14(), entry15Write())
 	a.SincePlan = sp
@@ -115,21 +116,24 @@ func storyRefusedStale() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.15), Kind: engine.MarkerStalenessFailed, Serial: 15, Other: applyF, OtherPR: pr(45),
-			Class: engine.ClassWriteChanged, Addresses: set(web), Reason: engine.ClassWriteChanged.Label()},
-		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerFailed, Reason: staleReason},
+			Class: engine.ClassWriteChanged, Addresses: set(web)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerFailed, End: staleEnd()},
 		engine.Marker{Run: applyA, Seq: 5, At: at(600.2), Kind: engine.MarkerReleased, Count: 6},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp}
 }
 
-// strictReason is the engine's StaleError text under --strict-since-plan.
-var strictReason = (&engine.StaleError{Run: applyA, PlanRun: planA, Entries: []engine.SincePlanEntry{entry14()}, Strict: true}).Error()
+// strictEnd is the end the engine stores under --strict-since-plan when
+// erin's version 14 changed what the plan reads.
+func strictEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseRefusedStale, Plan: planA, Stale: []engine.SincePlanEntry{entry14()}, Strict: true}
+}
 
 // storyRefusedStrict: with --strict-since-plan, erin's version 14, which
 // changed the vpc alice reads, refuses instead of re-planning.
 func storyRefusedStrict() *engine.RunStory {
 	plan := planRunA(engine.StatusStale, applyA)
-	a := applyRunA(engine.StatusRefused, strictReason)
+	a := applyRunA(engine.StatusRefused, strictEnd())
 	a.FinishedAt, a.UpdatedAt = atp(600.2), at(600.2)
 	sp := sincePlan(14, entry13(), entry14())
 	a.SincePlan = sp
@@ -137,24 +141,26 @@ func storyRefusedStrict() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.15), Kind: engine.MarkerStalenessFailed, Serial: 14, Other: applyE, OtherPR: pr(44),
-			Class: engine.ClassReadChanged, Addresses: set(vpc), Reason: engine.ClassReadChanged.Label()},
-		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerFailed, Reason: strictReason},
+			Class: engine.ClassReadChanged, Addresses: set(vpc)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerFailed, End: strictEnd()},
 		engine.Marker{Run: applyA, Seq: 5, At: at(600.2), Kind: engine.MarkerReleased, Count: 6},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp}
 }
 
-// intentReason is the engine's reason for a re-plan with another intent on
-// the write set.
-var intentReason = fmt.Sprintf("re-plan %s against head 14 plans something else for module.app.terraform_data.web "+
-	"(plan input changed in version 14); review plan %s and apply it", replanA, replanA)
+// intentEnd is the end the engine stores for a re-plan with another intent
+// on the write set.
+func intentEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseIntentChanged, Run: replanA, Plan: planA, Serial: 14,
+		Replan: &engine.ReplanFacts{Addresses: []string{string(web)}, Versions: []int64{14}}}
+}
 
 // refusedByReplan is alice's apply stopped by its re-plan against head 14
 // (erin's version 14 changed the vpc she reads): plan and re-plan in the
 // statuses the engine leaves them, the marker the engine stores.
-func refusedByReplan(planStatus engine.RunStatus, rp engine.Run, reason string, differs engine.AddressSet) *engine.RunStory {
+func refusedByReplan(planStatus engine.RunStatus, rp engine.Run, end func() *engine.End, differs engine.AddressSet) *engine.RunStory {
 	plan := planRunA(planStatus, applyA)
-	a := applyRunA(engine.StatusRefused, reason)
+	a := applyRunA(engine.StatusRefused, end())
 	a.FinishedAt, a.UpdatedAt = atp(622.3), at(622.3)
 	sp := sincePlan(14, entry13(), entry14())
 	a.SincePlan = sp
@@ -165,8 +171,8 @@ func refusedByReplan(planStatus engine.RunStatus, rp engine.Run, reason string, 
 	ms = append(ms, replanMarkers()...)
 	ms = append(ms,
 		engine.Marker{Run: applyA, Seq: 3, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(true),
-			Addresses: differs, Reason: reason},
-		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerFailed, Reason: reason},
+			Addresses: differs, End: end()},
+		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerFailed, End: end()},
 		engine.Marker{Run: applyA, Seq: 5, At: at(622.3), Kind: engine.MarkerReleased, Count: 6},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{rp}, Markers: ms, SincePlan: sp}
@@ -175,37 +181,44 @@ func refusedByReplan(planStatus engine.RunStatus, rp engine.Run, reason string, 
 // storyRefusedIntent: the re-plan against head 14 would change the web
 // server alice writes: stop; the re-plan is open for review.
 func storyRefusedIntent() *engine.RunStory {
-	rp := replanRunA(engine.StatusPlanned, "")
+	rp := replanRunA(engine.StatusPlanned, nil)
 	rp.UpdatedAt = at(622.1)
-	return refusedByReplan(engine.StatusSuperseded, rp, intentReason, set(web))
+	return refusedByReplan(engine.StatusSuperseded, rp, intentEnd, set(web))
 }
 
-// behindReason is the engine's reason for a re-plan that would change what
-// the plan reads.
-var behindReason = fmt.Sprintf("re-plan %s against head 14 would also change module.net.terraform_data.vpc, which this plan reads "+
-	"(changed in version 14): the configuration is behind the head there and would revert that change; update it with the head and plan again", replanA)
+// behindEnd is the end the engine stores for a re-plan that would change
+// what the plan reads.
+func behindEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseBehindHead, Run: replanA, Plan: planA, Serial: 14,
+		Replan: &engine.ReplanFacts{Addresses: []string{string(vpc)}, Versions: []int64{14}}}
+}
 
 // storyRefusedBehindHead: alice's branch predates erin's vpc change
 // (version 14); re-planned against head 14, her configuration would change
 // the vpc back. It plans the same for the web server, but no comparison can
 // vouch for a plan whose configuration is behind the head: stop.
 func storyRefusedBehindHead() *engine.RunStory {
-	rp := replanRunA(engine.StatusSuperseded, "not applicable: it would revert changes of newer versions to what plan "+planA+" reads")
+	rp := replanRunA(engine.StatusSuperseded, &engine.End{Cause: engine.CauseReplanReverts, Plan: planA})
 	rp.Envelope.Footprint.Write = rp.Envelope.Footprint.Write.Union(set(vpc))
 	rp.Envelope.Reservations = rp.Envelope.Footprint.Reservations()
 	rp.Envelope.Summary = engine.PlanSummary{Add: 1, Change: 2, Outputs: 1}
-	return refusedByReplan(engine.StatusStale, rp, behindReason, set(vpc))
+	return refusedByReplan(engine.StatusStale, rp, behindEnd, set(vpc))
 }
 
-const failReason = "terraform apply: exit status 1: Error: local-exec provisioner error in module.app.terraform_data.worker"
+// failEnd is the end of an apply whose Terraform failed part-way: the
+// command and what its stderr said.
+func failEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseTerraformFailed, Terraform: &engine.TerraformFailure{Command: "apply",
+		Stderr: "exit status 1: Error: local-exec provisioner error in module.app.terraform_data.worker"}}
+}
 
 // storyPartialDrift: Terraform failed part-way: it replaced the cache (not
 // planned) and never got to the worker and the output; what it wrote is
 // committed as version 13, partial, with the drift.
 func storyPartialDrift() *engine.RunStory {
 	plan := planRunA(engine.StatusFailed, applyA)
-	plan.Reason = fmt.Sprintf("apply run %s failed part-way; its partial result is version 13: re-plan", applyA)
-	a := applyRunA(engine.StatusFailed, failReason)
+	plan.End = &engine.End{Cause: engine.CauseApplyPartial, Run: applyA, Serial: 13}
+	a := applyRunA(engine.StatusFailed, failEnd())
 	a.CommittedSerial = 13
 	sp := sincePlan(12)
 	a.SincePlan = sp
@@ -216,11 +229,10 @@ func storyPartialDrift() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
-		engine.Marker{Run: applyA, Seq: 5, At: at(631), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, cache), Reason: failReason},
-		engine.Marker{Run: applyA, Seq: 6, At: at(631.4), Kind: engine.MarkerDrift, Drift: drift,
-			Reason: "changed but not planned: module.app.terraform_data.cache; planned but not changed: module.app.terraform_data.worker, output.web_url"},
+		engine.Marker{Run: applyA, Seq: 5, At: at(631), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, cache), End: failEnd()},
+		engine.Marker{Run: applyA, Seq: 6, At: at(631.4), Kind: engine.MarkerDrift, Drift: drift},
 		engine.Marker{Run: applyA, Seq: 7, At: at(631.4), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
-		engine.Marker{Run: applyA, Seq: 8, At: at(631.4), Kind: engine.MarkerFailed, Reason: failReason},
+		engine.Marker{Run: applyA, Seq: 8, At: at(631.4), Kind: engine.MarkerFailed, End: failEnd()},
 		engine.Marker{Run: applyA, Seq: 9, At: at(631.5), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
@@ -229,7 +241,15 @@ func storyPartialDrift() *engine.RunStory {
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
 }
 
-const conflictReason = "reservations conflict: run " + applyE + " (acme/infra#44) holds module.net.terraform_data.vpc"
+// erinHoldsVPC is the blocker of alice's apply: erin's apply holds the vpc.
+func erinHoldsVPC() []engine.Blocker {
+	return []engine.Blocker{{Run: applyE, PR: pr(44), Addresses: set(vpc)}}
+}
+
+// conflictEnd is the end the engine stores when erin's apply holds the vpc.
+func conflictEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseRefusedConflict, Blockers: erinHoldsVPC()}
+}
 
 // storyRefusedConflict: erin's apply held the vpc and alice asked not to
 // wait (--wait 0).
@@ -237,18 +257,20 @@ func storyRefusedConflict() *engine.RunStory {
 	// The engine hands the plan back (planned) and keeps naming its last
 	// attempt in ApplyRun.
 	plan := planRunA(engine.StatusPlanned, applyA)
-	a := applyRunA(engine.StatusRefused, conflictReason)
+	a := applyRunA(engine.StatusRefused, conflictEnd())
 	a.FinishedAt, a.UpdatedAt = atp(600.02), at(600.02)
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.01), Kind: engine.MarkerWaited, Other: applyE, OtherPR: pr(44), Addresses: set(vpc)},
-		engine.Marker{Run: applyA, Seq: 2, At: at(600.01), Kind: engine.MarkerFailed, Reason: conflictReason},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.01), Kind: engine.MarkerFailed, End: conflictEnd()},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms}
 }
 
-// interruptReason is the engine's reason for an apply cancelled (Ctrl-C)
+// interruptEnd is the end the engine stores for an apply cancelled (Ctrl-C)
 // while Terraform ran.
-const interruptReason = "interrupted during terraform apply: committed what Terraform wrote"
+func interruptEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply}
+}
 
 // storyInterrupted: alice pressed Ctrl-C while Terraform applied. It had
 // replaced the web server and created the worker, whose provisioner did
@@ -256,8 +278,8 @@ const interruptReason = "interrupted during terraform apply: committed what Terr
 // committed as version 13, partial; the plan is consumed (failed).
 func storyInterrupted() *engine.RunStory {
 	plan := planRunA(engine.StatusFailed, applyA)
-	plan.Reason = fmt.Sprintf("apply run %s failed part-way; its partial result is version 13: re-plan", applyA)
-	a := applyRunA(engine.StatusInterrupted, interruptReason)
+	plan.End = &engine.End{Cause: engine.CauseApplyPartial, Run: applyA, Serial: 13}
+	a := applyRunA(engine.StatusInterrupted, interruptEnd())
 	a.CommittedSerial = 13
 	sp := sincePlan(12)
 	a.SincePlan = sp
@@ -271,11 +293,10 @@ func storyInterrupted() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
-		engine.Marker{Run: applyA, Seq: 5, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), Reason: interruptReason},
-		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerDrift, Drift: drift,
-			Reason: "planned but not changed: output.web_url; tainted (created but not finished; the next plan replaces them): module.app.terraform_data.worker"},
+		engine.Marker{Run: applyA, Seq: 5, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), End: interruptEnd()},
+		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerDrift, Drift: drift},
 		engine.Marker{Run: applyA, Seq: 7, At: at(624.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
-		engine.Marker{Run: applyA, Seq: 8, At: at(624.3), Kind: engine.MarkerFailed, Reason: interruptReason},
+		engine.Marker{Run: applyA, Seq: 8, At: at(624.3), Kind: engine.MarkerFailed, End: interruptEnd()},
 		engine.Marker{Run: applyA, Seq: 9, At: at(624.4), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
@@ -332,8 +353,7 @@ func storyOverwritten() *engine.RunStory {
 	var ms []engine.Marker
 	for _, m := range s.Markers {
 		if m.Kind == engine.MarkerCommitted {
-			ms = append(ms, engine.Marker{Run: applyA, Seq: 6, At: at(639.5), Kind: engine.MarkerDrift, Drift: drift,
-				Reason: "written over a change the head made since the plan (reservations lapsed?): module.app.terraform_data.web"})
+			ms = append(ms, engine.Marker{Run: applyA, Seq: 6, At: at(639.5), Kind: engine.MarkerDrift, Drift: drift})
 			m.Seq, m.Serial, m.FromSerial = 7, 14, 13
 		}
 		if m.Kind == engine.MarkerReleased {
@@ -349,17 +369,19 @@ func storyOverwritten() *engine.RunStory {
 // storyRefusedIntent: its own story, with the versions since its source
 // serial (none) and nothing applied yet.
 func storyReplanOpen() *engine.RunStory {
-	rp := replanRunA(engine.StatusPlanned, "")
+	rp := replanRunA(engine.StatusPlanned, nil)
 	rp.UpdatedAt = at(622.1)
 	return &engine.RunStory{Run: rp, Plan: &rp, Markers: replanMarkers(), SincePlan: &engine.SincePlan{PlanRun: replanA, SourceSerial: 14, HeadSerial: 14,
 		Entries: []engine.SincePlanEntry{}}, SincePlanLive: true}
 }
 
-// leaseReason is the reason the lease sweep stores on alice's apply when
-// her kl was killed while Terraform applied (store.ExpireRun, then
-// store.NoteApplyStarted).
-var leaseReason = "its holder ci-runner-7:4242 stopped renewing: the lease on its reservations ran out at 2026-07-10T12:12:00Z; " +
-	engine.RecoverHint(applyA)
+// leaseEnd is the end the lease sweep stores on alice's apply when her kl
+// was killed while Terraform applied (store.ExpireRun, then
+// store.NoteApplyStarted): the lease on its reservations ran out at
+// 12:12:00, and Terraform had started.
+func leaseEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseLeaseExpired, Holder: holder, LeaseEnd: at(720), Recoverable: true}
+}
 
 // killedMarkers are the markers of alice's apply killed (kill -9 of kl)
 // while Terraform applied: it reserved, passed the preflight, started
@@ -380,9 +402,8 @@ func killedMarkers(sp *engine.SincePlan) []engine.Marker {
 // failed the plan. Nothing is committed yet: `kl run recover` would.
 func storyLeaseExpiredRecoverable() *engine.RunStory {
 	plan := planRunA(engine.StatusFailed, applyA)
-	plan.Reason = fmt.Sprintf("apply run %s lost its lease before it committed (holder ci-runner-7:4242 stopped renewing; its lease ran out at 2026-07-10T12:12:00Z); %s, then re-plan",
-		applyA, engine.RecoverHint(applyA))
-	a := applyRunA(engine.StatusLeaseExpired, leaseReason)
+	plan.End = &engine.End{Cause: engine.CauseApplyLeaseExpired, Run: applyA, Holder: holder, LeaseEnd: at(720), Recoverable: true}
+	a := applyRunA(engine.StatusLeaseExpired, leaseEnd())
 	a.FinishedAt, a.UpdatedAt = atp(720.2), at(720.2)
 	sp := sincePlan(12)
 	a.SincePlan = sp
@@ -406,16 +427,14 @@ func storyLeaseExpiredUnseen() *engine.RunStory {
 func storyRecovered() *engine.RunStory {
 	s := storyLeaseExpiredRecoverable()
 	s.Recoverable = nil
-	s.Plan.Reason = fmt.Sprintf("apply run %s stopped part-way; `kl run recover` committed what Terraform had written as version 13: re-plan", applyA)
+	s.Plan.End = &engine.End{Cause: engine.CauseApplyRecovered, Run: applyA, Serial: 13}
 	s.Run.CommittedSerial = 13
 	drift := &engine.Drift{Unchanged: set(worker, webURL)}
 	s.Markers = append(s.Markers,
-		engine.Marker{Run: applyA, Seq: 6, At: at(900.3), Kind: engine.MarkerDrift, Drift: drift,
-			Reason: "planned but not changed: module.app.terraform_data.worker, output.web_url"},
+		engine.Marker{Run: applyA, Seq: 6, At: at(900.3), Kind: engine.MarkerDrift, Drift: drift},
 		engine.Marker{Run: applyA, Seq: 7, At: at(900.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 1},
 		engine.Marker{Run: applyA, Seq: 8, At: at(900.3), Kind: engine.MarkerRecovered, Serial: 13, Count: 1,
-			Extra:  map[string]string{"artifact": engine.ArtifactApplyCheckpoint, "holder": "laptop-alice:977"},
-			Reason: "committed version 13 from the last state Terraform wrote (artifact apply-checkpoint.tfstate)"},
+			Extra: map[string]string{"artifact": engine.ArtifactApplyCheckpoint, "holder": "laptop-alice:977"}},
 	)
 	s.Version = version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: s.Plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
@@ -431,11 +450,11 @@ func storyNoChanges() *engine.RunStory {
 	plan.Envelope.Footprint = engine.Footprint{}
 	plan.Envelope.Reservations = nil
 	plan.Envelope.Summary = engine.PlanSummary{}
-	a := applyRunA(engine.StatusApplied, "the plan has no changes: nothing applied, nothing committed")
+	a := applyRunA(engine.StatusApplied, &engine.End{Cause: engine.CauseNothingToApply})
 	a.FinishedAt, a.UpdatedAt = atp(600.02), at(600.02)
 	ms := []engine.Marker{
 		{Run: planA, Seq: 1, At: at(18.5), Kind: engine.MarkerPlanned, Serial: 12},
-		{Run: applyA, Seq: 1, At: at(600.02), Kind: engine.MarkerApplied, Reason: "the plan has no changes: Terraform was not run"},
+		{Run: applyA, Seq: 1, At: at(600.02), Kind: engine.MarkerApplied, End: &engine.End{Cause: engine.CauseNothingToApply}},
 	}
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms}
 }
@@ -447,18 +466,16 @@ func storyNoChanges() *engine.RunStory {
 // changes nothing (the head kept the web server), as the provenance of the
 // apply that ran, its drift naming erin's version and run.
 func storyLeaseLost() *engine.RunStory {
-	reason := "lease lost before commit: Terraform finished, but the reservations had expired; merged only addresses unchanged at the head since the plan and not held by another run" +
-		"; the head kept module.app.terraform_data.web (version 13, run " + applyE + ", changed it while this run's lease had lapsed): what this apply did to it is in no version — check the real object, then import or remove it" +
-		"; version 14 changes nothing: it records that this apply ran and where its changes went"
+	lost := []engine.LostWrite{{Address: web, Serial: 13, Run: applyE, Actor: "erin", PR: pr(44)}}
+	end := &engine.End{Cause: engine.CauseLeaseLost, Serial: 14, TerraformDone: true, Lost: lost, NoChange: true}
 	plan := planRunA(engine.StatusFailed, applyA)
-	plan.Reason = fmt.Sprintf("apply run %s lost its lease before its commit; version 14 holds what the head could take: re-plan", applyA)
-	a := applyRunA(engine.StatusFailed, reason)
+	plan.End = &engine.End{Cause: engine.CauseApplyLeaseLost, Run: applyA, Serial: 14}
+	a := applyRunA(engine.StatusFailed, end)
 	a.CommittedSerial = 14
 	sp := sincePlan(12)
 	a.SincePlan = sp
 	a.AllowedBecause = []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 12, HeadSerial: 12}}
-	drift := &engine.Drift{Unchanged: set(worker, webURL), Kept: set(web),
-		Lost: []engine.LostWrite{{Address: web, Serial: 13, Run: applyE, Actor: "erin", PR: pr(44)}}}
+	drift := &engine.Drift{Unchanged: set(worker, webURL), Kept: set(web), Lost: lost}
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
@@ -466,10 +483,9 @@ func storyLeaseLost() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
 		engine.Marker{Run: applyA, Seq: 5, At: at(900), Kind: engine.MarkerLeaseExpired, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 6, At: at(960), Kind: engine.MarkerApplied, Count: 1, Addresses: set(web)},
-		engine.Marker{Run: applyA, Seq: 7, At: at(960.4), Kind: engine.MarkerDrift, Drift: drift,
-			Reason: "planned but not changed: module.app.terraform_data.worker, output.web_url; not merged, the head changed them since the plan: module.app.terraform_data.web"},
+		engine.Marker{Run: applyA, Seq: 7, At: at(960.4), Kind: engine.MarkerDrift, Drift: drift},
 		engine.Marker{Run: applyA, Seq: 8, At: at(960.4), Kind: engine.MarkerCommitted, Serial: 14, FromSerial: 13, Mode: engine.CommitSnapshotMerge},
-		engine.Marker{Run: applyA, Seq: 9, At: at(960.4), Kind: engine.MarkerFailed, Reason: reason},
+		engine.Marker{Run: applyA, Seq: 9, At: at(960.4), Kind: engine.MarkerFailed, End: end},
 	)
 	v := version(14, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
 		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Actor: "alice", PR: pr(42)},

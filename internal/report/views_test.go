@@ -26,20 +26,21 @@ func historyProd() []engine.HistoryEntry {
 			waited = append(waited, m)
 		}
 	}
-	erin := engine.Run{ID: applyE, Kind: engine.KindApply, State: stateName, Actor: "erin", Status: engine.StatusApplied, PR: pr(44),
+	erin := engine.Run{ID: applyE, Kind: engine.KindApply, State: stateName, Actor: "erin", Status: engine.StatusApplied, End: applied, PR: pr(44),
 		CreatedAt: at(590), PlanRun: planE, CommittedSerial: 14,
 		AllowedBecause: []engine.Fact{
 			{Kind: engine.FactDisjointWrites, Run: applyB, PR: pr(41), OwnWrite: set(vpc), OtherWrite: set(dbMain)},
 			{Kind: engine.FactStalenessPassed, SourceSerial: 13, HeadSerial: 13},
 		}}
 	carol := engine.Run{ID: applyC, Kind: engine.KindApply, State: stateName, Actor: "carol", Status: engine.StatusFailed, PR: pr(43),
-		Reason:    "terraform apply: exit status 1: Error: creating record: timeout while waiting for state",
+		End: &engine.End{Cause: engine.CauseTerraformFailed, Terraform: &engine.TerraformFailure{Command: "apply",
+			Stderr: "exit status 1: Error: creating record: timeout while waiting for state"}},
 		CreatedAt: at(280), PlanRun: planC, CommittedSerial: 13,
 		AllowedBecause: []engine.Fact{
 			{Kind: engine.FactReadRead, Run: applyB, PR: pr(41), Addresses: set(vpc)},
 			{Kind: engine.FactStalenessPassed, Serials: []int64{12}, SourceSerial: 11, HeadSerial: 12},
 		}}
-	bob := engine.Run{ID: applyB, Kind: engine.KindApply, State: stateName, Actor: "bob", Status: engine.StatusApplied, PR: pr(41),
+	bob := engine.Run{ID: applyB, Kind: engine.KindApply, State: stateName, Actor: "bob", Status: engine.StatusApplied, End: applied, PR: pr(41),
 		CreatedAt: at(100), PlanRun: planB, CommittedSerial: 12,
 		AllowedBecause: []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 11, HeadSerial: 11}}}
 	v14 := version(14, engine.Provenance{Run: applyE, PlanRun: planE, SourceSerial: 13,
@@ -93,7 +94,7 @@ func historyConcurrent() []engine.HistoryEntry {
 	}
 	entry := func(serial int64, actor string, n int, facts []engine.Fact) engine.HistoryEntry {
 		id := fmt.Sprintf("01J2ZP1%02d0000000000APPLY%02d", serial, n)
-		r := engine.Run{ID: id, Kind: engine.KindApply, State: stateName, Actor: actor, Status: engine.StatusApplied,
+		r := engine.Run{ID: id, Kind: engine.KindApply, State: stateName, Actor: actor, Status: engine.StatusApplied, End: applied,
 			CreatedAt: at(float64(serial * 60)), PlanRun: planDave, CommittedSerial: serial, AllowedBecause: facts}
 		v := version(serial, engine.Provenance{Run: id, PlanRun: planDave, SourceSerial: serial - 1,
 			Mode: engine.CommitSnapshotMerge, Exact: true, Actor: actor}, set(web), float64(serial*60+30))
@@ -129,7 +130,10 @@ func sincePlanIndependent() (*engine.SincePlan, engine.Run) {
 func recentRuns() []engine.Run {
 	s := storyWaitedReplanned()
 	failed := engine.Run{ID: "01J2ZP0F4A0C0000000FAILED0", Kind: engine.KindPlan, State: stateName, Actor: "frank", Status: engine.StatusFailed,
-		Reason: "terraform plan: planning run 01J2ZP0F4A0C0000000FAILED0: terraform plan: Reference to undeclared resource: A managed resource \"terraform_data.nope\" has not been declared in the root module. (main.tf:3)", PR: pr(45), CreatedAt: at(1200), FinishedAt: atp(1210)}
+		End: &engine.End{Cause: engine.CauseTerraformFailed, Terraform: &engine.TerraformFailure{Command: "plan",
+			Diagnostics: []engine.Diagnostic{{Severity: "error", Summary: "Reference to undeclared resource",
+				Detail: `A managed resource "terraform_data.nope" has not been declared in the root module.`, File: "main.tf", Line: 3}}}},
+		PR: pr(45), CreatedAt: at(1200), FinishedAt: atp(1210)}
 	planB := engine.Run{ID: planB, Kind: engine.KindPlan, State: stateName, Actor: "bob", Status: engine.StatusPlanned, PR: pr(41),
 		CreatedAt: at(700), Envelope: envelope("bob", pr(41), 15, engine.Footprint{Write: set(dbMain), Read: set(vpc)}, 700)}
 	planB.Envelope.Summary = engine.PlanSummary{Change: 1, Replace: 1}
@@ -147,7 +151,7 @@ func whyAllowed() *engine.Why {
 
 // whyFrom builds the answer engine.Why gives for an apply run's story.
 func whyFrom(s *engine.RunStory, v engine.Verdict) *engine.Why {
-	w := &engine.Why{Run: s.Run, Verdict: v, Reason: s.Run.Reason, Facts: s.Run.AllowedBecause, SincePlan: s.Run.SincePlan}
+	w := &engine.Why{Run: s.Run, Verdict: v, Facts: s.Run.AllowedBecause, SincePlan: s.Run.SincePlan}
 	for _, m := range s.Markers {
 		if m.Run != s.Run.ID {
 			continue
@@ -184,31 +188,30 @@ func withoutFailed(s *engine.RunStory) *engine.RunStory {
 
 func whyWaiting() *engine.Why {
 	s := withoutFailed(storyRefusedConflict())
-	s.Run.Status, s.Run.Reason, s.Run.FinishedAt = engine.StatusWaiting, "waiting: "+conflictReason[len("reservations conflict: "):], nil
+	s.Run.Status, s.Run.End, s.Run.FinishedAt = engine.StatusWaiting, &engine.End{Cause: engine.CauseWaiting, Blockers: erinHoldsVPC()}, nil
 	return whyFrom(s, engine.VerdictWaiting)
 }
 
 func whyInterrupted() *engine.Why {
 	s := withoutFailed(storyRefusedConflict())
-	s.Run.Status, s.Run.Reason = engine.StatusInterrupted, "interrupted while waiting for reservations"
-	s.Markers = append(s.Markers, engine.Marker{Run: applyA, Seq: 2, At: at(612), Kind: engine.MarkerFailed, Reason: s.Run.Reason})
+	end := &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseWaiting}
+	s.Run.Status, s.Run.End = engine.StatusInterrupted, end
+	s.Markers = append(s.Markers, engine.Marker{Run: applyA, Seq: 2, At: at(612), Kind: engine.MarkerFailed, End: end})
 	return whyFrom(s, engine.VerdictInterrupted)
 }
 
 // whyPlanOpenAgain is what engine.Why answers for alice's plan after the
-// refusal of storyRefusedConflict: pending, the last attempt in Apply, the
-// engine's reason, and no markers (Why reads none for a pending plan).
+// refusal of storyRefusedConflict: pending, the last attempt in Apply, and
+// no markers (Why reads none for a pending plan).
 func whyPlanOpenAgain() *engine.Why {
 	s := storyPlanOpenAgain()
 	last := *s.Apply
-	return &engine.Why{Run: s.Run, Apply: &last, Verdict: engine.VerdictPending,
-		Reason:    fmt.Sprintf("plan not applied yet; the last attempt, apply run %s, was %s: %s", last.ID, last.Status, last.Reason),
-		SincePlan: s.SincePlan, Overlaps: s.Overlaps}
+	return &engine.Why{Run: s.Run, Apply: &last, Verdict: engine.VerdictPending, SincePlan: s.SincePlan, Overlaps: s.Overlaps}
 }
 
 func whyPending() *engine.Why {
 	s := storyPlanOpen()
-	return &engine.Why{Run: s.Run, Verdict: engine.VerdictPending, Reason: "plan not applied yet", SincePlan: s.SincePlan, Overlaps: s.Overlaps}
+	return &engine.Why{Run: s.Run, Verdict: engine.VerdictPending, SincePlan: s.SincePlan, Overlaps: s.Overlaps}
 }
 
 // whyPlanDiscarded: a plan closed by `kl run discard --reason obsolete`
@@ -216,10 +219,10 @@ func whyPending() *engine.Why {
 func whyPlanDiscarded() *engine.Why {
 	s := storyPlanOpen()
 	r := s.Run
-	r.Status, r.Reason, r.DiscardedBy, r.DiscardWhy = engine.StatusSuperseded, "discarded by carol: obsolete", "carol", "obsolete"
+	r.Status, r.End = engine.StatusSuperseded, &engine.End{Cause: engine.CauseDiscarded, By: "carol", Why: "obsolete"}
 	done := at(900)
 	r.FinishedAt = &done
-	return &engine.Why{Run: r, Plan: &r, Verdict: engine.VerdictClosed, Reason: "discarded by carol: obsolete", SincePlan: s.SincePlan}
+	return &engine.Why{Run: r, Plan: &r, Verdict: engine.VerdictClosed, SincePlan: s.SincePlan}
 }
 
 func statusWaiter() *engine.Status {
@@ -236,7 +239,8 @@ func statusWaiter() *engine.Status {
 		AcquiredAt: at(100), ExpiresAt: at(220)})
 	bob := engine.Run{ID: applyB, Kind: engine.KindApply, State: stateName, Actor: "bob", Holder: holder, Status: engine.StatusApplying,
 		PR: pr(41), CreatedAt: at(100), PlanRun: planB}
-	alice := applyRunA(engine.StatusWaiting, "waiting: run "+applyB+" (acme/infra#41) holds module.net.terraform_data.subnet, module.net.terraform_data.vpc")
+	alice := applyRunA(engine.StatusWaiting, &engine.End{Cause: engine.CauseWaiting,
+		Blockers: []engine.Blocker{{Run: applyB, PR: pr(41), Addresses: set(vpc, subnet)}}})
 	alice.FinishedAt = nil
 	dave := engine.Run{ID: planDave, Kind: engine.KindPlan, State: stateName, Actor: "dave", Holder: holder, Status: engine.StatusPlanning,
 		CreatedAt: at(610)}
@@ -301,9 +305,10 @@ func whyPlanOf(s *engine.RunStory, v engine.Verdict) *engine.Why {
 // holder was killed while Terraform planned: failed, lease-expired,
 // planning never finished, with the sweep's lease-expired marker.
 func whyPlanLeaseExpired() *engine.Why {
-	reason := "its holder " + holder.String() + " stopped renewing while planning: its lease ran out at 2026-07-10T12:11:00Z"
+	end := &engine.End{Cause: engine.CauseLeaseExpired, Holder: holder, Phase: engine.PhasePlanning, LeaseEnd: at(660)}
 	r := engine.Run{ID: planDave, Kind: engine.KindPlan, State: stateName, Actor: "dave", Holder: holder, Status: engine.StatusLeaseExpired,
-		Reason: reason, CreatedAt: at(610)}
-	return &engine.Why{Run: r, Plan: &r, Verdict: engine.VerdictFailed, Reason: "lease-expired: planning never finished: " + reason,
-		Decisive: []engine.Marker{{Run: planDave, Seq: 1, At: at(700), Kind: engine.MarkerLeaseExpired, Reason: reason}}}
+		End: end, CreatedAt: at(610)}
+	m := *end
+	return &engine.Why{Run: r, Plan: &r, Verdict: engine.VerdictFailed,
+		Decisive: []engine.Marker{{Run: planDave, Seq: 1, At: at(700), Kind: engine.MarkerLeaseExpired, End: &m}}}
 }

@@ -120,74 +120,145 @@ func TestReplanOutcomes(t *testing.T) {
 	}
 }
 
-func TestReasonGist(t *testing.T) {
+// undeclared is Terraform's diagnostic for a reference to a resource the
+// configuration does not declare.
+var undeclared = engine.Diagnostic{Severity: "error", Summary: "Reference to undeclared resource",
+	Detail: `A managed resource "terraform_data.nope" has not been declared in the root module.`, File: "main.tf", Line: 3}
+
+// tfFailed is the end of a run whose Terraform command failed as f says.
+func tfFailed(f engine.TerraformFailure) *engine.End {
+	return &engine.End{Cause: engine.CauseTerraformFailed, Terraform: &f}
+}
+
+// TestEndGist: the gist of an end for a table is what Terraform said (its
+// diagnostics, else its stderr or the cause), or the error a step of
+// Kilolock's own failed with, without the engine's sentinel — not the
+// context around them; at most 60 runes.
+func TestEndGist(t *testing.T) {
 	t.Parallel()
-	for name, tc := range map[string]struct{ reason, want string }{
-		"terraform diagnostic behind kl's context": {
-			reason: `terraform plan: planning run 01M8M39HR5KN918JBSK6Y99A1J: terraform plan: Reference to undeclared resource: A managed resource "terraform_data.nope" has not been declared in the root module. (main.tf:3)`,
-			want:   `Reference to undeclared resource: A managed resource "terra…`,
+	for name, tc := range map[string]struct {
+		end  *engine.End
+		want string
+	}{
+		"terraform diagnostic: its summary and detail, clipped": {
+			end:  tfFailed(engine.TerraformFailure{Command: "plan", Diagnostics: []engine.Diagnostic{undeclared}}),
+			want: `Reference to undeclared resource: A managed resource "terra…`,
 		},
-		"stderr with exit status and Error:": {
-			reason: `terraform plan: exit status 1: Error: Reference to undeclared resource`,
-			want:   `Reference to undeclared resource`,
+		"terraform diagnostics, joined": {
+			end: tfFailed(engine.TerraformFailure{Command: "plan", Diagnostics: []engine.Diagnostic{
+				{Severity: "error", Summary: "Unsupported block type"}, {Severity: "error", Summary: "Missing name"}}}),
+			want: `Unsupported block type; Missing name`,
 		},
-		"init failure": {
-			reason: `terraform plan: planning run 01M8M39HR5KN918JBSK6Y99A1J: terraform init: Failed to query available provider packages`,
-			want:   `Failed to query available provider packages`,
+		"terraform stderr without diagnostics": {
+			end:  tfFailed(engine.TerraformFailure{Command: "init", Stderr: "Failed to query available provider packages"}),
+			want: `Failed to query available provider packages`,
 		},
-		"interrupted": {
-			reason: `terraform plan: planning run 01M8M39HR5KN918JBSK6Y99A1J: terraform plan: interrupted: context canceled`,
-			want:   `interrupted: context canceled`,
+		"terraform interrupted: the cause": {
+			end:  tfFailed(engine.TerraformFailure{Command: "plan", Cause: "interrupted: context canceled"}),
+			want: `interrupted: context canceled`,
 		},
-		"other error chain: its cause": {
-			reason: `storing plan.tfplan: writing artifact: database is locked`,
-			want:   `database is locked`,
+		"terraform said nothing: the sentence": {
+			end:  tfFailed(engine.TerraformFailure{Command: "show"}),
+			want: `terraform show`,
 		},
-		"one clause":    {reason: `plan made against lineage a, state has b`, want: `plan made against lineage a, state has b`},
-		"nothing after": {reason: `terraform plan: `, want: `terraform plan:`},
-		"empty":         {reason: ``, want: ``},
-		"long clause is clipped": {
-			reason: "reading x: " + strings.Repeat("y", 80),
-			want:   strings.Repeat("y", 59) + "…",
+		"a step's Terraform failure: the diagnostic": {
+			end: &engine.End{Cause: engine.CauseFailed, Step: engine.StepReplan, Run: replanA,
+				Err:       `terraform plan: Reference to undeclared resource`,
+				Terraform: &engine.TerraformFailure{Command: "plan", Diagnostics: []engine.Diagnostic{{Severity: "error", Summary: "Reference to undeclared resource"}}}},
+			want: `Reference to undeclared resource`,
 		},
-		"no context clause: from the start, without the sentinel": {
-			reason: "no Terraform configuration files in /w/cfg: a plan would destroy every resource of the state; refusing (…): invalid input",
-			want:   "no Terraform configuration files in /w/cfg: a plan would de…",
+		"failed step: its error, not the step": {
+			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepStoreArtifact, Artifact: engine.ArtifactPlanFile, Err: "writing artifact: database is locked"},
+			want: `writing artifact: database is locked`,
 		},
-		"missing var file keeps its name": {
-			reason: "var file prod.tfvars: no such file or directory",
-			want:   "var file prod.tfvars: no such file or directory",
+		"failed step with a sentinel: the error without it": {
+			end: &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Kind: engine.KindInvalid,
+				Err: "copying configuration tree /w/cfg: larger than 64 MiB or 10000 entries: invalid input"},
+			want: `copying configuration tree /w/cfg: larger than 64 MiB or 10…`,
 		},
-		"cause after the context keeps what it names": {
-			reason: "copying configuration tree /w/cfg: larger than 64 MiB or 10000 entries: invalid input",
-			want:   "larger than 64 MiB or 10000 entries",
+		"sentinel only at the end is dropped": {
+			end: &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Kind: engine.KindInvalid,
+				Err: "var file prod.tfvars: invalid input"},
+			want: `var file prod.tfvars`,
 		},
+		"kind without its sentinel in the text: whole": {
+			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepReadHead, Kind: engine.KindNotFound, Err: "version 14 of state s is gone"},
+			want: `version 14 of state s is gone`,
+		},
+		"errno keeps what it names": {
+			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Err: "var file prod.tfvars: no such file or directory"},
+			want: `var file prod.tfvars: no such file or directory`,
+		},
+		"lineage: the sentence": {
+			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepCheckLineage, Lineage: "a", StateLineage: "b"},
+			want: `plan made against lineage a, state has b`,
+		},
+		"long error is clipped": {
+			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepReadChanged, Err: strings.Repeat("y", 80)},
+			want: strings.Repeat("y", 59) + "…",
+		},
+		"discard": {
+			end:  &engine.End{Cause: engine.CauseDiscarded, By: "tester", Why: "obsolete"},
+			want: `discarded by tester: obsolete`,
+		},
+		"legacy: as stored": {
+			end:  &engine.End{Legacy: "terraform plan: exit status 1: Error: Unsupported block type"},
+			want: `terraform plan: exit status 1: Error: Unsupported block type`,
+		},
+		"legacy is clipped": {
+			end:  &engine.End{Legacy: strings.Repeat("z", 70)},
+			want: strings.Repeat("z", 59) + "…",
+		},
+		"no end": {end: nil, want: ``},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if got := reasonGist(tc.reason, 60); got != tc.want {
-				t.Errorf("reasonGist(%q)\n got %q\nwant %q", tc.reason, got, tc.want)
+			if got := endGist(planA, tc.end, 60); got != tc.want {
+				t.Errorf("endGist(%+v)\n got %q\nwant %q", tc.end, got, tc.want)
 			}
 		})
 	}
 }
 
 // TestWhatFailedPlan: the "what" of `kl runs` for a plan that failed is
-// the gist of its stored reason, naming what went wrong — not a bare
-// sentinel ("invalid input") or errno ("no such file or directory").
+// the gist of its end, naming what went wrong — not a bare sentinel
+// ("invalid input") or the step around it.
 func TestWhatFailedPlan(t *testing.T) {
 	t.Parallel()
-	for name, tc := range map[string]struct{ reason, want string }{
+	for name, tc := range map[string]struct {
+		end  *engine.End
+		want string
+	}{
 		"no configuration": {
-			reason: "no Terraform configuration files in /w/cfg: a plan would destroy every resource of the state; refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet): invalid input",
-			want:   "no Terraform configuration files in /w/cfg: a plan would de…",
+			end: &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Kind: engine.KindInvalid,
+				Err: "no Terraform configuration files in /w/cfg: a plan would destroy every resource of the state; refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet): invalid input"},
+			want: "no Terraform configuration files in /w/cfg: a plan would de…",
 		},
-		"missing var file": {reason: "var file missing.tfvars: no such file or directory", want: "var file missing.tfvars: no such file or directory"},
-		"no reason":        {reason: "", want: "no envelope"},
+		"missing var file": {
+			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Err: "var file missing.tfvars: no such file or directory"},
+			want: "var file missing.tfvars: no such file or directory",
+		},
+		"terraform diagnostic": {
+			end:  tfFailed(engine.TerraformFailure{Command: "plan", Diagnostics: []engine.Diagnostic{undeclared}}),
+			want: `Reference to undeclared resource: A managed resource "terra…`,
+		},
+		"storing an artifact": {
+			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepStoreArtifact, Artifact: engine.ArtifactPlanFile, Err: "writing artifact: database is locked"},
+			want: "writing artifact: database is locked",
+		},
+		"lease expired while planning": {
+			end:  &engine.End{Cause: engine.CauseLeaseExpired, Holder: holder, Phase: engine.PhasePlanning, LeaseEnd: at(660)},
+			want: "its holder ci-runner-7:4242 stopped renewing while planning…",
+		},
+		"legacy": {
+			end:  &engine.End{Legacy: "storing plan.tfplan: database is locked"},
+			want: "storing plan.tfplan: database is locked",
+		},
+		"no end": {end: nil, want: "no envelope"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := engine.Run{ID: planA, Kind: engine.KindPlan, Status: engine.StatusFailed, Reason: tc.reason}
+			r := engine.Run{ID: planA, Kind: engine.KindPlan, Status: engine.StatusFailed, End: tc.end}
 			if got := whatWords(r).plain(); got != tc.want {
 				t.Errorf("whatWords = %q; want %q", got, tc.want)
 			}
@@ -195,26 +266,164 @@ func TestWhatFailedPlan(t *testing.T) {
 	}
 }
 
-// TestDiscardedMarkerWords: the timeline entry of a discarded plan keeps
-// both who discarded it and why (the marker of engine.Supersede with a
-// "discarded by ACTOR: WHY" reason, or one stored before as "superseded:
-// discarded by …").
-func TestDiscardedMarkerWords(t *testing.T) {
+// TestWhatEndedApply: the "what" of `kl runs` for an apply that did not
+// commit names the plan and, in a few words, what stopped it (endShort).
+func TestWhatEndedApply(t *testing.T) {
 	t.Parallel()
-	for name, tc := range map[string]struct{ reason, want string }{
-		"with a reason":    {"discarded by tester: obsolete", "discarded by tester: obsolete"},
-		"without a reason": {"discarded by tester", "discarded by tester"},
-		"stored before":    {"superseded: discarded by tester", "discarded by tester"},
-		"superseded":       {"superseded: newer push", "superseded: newer push"},
+	for name, tc := range map[string]struct {
+		status engine.RunStatus
+		end    *engine.End
+		want   string
+	}{
+		"conflict":    {engine.StatusRefused, conflictEnd(), "reservations conflict"},
+		"waited":      {engine.StatusRefused, &engine.End{Cause: engine.CauseRefusedConflict, Blockers: erinHoldsVPC(), Waited: engine.Duration(3 * time.Second)}, "waited 3s for reservations"},
+		"stale":       {engine.StatusRefused, staleEnd(), "plan is stale"},
+		"behind head": {engine.StatusRefused, behindEnd(), engine.ErrBehindHead.Error()},
+		"intent":      {engine.StatusRefused, intentEnd(), "re-plan " + replanA + " against head 14 plans so…"},
+		"terraform":   {engine.StatusFailed, failEnd(), "terraform apply"},
+		"interrupted": {engine.StatusInterrupted, interruptEnd(), "interrupted during terraform apply"},
+		"waiting":     {engine.StatusInterrupted, &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseWaiting}, "interrupted while waiting for reservations"},
+		"lease":       {engine.StatusLeaseExpired, leaseEnd(), "its holder ci-runner-7:4242 stopped renewing"},
+		"lease lost":  {engine.StatusFailed, &engine.End{Cause: engine.CauseLeaseLost, Serial: 14}, "lease lost before commit"},
+		"claim":       {engine.StatusRefused, &engine.End{Cause: engine.CauseRefusedClaim, Plan: planA, Err: "conflict"}, "claiming plan " + planA},
+		"failed step": {engine.StatusFailed, &engine.End{Cause: engine.CauseFailed, Step: engine.StepAcquire, Err: "database is locked"}, "acquiring reservations"},
+		"no step":     {engine.StatusFailed, &engine.End{Cause: engine.CauseFailed, Step: engine.StepReadState, Err: "state s: not found", Kind: engine.KindNotFound}, "state s"},
+		"legacy":      {engine.StatusFailed, &engine.End{Legacy: "committing: database is locked"}, "committing: database is locked"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			m := engine.Marker{Kind: engine.MarkerFailed, Reason: tc.reason}
-			if got := markerWordsOf(m, engine.StatusSuperseded).plain(); got != tc.want {
-				t.Errorf("markerWordsOf(%q) = %q; want %q", tc.reason, got, tc.want)
+			r := engine.Run{ID: applyA, Kind: engine.KindApply, Status: tc.status, PlanRun: planA, End: tc.end}
+			want := "plan " + planA + "; " + tc.want
+			if got := whatWords(r).plain(); got != want {
+				t.Errorf("whatWords = %q; want %q", got, want)
 			}
 		})
 	}
+}
+
+// TestDiscardedMarkerWords: the timeline entry of a closed plan's "failed"
+// marker says how it was closed: a discard keeps both who discarded it and
+// why; a supersede its caller's words; a marker stored before ends were
+// typed, its words as stored.
+func TestDiscardedMarkerWords(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		m    engine.Marker
+		want string
+	}{
+		"with a reason":    {engine.Marker{End: &engine.End{Cause: engine.CauseDiscarded, By: "tester", Why: "obsolete"}}, "discarded by tester: obsolete"},
+		"without a reason": {engine.Marker{End: &engine.End{Cause: engine.CauseDiscarded, By: "tester"}}, "discarded by tester"},
+		"superseded":       {engine.Marker{End: &engine.End{Cause: engine.CauseSuperseded, Why: "newer push"}}, "superseded: newer push"},
+		"legacy end":       {engine.Marker{End: &engine.End{Legacy: "superseded: the change no longer touches project app"}}, "superseded: the change no longer touches project app"},
+		"legacy reason":    {engine.Marker{Reason: "superseded: newer push"}, "superseded: newer push"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := tc.m
+			m.Kind = engine.MarkerFailed
+			if got := markerWordsOf(m, engine.StatusSuperseded).plain(); got != tc.want {
+				t.Errorf("markerWordsOf(%+v) = %q; want %q", m, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEndText: every cause the engine writes reads as a sentence; an apply
+// that committed says nothing more than its status.
+func TestEndText(t *testing.T) {
+	t.Parallel()
+	causes := []engine.Cause{
+		engine.CauseApplied,
+		engine.CauseNothingToApply,
+		engine.CauseWaiting,
+		engine.CauseRefusedConflict,
+		engine.CauseRefusedStale,
+		engine.CauseIntentChanged,
+		engine.CauseBehindHead,
+		engine.CauseRefusedClaim,
+		engine.CauseInterrupted,
+		engine.CauseTerraformFailed,
+		engine.CauseFailed,
+		engine.CauseLeaseExpired,
+		engine.CauseLeaseLost,
+		engine.CauseApplyEnded,
+		engine.CauseApplyPartial,
+		engine.CauseApplyLeaseLost,
+		engine.CauseApplyRecovered,
+		engine.CauseApplyLeaseExpired,
+		engine.CauseSuperseded,
+		engine.CauseDiscarded,
+		engine.CauseReplanChecked,
+		engine.CauseReplanReverts,
+	}
+	for _, c := range causes {
+		t.Run(string(c), func(t *testing.T) {
+			t.Parallel()
+			end := sampleEnd(c)
+			got := EndText(applyA, end)
+			switch {
+			case c == engine.CauseApplied && got != "":
+				t.Errorf("EndText(%+v) = %q; want \"\"", end, got)
+			case c != engine.CauseApplied && strings.TrimSpace(got) == "":
+				t.Errorf("EndText(%+v) is empty", end)
+			case c != engine.CauseApplied && got == string(c):
+				t.Errorf("EndText(%+v) = %q: the cause's name, not a sentence", end, got)
+			}
+		})
+	}
+	if got := EndText(applyA, nil); got != "" {
+		t.Errorf("EndText(nil) = %q; want \"\"", got)
+	}
+	if got := EndText(applyA, &engine.End{Cause: "from-a-newer-kl"}); got != "from-a-newer-kl" {
+		t.Errorf("EndText of an unknown cause = %q; want its name", got)
+	}
+	if got := EndText(applyA, &engine.End{Legacy: "as it was stored"}); got != "as it was stored" {
+		t.Errorf("EndText of a legacy end = %q; want it as stored", got)
+	}
+}
+
+// sampleEnd is an end of cause c with the facts the engine (or the lease
+// sweep) stores with it.
+func sampleEnd(c engine.Cause) *engine.End {
+	switch c {
+	case engine.CauseWaiting:
+		return &engine.End{Cause: c, Blockers: erinHoldsVPC()}
+	case engine.CauseRefusedConflict:
+		return conflictEnd()
+	case engine.CauseRefusedStale:
+		return staleEnd()
+	case engine.CauseIntentChanged:
+		return intentEnd()
+	case engine.CauseBehindHead:
+		return behindEnd()
+	case engine.CauseRefusedClaim:
+		return &engine.End{Cause: c, Plan: planA, Err: "run " + planA + " is applying: conflict", Kind: engine.KindConflict}
+	case engine.CauseInterrupted:
+		return interruptEnd()
+	case engine.CauseTerraformFailed:
+		return failEnd()
+	case engine.CauseFailed:
+		return &engine.End{Cause: c, Step: engine.StepStoreArtifact, Artifact: engine.ArtifactPlanFile, Err: "writing artifact: database is locked"}
+	case engine.CauseLeaseExpired:
+		return leaseEnd()
+	case engine.CauseLeaseLost:
+		return &engine.End{Cause: c, Serial: 14, Then: interruptEnd()}
+	case engine.CauseApplyEnded:
+		return &engine.End{Cause: c, Run: applyA, Then: staleEnd()}
+	case engine.CauseApplyPartial, engine.CauseApplyLeaseLost, engine.CauseApplyRecovered:
+		return &engine.End{Cause: c, Run: applyA, Serial: 13}
+	case engine.CauseApplyLeaseExpired:
+		return &engine.End{Cause: c, Run: applyA, Holder: holder, LeaseEnd: at(720)}
+	case engine.CauseSuperseded:
+		return &engine.End{Cause: c, Why: "newer push"}
+	case engine.CauseDiscarded:
+		return &engine.End{Cause: c, By: "carol", Why: "obsolete"}
+	case engine.CauseReplanChecked:
+		return &engine.End{Cause: c, Run: applyA, Plan: planA}
+	case engine.CauseReplanReverts:
+		return &engine.End{Cause: c, Plan: planA}
+	}
+	return &engine.End{Cause: c}
 }
 
 // TestInert: stored text from other people (actors, reasons, Terraform's
