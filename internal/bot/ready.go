@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/kilolock/kilolock/internal/store/postgres"
 	"github.com/kilolock/kilolock/migrations"
 )
 
@@ -85,7 +85,7 @@ func gooseCurrent(ctx context.Context, cc *pgx.ConnConfig) error {
 }
 
 func gooseCheck(ctx context.Context, db *sql.DB, fsys fs.FS) error {
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithDisableGlobalRegistry(true))
+	p, err := postgres.MigrationProvider(db, fsys)
 	if err != nil {
 		return fmt.Errorf("checking Kilolock migrations: %w", err)
 	}

@@ -81,9 +81,6 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	}
 	if plan.Status != StatusPlanned {
 		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, End: plan.End}
-		if plan.Discarded() {
-			se.DiscardedBy, se.DiscardWhy = plan.End.By, plan.End.Why
-		}
 		if plan.FinishedAt != nil {
 			se.At = *plan.FinishedAt
 		}

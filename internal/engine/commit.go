@@ -32,8 +32,10 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	end := terraformEnd(ctx, applyErr)
 	if res == nil || res.State == nil {
 		// Terraform wrote nothing (it did not start, or failed in init).
-		if end == nil {
-			end = Failed(StepParseResult, errors.New("terraform returned no state")).withArtifact(ArtifactApplyResult)
+		if applyErr == nil {
+			// Only another engine.Terraform than the adapter can do this.
+			applyErr = errors.New("terraform apply returned neither a state nor an error")
+			end = Failed(StepReadResult, applyErr)
 		}
 		return nil, a.fail(ctx, StatusPlanned, end, fmt.Errorf("applying run %s: %w", a.run.ID, applyErr))
 	}
@@ -106,13 +108,16 @@ func terraformEnd(ctx context.Context, applyErr error) *End {
 // readResult keeps the state Terraform wrote as an artifact, parses it and
 // compares it with the plan: the commit spec of a normal commit.
 func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State, state []byte, end *End) (*tfstate.State, commitSpec, error) {
-	// Keep exactly what Terraform wrote before anything else can fail.
+	// Keep exactly what Terraform wrote before anything else can fail; a
+	// failure's end names the artifact only when it was kept.
+	kept := ArtifactApplyResult
 	if err := a.e.Store.PutArtifact(cctx, a.run.ID, ArtifactApplyResult, state); err != nil {
 		a.e.log().Error("storing apply result", "run", a.run.ID, "err", err)
+		kept = ""
 	}
 	result, err := tfstate.Parse(state)
 	if err != nil {
-		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepParseResult, err).withArtifact(ArtifactApplyResult),
+		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepParseResult, err).withArtifact(kept),
 			fmt.Errorf("parsing the state written by run %s: %w", a.run.ID, err))
 	}
 	changed, err := parseAddresses(tfstate.Changed(baseState, result))
@@ -132,7 +137,7 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 		}
 	}
 	return result, commitSpec{
-		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed,
+		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed, kept: kept,
 		drift: Drift{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
 	}, nil
 }
@@ -164,7 +169,7 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 		}
 	}
 	if err != nil {
-		return nil, a.fail(ctx, StatusFailed, Failed(StepCommit, err).withArtifact(ArtifactApplyResult), fmt.Errorf("committing run %s: %w", a.run.ID, err))
+		return nil, a.fail(ctx, StatusFailed, Failed(StepCommit, err).withArtifact(spec.kept), fmt.Errorf("committing run %s: %w", a.run.ID, err))
 	}
 	out := &ApplyOutcome{Version: v}
 	if out.Run, err = e.Store.GetRun(cctx, a.run.ID); err != nil {
@@ -298,6 +303,9 @@ type commitSpec struct {
 	keep    []string
 	// changed are the addresses Terraform changed against the base.
 	changed AddressSet
+	// kept names the artifact holding what Terraform wrote ("" when
+	// storing it failed).
+	kept string
 	// drift is what the apply changed against the plan; Kept and
 	// Overwritten are added by the merge.
 	drift      Drift

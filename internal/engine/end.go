@@ -112,10 +112,11 @@ const (
 	StepReadSnapshot        Step = "read-snapshot"  // Serial
 	StepParseSnapshot       Step = "parse-snapshot" // Serial
 	StepRecordApplyStart    Step = "record-apply-start"
-	StepParseResult         Step = "parse-result" // Artifact keeps what Terraform wrote
+	StepReadResult          Step = "read-result"  // Terraform returned nothing to read
+	StepParseResult         Step = "parse-result" // Artifact keeps what Terraform wrote ("": storing it failed)
 	StepReadChanged         Step = "read-changed"
 	StepReadTainted         Step = "read-tainted"
-	StepCommit              Step = "commit" // Artifact keeps what Terraform wrote
+	StepCommit              Step = "commit" // Artifact keeps what Terraform wrote ("": storing it failed)
 	StepRecordReservations  Step = "record-reservations"
 	StepAcquire             Step = "acquire"
 	StepRecordWait          Step = "record-wait"

@@ -76,12 +76,10 @@ type StatusError struct {
 	// By is the run that holds or consumed it (ApplyRun of a plan), if any.
 	By string
 	// End is how the run ended and At when it closed (set by the engine's
-	// own refusals, not by the stores).
+	// own refusals, not by the stores): a discarded plan (End's cause
+	// discarded) is refused as discarded, by whom, when and why.
 	End *End
 	At  time.Time
-	// DiscardedBy and DiscardWhy are set for a discarded plan
-	// (Run.Discarded): it is refused as discarded, by whom, when and why.
-	DiscardedBy, DiscardWhy string
 }
 
 func (e *StatusError) Error() string {
@@ -92,13 +90,13 @@ func (e *StatusError) Error() string {
 		case StatusApplying:
 			return fmt.Sprintf("plan run %s is being applied by run %s right now; a plan applies at most once", e.Run, e.By)
 		case StatusSuperseded:
-			if e.DiscardedBy != "" {
-				msg := fmt.Sprintf("plan run %s was discarded by %s", e.Run, e.DiscardedBy)
+			if d := e.End; d.Is(CauseDiscarded) {
+				msg := fmt.Sprintf("plan run %s was discarded by %s", e.Run, d.By)
 				if !e.At.IsZero() {
 					msg += " at " + e.At.UTC().Format(time.RFC3339)
 				}
-				if e.DiscardWhy != "" {
-					msg += " (" + e.DiscardWhy + ")"
+				if d.Why != "" {
+					msg += " (" + d.Why + ")"
 				}
 				return msg + " and cannot be applied: plan again"
 			}

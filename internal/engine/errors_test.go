@@ -17,12 +17,12 @@ func TestStatusErrorWords(t *testing.T) {
 		want, deny []string
 	}{
 		"discarded with a reason": {
-			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, At: at, DiscardedBy: "ops: team", DiscardWhy: "obsolete"},
+			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, At: at, End: &End{Cause: CauseDiscarded, By: "ops: team", Why: "obsolete"}},
 			want: []string{"plan run P was discarded by ops: team at 2026-11-29T12:00:00Z (obsolete) and cannot be applied"},
 			deny: []string{"superseded"},
 		},
 		"discarded without a reason": {
-			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, DiscardedBy: "alice"},
+			err:  StatusError{Run: "P", Kind: KindPlan, Status: StatusSuperseded, End: &End{Cause: CauseDiscarded, By: "alice"}},
 			want: []string{"plan run P was discarded by alice and cannot be applied: plan again"},
 		},
 		"superseded by a push": {

@@ -25,13 +25,6 @@ func (e *RecoverError) Error() string {
 // Unwrap returns the sentinel that classifies the refusal.
 func (e *RecoverError) Unwrap() error { return e.Err }
 
-// RecoverHint is what the reason of an apply run that ended without
-// committing after Terraform started says to do (the lease sweep appends it:
-// internal/store ReleaseExpiredPlan, NoteApplyStarted).
-func RecoverHint(run string) string {
-	return fmt.Sprintf("Terraform had started applying: `kl run recover %s` commits what it last wrote", run)
-}
-
 // Recoverable is what an apply run that stopped without committing
 // (failed, interrupted, lease-expired) left of Terraform's work where
 // Kilolock saw it: the artifact holding the last state Terraform wrote and

@@ -89,12 +89,12 @@ type Store interface {
 	// reservations whose lease ended before now and marks their runs
 	// lease-expired (status when open, and a marker); it ends runs in
 	// progress whose own lease (Run.LeaseUntil, when set) ended and that
-	// hold no live reservation (status, reason, marker); and it hands the
+	// hold no live reservation (status, end, marker); and it hands the
 	// plan an expired apply run had claimed back — planned when the apply
 	// never held its reservations (no "reserved" marker: Terraform never
 	// ran), failed otherwise (Terraform may have changed infrastructure);
 	// when the apply has an "apply-started" marker, the plan's and the
-	// run's Reason name the recovery (RecoverHint: `kl run recover RUN`).
+	// run's ends are recoverable (End.Recoverable: `kl run recover RUN`).
 	// It returns the runs it expired, sorted; each is expired, and marked,
 	// once, however many sweeps race.
 	ExpireLeases(ctx context.Context) ([]string, error)

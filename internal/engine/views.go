@@ -233,7 +233,7 @@ type Verdict string
 // Verdicts.
 const (
 	VerdictAllowed     Verdict = "allowed"     // the apply proceeded (it may have waited first)
-	VerdictRefused     Verdict = "refused"     // a rule stopped it; Reason and markers say which
+	VerdictRefused     Verdict = "refused"     // a rule stopped it; its end and markers say which
 	VerdictFailed      Verdict = "failed"      // Terraform or Kilolock failed, or a plan never finished planning (failed, lease-expired)
 	VerdictInterrupted Verdict = "interrupted" // cancelled; what Terraform wrote is committed
 	VerdictWaiting     Verdict = "waiting"     // blocked now on other runs
@@ -409,6 +409,8 @@ func noEnvelopeWords(r Run) string {
 	switch {
 	case r.Status == StatusPlanning:
 		return fmt.Sprintf("plan run %s has no envelope yet: it is still planning (see `kl run show %s`)", r.ID, r.ID)
+	case r.End.Is(CauseLeaseExpired) && r.End.Holder != (Holder{}):
+		return fmt.Sprintf("plan run %s has no envelope: it never finished planning (%s: its holder %s stopped renewing; `kl why %s` says why)", r.ID, r.Status, r.End.Holder, r.ID)
 	case r.End != nil:
 		return fmt.Sprintf("plan run %s has no envelope: it never finished planning (%s; `kl why %s` says why)", r.ID, r.Status, r.ID)
 	}

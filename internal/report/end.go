@@ -84,7 +84,7 @@ func planEndText(end *engine.End) string {
 		}
 		return s + ": Terraform may have changed infrastructure; re-plan"
 	case engine.CauseSuperseded:
-		return end.Why
+		return orWords(end.Why, "something newer replaced it")
 	case engine.CauseDiscarded:
 		return discardWords(end)
 	case engine.CauseReplanChecked:
@@ -136,7 +136,7 @@ func leaseExpiredText(id string, end *engine.End) string {
 		}
 		s += RecoverHint(id)
 	}
-	return s
+	return orWords(s, "its holder stopped renewing: its lease ran out")
 }
 
 func leaseLostText(id string, end *engine.End) string {
@@ -199,13 +199,21 @@ func stepWords(end *engine.End) string {
 		return fmt.Sprintf("parsing snapshot %d", end.Serial)
 	case engine.StepRecordApplyStart:
 		return "recording the start of terraform apply"
+	case engine.StepReadResult:
+		return "reading what Terraform wrote"
 	case engine.StepParseResult:
+		if end.Artifact == "" {
+			return "terraform wrote an unreadable state (storing it failed too)"
+		}
 		return fmt.Sprintf("terraform wrote an unreadable state (kept as artifact %s)", end.Artifact)
 	case engine.StepReadChanged:
 		return "reading changed addresses"
 	case engine.StepReadTainted:
 		return "reading tainted addresses"
 	case engine.StepCommit:
+		if end.Artifact == "" {
+			return "committing (storing Terraform's result failed too: what it changed may be in no version; check the real objects)"
+		}
 		return fmt.Sprintf("committing (Terraform's result is kept as artifact %s)", end.Artifact)
 	case engine.StepRecordReservations:
 		return "recording reservations"
@@ -235,10 +243,18 @@ func failedText(end *engine.End) string {
 	if end.Step == engine.StepCheckLineage {
 		return fmt.Sprintf("plan made against lineage %s, state has %s", end.Lineage, end.StateLineage)
 	}
-	if w := stepWords(end); w != "" {
-		return w + ": " + end.Err
+	err := end.Err
+	if err == "" && end.Terraform != nil {
+		err = terraformText(end.Terraform)
 	}
-	return end.Err
+	w := stepWords(end)
+	switch {
+	case w != "" && err != "":
+		return w + ": " + err
+	case w != "":
+		return w + " failed"
+	}
+	return orWords(err, "Kilolock failed (step "+orWords(string(end.Step), "unknown")+")")
 }
 
 // terraformText renders a failed Terraform command as Terraform's adapter
@@ -424,8 +440,11 @@ func markerText(m engine.Marker) string {
 	if m.End == nil {
 		return m.Reason
 	}
-	if m.Kind == engine.MarkerFailed && m.End.Cause == engine.CauseSuperseded {
+	switch {
+	case m.Kind == engine.MarkerFailed && m.End.Cause == engine.CauseSuperseded:
 		return "superseded: " + m.End.Why
+	case m.Kind == engine.MarkerApplied && m.End.Cause == engine.CauseNothingToApply:
+		return "the plan has no changes: Terraform was not run"
 	}
 	return EndText(m.Run, m.End)
 }

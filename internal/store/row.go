@@ -220,6 +220,9 @@ func LegacyMarkerEnd(kind engine.MarkerKind, reason string) (*engine.End, string
 	return nil, reason
 }
 
+// TypedEndsVersion is the schema version of TypedEndsMigration.
+const TypedEndsVersion = 4
+
 // TypedEndsMigration is schema migration 4 of both stores: it rewrites
 // every version-1 runs.body and markers.body as version 2 (DecodeRun,
 // DecodeMarker), in goose's transaction. ph renders the driver's n-th
@@ -248,7 +251,7 @@ func TypedEndsMigration(ph func(n int) string) *goose.Migration {
 		}
 		return nil
 	}
-	return goose.NewGoMigration(4, &goose.GoFunc{RunTx: up}, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }})
+	return goose.NewGoMigration(TypedEndsVersion, &goose.GoFunc{RunTx: up}, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }})
 }
 
 // rewriteRows rewrites with conv every (key, body) row of query whose body

@@ -402,7 +402,7 @@ func AcquireAllowed(r engine.Run) error {
 // the engine's own refusals do; otherwise Terraform may have changed
 // infrastructure, and the plan fails with an end saying so — and, when
 // Terraform had started (started: a has an "apply-started" marker), how to
-// commit what it wrote (engine.RecoverHint). It reports whether plan
+// commit what it wrote (End.Recoverable). It reports whether plan
 // changed.
 func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved, started bool, ended, now time.Time) bool {
 	if plan.Kind != engine.KindPlan || plan.Status != engine.StatusApplying || plan.ApplyRun != a.ID {
@@ -422,7 +422,7 @@ func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved, started bool, 
 // NoteApplyStarted marks the end of apply run a, which the lease sweep has
 // just expired (ExpireRun, ExpireRunLease) after Terraform had started (an
 // "apply-started" marker) and before it committed, recoverable: `kl run
-// recover` commits what Terraform wrote (engine.RecoverHint). A run that
+// recover` commits what Terraform wrote (End.Recoverable). A run that
 // committed, or is marked already, is left alone. It reports whether a
 // changed.
 func NoteApplyStarted(a *engine.Run) bool {

@@ -203,12 +203,20 @@ func (s *Store) migrate(ctx context.Context, cc *pgx.ConnConfig, fsys fs.FS) err
 	return nil
 }
 
+// MigrationProvider is the goose provider of the PostgreSQL schema: the
+// SQL migrations in fsys (migrations.Postgres's "postgres" directory) and
+// the Go ones (store.TypedEndsMigration). klbot's readiness check uses it
+// too, so both count the same versions.
+func MigrationProvider(db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
+	return goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
+		goose.WithGoMigrations(store.TypedEndsMigration(func(n int) string { return fmt.Sprintf("$%d", n) })))
+}
+
 // runMigrations refuses a schema newer than fsys's newest migration and
 // applies the missing ones. A failed migration is named by its file.
 func runMigrations(ctx context.Context, db *sql.DB, fsys fs.FS) error {
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
-		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
-		goose.WithGoMigrations(store.TypedEndsMigration(func(n int) string { return fmt.Sprintf("$%d", n) })))
+	p, err := MigrationProvider(db, fsys)
 	if err != nil {
 		return err
 	}
