@@ -32,12 +32,14 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	end := terraformEnd(ctx, applyErr)
 	if res == nil || res.State == nil {
 		// Terraform wrote nothing (it did not start, or failed in init).
+		planStatus := StatusPlanned
 		if applyErr == nil {
-			// Only another engine.Terraform than the adapter can do this.
+			// Only another engine.Terraform than the adapter can do this:
+			// Terraform says it applied, so the plan is not applied again.
 			applyErr = errors.New("terraform apply returned neither a state nor an error")
-			end = Failed(StepReadResult, applyErr)
+			end, planStatus = Failed(StepReadResult, applyErr), StatusFailed
 		}
-		return nil, a.fail(ctx, StatusPlanned, end, fmt.Errorf("applying run %s: %w", a.run.ID, applyErr))
+		return nil, a.fail(ctx, planStatus, end, fmt.Errorf("applying run %s: %w", a.run.ID, applyErr))
 	}
 	result, spec, err := a.readResult(ctx, cctx, baseState, res.State, end)
 	if err != nil {
