@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -206,7 +205,7 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 		return "", err
 	}
 	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: pr.HeadSHA, ExternalID: externalID(a.PR, r.Project),
-		Conclusion: conclusion, Title: applyTitle(story), Summary: report.Truncate(md.String(), report.CheckRunSummaryLimit),
+		Conclusion: conclusion, Title: report.ApplyTitle(story), Summary: report.Truncate(md.String(), report.CheckRunSummaryLimit),
 		DetailsURL: b.runURL(runID)}
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), x.c, x.repo, check); err != nil {
 		return "", err
@@ -229,40 +228,19 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 	return ResultOK, nil
 }
 
-// applyOutcome maps an apply run's status to the metrics outcome and the
+// applyOutcome maps an ended apply run's status, through its verdict
+// (engine.ApplyVerdict, the one mapping), to the metrics outcome and the
 // check run conclusion.
 func applyOutcome(s engine.RunStatus) (outcome runOutcome, conclusion string) {
-	switch s {
-	case engine.StatusApplied:
+	switch engine.ApplyVerdict(s) {
+	case engine.VerdictAllowed:
 		return outcomeApplied, "success"
-	case engine.StatusRefused:
+	case engine.VerdictRefused:
 		return outcomeRefused, "action_required"
-	case engine.StatusInterrupted:
+	case engine.VerdictInterrupted:
 		return outcomeInterrupted, "cancelled"
 	}
 	return outcomeFailed, "failure"
-}
-
-func applyTitle(s *engine.RunStory) string {
-	switch {
-	case s.Run.Status == engine.StatusApplied && s.Version != nil:
-		p := s.Version.Provenance
-		match := "exact"
-		if !p.Exact {
-			match = "drift"
-		}
-		return fmt.Sprintf("Applied: version %d (serial %d → %d, %s, %s)", s.Version.Serial, p.SourceSerial, p.CommittedSerial, p.Mode, match)
-	case s.Run.Status == engine.StatusRefused:
-		return "Refused: " + clipWords(report.EndText(s.Run.ID, s.Run.End), 120)
-	}
-	return strings.ToUpper(string(s.Run.Status[:1])) + string(s.Run.Status[1:]) + ": " + clipWords(report.EndText(s.Run.ID, s.Run.End), 120)
-}
-
-func clipWords(s string, n int) string {
-	if len([]rune(s)) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }
 
 // refuse reports a refusal by a bot rule: the "kl apply · PROJECT" check

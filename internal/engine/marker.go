@@ -71,6 +71,8 @@ type Marker struct {
 	IntentChanged *bool             `json:"intent_changed,omitempty"`
 	Drift         *Drift            `json:"drift,omitempty"`
 	Waited        Duration          `json:"waited,omitempty"`
+	// Serials: the read-changed versions a "replanned" marker re-checked.
+	Serials []int64 `json:"serials,omitempty"`
 	// End is how the run ended, on the "failed" marker that records it
 	// (and "lease-expired" of a run's own lease, "applied" of a Terraform
 	// that stopped part-way or was not run).

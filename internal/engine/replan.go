@@ -92,7 +92,7 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 	unchanged := false
 	sum := a.sp.Summary()
 	return e.Store.AddMarkers(ctx, a.run.ID,
-		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &unchanged, Extra: outsideExtra(cmp.Outside)},
+		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: st.HeadSerial, IntentChanged: &unchanged, Serials: facts.Versions, Extra: outsideExtra(cmp.Outside)},
 		Marker{Kind: MarkerStalenessPassed, SincePlan: &sum})
 }
 

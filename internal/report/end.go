@@ -392,6 +392,57 @@ func replanFactsOf(end *engine.End) engine.ReplanFacts {
 	return *end.Replan
 }
 
+// markerFactsText is the words of a marker without an end, from its
+// facts: a failed staleness check's class, a deviation, a recovery, a
+// re-plan that found the intent unchanged ("" for the others).
+func markerFactsText(m engine.Marker) string {
+	switch m.Kind {
+	case engine.MarkerStalenessFailed:
+		return m.Class.Label()
+	case engine.MarkerDrift:
+		if m.Drift != nil {
+			return driftText(m.Drift)
+		}
+	case engine.MarkerRecovered:
+		s := fmt.Sprintf("committed version %d from the last state Terraform wrote (artifact %s)", m.Serial, m.Extra["artifact"])
+		if len(m.Addresses) > 0 {
+			s += "; kept at the head, which changed them since the plan or another run holds them: " + strings.Join(m.Addresses.Strings(), ", ")
+		}
+		return s
+	case engine.MarkerReplanned:
+		if m.IntentChanged != nil && !*m.IntentChanged {
+			var outside []string
+			if o := m.Extra["outside"]; o != "" {
+				outside = strings.Split(o, ",") // the list the engine stored (outsideExtra)
+			}
+			return fmt.Sprintf("plan input changed in %s; re-plan %s against head %d plans the same for the reviewed write set and changes nothing this plan reads: applying the reviewed plan%s",
+				versionsText(m.Serials), m.Other, m.Serial, outsideText(outside))
+		}
+	}
+	return ""
+}
+
+// driftText lists what a commit did otherwise than planned.
+func driftText(d *engine.Drift) string {
+	var parts []string
+	if len(d.Unplanned) > 0 {
+		parts = append(parts, "changed but not planned: "+strings.Join(d.Unplanned.Strings(), ", "))
+	}
+	if len(d.Unchanged) > 0 {
+		parts = append(parts, "planned but not changed: "+strings.Join(d.Unchanged.Strings(), ", "))
+	}
+	if len(d.Kept) > 0 {
+		parts = append(parts, "not merged, the head changed them since the plan: "+strings.Join(d.Kept.Strings(), ", "))
+	}
+	if len(d.Tainted) > 0 {
+		parts = append(parts, "tainted (created but not finished; the next plan replaces them): "+strings.Join(d.Tainted.Strings(), ", "))
+	}
+	if len(d.Overwritten) > 0 {
+		parts = append(parts, "written over a change the head made since the plan (reservations lapsed?): "+strings.Join(d.Overwritten.Strings(), ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // blockersText: "run X (PR) holds A, B; run Y holds C".
 func blockersText(bs []engine.Blocker) string {
 	parts := make([]string, len(bs))
@@ -433,12 +484,34 @@ func abbreviate(items []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
+// ApplyTitle is the title of an ended apply's `kl apply · P` check run:
+// "Applied: version 5 (serial 4 → 5, snapshot-merge, exact)", or its
+// status and end, "Refused: …", at most 120 runes of the end.
+func ApplyTitle(s *engine.RunStory) string {
+	switch {
+	case s.Run.Status == engine.StatusApplied && s.Version != nil:
+		p := s.Version.Provenance
+		match := "exact"
+		if !p.Exact {
+			match = "drift"
+		}
+		return fmt.Sprintf("Applied: version %d (serial %d → %d, %s, %s)", s.Version.Serial, p.SourceSerial, p.CommittedSerial, p.Mode, match)
+	case s.Run.Status == engine.StatusRefused:
+		return "Refused: " + clip(EndText(s.Run.ID, s.Run.End), 120)
+	}
+	status := string(s.Run.Status)
+	return strings.ToUpper(status[:1]) + status[1:] + ": " + clip(EndText(s.Run.ID, s.Run.End), 120)
+}
+
 // markerText is the words of a marker's end or, for one stored before ends
 // were typed, its reason as stored; a superseding marker says so
 // ("superseded: WHY"), as it did.
 func markerText(m engine.Marker) string {
 	if m.End == nil {
-		return m.Reason
+		if m.Reason != "" {
+			return m.Reason
+		}
+		return markerFactsText(m)
 	}
 	switch {
 	case m.Kind == engine.MarkerFailed && m.End.Cause == engine.CauseSuperseded:

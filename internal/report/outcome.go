@@ -417,6 +417,7 @@ type verdict struct {
 // markers (annotated), replans its re-plans as they are now, plan the
 // reviewed plan when the view holds it.
 func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *engine.Version, replans []engine.Run, plan *engine.Run) verdict {
+	word := string(engine.ApplyVerdict(a.Status))
 	switch a.Status {
 	case engine.StatusApplied:
 		s := words(strongT(toneGood, "applied"), ": committed ")
@@ -424,34 +425,30 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 			p := v.Provenance
 			s = words(s, commitWords(p, mergedOnto(v, ms)), ", ")
 			if p.Exact {
-				return verdict{"allowed", toneGood, s.add(toned(toneGood, "exact"))}
+				return verdict{word, toneGood, s.add(toned(toneGood, "exact"))}
 			}
-			return verdict{"allowed", driftTone(p), s.add(toned(driftTone(p), driftShort(p.Drift)))}
+			return verdict{word, driftTone(p), s.add(toned(driftTone(p), driftShort(p.Drift)))}
 		}
 		if a.CommittedSerial == 0 {
 			// A plan without changes: nothing to apply or commit.
-			return verdict{"allowed", toneGood, words(strongT(toneGood, "applied"), ": "+orWords(EndText(a.ID, a.End), "nothing committed"))}
+			return verdict{word, toneGood, words(strongT(toneGood, "applied"), ": "+orWords(EndText(a.ID, a.End), "nothing committed"))}
 		}
-		return verdict{"allowed", toneGood, s.add(txt(fmt.Sprintf("version %d", a.CommittedSerial)))}
+		return verdict{word, toneGood, s.add(txt(fmt.Sprintf("version %d", a.CommittedSerial)))}
 	case engine.StatusApplying:
-		return verdict{"allowed", toneInfo, words(strongT(toneInfo, "applying"), ": reservations held, Terraform is running")}
+		return verdict{word, toneInfo, words(strongT(toneInfo, "applying"), ": reservations held, Terraform is running")}
 	case engine.StatusWaiting:
 		var parts []sentence
 		for _, m := range ofKind(ms, a.ID, engine.MarkerWaited) {
 			parts = append(parts, words(who(m.Other, "", m.OtherPR), " over ", addrs(m.Addresses)))
 		}
-		return verdict{"waiting", toneWarn, words(strongT(toneWarn, "waiting"), " on ", join(parts, "; "))}
+		return verdict{word, toneWarn, words(strongT(toneWarn, "waiting"), " on ", join(parts, "; "))}
 	case engine.StatusRefused:
 		rs := refusals(a, ms, sp, replans, plan)
 		s := words(toned(toneBad, "refused: "), rs[0].words)
 		if len(rs) > 1 {
 			s = s.add(txt(fmt.Sprintf(" (and %d more)", len(rs)-1)))
 		}
-		return verdict{"refused", toneBad, s}
-	}
-	word := "failed"
-	if a.Status == engine.StatusInterrupted {
-		word = "interrupted"
+		return verdict{word, toneBad, s}
 	}
 	return verdict{word, toneBad, endVerdictWords(a, v, lastOf(ms, a.ID, engine.MarkerRecovered))}
 }

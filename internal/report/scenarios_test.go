@@ -85,7 +85,7 @@ func storyWaitedReplanned() *engine.RunStory {
 	)
 	ms = append(ms, replanMarkers()...)
 	ms = append(ms,
-		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(false)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(false), Serials: []int64{14}},
 		engine.Marker{Run: applyA, Seq: 5, At: at(622.2), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 6, At: at(622.25), Kind: engine.MarkerApplyStarted, Serial: 12},
 		engine.Marker{Run: applyA, Seq: 7, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},

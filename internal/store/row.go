@@ -124,6 +124,7 @@ type markerRow struct {
 	IntentChanged *bool                    `json:"intent_changed,omitempty"`
 	Drift         *engine.Drift            `json:"drift,omitempty"`
 	Waited        engine.Duration          `json:"waited,omitempty"`
+	Serials       []int64                  `json:"serials,omitempty"`
 	End           *engine.End              `json:"end,omitempty"`
 	Reason        string                   `json:"reason,omitempty"`
 	Extra         map[string]string        `json:"extra,omitempty"`
@@ -134,7 +135,7 @@ func EncodeMarker(m engine.Marker) (string, error) {
 	b, err := json.Marshal(markerRow{
 		V: RowVersion, Seq: m.Seq, At: m.At, Kind: m.Kind, Other: m.Other, OtherPR: m.OtherPR, Addresses: m.Addresses,
 		Serial: m.Serial, FromSerial: m.FromSerial, Mode: m.Mode, Count: m.Count, SincePlan: m.SincePlan, Class: m.Class,
-		IntentChanged: m.IntentChanged, Drift: m.Drift, Waited: m.Waited, End: m.End, Reason: m.Reason, Extra: m.Extra,
+		IntentChanged: m.IntentChanged, Drift: m.Drift, Waited: m.Waited, Serials: m.Serials, End: m.End, Reason: m.Reason, Extra: m.Extra,
 	})
 	if err != nil {
 		return "", fmt.Errorf("encoding %s marker: %w", m.Kind, err)
@@ -155,7 +156,7 @@ func DecodeMarker(body string) (engine.Marker, error) {
 	m := engine.Marker{
 		Seq: row.Seq, At: row.At, Kind: row.Kind, Other: row.Other, OtherPR: row.OtherPR, Addresses: row.Addresses,
 		Serial: row.Serial, FromSerial: row.FromSerial, Mode: row.Mode, Count: row.Count, SincePlan: row.SincePlan, Class: row.Class,
-		IntentChanged: row.IntentChanged, Drift: row.Drift, Waited: row.Waited, End: row.End, Reason: row.Reason, Extra: row.Extra,
+		IntentChanged: row.IntentChanged, Drift: row.Drift, Waited: row.Waited, Serials: row.Serials, End: row.End, Reason: row.Reason, Extra: row.Extra,
 	}
 	if row.V < 2 {
 		m.End, m.Reason = LegacyMarkerEnd(m.Kind, m.Reason)
