@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// `kl status` and `kl runs` (ADR D6 "what is running now").
+
+// ActiveRun is a run in progress with what it holds and whom it waits on.
+type ActiveRun struct {
+	Run       Run           `json:"run"`
+	Holds     []Reservation `json:"holds"`
+	WaitingOn []Blocker     `json:"waiting_on,omitempty"`
+	Since     time.Time     `json:"since"`
+}
+
+// Status is `kl status`: what is running now, what each run holds, who
+// waits on whom, and the open plans an apply could still take (ADR D6
+// "what is running now").
+type Status struct {
+	Active    []ActiveRun `json:"active"`
+	OpenPlans []Run       `json:"open_plans"`
+	// Expired lists runs whose leases this call found expired.
+	Expired []string `json:"expired,omitempty"`
+}
+
+// Status reports the runs in progress on state ("" = every state), after
+// the lease sweep: a run whose holder stopped renewing is listed in Expired,
+// no longer as active. Its open plans are those an apply could still take
+// (applicable): planned, and not already made stale by a later version.
+func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
+	expired, err := e.Store.ExpireLeases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("expiring leases: %w", err)
+	}
+	res, err := e.Store.Reservations(ctx, state)
+	if err != nil {
+		return nil, fmt.Errorf("reading reservations: %w", err)
+	}
+	holds := map[string][]Reservation{}
+	for _, r := range res {
+		holds[r.Run] = append(holds[r.Run], r)
+	}
+	active, err := e.Store.ListRuns(ctx, RunQuery{State: state, Statuses: []RunStatus{StatusPlanning, StatusWaiting, StatusApplying}, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("listing active runs: %w", err)
+	}
+	out := &Status{Active: []ActiveRun{}, OpenPlans: []Run{}, Expired: expired}
+	for _, r := range active {
+		if r.Kind == KindPlan && r.Status == StatusApplying {
+			continue // claimed by an apply run, which is listed itself
+		}
+		ar := ActiveRun{Run: r, Holds: holds[r.ID], Since: r.CreatedAt}
+		if r.Status == StatusWaiting {
+			ms, err := e.Store.Markers(ctx, r.ID)
+			if err != nil {
+				return nil, fmt.Errorf("reading markers of run %s: %w", r.ID, err)
+			}
+			for _, m := range ms {
+				if m.Kind == MarkerWaited && len(holds[m.Other]) > 0 {
+					b := Blocker{Run: m.Other, PR: m.OtherPR, Addresses: m.Addresses, Held: holds[m.Other]}
+					if o, err := e.Store.GetRun(ctx, m.Other); err == nil {
+						b.Actor, b.Holder = o.Actor, o.Holder
+					}
+					ar.WaitingOn = append(ar.WaitingOn, b)
+				}
+			}
+		}
+		out.Active = append(out.Active, ar)
+	}
+	open, err := e.Store.ListRuns(ctx, RunQuery{State: state, Kind: KindPlan, Statuses: []RunStatus{StatusPlanned}, Limit: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("listing open plans: %w", err)
+	}
+	if open, err = e.applicable(ctx, open); err != nil {
+		return nil, err
+	}
+	out.OpenPlans = append(out.OpenPlans, open...)
+	return out, nil
+}
+
+// applicable returns the plans (status planned) that an apply could still
+// take: not those a version committed since their source serial already
+// made stale — it changed their write set ("planned target changed"), so
+// an apply is refused without running (ADR D3). A plan whose plan input
+// changed can still apply after a re-plan, and stays. It reads the
+// versions of each state once, from the oldest source serial.
+func (e *Engine) applicable(ctx context.Context, plans []Run) ([]Run, error) {
+	oldest := map[string]int64{}
+	for _, p := range plans {
+		if p.Envelope == nil {
+			continue
+		}
+		if s, ok := oldest[p.State]; !ok || p.Envelope.SourceSerial < s {
+			oldest[p.State] = p.Envelope.SourceSerial
+		}
+	}
+	versions := map[string][]Version{}
+	for st, serial := range oldest {
+		vs, err := e.Store.VersionsAfter(ctx, st, serial)
+		if err != nil {
+			return nil, fmt.Errorf("reading versions after %d of state %s: %w", serial, st, err)
+		}
+		versions[st] = vs
+	}
+	out := plans[:0:0]
+	for _, p := range plans {
+		if p.Envelope != nil {
+			sp := ClassifySincePlan(p.ID, p.Envelope.SourceSerial, p.Envelope.Footprint, versions[p.State])
+			for i := range sp.Entries {
+				sp.Entries[i].OwnApply = p.ApplyRun != "" && sp.Entries[i].Run == p.ApplyRun
+			}
+			if len(sp.Of(ClassWriteChanged)) > 0 {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Runs lists recent runs (`kl runs`), after the lease sweep: a run whose
+// holder died reads as lease-expired, as in `kl status`, `kl run show` and
+// `kl why`, not as still planning or applying.
+func (e *Engine) Runs(ctx context.Context, q RunQuery) ([]Run, error) {
+	e.expireLeases(ctx)
+	rs, err := e.Store.ListRuns(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	return rs, nil
+}

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// The run-centric view (`kl run show`, ADR D6) and since-plan now.
+
+// RunStory is the run-centric view (`kl run show`): the envelope, every
+// marker of the runs involved in time order, the allowed-because facts,
+// the since-plan classification and the provenance of what was committed.
+type RunStory struct {
+	Run Run `json:"run"`
+	// Plan is the reviewed plan: the run itself for a plan run, its plan for
+	// an apply run.
+	Plan *Run `json:"plan,omitempty"`
+	// Apply is the apply run that claimed a plan run, if any.
+	Apply *Run `json:"apply,omitempty"`
+	// Replans are the re-plans the apply made to re-check its plan (named
+	// by its "replanned" markers); one may be open for review.
+	Replans []Run `json:"replans,omitempty"`
+	// Markers of Plan, its Replans and Apply, merged in time order.
+	Markers []Marker `json:"markers"`
+	// SincePlan: the classification the apply acted on (stored), or for a
+	// plan not yet applied the live classification against the head.
+	SincePlan *SincePlan `json:"since_plan,omitempty"`
+	// SincePlanLive is true when SincePlan was computed now, not stored.
+	SincePlanLive bool `json:"since_plan_live"`
+	// Version is the committed version (provenance), if any.
+	Version *Version `json:"version,omitempty"`
+	// Overlaps lists open plans overlapping an open plan.
+	Overlaps []Overlap `json:"overlaps,omitempty"`
+	// Recoverable is what the apply run's Terraform wrote that no version
+	// holds yet (it stopped without committing): `kl run recover` commits
+	// it (Engine.Recover).
+	Recoverable *Recoverable `json:"recoverable,omitempty"`
+}
+
+// RunStory assembles the story of run id, after the lease sweep (a run
+// whose holder died reads as lease-expired).
+func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
+	e.expireLeases(ctx)
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s := &RunStory{Run: run}
+	var apply *Run
+	switch run.Kind {
+	case KindPlan:
+		p := run
+		s.Plan = &p
+		if run.ApplyRun != "" {
+			ar, err := e.getRun(ctx, run.ApplyRun)
+			if err != nil {
+				return nil, err
+			}
+			s.Apply, apply = &ar, &ar
+		}
+	case KindApply:
+		a := run
+		apply = &a
+		pr, err := e.getRun(ctx, run.PlanRun)
+		if err != nil {
+			return nil, err
+		}
+		s.Plan = &pr
+	}
+	if err := e.storyMarkers(ctx, s, apply); err != nil {
+		return nil, err
+	}
+	if s.Plan.Envelope != nil && s.Plan.Status == StatusPlanned {
+		// Open (again): what an apply would face now, not what an earlier
+		// attempt found.
+		sp, err := e.sincePlan(ctx, s.Plan.ID)
+		if err != nil {
+			return nil, err
+		}
+		s.SincePlan, s.SincePlanLive = sp, true
+		if s.Overlaps, err = e.Overlaps(ctx, *s.Plan); err != nil {
+			return nil, err
+		}
+	} else if apply != nil && apply.SincePlan != nil {
+		s.SincePlan = apply.SincePlan
+	}
+	if apply != nil {
+		s.Recoverable = e.recoverableOf(ctx, *apply, s.Plan)
+	}
+	if apply != nil && apply.CommittedSerial > 0 {
+		v, err := e.Store.GetVersion(ctx, apply.State, apply.CommittedSerial)
+		if err != nil {
+			return nil, fmt.Errorf("reading version %d of state %s: %w", apply.CommittedSerial, apply.State, err)
+		}
+		s.Version = &v
+	}
+	return s, nil
+}
+
+// storyMarkers fills s.Replans (the re-plans apply made) and s.Markers:
+// those of the plan, of apply (nil: none) and of its re-plans, each with
+// its run, in time order.
+func (e *Engine) storyMarkers(ctx context.Context, s *RunStory, apply *Run) error {
+	ids := []string{s.Plan.ID}
+	if apply != nil {
+		ids = append(ids, apply.ID)
+		ms, err := e.Store.Markers(ctx, apply.ID)
+		if err != nil {
+			return fmt.Errorf("reading markers of run %s: %w", apply.ID, err)
+		}
+		for _, m := range ms {
+			if m.Kind == MarkerReplanned && m.Other != "" {
+				rp, err := e.getRun(ctx, m.Other)
+				if err != nil {
+					return err
+				}
+				s.Replans = append(s.Replans, rp)
+				ids = append(ids, rp.ID)
+			}
+		}
+	}
+	for _, rid := range ids {
+		ms, err := e.Store.Markers(ctx, rid)
+		if err != nil {
+			return fmt.Errorf("reading markers of run %s: %w", rid, err)
+		}
+		for _, m := range ms {
+			m.Run = rid
+			s.Markers = append(s.Markers, m)
+		}
+	}
+	sort.SliceStable(s.Markers, func(i, j int) bool { return s.Markers[i].At.Before(s.Markers[j].At) })
+	return nil
+}
+
+// SincePlan classifies, now, every version committed after the source
+// serial of plan run id (or of an apply run's plan) against its footprint
+// (`kl history --since-plan`, ADR D3/D8). It runs the lease sweep first, as
+// every view does: a plan whose holder died while planning is refused as
+// lease-expired, not as "planning". A plan without an envelope (it never
+// finished planning) is refused with ErrInvalid, saying why.
+func (e *Engine) SincePlan(ctx context.Context, id string) (*SincePlan, error) {
+	e.expireLeases(ctx)
+	return e.sincePlan(ctx, id)
+}
+
+// sincePlan is SincePlan without the sweep, for views that ran it already.
+func (e *Engine) sincePlan(ctx context.Context, id string) (*SincePlan, error) {
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if run.Kind == KindApply {
+		if run, err = e.getRun(ctx, run.PlanRun); err != nil {
+			return nil, err
+		}
+	}
+	if run.Envelope == nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, noEnvelopeWords(run))
+	}
+	env := run.Envelope
+	versions, err := e.Store.VersionsAfter(ctx, run.State, env.SourceSerial)
+	if err != nil {
+		return nil, fmt.Errorf("reading versions after %d of state %s: %w", env.SourceSerial, run.State, err)
+	}
+	sp := ClassifySincePlan(run.ID, env.SourceSerial, env.Footprint, versions)
+	if run.ApplyRun != "" {
+		for i := range sp.Entries {
+			sp.Entries[i].OwnApply = sp.Entries[i].Run == run.ApplyRun
+		}
+	}
+	return &sp, nil
+}
