@@ -46,7 +46,7 @@ func (b *Bot) updateSticky(ctx context.Context, c Client, repo github.Repo, pr i
 // project holding — for an apply — report.Apply of its story (what changed
 // since plan by class with each version's run and PR, why the run was
 // allowed, re-plan and fallback markers, the committed version with serial
-// from → to, commit mode and exact or drift), and for an open plan the
+// from → to, commit mode and exact or deviation), and for an open plan the
 // live since-plan; then the versions committed since (live), the bot's
 // note (a refusal by a bot rule, a superseded plan) and a
 // "kl run show RUN" line. Cut to report.CommentLimit keeping the summary.
@@ -124,7 +124,7 @@ func (b *Bot) applySection(ctx context.Context, r projectRow, opts report.Option
 		p := v.Provenance
 		match := "exact"
 		if !p.Exact {
-			match = "drift"
+			match = "deviation"
 		}
 		s.version = fmt.Sprintf("serial %d → %d (%s, %s)", p.SourceSerial, p.CommittedSerial, p.Mode, match)
 	}

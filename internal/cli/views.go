@@ -228,7 +228,7 @@ kl stores the state Terraform writes as a checkpoint (at most every 2 s); recove
 last one (or the result Terraform returned, when kl got that far) and commits what changed
 against the snapshot Terraform applied to — the same safe rule as a commit whose
 reservations lapsed: an address is taken only where the head has not changed it since the
-plan and no other live run holds it; elsewhere the head is kept and the drift says so. The
+plan and no other live run holds it; elsewhere the head is kept and the deviation says so. The
 version is marked partial; the run keeps its status and gains the version; the plan stays
 failed: re-plan after recovering.
 

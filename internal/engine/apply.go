@@ -48,7 +48,7 @@ type ApplyOutcome struct {
 //     "apply-started" marker, storing the state Terraform writes as it goes
 //     as a checkpoint (ArtifactApplyCheckpoint: what Recover commits if this
 //     process dies before step 6);
-//  5. compare what changed with the planned write set (exact or drift);
+//  5. compare what changed with the planned write set (exact or deviation);
 //  6. snapshot-merge the result into the head as version head+1 and release,
 //     in one transaction — also when Terraform failed or was interrupted
 //     part-way, so that what it wrote is never lost (marked partial).

@@ -42,7 +42,7 @@ func TestApplyCommits(t *testing.T) {
 	}
 	if p.Run != want.Run || p.PlanRun != want.PlanRun ||
 		p.SourceSerial != want.SourceSerial || p.CommittedSerial != want.CommittedSerial ||
-		p.PlanDigest != want.PlanDigest || p.Mode != want.Mode || !p.Exact || p.Partial || p.Drift != nil {
+		p.PlanDigest != want.PlanDigest || p.Mode != want.Mode || !p.Exact || p.Partial || p.Deviation != nil {
 		t.Errorf("provenance = %+v, want %+v", p, want)
 	}
 	if !strings.HasPrefix(p.PlanDigest, "sha256:") {
@@ -196,7 +196,7 @@ func TestDisjointPlansApplyConcurrently(t *testing.T) {
 	}
 	for _, v := range h.versions() {
 		if v.Serial > source && !v.Provenance.Exact {
-			t.Errorf("version %d is not exact: %+v", v.Serial, v.Provenance.Drift)
+			t.Errorf("version %d is not exact: %+v", v.Serial, v.Provenance.Deviation)
 		}
 	}
 	hs, doc := h.head()

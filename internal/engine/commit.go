@@ -140,7 +140,7 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 	}
 	return result, commitSpec{
 		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed, kept: kept,
-		drift: Drift{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
+		deviation: Deviation{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
 	}, nil
 }
 
@@ -149,7 +149,7 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 // rule: merge only what the head has not changed since the plan and no
 // other live run holds, keep the head elsewhere and say so (the version is
 // committed even when the head keeps every address: it is the provenance
-// of an apply that ran, and its drift names what no version holds). The
+// of an apply that ran, and its deviation names what no version holds). The
 // raw result is kept as an artifact: nothing Terraform wrote is dropped
 // silently.
 func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result *tfstate.State, spec commitSpec, applyErr error) (*ApplyOutcome, error) {
@@ -183,7 +183,7 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 	if leaseLost {
 		// The run failed even when Terraform did not: say so to the caller.
 		lost := fmt.Errorf("%w: the reservations expired before the commit; version %d holds only what the head had not changed since the plan", ErrLeaseLost, v.Serial)
-		if d := v.Provenance.Drift; d != nil && len(d.Lost) > 0 {
+		if d := v.Provenance.Deviation; d != nil && len(d.Lost) > 0 {
 			lost = fmt.Errorf("%w; %s", lost, lostText(d.Lost))
 		}
 		if err != nil {
@@ -308,15 +308,15 @@ type commitSpec struct {
 	// kept names the artifact holding what Terraform wrote ("" when
 	// storing it failed).
 	kept string
-	// drift is what the apply changed against the plan; Kept and
+	// deviation is what the apply changed against the plan; Kept and
 	// Overwritten are added by the merge.
-	drift      Drift
+	deviation  Deviation
 	status     RunStatus
 	end        *End // how the run ends (nil: applied)
 	partial    bool // Terraform failed or was interrupted part-way
 	requireRes bool // fail with ErrLeaseLost unless the run still holds reservations
 	// leaseLost marks the commit after the run's reservations expired:
-	// the drift's Lost says why the head kept each address, from since
+	// the deviation's Lost says why the head kept each address, from since
 	// (the versions after the plan's source serial) and held (other runs'
 	// reservations on changed addresses). A recovery fills Lost the same
 	// way.
@@ -391,7 +391,7 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 	if err != nil {
 		return CommitResult{}, err
 	}
-	d := spec.drift
+	d := spec.deviation
 	if d.Kept, err = parseAddresses(rep.Kept); err != nil {
 		return CommitResult{}, err
 	}
@@ -417,26 +417,26 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR,
 	}
 	return CommitResult{
-		Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov.withDrift(d),
+		Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov.withDeviation(d),
 		UpdateRun: m.updateRun(serial, end),
 		Markers:   m.markers(head.Serial, serial, len(changed), d, end),
 	}, nil
 }
 
-// withDrift sets the provenance's drift when the commit was not exact.
-func (p Provenance) withDrift(d Drift) Provenance {
+// withDeviation sets the provenance's deviation when the commit was not exact.
+func (p Provenance) withDeviation(d Deviation) Provenance {
 	if !p.Exact {
-		p.Drift = &d
+		p.Deviation = &d
 	}
 	return p
 }
 
 // markers are the markers a commit of version serial onto head from
-// appends: drift (when not exact), committed, and recovered or failed.
-func (m mergeInput) markers(from, serial int64, changed int, d Drift, end *End) []Marker {
+// appends: deviation (when not exact), committed, and recovered or failed.
+func (m mergeInput) markers(from, serial int64, changed int, d Deviation, end *End) []Marker {
 	out := []Marker{}
 	if !d.empty() {
-		out = append(out, Marker{Kind: MarkerDrift, Drift: &d})
+		out = append(out, Marker{Kind: MarkerDeviation, Deviation: &d})
 	}
 	out = append(out, Marker{Kind: MarkerCommitted, Serial: serial, FromSerial: from, Mode: CommitSnapshotMerge, Count: changed})
 	switch {

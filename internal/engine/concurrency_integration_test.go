@@ -222,9 +222,9 @@ func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 			t.Errorf("version %d changed %v, plan %s wrote %v", v.Serial, v.Changed, r.plan.ID, write)
 		case !p.Exact || p.Partial:
 			if leaseLost == 0 {
-				t.Errorf("version %d is not exact: %+v", v.Serial, p.Drift)
+				t.Errorf("version %d is not exact: %+v", v.Serial, p.Deviation)
 			} else {
-				t.Logf("version %d is not exact beside a lost lease: %+v", v.Serial, p.Drift)
+				t.Logf("version %d is not exact beside a lost lease: %+v", v.Serial, p.Deviation)
 			}
 		}
 		cfg := base.with(r.values)

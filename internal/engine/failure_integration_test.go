@@ -230,8 +230,8 @@ func TestApplyFailsPartWay(t *testing.T) {
 		t.Fatalf("Apply = %+v, %v; want the partial result committed as version %d", out, err, source+1)
 	}
 	p := out.Version.Provenance
-	if !p.Partial || p.Exact || p.Drift == nil || !sameSet(p.Drift.Unchanged, addrs("after")) || len(p.Drift.Unplanned) != 0 {
-		t.Errorf("provenance = %+v (drift %+v), want partial, not exact, after planned but unchanged", p, p.Drift)
+	if !p.Partial || p.Exact || p.Deviation == nil || !sameSet(p.Deviation.Unchanged, addrs("after")) || len(p.Deviation.Unplanned) != 0 {
+		t.Errorf("provenance = %+v (drift %+v), want partial, not exact, after planned but unchanged", p, p.Deviation)
 	}
 	hs, _ := h.head()
 	if hs.Resources["ok"].Input != "ok1" {
@@ -254,7 +254,7 @@ func TestApplyFailsPartWay(t *testing.T) {
 	if rs := h.reservations(); len(rs) != 0 {
 		t.Errorf("reservations left: %v", rs)
 	}
-	for _, k := range []engine.MarkerKind{engine.MarkerApplied, engine.MarkerDrift, engine.MarkerCommitted, engine.MarkerFailed, engine.MarkerReleased} {
+	for _, k := range []engine.MarkerKind{engine.MarkerApplied, engine.MarkerDeviation, engine.MarkerCommitted, engine.MarkerFailed, engine.MarkerReleased} {
 		h.marker(run.ID, k)
 	}
 	if why, err := h.eng.Why(h.ctx, plan.ID); err != nil || why.Verdict != engine.VerdictFailed || why.Apply == nil || why.Apply.ID != run.ID ||

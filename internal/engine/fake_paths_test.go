@@ -63,8 +63,8 @@ func TestFakeApply(t *testing.T) {
 			wantMarkers: []engine.MarkerKind{engine.MarkerReserved, engine.MarkerPreflight, engine.MarkerStalenessPassed,
 				engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerCommitted, engine.MarkerReleased},
 			then: func(t *testing.T, o outcome) {
-				if p := o.out.Version.Provenance; !p.Exact || p.Drift != nil {
-					t.Errorf("provenance = exact %v, drift %+v; want exact", p.Exact, p.Drift)
+				if p := o.out.Version.Provenance; !p.Exact || p.Deviation != nil {
+					t.Errorf("provenance = exact %v, drift %+v; want exact", p.Exact, p.Deviation)
 				}
 			},
 		},
@@ -79,7 +79,7 @@ func TestFakeApply(t *testing.T) {
 			wantStatus: engine.StatusFailed, wantPlan: engine.StatusFailed,
 			wantSerial: base + 1, wantPartial: true, wantHead: map[string]string{"a": "a1", "b": "b0"},
 			wantMarkers: []engine.MarkerKind{engine.MarkerReserved, engine.MarkerPreflight, engine.MarkerStalenessPassed,
-				engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerDrift, engine.MarkerCommitted, engine.MarkerFailed, engine.MarkerReleased},
+				engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerDeviation, engine.MarkerCommitted, engine.MarkerFailed, engine.MarkerReleased},
 			then: func(t *testing.T, o outcome) {
 				h, v := o.h, o.out.Version
 				if !sameSet(v.Changed, addrs("a")) {
@@ -88,12 +88,12 @@ func TestFakeApply(t *testing.T) {
 				if m := h.marker(o.run.ID, engine.MarkerApplied); m.Count != 1 || !sameSet(m.Addresses, addrs("a")) {
 					t.Errorf("applied marker = count %d, %v; want 1, terraform_data.a", m.Count, m.Addresses)
 				}
-				d := h.marker(o.run.ID, engine.MarkerDrift).Drift
+				d := h.marker(o.run.ID, engine.MarkerDeviation).Deviation
 				if d == nil || !sameSet(d.Unchanged, addrs("b")) || len(d.Unplanned) != 0 {
 					t.Errorf("drift = %+v, want terraform_data.b planned but unchanged", d)
 				}
-				if p := v.Provenance; p.Exact || p.Drift == nil || !sameSet(p.Drift.Unchanged, addrs("b")) {
-					t.Errorf("provenance = exact %v, drift %+v; want the drift", p.Exact, p.Drift)
+				if p := v.Provenance; p.Exact || p.Deviation == nil || !sameSet(p.Deviation.Unchanged, addrs("b")) {
+					t.Errorf("provenance = exact %v, drift %+v; want the drift", p.Exact, p.Deviation)
 				}
 				want := h.tf.ApplyResult.State
 				if got := h.artifact(o.run.ID, engine.ArtifactApplyResult); !bytes.Equal(got, want) {
@@ -185,7 +185,7 @@ func TestFakeApply(t *testing.T) {
 			wantStatus: engine.StatusInterrupted, wantPlan: engine.StatusFailed,
 			wantSerial: base + 1, wantPartial: true, wantHead: map[string]string{"a": "a1", "b": "b0"},
 			wantMarkers: []engine.MarkerKind{engine.MarkerReserved, engine.MarkerPreflight, engine.MarkerStalenessPassed,
-				engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerDrift, engine.MarkerCommitted, engine.MarkerFailed, engine.MarkerReleased},
+				engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerDeviation, engine.MarkerCommitted, engine.MarkerFailed, engine.MarkerReleased},
 			then: func(t *testing.T, o outcome) {
 				if c := o.h.tf.Calls[len(o.h.tf.Calls)-1]; c.Op != "apply" || c.CtxErr != nil {
 					t.Errorf("last Terraform call %s with ctx error %v; want apply, not yet cancelled", c.Op, c.CtxErr)
@@ -299,14 +299,14 @@ func TestFakeApply(t *testing.T) {
 			wantStatus: engine.StatusApplied, wantPlan: engine.StatusApplied,
 			wantSerial: base + 1, wantHead: map[string]string{"a": "a1", "b": "b1", "c": "c1"},
 			wantMarkers: []engine.MarkerKind{engine.MarkerReserved, engine.MarkerPreflight, engine.MarkerStalenessPassed,
-				engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerDrift, engine.MarkerCommitted, engine.MarkerReleased},
+				engine.MarkerApplyStarted, engine.MarkerApplied, engine.MarkerDeviation, engine.MarkerCommitted, engine.MarkerReleased},
 			then: func(t *testing.T, o outcome) {
-				d := o.h.marker(o.run.ID, engine.MarkerDrift).Drift
+				d := o.h.marker(o.run.ID, engine.MarkerDeviation).Deviation
 				if d == nil || !sameSet(d.Unplanned, addrs("c")) || !sameSet(d.Tainted, addrs("c")) || len(d.Unchanged) != 0 || len(d.Kept) != 0 {
 					t.Errorf("drift = %+v, want terraform_data.c unplanned and tainted", d)
 				}
-				if p := o.out.Version.Provenance; p.Exact || p.Drift == nil {
-					t.Errorf("provenance exact %v, drift %+v; want the drift", p.Exact, p.Drift)
+				if p := o.out.Version.Provenance; p.Exact || p.Deviation == nil {
+					t.Errorf("provenance exact %v, drift %+v; want the drift", p.Exact, p.Deviation)
 				}
 			},
 		},

@@ -20,7 +20,7 @@ const (
 	MarkerApplyStarted    MarkerKind = "apply-started"    // terraform apply about to run on snapshot Serial
 	MarkerApplied         MarkerKind = "applied"          // terraform apply finished
 	MarkerCommitted       MarkerKind = "committed"        // version Serial written
-	MarkerDrift           MarkerKind = "drift"            // committed ≠ planned
+	MarkerDeviation       MarkerKind = "deviation"        // committed ≠ planned
 	MarkerReleased        MarkerKind = "released"         // reservations released
 	MarkerLeaseExpired    MarkerKind = "lease-expired"    // holder stopped renewing
 	MarkerFailed          MarkerKind = "failed"           // Reason says why
@@ -44,7 +44,7 @@ const (
 //	applied           Count (resources Terraform changed), Addresses; with Count 0 and a Reason, Terraform
 //	                  was not run (a plan without changes)
 //	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
-//	drift             Drift
+//	deviation             Deviation
 //	released          Count
 //	lease-expired     Addresses (the reservations dropped); or, when the run's own lease (Run.LeaseUntil) ran
 //	                  out while it held none (planning, waiting), no addresses and Reason
@@ -69,7 +69,7 @@ type Marker struct {
 	SincePlan     *SincePlanSummary `json:"since_plan,omitempty"`
 	Class         SincePlanClass    `json:"class,omitempty"`
 	IntentChanged *bool             `json:"intent_changed,omitempty"`
-	Drift         *Drift            `json:"drift,omitempty"`
+	Deviation     *Deviation        `json:"deviation,omitempty"`
 	Waited        Duration          `json:"waited,omitempty"`
 	// Serials: the read-changed versions a "replanned" marker re-checked.
 	Serials []int64 `json:"serials,omitempty"`

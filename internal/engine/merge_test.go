@@ -81,22 +81,22 @@ func TestMerge(t *testing.T) {
 		"unplanned change the head changed since: kept, a deviation": {
 			result: map[string]string{"a": "a1", "b": "b1"}, head: map[string]string{"a": "a0", "b": "b9"},
 			spec: commitSpec{written: AddressSet{a}, status: StatusApplied, changed: AddressSet{a, b},
-				drift: Drift{Unplanned: AddressSet{b}}},
+				deviation: Deviation{Unplanned: AddressSet{b}}},
 			wantHead: map[string]string{"a": "a1", "b": "b9"}, wantChanged: AddressSet{a}, wantKept: AddressSet{b},
-			wantMarkers: []MarkerKind{MarkerDrift, MarkerCommitted}, wantStatus: StatusApplied, wantCause: CauseApplied,
+			wantMarkers: []MarkerKind{MarkerDeviation, MarkerCommitted}, wantStatus: StatusApplied, wantCause: CauseApplied,
 		},
 		"Terraform failed part-way": {
 			result: map[string]string{"a": "a1", "b": "b0"}, head: map[string]string{"a": "a0", "b": "b0"},
 			spec: commitSpec{written: AddressSet{a, b}, status: StatusFailed, partial: true, changed: AddressSet{a},
-				end: &End{Cause: CauseTerraformFailed, Terraform: &TerraformFailure{Command: "apply"}}, drift: Drift{Unchanged: AddressSet{b}}},
+				end: &End{Cause: CauseTerraformFailed, Terraform: &TerraformFailure{Command: "apply"}}, deviation: Deviation{Unchanged: AddressSet{b}}},
 			wantHead: map[string]string{"a": "a1", "b": "b0"}, wantChanged: AddressSet{a},
-			wantMarkers: []MarkerKind{MarkerDrift, MarkerCommitted, MarkerFailed}, wantStatus: StatusFailed, wantCause: CauseTerraformFailed,
+			wantMarkers: []MarkerKind{MarkerDeviation, MarkerCommitted, MarkerFailed}, wantStatus: StatusFailed, wantCause: CauseTerraformFailed,
 		},
 		"lease lost: only what the head did not change is merged, the rest named lost": {
 			result: map[string]string{"a": "a1", "b": "b0"}, head: map[string]string{"a": "a9", "b": "b0"},
-			spec: commitSpec{status: StatusApplied, changed: AddressSet{a}}.afterLeaseLost(true),
+			spec:     commitSpec{status: StatusApplied, changed: AddressSet{a}}.afterLeaseLost(true),
 			wantHead: map[string]string{"a": "a9", "b": "b0"}, wantKept: AddressSet{a},
-			wantMarkers: []MarkerKind{MarkerDrift, MarkerCommitted, MarkerFailed}, wantStatus: StatusFailed, wantCause: CauseLeaseLost,
+			wantMarkers: []MarkerKind{MarkerDeviation, MarkerCommitted, MarkerFailed}, wantStatus: StatusFailed, wantCause: CauseLeaseLost,
 		},
 	}
 	for name, tc := range tests {
@@ -124,8 +124,8 @@ func TestMerge(t *testing.T) {
 				p.Exact != (tc.wantExact && len(tc.wantKept) == 0) || p.Partial != spec.partial {
 				t.Errorf("provenance = %+v", p)
 			}
-			if len(tc.wantKept) > 0 && (p.Drift == nil || !reflect.DeepEqual(p.Drift.Kept, tc.wantKept)) {
-				t.Errorf("deviation = %+v, want kept %v", p.Drift, tc.wantKept)
+			if len(tc.wantKept) > 0 && (p.Deviation == nil || !reflect.DeepEqual(p.Deviation.Kept, tc.wantKept)) {
+				t.Errorf("deviation = %+v, want kept %v", p.Deviation, tc.wantKept)
 			}
 			if got := kinds(res.Markers); !reflect.DeepEqual(got, tc.wantMarkers) {
 				t.Errorf("markers = %v, want %v", got, tc.wantMarkers)

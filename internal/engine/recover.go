@@ -52,8 +52,8 @@ type Recoverable struct {
 // commits what changed between them with the lease-lost rule (commit.go):
 // nothing is merged unconditionally; a changed address is taken only where
 // the head has not changed it since that snapshot and no other live run
-// holds a reservation on it — elsewhere the head is kept and the drift
-// says so. The version is partial, with a "drift" marker and a
+// holds a reservation on it — elsewhere the head is kept and the deviation
+// says so. The version is partial, with a "deviation" marker and a
 // "recovered" marker naming the artifact and what was kept. The run keeps
 // its status and reason and gains CommittedSerial; its plan is (or stays)
 // failed, its reason naming the version.
@@ -113,7 +113,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	planned := plan.Envelope.Footprint.Write
 	spec := commitSpec{
 		keep: keep, status: run.Status, end: run.End, partial: true, since: since, held: held,
-		drift: Drift{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
+		deviation: Deviation{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
 		recovered: &Marker{Kind: MarkerRecovered, Extra: map[string]string{
 			extraArtifact: lo.artifact, "holder": e.Holder.String(),
 		}},

@@ -183,18 +183,18 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("Recover committed %+v; want version %d, the head", v, headBefore+1)
 	}
 	p := v.Provenance
-	if p.Run != killed.ID || p.PlanRun != plan.ID || p.SourceSerial != source || !p.Partial || p.Exact || p.Drift == nil {
+	if p.Run != killed.ID || p.PlanRun != plan.ID || p.SourceSerial != source || !p.Partial || p.Exact || p.Deviation == nil {
 		t.Fatalf("provenance = %+v; want the killed run's, partial, with drift", p)
 	}
-	if !sameSet(p.Drift.Kept, addrs("b", "c")) || !sameSet(p.Drift.Unchanged, addrs("d")) || len(p.Drift.Overwritten) != 0 {
-		t.Fatalf("drift = %+v; want b (the head changed it) and c (held by another run) kept, d unchanged", p.Drift)
+	if !sameSet(p.Deviation.Kept, addrs("b", "c")) || !sameSet(p.Deviation.Unchanged, addrs("d")) || len(p.Deviation.Overwritten) != 0 {
+		t.Fatalf("drift = %+v; want b (the head changed it) and c (held by another run) kept, d unchanged", p.Deviation)
 	}
 	if !sameSet(v.Changed, addrs("a")) {
 		t.Fatalf("version changed %v; want a only", v.Changed)
 	}
 	// Each kept address says why: b by the version that changed it, c by
 	// the run that holds it.
-	if l := p.Drift.Lost; len(l) != 2 || l[0].Address != "terraform_data.b" || l[0].Serial != headBefore || l[0].Run == "" ||
+	if l := p.Deviation.Lost; len(l) != 2 || l[0].Address != "terraform_data.b" || l[0].Serial != headBefore || l[0].Run == "" ||
 		l[1].Address != "terraform_data.c" || l[1].Run != holder.ID || !l[1].Held {
 		t.Fatalf("drift lost = %+v; want b kept for version %d, c held by run %s", l, headBefore, holder.ID)
 	}
@@ -217,7 +217,7 @@ func TestRecover(t *testing.T) {
 	if recovered.Serial != v.Serial || recovered.Extra["artifact"] != engine.ArtifactApplyCheckpoint || !sameSet(recovered.Addresses, addrs("b", "c")) {
 		t.Fatalf("recovered marker = %+v; want version %d from the checkpoint, b and c kept", recovered, v.Serial)
 	}
-	if h.marker(killed.ID, engine.MarkerDrift).Drift == nil || h.marker(killed.ID, engine.MarkerCommitted).Serial != v.Serial {
+	if h.marker(killed.ID, engine.MarkerDeviation).Deviation == nil || h.marker(killed.ID, engine.MarkerCommitted).Serial != v.Serial {
 		t.Fatalf("markers %v; want drift and committed", kinds(ms))
 	}
 	if slices.ContainsFunc(ms, func(m engine.Marker) bool { return m.Kind == engine.MarkerFailed }) {

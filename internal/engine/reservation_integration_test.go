@@ -291,12 +291,12 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 	// Terraform finished: not partial. y is kept at the head, and the drift
 	// says why — B's version and run — so that what A did to y is not lost
 	// silently.
-	if v.Serial != source+2 || !sameSet(v.Changed, addrs("x", "z")) || p.Partial || p.Exact || p.Drift == nil || !sameSet(p.Drift.Kept, addrs("y")) {
-		t.Errorf("A's version %d: changed %v, provenance %+v, drift %+v; want x and z merged, y kept, not partial", v.Serial, v.Changed, p, p.Drift)
+	if v.Serial != source+2 || !sameSet(v.Changed, addrs("x", "z")) || p.Partial || p.Exact || p.Deviation == nil || !sameSet(p.Deviation.Kept, addrs("y")) {
+		t.Errorf("A's version %d: changed %v, provenance %+v, drift %+v; want x and z merged, y kept, not partial", v.Serial, v.Changed, p, p.Deviation)
 	}
-	if p.Drift == nil || len(p.Drift.Lost) != 1 || p.Drift.Lost[0].Address != "terraform_data.y" || p.Drift.Lost[0].Serial != source+1 ||
-		p.Drift.Lost[0].Run != outB.Run.ID || p.Drift.Lost[0].Actor != outB.Run.Actor {
-		t.Errorf("A's drift lost = %+v; want y, kept as version %d by run %s", p.Drift, source+1, outB.Run.ID)
+	if p.Deviation == nil || len(p.Deviation.Lost) != 1 || p.Deviation.Lost[0].Address != "terraform_data.y" || p.Deviation.Lost[0].Serial != source+1 ||
+		p.Deviation.Lost[0].Run != outB.Run.ID || p.Deviation.Lost[0].Actor != outB.Run.Actor {
+		t.Errorf("A's drift lost = %+v; want y, kept as version %d by run %s", p.Deviation, source+1, outB.Run.ID)
 	}
 	run := h.run(holder)
 	end := run.End

@@ -58,11 +58,11 @@ type Provenance struct {
 	PlanDigest      string     `json:"plan_digest,omitempty"`
 	Mode            CommitMode `json:"commit_mode"`
 	// Exact is true when the addresses Terraform changed equal the planned
-	// write set; otherwise Drift lists the difference.
+	// write set; otherwise Deviation lists the difference.
 	Exact bool `json:"exact"`
-	// Drift: addresses changed but not planned (Unplanned) and planned but not
+	// Deviation: addresses changed but not planned (Unplanned) and planned but not
 	// changed (Unchanged).
-	Drift *Drift `json:"drift,omitempty"`
+	Deviation *Deviation `json:"deviation,omitempty"`
 	// Partial is true when the apply failed or was interrupted and this
 	// version holds only what Terraform wrote before it stopped.
 	Partial bool `json:"partial"`
@@ -72,9 +72,9 @@ type Provenance struct {
 	PR     *PullRequest `json:"pr,omitempty"`
 }
 
-// Drift is the difference between a plan's write set and what the apply
+// Deviation is the difference between a plan's write set and what the apply
 // really changed (DESIGN.md apply step 5).
-type Drift struct {
+type Deviation struct {
 	Unplanned AddressSet `json:"unplanned,omitempty"`
 	Unchanged AddressSet `json:"unchanged,omitempty"`
 	// Kept lists unplanned changes NOT merged because the head had changed
@@ -97,7 +97,7 @@ type Drift struct {
 }
 
 // LostWrite is one address a run's Terraform wrote that its commit left
-// to the head because the run's lease had lapsed (Drift.Lost).
+// to the head because the run's lease had lapsed (Deviation.Lost).
 type LostWrite struct {
 	Address Address `json:"address"`
 	// Serial, Run, Actor and PR name the version that changed the address
@@ -111,7 +111,7 @@ type LostWrite struct {
 }
 
 // empty reports whether the commit matched the plan exactly.
-func (d *Drift) empty() bool {
+func (d *Deviation) empty() bool {
 	return len(d.Unplanned)+len(d.Unchanged)+len(d.Kept)+len(d.Overwritten)+len(d.Tainted) == 0
 }
 

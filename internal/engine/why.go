@@ -41,7 +41,7 @@ type Why struct {
 	Reserved *Marker `json:"reserved,omitempty"`
 	// Decisive are the markers that decided a refusal or a re-plan, or
 	// tell how an apply ended: staleness-failed, replanned, failed,
-	// lease-expired, drift, recovered — and apply-started for an apply
+	// lease-expired, deviation, recovered — and apply-started for an apply
 	// that did not commit (Terraform ran: infrastructure may have changed).
 	Decisive  []Marker   `json:"decisive,omitempty"`
 	SincePlan *SincePlan `json:"since_plan,omitempty"`
@@ -163,7 +163,7 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 			w.Waited = append(w.Waited, m)
 		case MarkerReserved:
 			w.Reserved = &m
-		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDrift, MarkerRecovered:
+		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered:
 			w.Decisive = append(w.Decisive, m)
 		case MarkerApplyStarted:
 			// Decisive where the apply stopped before its own commit:

@@ -45,7 +45,7 @@ func applyDoc(s *engine.RunStory) *doc {
 	d.summary = append(d.summary, para(v.words), applyFields(s, &a))
 	applySections(d, s, &a, "", true)
 	if s.Version != nil {
-		driftSections(d, s.Version.Provenance.Drift)
+		deviationSections(d, s.Version.Provenance.Deviation)
 	}
 	return d
 }
@@ -111,10 +111,10 @@ func applyFields(s *engine.RunStory, a *engine.Run) fields {
 		if p.Exact {
 			f = f.addField("matches plan", words(toned(toneGood, "exact")))
 		} else {
-			f = f.addField("matches plan", words(toned(driftTone(p), driftShort(p.Drift))))
+			f = f.addField("matches plan", words(toned(deviationTone(p), deviationShort(p.Deviation))))
 		}
 	}
-	if s.Version != nil && overwritten(s.Version.Provenance.Drift) {
+	if s.Version != nil && overwritten(s.Version.Provenance.Deviation) {
 		f = f.addField("WARNING", overwrittenWarning(s.Version.Provenance))
 	}
 	return f
@@ -212,8 +212,8 @@ func endFields(s *engine.RunStory, a *engine.Run) fields {
 	if m := lastOf(s.Markers, a.ID, engine.MarkerRecovered); m != nil {
 		f = f.addField("recovered", recoveredWords(*m))
 	}
-	if v := s.Version; v != nil && tainted(v.Provenance.Drift) {
-		t := v.Provenance.Drift.Tainted
+	if v := s.Version; v != nil && tainted(v.Provenance.Deviation) {
+		t := v.Provenance.Deviation.Tainted
 		f = f.addField("tainted", words(addrs(t), toned(toneBad, ": "+taintedMeaning(len(t)))))
 	}
 	for _, m := range ofKind(s.Markers, a.ID, engine.MarkerFailed) {
@@ -287,7 +287,7 @@ func recoveredWords(m engine.Marker) sentence {
 // provenance. a is the apply run of the story; prefix titles its first
 // sections ("Last attempt " for the apply of a plan open again). When
 // sinceSaid, the view's summary has told the since-plan counts, so a
-// "head unchanged" staleness fact is not told twice. The full drift lists
+// "head unchanged" staleness fact is not told twice. The full deviation lists
 // are left to the caller, to come last.
 func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string, sinceSaid bool) {
 	rs := refusals(*a, s.Markers, s.SincePlan, s.Replans, s.Plan)

@@ -271,15 +271,15 @@ func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 	}
 	f = f.addField("commit mode", words(string(p.Mode)))
 	f = f.addField("matches plan", matchWords(p))
-	if overwritten(p.Drift) {
+	if overwritten(p.Deviation) {
 		f = f.addField("WARNING", overwrittenWarning(p))
 	}
 	if p.Partial {
 		f = f.addField("partial", words(toned(toneBad, "yes"), ": the apply stopped part-way; this version holds what Terraform wrote"))
 	}
 	var lost []engine.LostWrite
-	if p.Drift != nil {
-		lost = p.Drift.Lost
+	if p.Deviation != nil {
+		lost = p.Deviation.Lost
 	}
 	for _, l := range lost {
 		f = f.addField("not in the state", lostWords(l))
@@ -341,8 +341,8 @@ func replanCheck(ms []engine.Marker, id string) *engine.Marker {
 	return out
 }
 
-// driftSections lists a drift's addresses in full.
-func driftSections(d *doc, dr *engine.Drift) {
+// deviationSections lists a deviation's addresses in full.
+func deviationSections(d *doc, dr *engine.Deviation) {
 	if dr == nil {
 		return
 	}
@@ -350,11 +350,11 @@ func driftSections(d *doc, dr *engine.Drift) {
 		title string
 		set   engine.AddressSet
 	}{
-		{"Drift: OVERWRITTEN (planned writes merged over changes the head made after the plan)", dr.Overwritten},
-		{"Drift: tainted (" + taintedMeaning(len(dr.Tainted)) + ")", dr.Tainted},
-		{"Drift: changed but not planned", dr.Unplanned},
-		{"Drift: planned but unchanged", dr.Unchanged},
-		{"Drift: kept at head (the head changed them since the plan)", dr.Kept},
+		{"Deviation: OVERWRITTEN (planned writes merged over changes the head made after the plan)", dr.Overwritten},
+		{"Deviation: tainted (" + taintedMeaning(len(dr.Tainted)) + ")", dr.Tainted},
+		{"Deviation: changed but not planned", dr.Unplanned},
+		{"Deviation: planned but unchanged", dr.Unchanged},
+		{"Deviation: kept at head (the head changed them since the plan)", dr.Kept},
 	} {
 		if len(g.set) > inlineMax {
 			rows := make([]addrRow, len(g.set))

@@ -13,7 +13,7 @@ import (
 //
 // Layout rule: a view puts what was decided (verdict, refusal, since-plan,
 // allowed-because, provenance) before long address lists (write set, read
-// set, drift), so that Truncate, which cuts from the end, drops lists
+// set, deviation), so that Truncate, which cuts from the end, drops lists
 // before it drops the story.
 
 // tone colours a span in a terminal; Markdown ignores it except for a
@@ -23,7 +23,7 @@ type tone int
 const (
 	toneNone tone = iota
 	toneGood      // allowed, exact, independent
-	toneWarn      // waited, re-planned, plan input changed, drift
+	toneWarn      // waited, re-planned, plan input changed, deviation
 	toneBad       // refused, failed, planned target changed
 	toneInfo      // this plan's own apply, pending
 	toneDim       // legends, secondary facts

@@ -399,9 +399,9 @@ func markerFactsText(m engine.Marker) string {
 	switch m.Kind {
 	case engine.MarkerStalenessFailed:
 		return m.Class.Label()
-	case engine.MarkerDrift:
-		if m.Drift != nil {
-			return driftText(m.Drift)
+	case engine.MarkerDeviation:
+		if m.Deviation != nil {
+			return deviationText(m.Deviation)
 		}
 	case engine.MarkerRecovered:
 		s := fmt.Sprintf("committed version %d from the last state Terraform wrote (artifact %s)", m.Serial, m.Extra["artifact"])
@@ -422,8 +422,8 @@ func markerFactsText(m engine.Marker) string {
 	return ""
 }
 
-// driftText lists what a commit did otherwise than planned.
-func driftText(d *engine.Drift) string {
+// deviationText lists what a commit did otherwise than planned.
+func deviationText(d *engine.Deviation) string {
 	var parts []string
 	if len(d.Unplanned) > 0 {
 		parts = append(parts, "changed but not planned: "+strings.Join(d.Unplanned.Strings(), ", "))
@@ -493,7 +493,7 @@ func ApplyTitle(s *engine.RunStory) string {
 		p := s.Version.Provenance
 		match := "exact"
 		if !p.Exact {
-			match = "drift"
+			match = "deviation"
 		}
 		return fmt.Sprintf("Applied: version %d (serial %d → %d, %s, %s)", s.Version.Serial, p.SourceSerial, p.CommittedSerial, p.Mode, match)
 	case s.Run.Status == engine.StatusRefused:

@@ -125,8 +125,8 @@ func markerTone(m engine.Marker) tone {
 	switch m.Kind {
 	case engine.MarkerStalenessFailed, engine.MarkerFailed, engine.MarkerLeaseExpired:
 		return toneBad
-	case engine.MarkerDrift:
-		if overwritten(m.Drift) {
+	case engine.MarkerDeviation:
+		if overwritten(m.Deviation) {
 			return toneBad
 		}
 		return toneWarn
@@ -232,8 +232,8 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerCommitted:
 		return words(v("committed"), " ", strong(fmt.Sprintf("version %d", m.Serial)),
 			fmt.Sprintf(" merged onto head %d (%s; %s)", m.FromSerial, m.Mode, plural(m.Count, "address changed", "addresses changed")))
-	case engine.MarkerDrift:
-		return words(v("drift"), ": ", driftWords(m.Drift))
+	case engine.MarkerDeviation:
+		return words(v("deviation"), ": ", deviationWords(m.Deviation))
 	case engine.MarkerReleased:
 		return words(v("released"), " "+plural(m.Count, "reservation", "reservations"))
 	case engine.MarkerLeaseExpired:

@@ -12,7 +12,7 @@ import (
 // page in the state — its head (st.HeadSerial, whatever the page), the
 // serials shown and, when older versions exist, the command for the next
 // page — then one block per version, newest first as given: serial, time,
-// producing run with its actor and PR, commit mode, "exact" or the drift,
+// producing run with its actor and PR, commit mode, "exact" or the deviation,
 // partial, the why line (the allowed-because facts compressed), the
 // re-plan line and the waited line (ADR D5, D6). The first version says
 // how the state began, as its provenance records it
@@ -89,8 +89,8 @@ func historyOf(h engine.HistoryEntry) historyLine {
 	if p.Exact {
 		head = head.add(toned(toneGood, "exact"))
 	} else {
-		l.tone = driftTone(p)
-		head = head.add(toned(driftTone(p), driftShort(p.Drift)))
+		l.tone = deviationTone(p)
+		head = head.add(toned(deviationTone(p), deviationShort(p.Deviation)))
 	}
 	if p.Partial {
 		l.tone = toneBad
@@ -101,11 +101,11 @@ func historyOf(h engine.HistoryEntry) historyLine {
 	if p.PlanRun != "" {
 		l.run = words(l.run, ", plan ", runSpan(p.PlanRun))
 	}
-	if overwritten(p.Drift) {
+	if overwritten(p.Deviation) {
 		l.warning = overwrittenWarning(p)
 	}
-	if tainted(p.Drift) {
-		l.tainted = words(addrs(p.Drift.Tainted), toned(toneBad, ": "+taintedMeaning(len(p.Drift.Tainted))))
+	if tainted(p.Deviation) {
+		l.tainted = words(addrs(p.Deviation.Tainted), toned(toneBad, ": "+taintedMeaning(len(p.Deviation.Tainted))))
 	}
 	if h.Run != nil {
 		l.why = whyLine(h.Run.AllowedBecause, h.Replan != nil)

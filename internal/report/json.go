@@ -273,7 +273,7 @@ func toCounts(s engine.SincePlanSummary) jCounts {
 		ReadChanged: s.ReadChanged, WriteChanged: s.WriteChanged, OwnApply: s.OwnApply}
 }
 
-type jDrift struct {
+type jDeviation struct {
 	Unplanned   []string `json:"unplanned"`
 	Unchanged   []string `json:"unchanged"`
 	Kept        []string `json:"kept"`
@@ -293,11 +293,11 @@ type jLost struct {
 	Held    bool   `json:"held,omitempty"`
 }
 
-func toDrift(d *engine.Drift) *jDrift {
+func toDeviation(d *engine.Deviation) *jDeviation {
 	if d == nil {
 		return nil
 	}
-	j := &jDrift{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept), Overwritten: strs(d.Overwritten),
+	j := &jDeviation{Unplanned: strs(d.Unplanned), Unchanged: strs(d.Unchanged), Kept: strs(d.Kept), Overwritten: strs(d.Overwritten),
 		Tainted: strs(d.Tainted)}
 	for _, l := range d.Lost {
 		j.Lost = append(j.Lost, jLost{Address: string(l.Address), Serial: l.Serial, Run: l.Run, Actor: l.Actor, PR: toPR(l.PR), Held: l.Held})
@@ -322,7 +322,7 @@ type jMarker struct {
 	SincePlan     *jCounts          `json:"since_plan,omitempty"`
 	Class         string            `json:"class,omitempty"`
 	IntentChanged *bool             `json:"intent_changed,omitempty"`
-	Drift         *jDrift           `json:"drift,omitempty"`
+	Deviation     *jDeviation       `json:"deviation,omitempty"`
 	WaitedMS      int64             `json:"waited_ms,omitempty"`
 	Reason        string            `json:"reason,omitempty"`
 	Extra         map[string]string `json:"extra,omitempty"`
@@ -333,7 +333,7 @@ type jMarker struct {
 func toMarker(m engine.Marker, role string, status engine.RunStatus) jMarker {
 	j := jMarker{Run: m.Run, Role: role, Seq: m.Seq, At: jtime(m.At), Kind: string(m.Kind), Text: markerWordsOf(m, status).plain(),
 		OtherRun: m.Other, OtherPR: toPR(m.OtherPR), Addresses: optStrs(m.Addresses), Serial: m.Serial, FromSerial: m.FromSerial,
-		CommitMode: string(m.Mode), Count: m.Count, Class: string(m.Class), IntentChanged: m.IntentChanged, Drift: toDrift(m.Drift),
+		CommitMode: string(m.Mode), Count: m.Count, Class: string(m.Class), IntentChanged: m.IntentChanged, Deviation: toDeviation(m.Deviation),
 		WaitedMS: time.Duration(m.Waited).Milliseconds(), Reason: markerText(m), Extra: m.Extra}
 	if m.SincePlan != nil {
 		c := toCounts(*m.SincePlan)
@@ -406,18 +406,18 @@ func toSincePlan(sp *engine.SincePlan, plan *engine.Run, live, verdict bool) *jS
 }
 
 type jProvenance struct {
-	Run             string  `json:"run,omitempty"`
-	PlanRun         string  `json:"plan_run,omitempty"`
-	SourceSerial    int64   `json:"source_serial"`
-	CommittedSerial int64   `json:"committed_serial"`
-	PlanDigest      string  `json:"plan_digest,omitempty"`
-	CommitMode      string  `json:"commit_mode"`
-	Exact           bool    `json:"exact"`
-	Drift           *jDrift `json:"drift,omitempty"`
-	Partial         bool    `json:"partial"`
-	Origin          string  `json:"origin,omitempty"`
-	Actor           string  `json:"actor,omitempty"`
-	PR              *jPR    `json:"pr,omitempty"`
+	Run             string      `json:"run,omitempty"`
+	PlanRun         string      `json:"plan_run,omitempty"`
+	SourceSerial    int64       `json:"source_serial"`
+	CommittedSerial int64       `json:"committed_serial"`
+	PlanDigest      string      `json:"plan_digest,omitempty"`
+	CommitMode      string      `json:"commit_mode"`
+	Exact           bool        `json:"exact"`
+	Deviation       *jDeviation `json:"deviation,omitempty"`
+	Partial         bool        `json:"partial"`
+	Origin          string      `json:"origin,omitempty"`
+	Actor           string      `json:"actor,omitempty"`
+	PR              *jPR        `json:"pr,omitempty"`
 }
 
 type jVersion struct {
@@ -440,7 +440,7 @@ func toVersion(v *engine.Version) *jVersion {
 		Changed: strs(v.Changed), Resources: v.Resources, SizeBytes: v.Size,
 		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, SourceSerial: p.SourceSerial,
 			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, CommitMode: string(p.Mode), Exact: p.Exact,
-			Drift: toDrift(p.Drift), Partial: p.Partial, Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
+			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
 }
 
 type jRefusal struct {

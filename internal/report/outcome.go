@@ -427,7 +427,7 @@ func applyVerdict(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, v *eng
 			if p.Exact {
 				return verdict{word, toneGood, s.add(toned(toneGood, "exact"))}
 			}
-			return verdict{word, driftTone(p), s.add(toned(driftTone(p), driftShort(p.Drift)))}
+			return verdict{word, deviationTone(p), s.add(toned(deviationTone(p), deviationShort(p.Deviation)))}
 		}
 		if a.CommittedSerial == 0 {
 			// A plan without changes: nothing to apply or commit.
@@ -476,8 +476,8 @@ func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) 
 		end.Recoverable = false
 	}
 	lost := 0
-	if v != nil && v.Provenance.Drift != nil {
-		lost = len(v.Provenance.Drift.Lost)
+	if v != nil && v.Provenance.Deviation != nil {
+		lost = len(v.Provenance.Deviation.Lost)
 	}
 	if lost > 0 {
 		// The provenance names each address the head kept.

@@ -91,16 +91,18 @@ type Options struct {
 	HeadingLevel int
 }
 
-// JSON schema identifiers, one per view (docs/json.md). Within v1 fields
-// are only added, never renamed, retyped or removed.
+// JSON schema identifiers, one per view (docs/json.md). Within a version
+// fields are only added, never renamed, retyped or removed; apply, run,
+// history and why are v2: a commit that differs from its plan is a
+// "deviation" (marker kind and provenance field), which v1 called drift.
 const (
 	SchemaPlan      = "kilolock/plan/v1"
-	SchemaApply     = "kilolock/apply/v1"
-	SchemaRun       = "kilolock/run/v1"
-	SchemaHistory   = "kilolock/history/v1"
+	SchemaApply     = "kilolock/apply/v2"
+	SchemaRun       = "kilolock/run/v2"
+	SchemaHistory   = "kilolock/history/v2"
 	SchemaSincePlan = "kilolock/since-plan/v1"
 	SchemaRuns      = "kilolock/runs/v1"
-	SchemaWhy       = "kilolock/why/v1"
+	SchemaWhy       = "kilolock/why/v2"
 	SchemaStatus    = "kilolock/status/v1"
 	SchemaFootprint = "kilolock/footprint/v1"
 	SchemaStates    = "kilolock/states/v1"

@@ -223,20 +223,20 @@ func storyPartialDrift() *engine.RunStory {
 	sp := sincePlan(12)
 	a.SincePlan = sp
 	a.AllowedBecause = []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 12, HeadSerial: 12}}
-	drift := &engine.Drift{Unplanned: set(cache), Unchanged: set(worker, webURL)}
+	drift := &engine.Deviation{Unplanned: set(cache), Unchanged: set(worker, webURL)}
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
 		engine.Marker{Run: applyA, Seq: 5, At: at(631), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, cache), End: failEnd()},
-		engine.Marker{Run: applyA, Seq: 6, At: at(631.4), Kind: engine.MarkerDrift, Drift: drift},
+		engine.Marker{Run: applyA, Seq: 6, At: at(631.4), Kind: engine.MarkerDeviation, Deviation: drift},
 		engine.Marker{Run: applyA, Seq: 7, At: at(631.4), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
 		engine.Marker{Run: applyA, Seq: 8, At: at(631.4), Kind: engine.MarkerFailed, End: failEnd()},
 		engine.Marker{Run: applyA, Seq: 9, At: at(631.5), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
-		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
+		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Deviation: drift, Partial: true, Actor: "alice", PR: pr(42)},
 		set(web, cache), 631.4)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
 }
@@ -287,20 +287,20 @@ func storyInterrupted() *engine.RunStory {
 		{Kind: engine.FactDisjointWrites, Run: applyB, PR: pr(41), OwnWrite: set(web, worker, webURL), OtherWrite: set(dbMain)},
 		{Kind: engine.FactStalenessPassed, SourceSerial: 12, HeadSerial: 12},
 	}
-	drift := &engine.Drift{Unchanged: set(webURL), Tainted: set(worker)}
+	drift := &engine.Deviation{Unchanged: set(webURL), Tainted: set(worker)}
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
 		engine.Marker{Run: applyA, Seq: 5, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), End: interruptEnd()},
-		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerDrift, Drift: drift},
+		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerDeviation, Deviation: drift},
 		engine.Marker{Run: applyA, Seq: 7, At: at(624.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
 		engine.Marker{Run: applyA, Seq: 8, At: at(624.3), Kind: engine.MarkerFailed, End: interruptEnd()},
 		engine.Marker{Run: applyA, Seq: 9, At: at(624.4), Kind: engine.MarkerReleased, Count: 6},
 	)
 	v := version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
-		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
+		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Deviation: drift, Partial: true, Actor: "alice", PR: pr(42)},
 		set(web, worker), 624.3)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
 }
@@ -345,15 +345,15 @@ func storyPlanApplied() *engine.RunStory {
 // prevent; the commit says so loudly.
 func storyOverwritten() *engine.RunStory {
 	s := storyAllowedConcurrent()
-	drift := &engine.Drift{Overwritten: set(web)}
+	drift := &engine.Deviation{Overwritten: set(web)}
 	p := s.Version.Provenance
-	p.Exact, p.Drift = false, drift
+	p.Exact, p.Deviation = false, drift
 	s.Run.CommittedSerial = 14
 	s.Version = version(14, p, set(web, worker, webURL), 639.5)
 	var ms []engine.Marker
 	for _, m := range s.Markers {
 		if m.Kind == engine.MarkerCommitted {
-			ms = append(ms, engine.Marker{Run: applyA, Seq: 6, At: at(639.5), Kind: engine.MarkerDrift, Drift: drift})
+			ms = append(ms, engine.Marker{Run: applyA, Seq: 6, At: at(639.5), Kind: engine.MarkerDeviation, Deviation: drift})
 			m.Seq, m.Serial, m.FromSerial = 7, 14, 13
 		}
 		if m.Kind == engine.MarkerReleased {
@@ -429,15 +429,15 @@ func storyRecovered() *engine.RunStory {
 	s.Recoverable = nil
 	s.Plan.End = &engine.End{Cause: engine.CauseApplyRecovered, Run: applyA, Serial: 13}
 	s.Run.CommittedSerial = 13
-	drift := &engine.Drift{Unchanged: set(worker, webURL)}
+	drift := &engine.Deviation{Unchanged: set(worker, webURL)}
 	s.Markers = append(s.Markers,
-		engine.Marker{Run: applyA, Seq: 6, At: at(900.3), Kind: engine.MarkerDrift, Drift: drift},
+		engine.Marker{Run: applyA, Seq: 6, At: at(900.3), Kind: engine.MarkerDeviation, Deviation: drift},
 		engine.Marker{Run: applyA, Seq: 7, At: at(900.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 1},
 		engine.Marker{Run: applyA, Seq: 8, At: at(900.3), Kind: engine.MarkerRecovered, Serial: 13, Count: 1,
 			Extra: map[string]string{"artifact": engine.ArtifactApplyCheckpoint, "holder": "laptop-alice:977"}},
 	)
 	s.Version = version(13, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
-		PlanDigest: s.Plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Partial: true, Actor: "alice", PR: pr(42)},
+		PlanDigest: s.Plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Deviation: drift, Partial: true, Actor: "alice", PR: pr(42)},
 		set(web), 900.3)
 	return s
 }
@@ -475,7 +475,7 @@ func storyLeaseLost() *engine.RunStory {
 	sp := sincePlan(12)
 	a.SincePlan = sp
 	a.AllowedBecause = []engine.Fact{{Kind: engine.FactStalenessPassed, SourceSerial: 12, HeadSerial: 12}}
-	drift := &engine.Drift{Unchanged: set(worker, webURL), Kept: set(web), Lost: lost}
+	drift := &engine.Deviation{Unchanged: set(worker, webURL), Kept: set(web), Lost: lost}
 	ms := append(planMarkers(),
 		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
@@ -483,12 +483,12 @@ func storyLeaseLost() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
 		engine.Marker{Run: applyA, Seq: 5, At: at(900), Kind: engine.MarkerLeaseExpired, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
 		engine.Marker{Run: applyA, Seq: 6, At: at(960), Kind: engine.MarkerApplied, Count: 1, Addresses: set(web)},
-		engine.Marker{Run: applyA, Seq: 7, At: at(960.4), Kind: engine.MarkerDrift, Drift: drift},
+		engine.Marker{Run: applyA, Seq: 7, At: at(960.4), Kind: engine.MarkerDeviation, Deviation: drift},
 		engine.Marker{Run: applyA, Seq: 8, At: at(960.4), Kind: engine.MarkerCommitted, Serial: 14, FromSerial: 13, Mode: engine.CommitSnapshotMerge},
 		engine.Marker{Run: applyA, Seq: 9, At: at(960.4), Kind: engine.MarkerFailed, End: end},
 	)
 	v := version(14, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
-		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Drift: drift, Actor: "alice", PR: pr(42)},
+		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Deviation: drift, Actor: "alice", PR: pr(42)},
 		nil, 960.4)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
 }

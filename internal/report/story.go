@@ -169,7 +169,7 @@ func storyDoc(s *engine.RunStory) *doc {
 		footprintSections(d, p.Envelope.Footprint, p.Envelope.Reservations)
 	}
 	if s.Version != nil {
-		driftSections(d, s.Version.Provenance.Drift)
+		deviationSections(d, s.Version.Provenance.Deviation)
 	}
 	return d
 }

@@ -46,7 +46,7 @@ func historyProd() []engine.HistoryEntry {
 	v14 := version(14, engine.Provenance{Run: applyE, PlanRun: planE, SourceSerial: 13,
 		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "erin", PR: pr(44)}, set(vpc), 604.2)
 	v13 := version(13, engine.Provenance{Run: applyC, PlanRun: planC, SourceSerial: 11,
-		Mode: engine.CommitSnapshotMerge, Partial: true, Drift: &engine.Drift{Tainted: set(record), Kept: set(subnet)},
+		Mode: engine.CommitSnapshotMerge, Partial: true, Deviation: &engine.Deviation{Tainted: set(record), Kept: set(subnet)},
 		Actor: "carol", PR: pr(43)}, set(zone, record), 300)
 	v12 := version(12, engine.Provenance{Run: applyB, PlanRun: planB, SourceSerial: 11,
 		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "bob", PR: pr(41)}, set(dbMain), 160)
@@ -162,7 +162,7 @@ func whyFrom(s *engine.RunStory, v engine.Verdict) *engine.Why {
 		case engine.MarkerReserved:
 			mm := m
 			w.Reserved = &mm
-		case engine.MarkerStalenessFailed, engine.MarkerReplanned, engine.MarkerFailed, engine.MarkerLeaseExpired, engine.MarkerDrift, engine.MarkerRecovered:
+		case engine.MarkerStalenessFailed, engine.MarkerReplanned, engine.MarkerFailed, engine.MarkerLeaseExpired, engine.MarkerDeviation, engine.MarkerRecovered:
 			w.Decisive = append(w.Decisive, m)
 		case engine.MarkerApplyStarted:
 			if s.Run.Status != engine.StatusApplied && s.Run.Status != engine.StatusApplying {

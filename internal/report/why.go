@@ -9,7 +9,7 @@ import (
 
 // Why renders `kl why RUN` (ADR D2, D6): the verdict first, in one line;
 // then the allowed-because facts, the waits, the decisive markers
-// (staleness failed, re-planned, failed, lease expired, drift) and the
+// (staleness failed, re-planned, failed, lease expired, deviation) and the
 // since-plan classification, all in words.
 func Why(w io.Writer, y *engine.Why, o Options) error {
 	if y == nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // The words of Kilolock's reports, written once. Every fact, marker,
-// since-plan entry, overlap and drift is put into words here; the text and
+// since-plan entry, overlap and deviation is put into words here; the text and
 // Markdown renderers lay the sentences out and the JSON documents carry
 // their plain text. Terms are DESIGN.md's "Words".
 
@@ -214,7 +214,7 @@ func overlapWords(o engine.Overlap) sentence {
 	return s
 }
 
-// taintedMeaning says what n tainted addresses are (engine.Drift.Tainted).
+// taintedMeaning says what n tainted addresses are (engine.Deviation.Tainted).
 func taintedMeaning(n int) string {
 	if n == 1 {
 		return "created but not finished; the next plan replaces it"
@@ -222,13 +222,13 @@ func taintedMeaning(n int) string {
 	return "created but not finished; the next plan replaces them"
 }
 
-// driftWords says how a commit differs from its plan. Overwritten comes
+// deviationWords says how a commit differs from its plan. Overwritten comes
 // first and loud: planned writes merged over a change the head made after
 // the plan mean the reservations lapsed; tainted next: resources Terraform
-// created but did not finish (engine.Drift).
-func driftWords(d *engine.Drift) sentence {
+// created but did not finish (engine.Deviation).
+func deviationWords(d *engine.Deviation) sentence {
 	if d == nil {
-		return words("drift")
+		return words("deviation")
 	}
 	var parts []sentence
 	if len(d.Overwritten) > 0 {
@@ -248,15 +248,15 @@ func driftWords(d *engine.Drift) sentence {
 		parts = append(parts, words("kept at head ", addrs(d.Kept)))
 	}
 	if len(parts) == 0 {
-		return words("drift")
+		return words("deviation")
 	}
 	return join(parts, "; ")
 }
 
-// driftShort counts a drift: "drift (1 unplanned, 1 planned but unchanged)".
-func driftShort(d *engine.Drift) string {
+// deviationShort counts a deviation: "deviation (1 unplanned, 1 planned but unchanged)".
+func deviationShort(d *engine.Deviation) string {
 	if d == nil {
-		return "drift"
+		return "deviation"
 	}
 	var parts []string
 	if n := len(d.Overwritten); n > 0 {
@@ -274,20 +274,20 @@ func driftShort(d *engine.Drift) string {
 	if n := len(d.Kept); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d kept at head", n))
 	}
-	return "drift (" + strings.Join(parts, ", ") + ")"
+	return "deviation (" + strings.Join(parts, ", ") + ")"
 }
 
-// overwritten reports whether a drift merged planned writes over newer
-// head changes: a safety failure, shown as a warning, never as mere drift.
-func overwritten(d *engine.Drift) bool { return d != nil && len(d.Overwritten) > 0 }
+// overwritten reports whether a deviation merged planned writes over newer
+// head changes: a safety failure, shown as a warning, never as mere deviation.
+func overwritten(d *engine.Deviation) bool { return d != nil && len(d.Overwritten) > 0 }
 
-// tainted reports whether a drift holds resources Terraform left tainted.
-func tainted(d *engine.Drift) bool { return d != nil && len(d.Tainted) > 0 }
+// tainted reports whether a deviation holds resources Terraform left tainted.
+func tainted(d *engine.Deviation) bool { return d != nil && len(d.Tainted) > 0 }
 
-// driftTone is the tone of a version's match with its plan.
-func driftTone(p engine.Provenance) tone {
+// deviationTone is the tone of a version's match with its plan.
+func deviationTone(p engine.Provenance) tone {
 	switch {
-	case overwritten(p.Drift), tainted(p.Drift):
+	case overwritten(p.Deviation), tainted(p.Deviation):
 		return toneBad
 	case p.Exact:
 		return toneGood
@@ -298,17 +298,17 @@ func driftTone(p engine.Provenance) tone {
 // overwrittenWarning is the warning a version with overwritten addresses
 // carries wherever its provenance is shown.
 func overwrittenWarning(p engine.Provenance) sentence {
-	return words(strongT(toneBad, "planned writes overwrote newer changes"), ": this commit wrote ", addrs(p.Drift.Overwritten),
+	return words(strongT(toneBad, "planned writes overwrote newer changes"), ": this commit wrote ", addrs(p.Deviation.Overwritten),
 		fmt.Sprintf(" over changes the head made to them after serial %d. Reservations and the since-plan check exist to prevent this; they lapsed (was the lease lost?). See what the newer versions wrote with ", p.SourceSerial),
 		code(fmt.Sprintf("kl history --since-plan %s", p.PlanRun)), ".")
 }
 
-// matchWords says whether a version matched its plan: "exact" or the drift.
+// matchWords says whether a version matched its plan: "exact" or the deviation.
 func matchWords(p engine.Provenance) sentence {
 	if p.Exact {
 		return words(toned(toneGood, "exact"), ": committed exactly the planned write set")
 	}
-	return words(toned(driftTone(p), driftShort(p.Drift)), ": ", driftWords(p.Drift))
+	return words(toned(deviationTone(p), deviationShort(p.Deviation)), ": ", deviationWords(p.Deviation))
 }
 
 // classMark returns the mark of a since-plan class.

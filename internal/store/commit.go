@@ -400,9 +400,11 @@ func ScanVersion(row interface{ Scan(dest ...any) error }) (engine.Version, erro
 		return engine.Version{}, err
 	}
 	v.CreatedAt = time.Unix(0, created).UTC()
-	if err := json.Unmarshal([]byte(prov), &v.Provenance); err != nil {
+	p, err := DecodeProvenance(prov)
+	if err != nil {
 		return engine.Version{}, fmt.Errorf("decoding provenance of version %d: %w", v.Serial, err)
 	}
+	v.Provenance = p
 	return v, nil
 }
 

@@ -122,7 +122,7 @@ type markerRow struct {
 	SincePlan     *engine.SincePlanSummary `json:"since_plan,omitempty"`
 	Class         engine.SincePlanClass    `json:"class,omitempty"`
 	IntentChanged *bool                    `json:"intent_changed,omitempty"`
-	Drift         *engine.Drift            `json:"drift,omitempty"`
+	Deviation     *engine.Deviation        `json:"deviation,omitempty"`
 	Waited        engine.Duration          `json:"waited,omitempty"`
 	Serials       []int64                  `json:"serials,omitempty"`
 	End           *engine.End              `json:"end,omitempty"`
@@ -135,7 +135,7 @@ func EncodeMarker(m engine.Marker) (string, error) {
 	b, err := json.Marshal(markerRow{
 		V: RowVersion, Seq: m.Seq, At: m.At, Kind: m.Kind, Other: m.Other, OtherPR: m.OtherPR, Addresses: m.Addresses,
 		Serial: m.Serial, FromSerial: m.FromSerial, Mode: m.Mode, Count: m.Count, SincePlan: m.SincePlan, Class: m.Class,
-		IntentChanged: m.IntentChanged, Drift: m.Drift, Waited: m.Waited, Serials: m.Serials, End: m.End, Reason: m.Reason, Extra: m.Extra,
+		IntentChanged: m.IntentChanged, Deviation: m.Deviation, Waited: m.Waited, Serials: m.Serials, End: m.End, Reason: m.Reason, Extra: m.Extra,
 	})
 	if err != nil {
 		return "", fmt.Errorf("encoding %s marker: %w", m.Kind, err)
@@ -156,12 +156,50 @@ func DecodeMarker(body string) (engine.Marker, error) {
 	m := engine.Marker{
 		Seq: row.Seq, At: row.At, Kind: row.Kind, Other: row.Other, OtherPR: row.OtherPR, Addresses: row.Addresses,
 		Serial: row.Serial, FromSerial: row.FromSerial, Mode: row.Mode, Count: row.Count, SincePlan: row.SincePlan, Class: row.Class,
-		IntentChanged: row.IntentChanged, Drift: row.Drift, Waited: row.Waited, Serials: row.Serials, End: row.End, Reason: row.Reason, Extra: row.Extra,
+		IntentChanged: row.IntentChanged, Deviation: row.Deviation, Waited: row.Waited, Serials: row.Serials, End: row.End, Reason: row.Reason, Extra: row.Extra,
 	}
 	if row.V < 2 {
 		m.End, m.Reason = LegacyMarkerEnd(m.Kind, m.Reason)
+		if m.Kind == legacyDriftKind {
+			m.Kind = engine.MarkerDeviation
+		}
+		var old legacyDeviation
+		if err := json.Unmarshal([]byte(body), &old); err != nil {
+			return engine.Marker{}, fmt.Errorf("decoding marker: %w", err)
+		}
+		if m.Deviation == nil {
+			m.Deviation = old.Drift
+		}
 	}
 	return m, nil
+}
+
+// legacyDriftKind is the kind a "deviation" marker had before the rename
+// (one word, one meaning: "drift" is Terraform's, changes made outside it).
+const legacyDriftKind engine.MarkerKind = "drift"
+
+// legacyDeviation is where a deviation was stored before the rename: a
+// version-1 marker's or any provenance's "drift" member.
+type legacyDeviation struct {
+	Drift *engine.Deviation `json:"drift"`
+}
+
+// DecodeProvenance decodes a versions.provenance document; one written
+// before the rename holds its deviation under "drift", which migration 4
+// rewrites and this still reads.
+func DecodeProvenance(doc string) (engine.Provenance, error) {
+	var p engine.Provenance
+	if err := json.Unmarshal([]byte(doc), &p); err != nil {
+		return engine.Provenance{}, err
+	}
+	if p.Deviation == nil {
+		var old legacyDeviation
+		if err := json.Unmarshal([]byte(doc), &old); err != nil {
+			return engine.Provenance{}, err
+		}
+		p.Deviation = old.Drift
+	}
+	return p, nil
 }
 
 // Version-1 reasons the migration recognizes (kl before typed ends wrote
@@ -250,9 +288,62 @@ func TypedEndsMigration(ph func(n int) string) *goose.Migration {
 			}); err != nil {
 			return fmt.Errorf("rewriting markers: %w", err)
 		}
+		if _, err := tx.ExecContext(ctx, `UPDATE markers SET kind = `+ph(1)+` WHERE kind = `+ph(2), string(engine.MarkerDeviation), string(legacyDriftKind)); err != nil {
+			return fmt.Errorf("renaming drift markers: %w", err)
+		}
+		if err := rewriteProvenance(ctx, tx, ph); err != nil {
+			return fmt.Errorf("rewriting provenance: %w", err)
+		}
 		return nil
 	}
 	return goose.NewGoMigration(TypedEndsVersion, &goose.GoFunc{RunTx: up}, &goose.GoFunc{RunTx: func(context.Context, *sql.Tx) error { return nil }})
+}
+
+// rewriteProvenance rewrites the provenance of every version that holds
+// its deviation under the old name "drift".
+func rewriteProvenance(ctx context.Context, tx *sql.Tx, ph func(n int) string) error {
+	rows, err := tx.QueryContext(ctx, `SELECT state, serial, provenance FROM versions`)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		state  string
+		serial int64
+		doc    string
+	}
+	var old []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.state, &r.serial, &r.doc); err != nil {
+			rows.Close()
+			return err
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(r.doc), &members); err != nil {
+			rows.Close()
+			return fmt.Errorf("version %d of %s: %w", r.serial, r.state, err)
+		}
+		if _, ok := members["drift"]; ok {
+			old = append(old, r)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	for _, r := range old {
+		p, err := DecodeProvenance(r.doc)
+		if err != nil {
+			return fmt.Errorf("version %d of %s: %w", r.serial, r.state, err)
+		}
+		doc, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE versions SET provenance = `+ph(1)+` WHERE state = `+ph(2)+` AND serial = `+ph(3), string(doc), r.state, r.serial); err != nil {
+			return fmt.Errorf("version %d of %s: %w", r.serial, r.state, err)
+		}
+	}
+	return rows.Err()
 }
 
 // rewriteRows rewrites with conv every (key, body) row of query whose body

@@ -63,6 +63,16 @@ func TestLegacyRowsMigrate(t *testing.T) {
 		`{"seq":1,"at":"2026-11-01T02:03:04Z","kind":"failed","reason":"superseded: discarded by erin: obsolete"}`); err != nil {
 		t.Fatal(err)
 	}
+	// A deviation was "drift" before: the marker's kind and field, and the
+	// provenance's member.
+	if _, err := db.ExecContext(ctx, `INSERT INTO markers (run, seq, at, kind, body) VALUES ('01FAILED', 1, 0, 'drift', ?)`,
+		`{"seq":1,"at":"2026-11-01T02:03:04Z","kind":"drift","drift":{"unplanned":["terraform_data.x"]},"reason":"changed but not planned: terraform_data.x"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE versions SET provenance = ? WHERE state = 's'`,
+		`{"run":"01FAILED","source_serial":0,"committed_serial":0,"commit_mode":"init","exact":false,"drift":{"unplanned":["terraform_data.x"]},"partial":false}`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := db.ExecContext(ctx, `DELETE FROM goose_db_version WHERE version_id >= 4`); err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +102,30 @@ func TestLegacyRowsMigrate(t *testing.T) {
 		t.Errorf("discard marker after migration = %+v, %v; want the typed discard", ms, err)
 	}
 
+	dev, err := s.Markers(ctx, "01FAILED")
+	if err != nil || len(dev) != 1 || dev[0].Kind != engine.MarkerDeviation || dev[0].Deviation == nil ||
+		!reflect.DeepEqual(dev[0].Deviation.Unplanned, engine.AddressSet{"terraform_data.x"}) {
+		t.Errorf("drift marker after migration = %+v, %v; want a deviation marker keeping its addresses", dev, err)
+	}
+	v, err := s.GetVersion(ctx, "s", 0)
+	if err != nil || v.Provenance.Deviation == nil || !reflect.DeepEqual(v.Provenance.Deviation.Unplanned, engine.AddressSet{"terraform_data.x"}) {
+		t.Errorf("provenance after migration = %+v, %v; want its deviation", v.Provenance, err)
+	}
+
 	// The rows themselves are version 2 now.
 	db, err = sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	var kinds int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM markers WHERE kind = 'drift'`).Scan(&kinds); err != nil || kinds != 0 {
+		t.Errorf("markers of kind drift left: %d, %v; want the kind column renamed too", kinds, err)
+	}
+	var drift int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE provenance LIKE '%"drift"%'`).Scan(&drift); err != nil || drift != 0 {
+		t.Errorf("provenance rows still saying drift: %d, %v", drift, err)
+	}
 	rows, err := db.QueryContext(ctx, `SELECT body FROM runs UNION ALL SELECT body FROM markers`)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func testCommit(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			PlanDigest:      "sha256:0123",
 			Mode:            engine.CommitSnapshotMerge,
 			Exact:           false,
-			Drift: &engine.Drift{
+			Deviation: &engine.Deviation{
 				Unplanned: engine.NewAddressSet("terraform_data.extra"),
 				Unchanged: engine.NewAddressSet("terraform_data.idle"),
 				Kept:      engine.NewAddressSet("terraform_data.kept"),

@@ -66,7 +66,7 @@ func testMarkers(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			Count:         4,
 			SincePlan:     &engine.SincePlanSummary{SourceSerial: 3, HeadSerial: 7, Independent: 2, ReadChanged: 1, WriteChanged: 1},
 			IntentChanged: &intent,
-			Drift: &engine.Drift{
+			Deviation: &engine.Deviation{
 				Unplanned: engine.NewAddressSet("terraform_data.u"),
 				Unchanged: engine.NewAddressSet("terraform_data.n"),
 				Kept:      engine.NewAddressSet("terraform_data.k"),
