@@ -163,29 +163,26 @@ resource "terraform_data" "z" {
 	}
 }
 
-// TestMessage: kl prints an error without the kind labels %w-wrapping
-// leaves (": conflict", "invalid input: "), keeping the kind for exit
-// codes and errors.Is; an interrupt the note explained prints nothing.
+// TestMessage: kl prints an error's words; an error of a kind
+// (engine.Errorf) keeps the kind for exit codes and errors.Is without a
+// label in its text; an interrupt the note explained prints nothing.
 func TestMessage(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
 		err  error
 		want string
 	}{
-		"trailing conflict": {fmt.Errorf("creating state a: a state of that name exists: %w", engine.ErrConflict),
+		"conflict": {engine.Errorf(engine.ErrConflict, "creating state a: a state of that name exists"),
 			"creating state a: a state of that name exists"},
-		"trailing not found": {fmt.Errorf("run X does not exist: %w", engine.ErrNotFound), "run X does not exist"},
-		"leading invalid":    {fmt.Errorf("%w: plan P belongs to state a, not b", engine.ErrInvalid), "plan P belongs to state a, not b"},
-		"inner invalid": {fmt.Errorf("reading state file f: %w", fmt.Errorf("%w: adopting state x: bad", engine.ErrInvalid)),
+		"not found": {engine.Errorf(engine.ErrNotFound, "run X does not exist"), "run X does not exist"},
+		"inner kind": {fmt.Errorf("reading state file f: %w", engine.Errorf(engine.ErrInvalid, "adopting state x: bad")),
 			"reading state file f: adopting state x: bad"},
-		"wrapped twice": {fmt.Errorf("applying: %w", fmt.Errorf("run R is applied: %w", engine.ErrConflict)), "applying: run R is applied"},
+		"wrapped twice": {fmt.Errorf("applying: %w", engine.Errorf(engine.ErrConflict, "run R is applied")), "applying: run R is applied"},
 		"label alone":   {engine.ErrNotFound, "not found"},
-		"not that kind": {errors.New("disk full: conflict"), "disk full: conflict"},
-		"label inside words kept": {fmt.Errorf("reservations conflict: run R holds a: %w", engine.ErrConflict),
-			"reservations conflict: run R holds a"},
-		"only the first line": {fmt.Errorf("%w: terraform said:\nError: not found: invalid input: x", engine.ErrInvalid),
+		"words kept":    {errors.New("disk full: conflict"), "disk full: conflict"},
+		"lines kept": {engine.Errorf(engine.ErrInvalid, "terraform said:\nError: not found: invalid input: x"),
 			"terraform said:\nError: not found: invalid input: x"},
-		"refusal keeps its code": {&cli.ExitError{Code: 3, Err: fmt.Errorf("plan P is applied: %w", engine.ErrConflict)}, "plan P is applied"},
+		"refusal keeps its code": {&cli.ExitError{Code: 3, Err: engine.Errorf(engine.ErrConflict, "plan P is applied")}, "plan P is applied"},
 		"nil":                    {nil, ""},
 	} {
 		t.Run(name, func(t *testing.T) {

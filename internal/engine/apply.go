@@ -66,10 +66,10 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 		return nil, err
 	}
 	if plan.Kind != KindPlan {
-		return nil, fmt.Errorf("%w: run %s is an apply run, not a plan: apply its plan run %s instead", ErrInvalid, plan.ID, plan.PlanRun)
+		return nil, Errorf(ErrInvalid, "run %s is an apply run, not a plan: apply its plan run %s instead", plan.ID, plan.PlanRun)
 	}
 	if in.State != "" && in.State != plan.State {
-		return nil, fmt.Errorf("%w: plan %s belongs to state %s, not %s", ErrInvalid, plan.ID, plan.State, in.State)
+		return nil, Errorf(ErrInvalid, "plan %s belongs to state %s, not %s", plan.ID, plan.State, in.State)
 	}
 	if plan.Status == StatusApplying {
 		// Its apply's holder may have died: the lease sweep decides
@@ -185,10 +185,10 @@ type planFiles struct {
 func (e *Engine) loadPlan(ctx context.Context, plan Run, st State) (*planFiles, error) {
 	env := plan.Envelope
 	if env == nil {
-		return nil, fmt.Errorf("%w: plan run %s has no envelope (status %s)", ErrInvalid, plan.ID, plan.Status)
+		return nil, Errorf(ErrInvalid, "plan run %s has no envelope (status %s)", plan.ID, plan.Status)
 	}
 	if env.Lineage != st.Lineage {
-		return nil, fmt.Errorf("%w: plan %s was made against lineage %s, but state %s has lineage %s", ErrInvalid, plan.ID, env.Lineage, st.Name, st.Lineage)
+		return nil, Errorf(ErrInvalid, "plan %s was made against lineage %s, but state %s has lineage %s", plan.ID, env.Lineage, st.Name, st.Lineage)
 	}
 	get := func(name string) ([]byte, error) {
 		b, err := e.Store.GetArtifact(ctx, plan.ID, name)
@@ -203,15 +203,14 @@ func (e *Engine) loadPlan(ctx context.Context, plan Run, st State) (*planFiles, 
 	}
 	sum := sha256.Sum256(planFile)
 	if got := "sha256:" + hex.EncodeToString(sum[:]); got != env.PlanDigest {
-		return nil, fmt.Errorf("%w: saved plan of run %s is corrupted: its digest is %s, the envelope recorded %s; re-plan", ErrInvalid, plan.ID, got, env.PlanDigest)
+		return nil, Errorf(ErrInvalid, "saved plan of run %s is corrupted: its digest is %s, the envelope recorded %s; re-plan", plan.ID, got, env.PlanDigest)
 	}
 	info, err := e.Terraform.InspectPlanFile(planFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: saved plan of run %s: %v", ErrInvalid, plan.ID, err)
+		return nil, Errorf(ErrInvalid, "saved plan of run %s: %v", plan.ID, err)
 	}
 	if info.Lineage != st.Lineage || info.Serial != env.SourceSerial {
-		return nil, fmt.Errorf("%w: saved plan of run %s was made against lineage %s serial %d; state %s has lineage %s and the envelope says serial %d",
-			ErrInvalid, plan.ID, info.Lineage, info.Serial, st.Name, st.Lineage, env.SourceSerial)
+		return nil, Errorf(ErrInvalid, "saved plan of run %s was made against lineage %s serial %d; state %s has lineage %s and the envelope says serial %d", plan.ID, info.Lineage, info.Serial, st.Name, st.Lineage, env.SourceSerial)
 	}
 	config, err := get(ArtifactConfig)
 	if err != nil {
@@ -223,7 +222,7 @@ func (e *Engine) loadPlan(ctx context.Context, plan Run, st State) (*planFiles, 
 	}
 	var intent Intent
 	if err := json.Unmarshal(raw, &intent); err != nil {
-		return nil, fmt.Errorf("%w: intent of plan %s: %v", ErrInvalid, plan.ID, err)
+		return nil, Errorf(ErrInvalid, "intent of plan %s: %v", plan.ID, err)
 	}
 	return &planFiles{run: plan, planFile: planFile, config: config, intent: intent}, nil
 }

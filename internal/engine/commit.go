@@ -182,7 +182,7 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 	}
 	if leaseLost {
 		// The run failed even when Terraform did not: say so to the caller.
-		lost := fmt.Errorf("%w: the reservations expired before the commit; version %d holds only what the head had not changed since the plan", ErrLeaseLost, v.Serial)
+		lost := Errorf(ErrLeaseLost, "the reservations expired before the commit; version %d holds only what the head had not changed since the plan", v.Serial)
 		if d := v.Provenance.Deviation; d != nil && len(d.Lost) > 0 {
 			lost = fmt.Errorf("%w; %s", lost, lostText(d.Lost))
 		}
@@ -458,11 +458,11 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 		if r.CommittedSerial != 0 {
 			// A run commits once (a retried commit, or a second recovery,
 			// must not write twice).
-			return fmt.Errorf("%w: run %s already committed version %d", ErrConflict, r.ID, r.CommittedSerial)
+			return Errorf(ErrConflict, "run %s already committed version %d", r.ID, r.CommittedSerial)
 		}
 		if m.spec.recovered != nil {
 			if r.InProgress() {
-				return fmt.Errorf("%w: run %s is %s again", ErrConflict, r.ID, r.Status)
+				return Errorf(ErrConflict, "run %s is %s again", r.ID, r.Status)
 			}
 			r.CommittedSerial = serial
 			return nil

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"regexp"
@@ -140,8 +139,8 @@ func ValidateStateName(name string) error {
 		ok = stateSegmentRE.MatchString(seg) && !strings.HasSuffix(seg, ".")
 	}
 	if !ok {
-		return fmt.Errorf("%w: state name %q: use 1-%d characters: segments separated by single '/', each of ASCII letters, digits, '.', '_', '-', "+
-			"starting with a letter or digit and not ending in '.' (e.g. acme/infra/prod)", ErrInvalid, name, MaxStateName)
+		return Errorf(ErrInvalid, "state name %q: use 1-%d characters: segments separated by single '/', each of ASCII letters, digits, '.', '_', '-', "+
+			"starting with a letter or digit and not ending in '.' (e.g. acme/infra/prod)", name, MaxStateName)
 	}
 	return nil
 }

@@ -34,6 +34,32 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 )
 
+// KindError is an error of a kind: errors.Is(err, Kind) holds, and its
+// text is Err's alone — the kind is not words ("invalid input", "conflict"
+// are labels), so a message says what happened without a label a reader
+// must skip. Errorf makes one; KindOf reads the kind back.
+type KindError struct {
+	Kind error // a sentinel: ErrInvalid, ErrNotFound, ErrConflict, ErrLeaseLost, ErrStalePlan
+	Err  error
+}
+
+func (e *KindError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the kind and the error, so errors.Is and errors.As see
+// both (a wrapped *StatusError stays reachable).
+func (e *KindError) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// Errorf is fmt.Errorf of format and args (which may wrap with %w) as an
+// error of kind: "plan P was made against lineage L" that errors.Is
+// ErrInvalid, without ": invalid input" in its text.
+func Errorf(kind error, format string, args ...any) error {
+	return &KindError{Kind: kind, Err: fmt.Errorf(format, args...)}
+}
+
+// KindOf names the sentinel kind err wraps ("" for none): invalid,
+// not-found, conflict or lease-lost (End.Kind, the JSON error document).
+func KindOf(err error) ErrKind { return kindOf(err) }
+
 // behindHeadError is ErrBehindHead: "configuration behind the head", the
 // words the reports use, and errors.Is ErrIntentChanged.
 type behindHeadError struct{}

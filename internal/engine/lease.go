@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -153,7 +152,7 @@ var inProgress = []RunStatus{StatusPlanning, StatusWaiting, StatusApplying}
 func leaseLost(id string, err error) error {
 	var se *StatusError
 	if errors.As(err, &se) && se.Run == id && se.Status == StatusLeaseExpired {
-		return fmt.Errorf("%w: the lease sweep ended run %s (this process did not renew its lease in time): %w", ErrLeaseLost, id, err)
+		return Errorf(ErrLeaseLost, "the lease sweep ended run %s (this process did not renew its lease in time): %w", id, err)
 	}
 	return err
 }

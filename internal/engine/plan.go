@@ -58,12 +58,12 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	}
 	for _, t := range in.Targets {
 		if err := validateTarget(t); err != nil {
-			return nil, fmt.Errorf("%w: --target %q: %v", ErrInvalid, t, err)
+			return nil, Errorf(ErrInvalid, "--target %q: %v", t, err)
 		}
 	}
 	for _, r := range in.Replace {
 		if _, err := ParseAddress(r); err != nil || strings.HasSuffix(r, "*") {
-			return nil, fmt.Errorf("%w: --replace %q: want a resource instance address", ErrInvalid, r)
+			return nil, Errorf(ErrInvalid, "--replace %q: want a resource instance address", r)
 		}
 	}
 	dir := in.Dir
@@ -131,7 +131,7 @@ func validateTarget(t string) error {
 func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, res *PlanResult, pr *PullRequest, sha, replanOf string) (Run, error) {
 	if res.Lineage != st.Lineage {
 		e.failRun(ctx, run.ID, &End{Cause: CauseFailed, Step: StepCheckLineage, Lineage: res.Lineage, StateLineage: st.Lineage})
-		return Run{}, fmt.Errorf("%w: plan %s was made against lineage %s, but state %s has lineage %s", ErrInvalid, run.ID, res.Lineage, st.Name, st.Lineage)
+		return Run{}, Errorf(ErrInvalid, "plan %s was made against lineage %s, but state %s has lineage %s", run.ID, res.Lineage, st.Name, st.Lineage)
 	}
 	intent, err := json.Marshal(res.Intent)
 	if err != nil {

@@ -204,7 +204,7 @@ type leftover struct {
 // before that marker existed.
 func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error) {
 	if plan.Envelope == nil {
-		return nil, fmt.Errorf("%w: plan run %s of run %s has no envelope", ErrInvalid, plan.ID, run.ID)
+		return nil, Errorf(ErrInvalid, "plan run %s of run %s has no envelope", plan.ID, run.ID)
 	}
 	lo := &leftover{baseSerial: plan.Envelope.SourceSerial}
 	var doc []byte
@@ -220,7 +220,7 @@ func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error)
 		break
 	}
 	if doc == nil {
-		return nil, fmt.Errorf("run %s has no state Terraform wrote: %w", run.ID, ErrNotFound)
+		return nil, Errorf(ErrNotFound, "run %s has no state Terraform wrote", run.ID)
 	}
 	ms, err := e.Store.Markers(ctx, run.ID)
 	if err != nil {
@@ -239,7 +239,7 @@ func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error)
 		return nil, fmt.Errorf("parsing snapshot %d of state %s: %w", lo.baseSerial, run.State, err)
 	}
 	if lo.result, err = tfstate.Parse(doc); err != nil {
-		return nil, fmt.Errorf("%w: artifact %s of run %s is not a readable state: %v", ErrInvalid, lo.artifact, run.ID, err)
+		return nil, Errorf(ErrInvalid, "artifact %s of run %s is not a readable state: %v", lo.artifact, run.ID, err)
 	}
 	if lo.changed, err = parseAddresses(tfstate.Changed(lo.base, lo.result)); err != nil {
 		return nil, fmt.Errorf("reading addresses changed by run %s: %w", run.ID, err)

@@ -39,11 +39,10 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 		var err error
 		st, err = tfstate.Parse(from)
 		if err != nil {
-			return State{}, fmt.Errorf("%w: adopting state %s: %v", ErrInvalid, name, err)
+			return State{}, Errorf(ErrInvalid, "adopting state %s: %v", name, err)
 		}
 		if st.Serial > tfstate.MaxAdoptSerial {
-			return State{}, fmt.Errorf("%w: adopting state %s: serial %d is out of range: want 0 to %d (2^53−1, the largest integer JSON carries exactly; a serial must have room to grow by one per write)",
-				ErrInvalid, name, st.Serial, int64(tfstate.MaxAdoptSerial))
+			return State{}, Errorf(ErrInvalid, "adopting state %s: serial %d is out of range: want 0 to %d (2^53−1, the largest integer JSON carries exactly; a serial must have room to grow by one per write)", name, st.Serial, int64(tfstate.MaxAdoptSerial))
 		}
 	}
 	if from != nil && st.Lineage != "" {
@@ -57,7 +56,7 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 	}
 	changed, err := parseAddresses(st.Addresses())
 	if err != nil {
-		return State{}, fmt.Errorf("%w: adopting state %s: %v", ErrInvalid, name, err)
+		return State{}, Errorf(ErrInvalid, "adopting state %s: %v", name, err)
 	}
 	s, err := e.Store.CreateState(ctx, NewState{
 		Name: name, Lineage: st.Lineage, Serial: st.Serial, Snapshot: doc,
@@ -78,7 +77,7 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 // neither can be read back, err (the store's own words) stands.
 func (e *Engine) createConflict(ctx context.Context, name, lineage string, err error) error {
 	if _, gerr := e.Store.GetState(ctx, name); gerr == nil {
-		return fmt.Errorf("creating state %s: a state of that name exists (see `kl state list`): %w", name, ErrConflict)
+		return Errorf(ErrConflict, "creating state %s: a state of that name exists (see `kl state list`)", name)
 	}
 	if lineage != "" {
 		if lerr := e.lineageFree(ctx, name, lineage); errors.Is(lerr, ErrConflict) {
@@ -99,8 +98,8 @@ func (e *Engine) lineageFree(ctx context.Context, name, lineage string) error {
 	}
 	for _, o := range states {
 		if o.Lineage == lineage && o.Name != name {
-			return fmt.Errorf("creating state %s: state %s already has lineage %s: adopting the same Terraform state twice would fork it; use %s: %w",
-				name, o.Name, lineage, o.Name, ErrConflict)
+			return Errorf(ErrConflict, "creating state %s: state %s already has lineage %s: adopting the same Terraform state twice would fork it; use %s",
+				name, o.Name, lineage, o.Name)
 		}
 	}
 	return nil
@@ -118,7 +117,7 @@ func (e *Engine) Pull(ctx context.Context, name string, serial int64) ([]byte, V
 	}
 	v, err := e.Store.GetVersion(ctx, name, serial)
 	if errors.Is(err, ErrNotFound) {
-		return nil, Version{}, fmt.Errorf("state %s has no version %d (head is %d): %w", name, serial, st.HeadSerial, ErrNotFound)
+		return nil, Version{}, Errorf(ErrNotFound, "state %s has no version %d (head is %d)", name, serial, st.HeadSerial)
 	}
 	if err != nil {
 		return nil, Version{}, fmt.Errorf("reading version %d of state %s: %w", serial, name, err)
@@ -157,7 +156,7 @@ func UnknownState(name string) error {
 	if err := ValidateStateName(name); err != nil {
 		return err
 	}
-	return fmt.Errorf("state %q does not exist (create it with `kl state init %s`): %w", name, ShellQuote(name), ErrNotFound)
+	return Errorf(ErrNotFound, "state %q does not exist (create it with `kl state init %s`)", name, ShellQuote(name))
 }
 
 // ShellQuote returns s as one POSIX shell word: unchanged when it holds

@@ -157,7 +157,7 @@ func (e *Engine) sincePlan(ctx context.Context, id string) (*SincePlan, error) {
 		}
 	}
 	if run.Envelope == nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, noEnvelopeWords(run))
+		return nil, Errorf(ErrInvalid, "%s", noEnvelopeWords(run))
 	}
 	env := run.Envelope
 	versions, err := e.Store.VersionsAfter(ctx, run.State, env.SourceSerial)

@@ -25,7 +25,7 @@ func (e *Engine) Supersede(ctx context.Context, planRun, reason string) error {
 // overlap. ErrInvalid for an empty by.
 func (e *Engine) Discard(ctx context.Context, planRun, by, why string) error {
 	if by == "" {
-		return fmt.Errorf("discarding plan %s: who discards it is required: %w", planRun, ErrInvalid)
+		return Errorf(ErrInvalid, "discarding plan %s: who discards it is required", planRun)
 	}
 	return e.closePlan(ctx, planRun, &End{Cause: CauseDiscarded, By: by, Why: why})
 }
@@ -43,7 +43,7 @@ func (e *Engine) closePlan(ctx context.Context, planRun string, end *End) error 
 	e.expireLeases(ctx)
 	_, err := e.Store.UpdateRun(ctx, planRun, []RunStatus{StatusPlanned}, func(r *Run) error {
 		if r.Kind != KindPlan {
-			return fmt.Errorf("%w: run %s is an apply run, not a plan", ErrInvalid, r.ID)
+			return Errorf(ErrInvalid, "run %s is an apply run, not a plan", r.ID)
 		}
 		r.Status = StatusSuperseded
 		r.End = end
@@ -52,11 +52,11 @@ func (e *Engine) closePlan(ctx context.Context, planRun string, end *End) error 
 		return nil
 	}, Marker{Kind: MarkerFailed, End: end})
 	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("run %s does not exist (see `kl runs`): %w", planRun, ErrNotFound)
+		return Errorf(ErrNotFound, "run %s does not exist (see `kl runs`)", planRun)
 	}
 	var se *StatusError
 	if errors.As(err, &se) {
-		return fmt.Errorf("plan run %s is %s, not open: nothing to close: %w", planRun, se.Status, ErrConflict)
+		return Errorf(ErrConflict, "plan run %s is %s, not open: nothing to close", planRun, se.Status)
 	}
 	if err != nil {
 		return fmt.Errorf("superseding plan %s: %w", planRun, err)

@@ -22,7 +22,7 @@ func (e *Engine) Run(ctx context.Context, id string) (Run, error) {
 func (e *Engine) getRun(ctx context.Context, id string) (Run, error) {
 	r, err := e.Store.GetRun(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return Run{}, fmt.Errorf("run %s does not exist (see `kl runs`): %w", id, ErrNotFound)
+		return Run{}, Errorf(ErrNotFound, "run %s does not exist (see `kl runs`)", id)
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("reading run %s: %w", id, err)

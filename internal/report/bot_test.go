@@ -43,7 +43,7 @@ func botNotices() map[string]BotNotice {
 			r.Problem, r.PlanClosed = "plan run "+planA+" is superseded, not planned", true
 		}),
 		"refused-plan-unknown": with(botRefusal(BotRuleOpenPlan), func(r *BotRefusal) {
-			r.Problem = "run " + planA + " does not exist (see `kl runs`): not found"
+			r.Problem = "run " + planA + " does not exist (see `kl runs`)"
 		}),
 		"plan-not-allowed":         PlanNotAllowed{Actor: "mallory", Repo: "acme/infra", Permission: "none"},
 		"nothing-to-apply":         NothingToApply{Planned: []string{"dns", "infra"}},

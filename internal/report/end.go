@@ -309,8 +309,7 @@ func diagnosticText(d engine.Diagnostic) string {
 
 // endGist is the most useful part of an end for a table, at most n runes:
 // what Terraform said (its diagnostics, else its stderr or the cause), or
-// the error a step failed with without the engine's sentinel word — not
-// the context around them.
+// the error a step failed with — not the context around them.
 func endGist(id string, end *engine.End, n int) string {
 	if end == nil {
 		return ""
@@ -322,11 +321,8 @@ func endGist(id string, end *engine.End, n int) string {
 		s = strings.TrimPrefix(terraformDetail(end.Terraform, "; "), "; ")
 	case end.Cause == engine.CauseFailed && end.Terraform != nil:
 		s = strings.TrimPrefix(terraformDetail(end.Terraform, "; "), "; ")
-	case end.Cause == engine.CauseFailed && end.Step != engine.StepCheckLineage:
-		s = end.Err
-		if k := end.Kind.Sentinel(); k != nil {
-			s = strings.TrimSuffix(s, ": "+k.Error())
-		}
+	case end.Cause == engine.CauseFailed && end.Step != engine.StepCheckLineage && end.Err != "":
+		s = end.Err // an error of a kind carries no label in its text (engine.Errorf)
 	}
 	if strings.TrimSpace(s) == "" {
 		s = EndText(id, end)

@@ -27,6 +27,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // Format selects how a view is rendered.
@@ -123,7 +125,10 @@ const (
 type errorDocument struct {
 	Schema string `json:"schema"`
 	Error  string `json:"error"`
-	Code   int    `json:"code"`
+	// Kind is the error's kind (engine.KindOf): invalid, not-found,
+	// conflict or lease-lost; absent for others.
+	Kind string `json:"kind,omitempty"`
+	Code int    `json:"code"`
 }
 
 // ErrorDocument writes the kilolock/error/v1 document of err: what kl
@@ -133,7 +138,7 @@ type errorDocument struct {
 // exit status: 3 for a refusal, 1 for any other error.
 func ErrorDocument(w io.Writer, err error, code int) error {
 	return emit(w, Options{Format: JSON}, nil, func() any {
-		return errorDocument{Schema: SchemaError, Error: err.Error(), Code: code}
+		return errorDocument{Schema: SchemaError, Error: err.Error(), Kind: string(engine.KindOf(err)), Code: code}
 	})
 }
 

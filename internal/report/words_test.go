@@ -171,17 +171,12 @@ func TestEndGist(t *testing.T) {
 			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepStoreArtifact, Artifact: engine.ArtifactPlanFile, Err: "writing artifact: database is locked"},
 			want: `writing artifact: database is locked`,
 		},
-		"failed step with a sentinel: the error without it": {
+		"failed step of a kind: its error, whole (no label in it)": {
 			end: &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Kind: engine.KindInvalid,
-				Err: "copying configuration tree /w/cfg: larger than 64 MiB or 10000 entries: invalid input"},
+				Err: "copying configuration tree /w/cfg: larger than 64 MiB or 10000 entries"},
 			want: `copying configuration tree /w/cfg: larger than 64 MiB or 10…`,
 		},
-		"sentinel only at the end is dropped": {
-			end: &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Kind: engine.KindInvalid,
-				Err: "var file prod.tfvars: invalid input"},
-			want: `var file prod.tfvars`,
-		},
-		"kind without its sentinel in the text: whole": {
+		"not found kind: whole": {
 			end:  &engine.End{Cause: engine.CauseFailed, Step: engine.StepReadHead, Kind: engine.KindNotFound, Err: "version 14 of state s is gone"},
 			want: `version 14 of state s is gone`,
 		},
@@ -231,7 +226,7 @@ func TestWhatFailedPlan(t *testing.T) {
 	}{
 		"no configuration": {
 			end: &engine.End{Cause: engine.CauseFailed, Step: engine.StepPlan, Kind: engine.KindInvalid,
-				Err: "no Terraform configuration files in /w/cfg: a plan would destroy every resource of the state; refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet): invalid input"},
+				Err: "no Terraform configuration files in /w/cfg: a plan would destroy every resource of the state; refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet)"},
 			want: "no Terraform configuration files in /w/cfg: a plan would de…",
 		},
 		"missing var file": {
@@ -287,7 +282,7 @@ func TestWhatEndedApply(t *testing.T) {
 		"lease lost":  {engine.StatusFailed, &engine.End{Cause: engine.CauseLeaseLost, Serial: 14}, "lease lost before commit"},
 		"claim":       {engine.StatusRefused, &engine.End{Cause: engine.CauseRefusedClaim, Plan: planA, Err: "conflict"}, "claiming plan " + planA},
 		"failed step": {engine.StatusFailed, &engine.End{Cause: engine.CauseFailed, Step: engine.StepAcquire, Err: "database is locked"}, "acquiring reservations"},
-		"no step":     {engine.StatusFailed, &engine.End{Cause: engine.CauseFailed, Step: engine.StepReadState, Err: "state s: not found", Kind: engine.KindNotFound}, "state s"},
+		"no step":     {engine.StatusFailed, &engine.End{Cause: engine.CauseFailed, Step: engine.StepReadState, Err: "state s does not exist", Kind: engine.KindNotFound}, "state s does not exist"},
 		"legacy":      {engine.StatusFailed, &engine.End{Legacy: "committing: database is locked"}, "committing: database is locked"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -397,7 +392,7 @@ func sampleEnd(c engine.Cause) *engine.End {
 	case engine.CauseBehindHead:
 		return behindEnd()
 	case engine.CauseRefusedClaim:
-		return &engine.End{Cause: c, Plan: planA, Err: "run " + planA + " is applying: conflict", Kind: engine.KindConflict}
+		return &engine.End{Cause: c, Plan: planA, Err: "run " + planA + " is applying", Kind: engine.KindConflict}
 	case engine.CauseInterrupted:
 		return interruptEnd()
 	case engine.CauseTerraformFailed:

@@ -94,7 +94,7 @@ func (a Algorithms) CreateRun(ctx context.Context, r engine.Run) error {
 func (a Algorithms) Commit(ctx context.Context, req engine.CommitRequest) (engine.Version, error) {
 	db := a.DB
 	if req.Merge == nil {
-		return engine.Version{}, fmt.Errorf("committing run %s to state %s: no merge function: %w", req.Run, req.State, engine.ErrInvalid)
+		return engine.Version{}, engine.Errorf(engine.ErrInvalid, "committing run %s to state %s: no merge function", req.Run, req.State)
 	}
 	var out engine.Version
 	err := db.InTx(ctx, func(tx Executor) error {
@@ -127,7 +127,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 			return engine.Version{}, err
 		}
 		if !live {
-			return engine.Version{}, fmt.Errorf("run holds no live reservation on the state: %w", engine.ErrLeaseLost)
+			return engine.Version{}, engine.Errorf(engine.ErrLeaseLost, "run holds no live reservation on the state")
 		}
 	}
 	head, err := tx.GetVersion(ctx, st.Name, st.HeadSerial)
@@ -169,7 +169,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	}
 	if !moved {
 		// Cannot happen under the state lock; refuse rather than fork history.
-		return engine.Version{}, fmt.Errorf("moving head to %d: head moved during the commit: %w", serial, engine.ErrConflict)
+		return engine.Version{}, engine.Errorf(engine.ErrConflict, "moving head to %d: head moved during the commit", serial)
 	}
 	if err := finishCommit(ctx, tx, req.Run, run, res, now); err != nil {
 		return engine.Version{}, err
@@ -187,7 +187,7 @@ func finishCommit(ctx context.Context, tx Executor, id string, run engine.Run, r
 		}
 	}
 	if run.ID != id {
-		return fmt.Errorf("run update changed the run id to %q: %w", run.ID, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "run update changed the run id to %q", run.ID)
 	}
 	if err := CheckRun(run); err != nil {
 		return err
@@ -234,7 +234,7 @@ func (a Algorithms) UpdateRun(ctx context.Context, id string, from []engine.RunS
 			}
 		}
 		if r.ID != id {
-			return fmt.Errorf("the update changed the run id to %q: %w", r.ID, engine.ErrInvalid)
+			return engine.Errorf(engine.ErrInvalid, "the update changed the run id to %q", r.ID)
 		}
 		if err := CheckRun(r); err != nil {
 			return err
@@ -338,7 +338,7 @@ func appendMarkers(ctx context.Context, tx Executor, run string, now time.Time, 
 		}
 		m.At = m.At.UTC()
 		if m.Kind == "" {
-			return fmt.Errorf("marker %d has no kind: %w", m.Seq, engine.ErrInvalid)
+			return engine.Errorf(engine.ErrInvalid, "marker %d has no kind", m.Seq)
 		}
 		out[i] = m
 	}

@@ -166,7 +166,7 @@ func (a Algorithms) Renew(ctx context.Context, run string, lease time.Duration) 
 		return fmt.Errorf("renewing reservations of run %s: %w", run, err)
 	}
 	if renewed == 0 {
-		return fmt.Errorf("renewing reservations of run %s: it holds none: %w", run, engine.ErrLeaseLost)
+		return engine.Errorf(engine.ErrLeaseLost, "renewing reservations of run %s: it holds none", run)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func DecodeRun(body string) (engine.Run, error) {
 		return engine.Run{}, fmt.Errorf("decoding run: %w", err)
 	}
 	if row.V > RowVersion {
-		return engine.Run{}, fmt.Errorf("decoding run %s: row version %d is newer than this binary's %d: upgrade: %w", row.ID, row.V, RowVersion, engine.ErrInvalid)
+		return engine.Run{}, engine.Errorf(engine.ErrInvalid, "decoding run %s: row version %d is newer than this binary's %d: upgrade", row.ID, row.V, RowVersion)
 	}
 	r := engine.Run{
 		ID: row.ID, Kind: row.Kind, State: row.State, Actor: row.Actor, Holder: row.Holder, Status: row.Status,
@@ -151,7 +151,7 @@ func DecodeMarker(body string) (engine.Marker, error) {
 		return engine.Marker{}, fmt.Errorf("decoding marker: %w", err)
 	}
 	if row.V > RowVersion {
-		return engine.Marker{}, fmt.Errorf("decoding marker: row version %d is newer than this binary's %d: upgrade: %w", row.V, RowVersion, engine.ErrInvalid)
+		return engine.Marker{}, engine.Errorf(engine.ErrInvalid, "decoding marker: row version %d is newer than this binary's %d: upgrade", row.V, RowVersion)
 	}
 	m := engine.Marker{
 		Seq: row.Seq, At: row.At, Kind: row.Kind, Other: row.Other, OtherPR: row.OtherPR, Addresses: row.Addresses,

@@ -44,7 +44,7 @@ const DefaultLimit = 50
 func Limit(n int) (int, error) {
 	switch {
 	case n < 0:
-		return 0, fmt.Errorf("page size %d: %w", n, engine.ErrInvalid)
+		return 0, engine.Errorf(engine.ErrInvalid, "page size %d", n)
 	case n == 0:
 		return DefaultLimit, nil
 	}
@@ -103,13 +103,13 @@ func CheckSnapshot(doc []byte, lineage string, serial int64) error {
 	}
 	gotSerial, gotLineage, err := snapshotHead(doc)
 	if err != nil {
-		return fmt.Errorf("checking snapshot of version %d: not a state document: %v: %w", serial, err, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "checking snapshot of version %d: not a state document: %v", serial, err)
 	}
 	if gotSerial != nil && *gotSerial != serial {
-		return fmt.Errorf("checking snapshot of version %d: its serial is %d, want %d: %w", serial, *gotSerial, serial, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "checking snapshot of version %d: its serial is %d, want %d", serial, *gotSerial, serial)
 	}
 	if gotLineage != nil && *gotLineage != lineage {
-		return fmt.Errorf("checking snapshot of version %d: its lineage is %q, want the state's %q: %w", serial, *gotLineage, lineage, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "checking snapshot of version %d: its lineage is %q, want the state's %q", serial, *gotLineage, lineage)
 	}
 	return nil
 }
@@ -158,11 +158,11 @@ func snapshotHead(doc []byte) (serial *int64, lineage *string, err error) {
 func CheckNewState(init engine.NewState) error {
 	switch {
 	case init.Name == "":
-		return fmt.Errorf("state name is empty: %w", engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "state name is empty")
 	case init.Lineage == "":
-		return fmt.Errorf("state %s: lineage is empty: %w", init.Name, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "state %s: lineage is empty", init.Name)
 	case init.Serial < 0:
-		return fmt.Errorf("state %s: serial %d is negative: %w", init.Name, init.Serial, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "state %s: serial %d is negative", init.Name, init.Serial)
 	}
 	return CheckSnapshot(init.Snapshot, init.Lineage, init.Serial)
 }
@@ -172,13 +172,13 @@ func CheckNewState(init engine.NewState) error {
 func CheckRun(r engine.Run) error {
 	switch {
 	case r.ID == "":
-		return fmt.Errorf("run id is empty: %w", engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "run id is empty")
 	case r.Kind != engine.KindPlan && r.Kind != engine.KindApply:
-		return fmt.Errorf("run %s: unknown kind %q: %w", r.ID, r.Kind, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "run %s: unknown kind %q", r.ID, r.Kind)
 	case r.State == "":
-		return fmt.Errorf("run %s: state is empty: %w", r.ID, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "run %s: state is empty", r.ID)
 	case r.Status == "":
-		return fmt.Errorf("run %s: status is empty: %w", r.ID, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "run %s: status is empty", r.ID)
 	}
 	return nil
 }
@@ -221,18 +221,18 @@ func StatusAllowed(r engine.Run, from []engine.RunStatus) error {
 func CheckAcquire(req engine.AcquireRequest) error {
 	switch {
 	case req.State == "":
-		return fmt.Errorf("state is empty: %w", engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "state is empty")
 	case req.Run == "":
-		return fmt.Errorf("run is empty: %w", engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "run is empty")
 	case req.Lease <= 0:
-		return fmt.Errorf("lease %s is not positive: %w", req.Lease, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "lease %s is not positive", req.Lease)
 	}
 	for _, r := range req.Reservations {
 		if r.Address == "" {
-			return fmt.Errorf("reservation with an empty address: %w", engine.ErrInvalid)
+			return engine.Errorf(engine.ErrInvalid, "reservation with an empty address")
 		}
 		if r.Mode != engine.ModeRead && r.Mode != engine.ModeWrite {
-			return fmt.Errorf("reservation of %s: unknown mode %q: %w", r.Address, r.Mode, engine.ErrInvalid)
+			return engine.Errorf(engine.ErrInvalid, "reservation of %s: unknown mode %q", r.Address, r.Mode)
 		}
 	}
 	return nil
@@ -294,7 +294,7 @@ func CommitProvenance(p engine.Provenance, run string, serial int64) (engine.Pro
 		p.CommittedSerial = serial
 	}
 	if p.CommittedSerial != serial {
-		return p, fmt.Errorf("provenance says committed serial %d, but the commit writes %d: %w", p.CommittedSerial, serial, engine.ErrInvalid)
+		return p, engine.Errorf(engine.ErrInvalid, "provenance says committed serial %d, but the commit writes %d", p.CommittedSerial, serial)
 	}
 	if p.Run == "" {
 		p.Run = run
@@ -368,7 +368,7 @@ func ExpireRunLease(r *engine.Run, now time.Time) engine.Marker {
 // while r is in progress, else engine.ErrLeaseLost.
 func RenewRunLease(r *engine.Run, lease time.Duration, now time.Time) error {
 	if !r.InProgress() {
-		return fmt.Errorf("%s run %s is %s, no longer in progress: %w", r.Kind, r.ID, r.Status, engine.ErrLeaseLost)
+		return engine.Errorf(engine.ErrLeaseLost, "%s run %s is %s, no longer in progress", r.Kind, r.ID, r.Status)
 	}
 	r.LeaseUntil = now.Add(lease)
 	return nil
@@ -378,7 +378,7 @@ func RenewRunLease(r *engine.Run, lease time.Duration, now time.Time) error {
 // engine.ErrInvalid.
 func CheckLease(lease time.Duration) error {
 	if lease <= 0 {
-		return fmt.Errorf("lease %s is not positive: %w", lease, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "lease %s is not positive", lease)
 	}
 	return nil
 }

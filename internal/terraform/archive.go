@@ -205,13 +205,13 @@ func locateConfigTree(dir string, log *slog.Logger) (configTree, error) {
 	if fi, err := os.Stat(root); err != nil {
 		return configTree{}, fmt.Errorf("reading configuration dir: %w", err)
 	} else if !fi.IsDir() {
-		return configTree{}, fmt.Errorf("reading configuration dir %s: not a directory: %w", root, engine.ErrInvalid)
+		return configTree{}, engine.Errorf(engine.ErrInvalid, "reading configuration dir %s: not a directory", root)
 	}
 	dirs := moduleDirs(root, log)
 	top := commonDir(dirs)
 	if filepath.Dir(top) == top {
-		return configTree{}, fmt.Errorf("copying configuration %s: its local modules (%s) share no directory but the filesystem root: %w",
-			root, strings.Join(dirs[1:], ", "), engine.ErrInvalid)
+		return configTree{}, engine.Errorf(engine.ErrInvalid, "copying configuration %s: its local modules (%s) share no directory but the filesystem root",
+			root, strings.Join(dirs[1:], ", "))
 	}
 	physTop, err := filepath.EvalSymlinks(top)
 	if err != nil {
@@ -237,8 +237,8 @@ type archiveEntries struct {
 func (es *archiveEntries) add(e archiveEntry, size int64) error {
 	es.total += size
 	if es.total > maxConfigBytes || len(es.entries) >= maxConfigEntries {
-		return fmt.Errorf("copying configuration tree %s: larger than %d MiB or %d entries: %w",
-			es.top, maxConfigBytes>>20, maxConfigEntries, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "copying configuration tree %s: larger than %d MiB or %d entries",
+			es.top, maxConfigBytes>>20, maxConfigEntries)
 	}
 	es.entries = append(es.entries, e)
 	return nil
@@ -284,8 +284,8 @@ func (es *archiveEntries) addTree(t configTree, log *slog.Logger) error {
 				return nil
 			}
 			if !within(physTop, resolved) {
-				return fmt.Errorf("copying configuration: symlink %s points outside the copied tree %s (to %s): %w",
-					p, t.top, resolved, engine.ErrInvalid)
+				return engine.Errorf(engine.ErrInvalid, "copying configuration: symlink %s points outside the copied tree %s (to %s)",
+					p, t.top, resolved)
 			}
 			target, err := filepath.Rel(filepath.Join(physTop, filepath.Dir(rel)), resolved)
 			if err != nil {

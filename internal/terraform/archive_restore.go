@@ -25,7 +25,7 @@ type restoredConfig struct {
 
 // invalidArchive returns an error wrapping engine.ErrInvalid.
 func invalidArchive(format string, args ...any) error {
-	return fmt.Errorf("restoring configuration archive: "+format+": %w", append(args, engine.ErrInvalid)...)
+	return engine.Errorf(engine.ErrInvalid, "restoring configuration archive: "+format, args...)
 }
 
 // restoreConfigArchive extracts a configuration archive into the empty

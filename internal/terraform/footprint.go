@@ -84,7 +84,7 @@ func Footprint(planJSON []byte, opts ExtractOptions) (engine.Footprint, engine.P
 // address does not parse.
 func ExtractFootprint(plan *tfjson.Plan, opts ExtractOptions) (engine.Footprint, error) {
 	if plan == nil {
-		return engine.Footprint{}, fmt.Errorf("extracting footprint: no plan: %w", engine.ErrInvalid)
+		return engine.Footprint{}, engine.Errorf(engine.ErrInvalid, "extracting footprint: no plan")
 	}
 	e := newExtractor(plan, opts)
 	if err := e.run(plan); err != nil {
@@ -313,13 +313,13 @@ func (e *extractor) addResourceChange(rc *tfjson.ResourceChange) error {
 	}
 	addr, err := engine.ParseAddress(rc.Address)
 	if err != nil {
-		return fmt.Errorf("resource change: %w: %w", err, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "resource change: %w", err)
 	}
 	e.write[addr] = true
 	var prev engine.Address
 	if rc.PreviousAddress != "" {
 		if prev, err = engine.ParseAddress(rc.PreviousAddress); err != nil {
-			return fmt.Errorf("resource change %s: previous address: %w: %w", rc.Address, err, engine.ErrInvalid)
+			return engine.Errorf(engine.ErrInvalid, "resource change %s: previous address: %w", rc.Address, err)
 		}
 		e.write[prev] = true
 	}

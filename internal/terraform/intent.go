@@ -34,7 +34,7 @@ const UnknownValue = "(known after apply)"
 // differences) is not intent. Errors wrap engine.ErrInvalid for a nil plan.
 func ExtractIntent(plan *tfjson.Plan) (engine.Intent, error) {
 	if plan == nil {
-		return engine.Intent{}, fmt.Errorf("extracting intent: no plan: %w", engine.ErrInvalid)
+		return engine.Intent{}, engine.Errorf(engine.ErrInvalid, "extracting intent: no plan")
 	}
 	in := engine.Intent{Changes: map[string]engine.IntentChange{}}
 	for _, rc := range plan.ResourceChanges {

@@ -28,7 +28,7 @@ func inspectPlanFile(planFile []byte) (engine.PlanFileInfo, error) {
 	var info engine.PlanFileInfo
 	zr, err := zip.NewReader(bytes.NewReader(planFile), int64(len(planFile)))
 	if err != nil {
-		return info, fmt.Errorf("inspecting plan file: not a zip archive (%v): %w", err, engine.ErrInvalid)
+		return info, engine.Errorf(engine.ErrInvalid, "inspecting plan file: not a zip archive (%v)", err)
 	}
 	b, err := readZipEntry(zr, "tfstate", maxPlanStateBytes)
 	if err != nil {
@@ -41,10 +41,10 @@ func inspectPlanFile(planFile []byte) (engine.PlanFileInfo, error) {
 		TerraformVersion string `json:"terraform_version"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return info, fmt.Errorf("inspecting plan file: tfstate entry is not a state JSON document (%v): %w", err, engine.ErrInvalid)
+		return info, engine.Errorf(engine.ErrInvalid, "inspecting plan file: tfstate entry is not a state JSON document (%v)", err)
 	}
 	if st.Serial == nil || st.Version == 0 {
-		return info, fmt.Errorf("inspecting plan file: tfstate entry has no version or serial: %w", engine.ErrInvalid)
+		return info, engine.Errorf(engine.ErrInvalid, "inspecting plan file: tfstate entry has no version or serial")
 	}
 	return engine.PlanFileInfo{Lineage: st.Lineage, Serial: *st.Serial, TerraformVersion: st.TerraformVersion}, nil
 }
@@ -58,17 +58,17 @@ func readZipEntry(zr *zip.Reader, name string, limit int64) ([]byte, error) {
 		}
 		rc, err := f.Open()
 		if err != nil {
-			return nil, fmt.Errorf("opening %s entry (%v): %w", name, err, engine.ErrInvalid)
+			return nil, engine.Errorf(engine.ErrInvalid, "opening %s entry (%v)", name, err)
 		}
 		defer rc.Close()
 		b, err := io.ReadAll(io.LimitReader(rc, limit+1))
 		if err != nil {
-			return nil, fmt.Errorf("reading %s entry (%v): %w", name, err, engine.ErrInvalid)
+			return nil, engine.Errorf(engine.ErrInvalid, "reading %s entry (%v)", name, err)
 		}
 		if int64(len(b)) > limit {
-			return nil, fmt.Errorf("%s entry is larger than %d MiB: %w", name, limit>>20, engine.ErrInvalid)
+			return nil, engine.Errorf(engine.ErrInvalid, "%s entry is larger than %d MiB", name, limit>>20)
 		}
 		return b, nil
 	}
-	return nil, fmt.Errorf("no %s entry: not a Terraform plan file: %w", name, engine.ErrInvalid)
+	return nil, engine.Errorf(engine.ErrInvalid, "no %s entry: not a Terraform plan file", name)
 }

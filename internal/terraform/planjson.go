@@ -104,7 +104,7 @@ func checkIsPlan(top map[string]json.RawMessage) error {
 }
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("parsing plan JSON: %s: %w", fmt.Sprintf(format, args...), engine.ErrInvalid)
+	return engine.Errorf(engine.ErrInvalid, "parsing plan JSON: %s", fmt.Sprintf(format, args...))
 }
 
 // invalidPlan turns a decoding error into an ErrInvalid that says where.

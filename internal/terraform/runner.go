@@ -94,8 +94,8 @@ type Runner struct {
 // a directory or not executable (ErrNoBinary).
 func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.WorkRoot == "" {
-		return nil, fmt.Errorf("creating terraform runner: RunnerOptions.WorkRoot is empty "+
-			"(it is the parent of the per-run work dirs, e.g. .kl/runs): %w", engine.ErrInvalid)
+		return nil, engine.Errorf(engine.ErrInvalid, "creating terraform runner: RunnerOptions.WorkRoot is empty "+
+			"(it is the parent of the per-run work dirs, e.g. .kl/runs)")
 	}
 	bin, err := resolveBinary(opts.Binary)
 	if err != nil {
@@ -106,7 +106,7 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 		return nil, fmt.Errorf("creating terraform runner: resolving work root %s: %w", opts.WorkRoot, err)
 	}
 	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("creating terraform runner: work root %s is not a directory: %w", root, engine.ErrInvalid)
+		return nil, engine.Errorf(engine.ErrInvalid, "creating terraform runner: work root %s is not a directory", root)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("creating terraform runner: creating work root: %w", err)
@@ -242,7 +242,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 // engine.ErrInvalid.
 func planArchive(req engine.PlanRequest, log *slog.Logger) ([]byte, error) {
 	if (req.Dir == "") == (len(req.Config) == 0) {
-		return nil, fmt.Errorf("set exactly one of Dir and Config: %w", engine.ErrInvalid)
+		return nil, engine.Errorf(engine.ErrInvalid, "set exactly one of Dir and Config")
 	}
 	if req.Dir == "" {
 		return req.Config, nil
@@ -397,7 +397,7 @@ func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (*engine.Ap
 	start := time.Now()
 	res := &engine.ApplyResult{State: req.Snapshot}
 	if len(req.PlanFile) == 0 || len(req.Config) == 0 {
-		return res, fmt.Errorf("PlanFile and Config are required: %w", engine.ErrInvalid)
+		return res, engine.Errorf(engine.ErrInvalid, "PlanFile and Config are required")
 	}
 	w, err := newWorkDir(r.workRoot, req.Run)
 	if err != nil {
@@ -548,10 +548,10 @@ var _ engine.WorkDirRemover = WorkDirs{}
 // the dir is kept, made private, as after any run.
 func (w WorkDirs) RemoveWorkDir(run string) error {
 	if run == "" || run == "." || run == ".." || strings.ContainsAny(run, `/\`) || !filepath.IsLocal(run) {
-		return fmt.Errorf("removing work dir: run id %q is not a plain name: %w", run, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "removing work dir: run id %q is not a plain name", run)
 	}
 	if w.Root == "" {
-		return fmt.Errorf("removing work dir of run %s: no work root: %w", run, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "removing work dir of run %s: no work root", run)
 	}
 	dir := filepath.Join(w.Root, run)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
@@ -580,7 +580,7 @@ func sameVarFiles(requested, archived []string) error {
 		ok = path.Base(archived[i]) == path.Base(varFileEntry(i, requested[i]))
 	}
 	if !ok {
-		return fmt.Errorf("var files %v differ from the configuration archive's %v: %w", requested, archived, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "var files %v differ from the configuration archive's %v", requested, archived)
 	}
 	return nil
 }
@@ -590,7 +590,7 @@ func sameVarFiles(requested, archived []string) error {
 func (w workDir) writePlanLockFile(planFile []byte) error {
 	zr, err := zip.NewReader(bytes.NewReader(planFile), int64(len(planFile)))
 	if err != nil {
-		return fmt.Errorf("reading saved plan: not a zip archive (%v): %w", err, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "reading saved plan: not a zip archive (%v)", err)
 	}
 	for _, f := range zr.File {
 		if f.Name == ".terraform.lock.hcl" {

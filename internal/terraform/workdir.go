@@ -53,7 +53,7 @@ type workDir struct {
 // dir is in the way: engine.ErrConflict, never a shared dir.
 func newWorkDir(workRoot, run string) (workDir, error) {
 	if run == "" || run == "." || run == ".." || strings.ContainsAny(run, `/\`) || !filepath.IsLocal(run) {
-		return workDir{}, fmt.Errorf("creating work dir: run id %q is not a plain name: %w", run, engine.ErrInvalid)
+		return workDir{}, engine.Errorf(engine.ErrInvalid, "creating work dir: run id %q is not a plain name", run)
 	}
 	if err := os.MkdirAll(workRoot, 0o700); err != nil {
 		return workDir{}, fmt.Errorf("creating work root: %w", err)
@@ -61,8 +61,8 @@ func newWorkDir(workRoot, run string) (workDir, error) {
 	dir := filepath.Join(workRoot, run)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return workDir{}, fmt.Errorf("creating work dir %s: it exists (another call for the same run, or a kept work dir): %w",
-				dir, engine.ErrConflict)
+			return workDir{}, engine.Errorf(engine.ErrConflict, "creating work dir %s: it exists (another call for the same run, or a kept work dir)",
+				dir)
 		}
 		return workDir{}, fmt.Errorf("creating work dir: %w", err)
 	}
@@ -151,7 +151,7 @@ func checkConfigDir(dir, shown string) error {
 		return fmt.Errorf("reading configuration dir: %w", err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("reading configuration dir %s: not a directory: %w", dir, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "reading configuration dir %s: not a directory", dir)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -171,9 +171,9 @@ func checkConfigDir(dir, shown string) error {
 		found = fmt.Sprintf("; it has only override or ignored files (%s), which are not a configuration by themselves",
 			strings.Join(others, ", "))
 	}
-	return fmt.Errorf("no Terraform configuration files in %s: a plan would destroy every resource of the state; "+
-		"refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet)%s: %w",
-		shown, found, engine.ErrInvalid)
+	return engine.Errorf(engine.ErrInvalid, "no Terraform configuration files in %s: a plan would destroy every resource of the state; "+
+		"refusing (a destroy-everything plan needs an explicit request, which kl does not offer yet)%s",
+		shown, found)
 }
 
 // restrictWorkDir makes a work dir private: directories 0700, files

@@ -280,11 +280,11 @@ func (s *Store) mapErr(err error) error {
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "23505":
-			return fmt.Errorf("%w: %w", engine.ErrConflict, err)
+			return engine.Errorf(engine.ErrConflict, "%w", err)
 		case "23503":
-			return fmt.Errorf("%w: %w", engine.ErrNotFound, err)
+			return engine.Errorf(engine.ErrNotFound, "%w", err)
 		case "23514", "22021", "22P05":
-			return fmt.Errorf("%w: %w", engine.ErrInvalid, err)
+			return engine.Errorf(engine.ErrInvalid, "%w", err)
 		}
 		return err
 	}

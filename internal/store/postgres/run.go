@@ -45,7 +45,7 @@ func (e executor) SaveRun(ctx context.Context, r engine.Run) error {
 		return fmt.Errorf("writing run %s: %w", r.ID, e.s.mapErr(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("writing run %s: %w", r.ID, engine.ErrNotFound)
+		return engine.Errorf(engine.ErrNotFound, "writing run %s", r.ID)
 	}
 	return nil
 }
@@ -255,7 +255,7 @@ func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error
 // printed. ErrNotFound if the run is unknown; ErrInvalid for an empty name.
 func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) error {
 	if name == "" {
-		return fmt.Errorf("storing artifact of run %s: empty name: %w", run, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "storing artifact of run %s: empty name", run)
 	}
 	if data == nil {
 		data = []byte{}

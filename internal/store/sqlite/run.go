@@ -44,7 +44,7 @@ func (e executor) SaveRun(ctx context.Context, r engine.Run) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("writing run %s: %w", r.ID, e.s.mapErr(err))
 	} else if n == 0 {
-		return fmt.Errorf("writing run %s: %w", r.ID, engine.ErrNotFound)
+		return engine.Errorf(engine.ErrNotFound, "writing run %s", r.ID)
 	}
 	return nil
 }
@@ -235,7 +235,7 @@ func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error
 // printed. ErrNotFound if the run is unknown.
 func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) error {
 	if name == "" {
-		return fmt.Errorf("storing artifact of run %s: empty name: %w", run, engine.ErrInvalid)
+		return engine.Errorf(engine.ErrInvalid, "storing artifact of run %s: empty name", run)
 	}
 	if data == nil {
 		data = []byte{}

@@ -396,9 +396,9 @@ func (s *Store) mapErr(err error) error {
 	}
 	switch code := se.Code(); {
 	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return fmt.Errorf("%w: %w", engine.ErrConflict, err)
+		return engine.Errorf(engine.ErrConflict, "%w", err)
 	case code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-		return fmt.Errorf("%w: %w", engine.ErrNotFound, err)
+		return engine.Errorf(engine.ErrNotFound, "%w", err)
 	case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
 		return fmt.Errorf("%w (busy timeout %s): %w", ErrBusy, s.busyTimeout, err)
 	}

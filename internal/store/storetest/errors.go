@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func testErrors(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				init.Lineage, init.Snapshot = lineageOf("s"), doc
 				_, err := f.s.CreateState(f.ctx, init)
 				if err != nil && !strings.Contains(err.Error(), "another state already has lineage "+lineageOf("s")) {
-					return fmt.Errorf("error %q does not name the lineage: %w", err, engine.ErrInvalid)
+					return engine.Errorf(engine.ErrInvalid, "error %q does not name the lineage", err)
 				}
 				return err
 			}, engine.ErrConflict},
