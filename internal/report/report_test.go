@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -325,5 +326,21 @@ func TestErrorDocument(t *testing.T) {
 `
 	if b.String() != want {
 		t.Errorf("ErrorDocument =\n%s\nwant\n%s", b.String(), want)
+	}
+
+	// An error of a kind says it in "kind", not in its words.
+	b.Reset()
+	if err := ErrorDocument(&b, fmt.Errorf("applying: %w", engine.Errorf(engine.ErrNotFound, "run X does not exist")), 1); err != nil {
+		t.Fatal(err)
+	}
+	want = `{
+  "schema": "kilolock/error/v1",
+  "error": "applying: run X does not exist",
+  "kind": "not-found",
+  "code": 1
+}
+`
+	if b.String() != want {
+		t.Errorf("ErrorDocument of a kind =\n%s\nwant\n%s", b.String(), want)
 	}
 }
