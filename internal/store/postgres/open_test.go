@@ -172,7 +172,7 @@ func embedded(t *testing.T) (fstest.MapFS, int64) {
 		newest = max(newest, v)
 	}
 	// The Go migrations (no file) come with the SQL ones.
-	return out, max(newest, store.TypedEndsVersion)
+	return out, max(newest, store.RunKindsOpenVersion)
 }
 
 // TestFailedMigrationLeavesNothing runs the real schema plus one more
@@ -258,7 +258,7 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 		}
 	}
 	all, _ := embedded(t)
-	want := len(all) + 1 // and the Go migration store.TypedEndsMigration
+	want := len(all) + len(store.GoMigrations(store.Postgres))
 	var applied int
 	if err := raw(t, dsn).QueryRow(t.Context(), `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&applied); err != nil || applied != want {
 		t.Fatalf("migration records = %d, %v; want one per migration: %d", applied, err, want)

@@ -205,12 +205,12 @@ func (s *Store) migrate(ctx context.Context, cc *pgx.ConnConfig, fsys fs.FS) err
 
 // MigrationProvider is the goose provider of the PostgreSQL schema: the
 // SQL migrations in fsys (migrations.Postgres's "postgres" directory) and
-// the Go ones (store.TypedEndsMigration). klbot's readiness check uses it
+// the Go ones (store.GoMigrations). klbot's readiness check uses it
 // too, so both count the same versions.
 func MigrationProvider(db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
 	return goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
-		goose.WithGoMigrations(store.TypedEndsMigration(func(n int) string { return fmt.Sprintf("$%d", n) })))
+		goose.WithGoMigrations(store.GoMigrations(store.Postgres)...))
 }
 
 // runMigrations refuses a schema newer than fsys's newest migration and

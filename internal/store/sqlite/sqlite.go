@@ -319,7 +319,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.db, fsys,
 		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
-		goose.WithGoMigrations(store.TypedEndsMigration(func(int) string { return "?" })))
+		goose.WithGoMigrations(store.GoMigrations(store.SQLite)...))
 	if err != nil {
 		return fmt.Errorf("migrating schema: %w", err)
 	}
