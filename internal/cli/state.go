@@ -105,9 +105,9 @@ func (a *app) stateListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			states, err := e.Store.ListStates(cmd.Context())
+			states, err := e.States(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("listing states: %w", err)
+				return err
 			}
 			return report.States(a.io.Out, states, a.reportOptions())
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/tfstate"
@@ -184,7 +183,8 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 		// The run failed even when Terraform did not: say so to the caller.
 		lost := Errorf(ErrLeaseLost, "the reservations expired before the commit; version %d holds only what the head had not changed since the plan", v.Serial)
 		if d := v.Provenance.Deviation; d != nil && len(d.Lost) > 0 {
-			lost = fmt.Errorf("%w; %s", lost, lostText(d.Lost))
+			lost = fmt.Errorf("%w; the head kept %d of the addresses this apply changed: what it did there is in no version — check the real objects (`kl run show %s` names them)",
+				lost, len(d.Lost), a.run.ID)
 		}
 		if err != nil {
 			lost = fmt.Errorf("%w; %w", lost, err)
@@ -268,32 +268,6 @@ func lostWrites(kept AddressSet, since []Version, held []Reservation) []LostWrit
 		out = append(out, l)
 	}
 	return out
-}
-
-// lostText puts lost writes into words, for a run's reason and the
-// caller's error: "terraform_data.a kept as version 7 (run X) changed it:
-// what this apply did to it is in no version; check the real object, then
-// import or remove it".
-func lostText(lost []LostWrite) string {
-	var parts []string
-	for _, l := range lost {
-		switch {
-		case l.Serial > 0 && l.Run != "":
-			parts = append(parts, fmt.Sprintf("%s (version %d, run %s, changed it while this run's lease had lapsed)", l.Address, l.Serial, l.Run))
-		case l.Serial > 0:
-			parts = append(parts, fmt.Sprintf("%s (version %d changed it while this run's lease had lapsed)", l.Address, l.Serial))
-		case l.Run != "":
-			parts = append(parts, fmt.Sprintf("%s (run %s holds it)", l.Address, l.Run))
-		default:
-			parts = append(parts, string(l.Address))
-		}
-	}
-	what := "it"
-	if len(lost) > 1 {
-		what = "them"
-	}
-	return fmt.Sprintf("the head kept %s: what this apply did to %s is in no version — check the real object, then import or remove it",
-		strings.Join(parts, ", "), what)
 }
 
 // commitSpec says how a commit merges and ends the run.

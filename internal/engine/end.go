@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -216,6 +218,26 @@ type Diagnostic struct {
 	Address  string `json:"address,omitempty"`
 	File     string `json:"file,omitempty"`
 	Line     int    `json:"line,omitempty"`
+}
+
+// String renders Terraform's diagnostic as Terraform's own words with
+// where it is: "summary: detail (address, file:line)".
+func (d Diagnostic) String() string {
+	s := strings.TrimSpace(d.Summary)
+	if det := strings.TrimSpace(d.Detail); det != "" {
+		s += ": " + det
+	}
+	var where []string
+	if d.Address != "" {
+		where = append(where, d.Address)
+	}
+	if d.File != "" {
+		where = append(where, fmt.Sprintf("%s:%d", d.File, d.Line))
+	}
+	if len(where) > 0 {
+		s += " (" + strings.Join(where, ", ") + ")"
+	}
+	return s
 }
 
 // TerraformFailer is implemented by the Terraform adapter's errors for a

@@ -75,8 +75,8 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 		e.closeReplan(ctx, rp.ID, StatusSuperseded, &End{Cause: CauseReplanReverts, Plan: a.plan.ID})
 		sp := a.sp
 		a.abortWith(ctx, StatusRefused, end, StatusStale, func(r *Run) { r.SincePlan = &sp }, m)
-		return fmt.Errorf("applying run %s: %w: re-plan %s against head %d would also change %s, which this plan reads (changed in %s): applying would revert that change; update the configuration with the head and plan again",
-			a.run.ID, ErrBehindHead, rp.ID, st.HeadSerial, abbreviate(cmp.Read, 8), versionsText(facts.Versions))
+		return fmt.Errorf("applying run %s: %w: re-plan %s against head %d would also change %s this plan reads (`kl run show %s` names them): applying would revert newer versions there; update the configuration with the head and plan again",
+			a.run.ID, ErrBehindHead, rp.ID, st.HeadSerial, instances(len(cmp.Read)), a.run.ID)
 	case len(cmp.Write) > 0:
 		facts.Addresses = cmp.Write
 		end := &End{Cause: CauseIntentChanged, Run: rp.ID, Plan: a.plan.ID, Serial: st.HeadSerial, Replan: facts}
@@ -84,8 +84,8 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 			Addresses: instanceAddresses(cmp.Write), End: end, Extra: outsideExtra(cmp.Outside)}
 		sp := a.sp
 		a.abortWith(ctx, StatusRefused, end, StatusSuperseded, func(r *Run) { r.SincePlan = &sp }, m)
-		return fmt.Errorf("applying run %s: %w: re-plan %s against head %d plans something else for %s (plan input changed in %s)%s; review plan %s and apply it",
-			a.run.ID, ErrIntentChanged, rp.ID, st.HeadSerial, abbreviate(cmp.Write, 8), versionsText(facts.Versions), outsideText(cmp.Outside), rp.ID)
+		return fmt.Errorf("applying run %s: %w: re-plan %s against head %d plans something else for %s of the write set; review plan %s (`kl run show %s`) and apply it",
+			a.run.ID, ErrIntentChanged, rp.ID, st.HeadSerial, instances(len(cmp.Write)), rp.ID, rp.ID)
 	}
 	e.closeReplan(ctx, rp.ID, StatusSuperseded, &End{Cause: CauseReplanChecked, Run: a.run.ID, Plan: a.plan.ID})
 	a.facts = append(a.facts, Fact{Kind: FactReplanUnchanged, Run: rp.ID, Serials: facts.Versions, SourceSerial: env.SourceSerial, HeadSerial: st.HeadSerial})
@@ -164,33 +164,12 @@ func outsideExtra(outside []string) map[string]string {
 	return map[string]string{"outside": strings.Join(outside, ",")}
 }
 
-// versionsText names versions in an error: "version 5", "versions 5, 6".
-func versionsText(serials []int64) string {
-	parts := make([]string, len(serials))
-	for i, v := range serials {
-		parts[i] = fmt.Sprint(v)
+// instances counts instances in an error: "1 instance", "3 instances".
+func instances(n int) string {
+	if n == 1 {
+		return "1 instance"
 	}
-	if len(parts) == 1 {
-		return "version " + parts[0]
-	}
-	return "versions " + strings.Join(parts, ", ")
-}
-
-// outsideText says, in an error, what a re-plan changes outside the
-// reviewed footprint ("" when nothing).
-func outsideText(outside []string) string {
-	if len(outside) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; it also changes %d instance(s) outside this plan's footprint (%s), where the configuration differs from the head: not applied", len(outside), abbreviate(outside, 5))
-}
-
-// abbreviate joins up to n items and says how many more there are.
-func abbreviate(items []string, n int) string {
-	if len(items) <= n {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+	return fmt.Sprintf("%d instances", n)
 }
 
 // instanceAddresses maps instance addresses to their resource addresses.

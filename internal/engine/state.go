@@ -129,6 +129,15 @@ func (e *Engine) Pull(ctx context.Context, name string, serial int64) ([]byte, V
 	return doc, v, nil
 }
 
+// States lists every state, by name (`kl state list`).
+func (e *Engine) States(ctx context.Context) ([]State, error) {
+	states, err := e.Store.ListStates(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing states: %w", err)
+	}
+	return states, nil
+}
+
 // State reads one state. Errors: UnknownState's (ErrNotFound naming the
 // command that creates it, or ErrInvalid for a name no state can have), or
 // the store's.

@@ -277,7 +277,7 @@ func terraformDetail(f *engine.TerraformFailure, sep string) string {
 		} else {
 			b.WriteString("; ")
 		}
-		b.WriteString(diagnosticText(d))
+		b.WriteString(d.String())
 	}
 	if len(f.Diagnostics) == 0 && f.Stderr != "" {
 		b.WriteString(sep + f.Stderr)
@@ -286,25 +286,6 @@ func terraformDetail(f *engine.TerraformFailure, sep string) string {
 		b.WriteString(sep + f.Cause)
 	}
 	return b.String()
-}
-
-// diagnosticText renders "summary: detail (address, file:line)".
-func diagnosticText(d engine.Diagnostic) string {
-	s := strings.TrimSpace(d.Summary)
-	if det := strings.TrimSpace(d.Detail); det != "" {
-		s += ": " + det
-	}
-	var where []string
-	if d.Address != "" {
-		where = append(where, d.Address)
-	}
-	if d.File != "" {
-		where = append(where, fmt.Sprintf("%s:%d", d.File, d.Line))
-	}
-	if len(where) > 0 {
-		s += " (" + strings.Join(where, ", ") + ")"
-	}
-	return s
 }
 
 // endGist is the most useful part of an end for a table, at most n runes:

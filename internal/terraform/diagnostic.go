@@ -29,24 +29,8 @@ type Diagnostic struct {
 	Line     int    `json:"line,omitempty"`
 }
 
-// String renders "summary: detail (address, file:line)".
-func (d Diagnostic) String() string {
-	s := strings.TrimSpace(d.Summary)
-	if det := strings.TrimSpace(d.Detail); det != "" {
-		s += ": " + det
-	}
-	var where []string
-	if d.Address != "" {
-		where = append(where, d.Address)
-	}
-	if d.File != "" {
-		where = append(where, d.fileLine())
-	}
-	if len(where) > 0 {
-		s += " (" + strings.Join(where, ", ") + ")"
-	}
-	return s
-}
+// String renders "summary: detail (address, file:line)" (engine.Diagnostic).
+func (d Diagnostic) String() string { return engine.Diagnostic(d).String() }
 
 func (d Diagnostic) fileLine() string { return fmt.Sprintf("%s:%d", d.File, d.Line) }
 
