@@ -378,7 +378,7 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 		// kept, and that this apply's change to it is in no version.
 		d.Lost = lostWrites(d.Kept, spec.since, spec.held)
 	}
-	end := spec.end
+	end := committedEnd(spec.end, serial)
 	if spec.leaseLost {
 		e := *end
 		e.Serial, e.Lost, e.NoChange = serial, d.Lost, len(changed) == 0
@@ -395,6 +395,23 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 		UpdateRun: m.updateRun(serial, end),
 		Markers:   m.markers(head.Serial, serial, len(changed), d, end),
 	}, nil
+}
+
+// committedEnd is end as a commit of version serial stores it: an
+// interruption (alone, or what ended Terraform in a lease-lost commit)
+// names the version that holds what Terraform wrote, so that its words
+// can say it was committed — and an interruption without one says it was
+// not.
+func committedEnd(end *End, serial int64) *End {
+	if end == nil {
+		return nil
+	}
+	e := *end
+	if e.Cause == CauseInterrupted {
+		e.Serial = serial
+	}
+	e.Then = committedEnd(e.Then, serial)
+	return &e
 }
 
 // withDeviation sets the provenance's deviation when the commit was not exact.

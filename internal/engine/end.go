@@ -39,7 +39,8 @@ const (
 	// CauseRefusedClaim: plan Plan could not be claimed for this apply
 	// (another apply claimed it first); Err says what the store said.
 	CauseRefusedClaim Cause = "refused-claim"
-	// CauseInterrupted: cancelled (Ctrl-C, SIGTERM) while Phase.
+	// CauseInterrupted: cancelled (Ctrl-C, SIGTERM) while Phase; Serial is
+	// the version that holds what Terraform wrote (0: nothing committed).
 	CauseInterrupted Cause = "interrupted"
 	// CauseTerraformFailed: a Terraform command failed (Terraform).
 	CauseTerraformFailed Cause = "terraform-failed"

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
 	"github.com/kilolock/kilolock/internal/tfstate"
 )
 
@@ -190,6 +191,10 @@ func TestFakeApply(t *testing.T) {
 				if c := o.h.tf.Calls[len(o.h.tf.Calls)-1]; c.Op != "apply" || c.CtxErr != nil {
 					t.Errorf("last Terraform call %s with ctx error %v; want apply, not yet cancelled", c.Op, c.CtxErr)
 				}
+				r := o.h.run(o.run.ID)
+				if got, want := report.EndText(r.ID, r.End), "interrupted during terraform apply: committed what Terraform wrote"; got != want {
+					t.Errorf("end %+v reads %q, want %q", r.End, got, want)
+				}
 			},
 		},
 		{
@@ -202,6 +207,13 @@ func TestFakeApply(t *testing.T) {
 			wantStatus: engine.StatusInterrupted, wantPlan: engine.StatusPlanned,
 			wantMarkers: []engine.MarkerKind{engine.MarkerReserved, engine.MarkerPreflight, engine.MarkerStalenessPassed,
 				engine.MarkerApplyStarted, engine.MarkerFailed, engine.MarkerReleased},
+			then: func(t *testing.T, o outcome) {
+				// Nothing was committed: the words must not say it was.
+				r := o.h.run(o.run.ID)
+				if got, want := report.EndText(r.ID, r.End), "interrupted during terraform apply before it changed anything: nothing committed"; got != want {
+					t.Errorf("end %+v reads %q, want %q", r.End, got, want)
+				}
+			},
 		},
 		{
 			name: "the commit fails: Terraform's result is kept and recovered",

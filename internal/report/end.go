@@ -50,8 +50,11 @@ func EndText(id string, end *engine.End) string {
 	case engine.CauseRefusedClaim:
 		return fmt.Sprintf("claiming plan %s: %s", end.Plan, end.Err)
 	case engine.CauseInterrupted:
-		if end.Phase == engine.PhaseWaiting {
+		switch {
+		case end.Phase == engine.PhaseWaiting:
 			return "interrupted while waiting for reservations"
+		case end.Serial == 0:
+			return "interrupted during terraform apply before it changed anything: nothing committed"
 		}
 		return "interrupted during terraform apply: committed what Terraform wrote"
 	case engine.CauseTerraformFailed:
@@ -495,6 +498,10 @@ func markerText(m engine.Marker) string {
 		return "superseded: " + m.End.Why
 	case m.Kind == engine.MarkerApplied && m.End.Cause == engine.CauseNothingToApply:
 		return "the plan has no changes: Terraform was not run"
+	case m.Kind == engine.MarkerApplied && m.End.Cause == engine.CauseInterrupted:
+		// Written before the commit: how Terraform stopped; the
+		// committed marker says what was kept.
+		return "interrupted during terraform apply"
 	}
 	return EndText(m.Run, m.End)
 }

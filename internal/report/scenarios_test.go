@@ -267,8 +267,14 @@ func storyRefusedConflict() *engine.RunStory {
 }
 
 // interruptEnd is the end the engine stores for an apply cancelled (Ctrl-C)
-// while Terraform ran.
+// while Terraform ran, once what Terraform wrote is committed as version 13.
 func interruptEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply, Serial: 13}
+}
+
+// stoppedEnd is how Terraform stopped, on the "applied" marker written
+// before the commit.
+func stoppedEnd() *engine.End {
 	return &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply}
 }
 
@@ -293,7 +299,7 @@ func storyInterrupted() *engine.RunStory {
 		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
 		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
-		engine.Marker{Run: applyA, Seq: 5, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), End: interruptEnd()},
+		engine.Marker{Run: applyA, Seq: 5, At: at(624), Kind: engine.MarkerApplied, Count: 2, Addresses: set(web, worker), End: stoppedEnd()},
 		engine.Marker{Run: applyA, Seq: 6, At: at(624.3), Kind: engine.MarkerDeviation, Deviation: drift},
 		engine.Marker{Run: applyA, Seq: 7, At: at(624.3), Kind: engine.MarkerCommitted, Serial: 13, FromSerial: 12, Mode: engine.CommitSnapshotMerge, Count: 2},
 		engine.Marker{Run: applyA, Seq: 8, At: at(624.3), Kind: engine.MarkerFailed, End: interruptEnd()},
