@@ -248,7 +248,7 @@ func applyOutcome(s engine.RunStatus) (outcome runOutcome, conclusion string) {
 // in the sticky comment, both naming the rule and why.
 func (b *Bot) refuse(ctx context.Context, x *applyCtx, r projectRow, no report.BotRefusal) (JobResult, error) {
 	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: x.pr.HeadSHA, ExternalID: externalID(x.a.PR, r.Project),
-		Conclusion: "action_required", Title: "Refused: " + string(no.Rule), Summary: noticeMarkdown(no, report.CheckRunSummaryLimit)}
+		Conclusion: "action_required", Title: no.Title(), Summary: noticeMarkdown(no, report.CheckRunSummaryLimit)}
 	if _, err := b.putCheckRun(ctx, x.c, x.repo, check); err != nil {
 		return "", err
 	}

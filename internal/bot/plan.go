@@ -282,7 +282,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	check := github.CheckRun{Name: PlanCheckName(p.Name), HeadSHA: co.head, ExternalID: externalID(a.PR, p.Name), DetailsURL: ""}
 	if _, err := b.eng.State(ctx, p.State); errors.Is(err, engine.ErrNotFound) {
 		n := report.MissingState{State: p.State, Project: p.Name}
-		check.Conclusion, check.Title, check.Summary = "failure", "State "+p.State+" does not exist", noticeMarkdown(n, 0)
+		check.Conclusion, check.Title, check.Summary = "failure", n.Title(), noticeMarkdown(n, 0)
 		row.Note = note{Kind: noteRefused, Text: n.Note()}
 		b.metrics.run("plan", outcomeRefused)
 		if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
@@ -307,8 +307,8 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 		}
 		log.Warn("plan failed", "err", err)
 		b.metrics.run("plan", outcomeFailed)
-		check.Conclusion, check.Title = "failure", "Plan failed"
 		n := report.PlanFailed{Project: p.Name, State: p.State, Error: err.Error(), CheckRun: PlanCheckName(p.Name)}
+		check.Conclusion, check.Title = "failure", n.Title()
 		check.Summary = noticeMarkdown(n, report.CheckRunSummaryLimit)
 		row.Note = note{Kind: noteFailed, Text: n.Note()}
 		if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
@@ -322,14 +322,14 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
 		return err
 	}
-	check.Summary = report.Truncate(planHeader(p, out)+md.String(), report.CheckRunSummaryLimit)
-	check.Title, check.Conclusion = planTitle(out), "success"
+	check.Summary = report.Truncate(report.PlanHeader(out, applying(p.Name, p))+md.String(), report.CheckRunSummaryLimit)
+	check.Title, check.Conclusion = report.PlanTitle(out), "success"
 	if len(out.Overlaps) > 0 {
 		check.Conclusion = "neutral"
 	}
 	check.DetailsURL = b.runURL(out.Run.ID)
 	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
-		check.Actions = []github.CheckRunAction{{Label: "Apply", Description: "Apply this plan (needs write access)", Identifier: ApplyActionID}}
+		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}
 	}
 	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
 		return err
@@ -337,51 +337,13 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	return b.db.saveProject(ctx, row)
 }
 
-// planTitle is the plan check run's title: changes, reservations, overlaps.
-func planTitle(out *engine.PlanOutcome) string {
-	env := out.Run.Envelope
-	if env == nil {
-		return "Planned"
+// applying is how project p's plan gets applied, for report.
+func applying(project string, p klyaml.Project) report.Applying {
+	a := report.Applying{Project: project, OnMerge: p.ApplyTrigger == klyaml.TriggerMerge, PlanCheck: PlanCheckName(project)}
+	for _, r := range p.ApplyRequirements {
+		a.Requirements = append(a.Requirements, string(r))
 	}
-	s := env.Summary
-	t := fmt.Sprintf("+%d ~%d -%d", s.Add, s.Change, s.Destroy)
-	if s.Replace > 0 {
-		t += fmt.Sprintf(" ±%d", s.Replace)
-	}
-	if s.Empty() {
-		t = "no changes"
-	}
-	if n := len(env.Reservations); n == 1 {
-		t += ", 1 reservation"
-	} else {
-		t += fmt.Sprintf(", %d reservations", n)
-	}
-	if n := len(out.Overlaps); n > 0 {
-		t += fmt.Sprintf(", overlaps %d open plan(s)", n)
-	}
-	return t
-}
-
-// planHeader says how this project's plan gets applied.
-func planHeader(p klyaml.Project, out *engine.PlanOutcome) string {
-	if out.Run.Envelope != nil && out.Run.Envelope.Summary.Empty() {
-		return "> Nothing to apply: the plan changes nothing.\n\n"
-	}
-	if p.ApplyTrigger == klyaml.TriggerMerge {
-		return fmt.Sprintf("> Project `%s` applies when the pull request is merged (`apply_trigger: merge`).\n\n", p.Name)
-	}
-	return fmt.Sprintf("> Apply with the **Apply** button or a comment `/kl apply -p %s` (needs write access%s).\n\n", p.Name, reqWords(p.ApplyRequirements))
-}
-
-func reqWords(rs []klyaml.Requirement) string {
-	if len(rs) == 0 {
-		return ""
-	}
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = string(r)
-	}
-	return "; requires: " + strings.Join(parts, ", ")
+	return a
 }
 
 func codeList(items []string) string {

@@ -1,26 +1,17 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
-	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
 // StickyKey is the key of the one sticky comment per pull request.
 const StickyKey = "pr"
-
-// Markers report.Truncate reads (internal/report/markdown.go): the command
-// named in its "omitted" note, and the end of the summary it always keeps.
-const (
-	mdMore       = "<!-- kilolock:more "
-	mdSummaryEnd = "<!-- kilolock:summary-end -->"
-)
 
 // updateSticky composes the sticky comment from the latest plan and apply
 // of every project of the pull request (so that one project's update never
@@ -41,233 +32,63 @@ func (b *Bot) updateSticky(ctx context.Context, c Client, repo github.Repo, pr i
 	return err
 }
 
-// composeSticky renders the comment: a summary table (one line per
-// project: state, status, committed version, run), then one section per
-// project holding — for an apply — report.Apply of its story (what changed
-// since plan by class with each version's run and PR, why the run was
-// allowed, re-plan and fallback markers, the committed version with serial
-// from → to, commit mode and exact or deviation), and for an open plan the
-// live since-plan; then the versions committed since (live), the bot's
-// note (a refusal by a bot rule, a superseded plan) and a
-// "kl run show RUN" line. Cut to report.CommentLimit keeping the summary.
+// composeSticky reads, for every project of the pull request, its latest
+// apply's story (and, when it committed a version, its plan's live
+// since-plan) or its latest plan (and, while open, its live since-plan),
+// and renders the comment with report.RenderSticky: a summary table, one
+// section per project with the bot's note, cut to report.CommentLimit
+// (less room for the sticky marker) keeping the summary.
 func (b *Bot) composeSticky(ctx context.Context, repo string, pr int, rows []projectRow) (string, error) {
-	var head, body strings.Builder
-	opts := report.Options{Format: report.Markdown, RunURL: b.runURL, HeadingLevel: 5}
-	head.WriteString(mdMore + "the kl apply · PROJECT check runs, or kl run show RUN -->\n")
-	fmt.Fprintf(&head, "### Kilolock · %s#%d\n\n| project | state | status | version | run |\n| --- | --- | --- | --- | --- |\n", repo, pr)
+	s := report.Sticky{Repo: repo, PR: pr}
 	for _, r := range rows {
-		s, err := b.projectSection(ctx, r, opts)
+		p, err := b.stickyProject(ctx, r)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&head, "| `%s` | %s | %s | %s | %s |\n", r.Project, r.State, s.status, s.version, s.run)
-		fmt.Fprintf(&body, "\n#### %s `%s` on %s\n\n%s", s.icon, r.Project, r.State, s.text)
+		s.Projects = append(s.Projects, p)
 	}
-	head.WriteString("\n" + mdSummaryEnd + "\n")
-	return report.Truncate(head.String()+body.String(), report.CommentLimit-200), nil
-}
-
-type section struct {
-	icon, status, version, run, text string
-}
-
-// projectSection renders one project of the sticky comment: its latest
-// apply (applySection) or plan (planSection), the bot's note, and the
-// command that shows its latest run.
-func (b *Bot) projectSection(ctx context.Context, r projectRow, opts report.Options) (section, error) {
-	s := section{icon: "📝", status: "no plan", version: "—", run: "—"}
-	var t strings.Builder
-	id := latestRun(r)
-	if id != "" {
-		s.run = b.runLink(id)
-	}
-	var err error
-	switch {
-	case r.ApplyRun != "":
-		err = b.applySection(ctx, r, opts, &s, &t)
-	case r.PlanRun != "":
-		err = b.planSection(ctx, r, opts, &s, &t)
-	}
-	if err != nil {
-		return s, err
-	}
-	if r.Note.Text != "" {
-		if r.Note.Kind == noteRefused {
-			s.icon = "⛔"
-			if id == "" || r.ApplyRun == "" {
-				s.status = "⛔ refused"
-			}
-		}
-		t.WriteString("\n> " + r.Note.Text + "\n")
-	}
-	if id != "" {
-		fmt.Fprintf(&t, "\n`kl run show %s`", id)
-		if u := b.runURL(id); u != "" {
-			fmt.Fprintf(&t, " · [details](%s)", u)
-		}
-		t.WriteString("\n")
-	}
-	s.text = t.String()
-	return s, nil
-}
-
-// applySection is a project's section after an apply: its status and
-// committed version for the summary table, report.Apply of its story, and
-// the versions committed since (live).
-func (b *Bot) applySection(ctx context.Context, r projectRow, opts report.Options, s *section, t *strings.Builder) error {
-	story, err := b.eng.RunStory(ctx, r.ApplyRun)
-	if err != nil {
-		return err
-	}
-	s.status, s.icon = applyStatus(story.Run.Status)
-	if v := story.Version; v != nil {
-		p := v.Provenance
-		match := "exact"
-		if !p.Exact {
-			match = "deviation"
-		}
-		s.version = fmt.Sprintf("serial %d → %d (%s, %s)", p.SourceSerial, p.CommittedSerial, p.Mode, match)
-	}
-	var md bytes.Buffer
-	if err := report.Apply(&md, story, opts); err != nil {
-		return err
-	}
-	t.WriteString(withoutMarkers(md.String()))
-	if story.Version == nil {
-		return nil
-	}
-	later, err := b.since(ctx, r.PlanRun, story.Version.Serial)
-	if err != nil {
-		return err
-	}
-	t.WriteString(later)
-	return nil
-}
-
-// planSection is a project's section with a plan and no apply: a plan that
-// is no longer open says how it ended (closedPlan); an open one says how
-// to apply it and what was committed since (live since-plan).
-func (b *Bot) planSection(ctx context.Context, r projectRow, opts report.Options, s *section, t *strings.Builder) error {
-	run, err := b.eng.Run(ctx, r.PlanRun)
-	if err != nil {
-		return err
-	}
-	s.status = string(run.Status)
-	if run.Status != engine.StatusPlanned {
-		s.icon = "⏹️"
-		t.WriteString(b.closedPlan(r, run))
-		return nil
-	}
-	env := run.Envelope
-	fmt.Fprintf(t, "Plan %s at `%s` against serial %d: %s. ", b.runLink(run.ID), short(r.HeadSHA),
-		env.SourceSerial, planTitle(&engine.PlanOutcome{Run: run}))
-	if r.Config.ApplyTrigger == klyaml.TriggerMerge {
-		t.WriteString("It applies when the pull request is merged.\n")
-	} else {
-		fmt.Fprintf(t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", r.Project, PlanCheckName(r.Project))
-	}
-	sp, err := b.eng.SincePlan(ctx, run.ID)
-	if err != nil {
-		return err
-	}
-	if len(sp.Entries) == 0 {
-		fmt.Fprintf(t, "\nNo version committed since this plan (serial %d is still the head).\n", env.SourceSerial)
-		return nil
-	}
-	var md bytes.Buffer
-	if err := report.SincePlan(&md, sp, run, opts); err != nil {
-		return err
-	}
-	t.WriteString("\n" + withoutMarkers(md.String()))
-	return nil
-}
-
-// closedPlan is the line of a plan that is no longer open: its status and
-// how it ended (report.EndText).
-func (b *Bot) closedPlan(r projectRow, run engine.Run) string {
-	line := fmt.Sprintf("Plan %s at `%s` is **%s**", b.runLink(run.ID), short(r.HeadSHA), run.Status)
-	if e := report.EndText(run.ID, run.End); e != "" {
-		line += ": " + e
-	}
-	return line + ".\n"
-}
-
-// since lists, live, the versions committed after serial, classified
-// against the plan's footprint (ADR D3, D8: shown by class, never one
-// warning).
-func (b *Bot) since(ctx context.Context, planRun string, serial int64) (string, error) {
-	sp, err := b.eng.SincePlan(ctx, planRun)
-	if err != nil {
+	var md strings.Builder
+	opts := report.Options{Format: report.Markdown, RunURL: b.runURL, MaxMarkdown: report.CommentLimit - 200}
+	if err := report.RenderSticky(&md, s, opts); err != nil {
 		return "", err
 	}
-	var lines []string
-	for _, e := range sp.Entries {
-		if e.Serial <= serial || e.OwnApply {
-			continue
+	return md.String(), nil
+}
+
+// stickyProject is what the sticky comment shows of one project, read
+// from the engine: its apply run's story, else its plan run, and the
+// live since-plan the section lists (an open plan's, or that of an apply
+// that committed a version).
+func (b *Bot) stickyProject(ctx context.Context, r projectRow) (report.StickyProject, error) {
+	p := report.StickyProject{Applying: applying(r.Project, r.Config), State: r.State, HeadSHA: r.HeadSHA,
+		Note: r.Note.Text, Refused: r.Note.Kind == noteRefused}
+	var live string // the plan whose since-plan is shown
+	switch {
+	case r.ApplyRun != "":
+		story, err := b.eng.RunStory(ctx, r.ApplyRun)
+		if err != nil {
+			return p, err
 		}
-		who := "run " + b.runLink(e.Run)
-		if e.PR != nil {
-			who += " (" + prLink(e.PR) + ")"
+		p.Apply = story
+		if story.Version != nil {
+			live = r.PlanRun
 		}
-		l := fmt.Sprintf("- `%s` version %d by %s: %s", classSymbol(e.Class), e.Serial, who, e.Class.Label())
-		if len(e.Addresses) > 0 {
-			l += " — " + codeList(e.Addresses.Strings())
+	case r.PlanRun != "":
+		run, err := b.eng.Run(ctx, r.PlanRun)
+		if err != nil {
+			return p, err
 		}
-		lines = append(lines, l)
-	}
-	if len(lines) == 0 {
-		return "", nil
-	}
-	return fmt.Sprintf("\n###### Committed since this apply (live, serial %d → head %d)\n\n%s\n", serial, sp.HeadSerial, strings.Join(lines, "\n")), nil
-}
-
-func classSymbol(c engine.SincePlanClass) string {
-	switch c {
-	case engine.ClassIndependent:
-		return "="
-	case engine.ClassReadChanged:
-		return "~"
-	}
-	return "!"
-}
-
-func prLink(p *engine.PullRequest) string {
-	if p.URL != "" {
-		return fmt.Sprintf("[%s](%s)", p.String(), p.URL)
-	}
-	return p.String()
-}
-
-func (b *Bot) runLink(id string) string {
-	if u := b.runURL(id); u != "" {
-		return fmt.Sprintf("[`%s`](%s)", id, u)
-	}
-	return "`" + id + "`"
-}
-
-func applyStatus(s engine.RunStatus) (status, icon string) {
-	switch s {
-	case engine.StatusApplied:
-		return "✅ applied", "✅"
-	case engine.StatusRefused:
-		return "⛔ refused", "⛔"
-	case engine.StatusWaiting, engine.StatusApplying:
-		return "⏳ " + string(s), "⏳"
-	}
-	return "❌ " + string(s), "❌"
-}
-
-// withoutMarkers drops a report's layout markers (report.Truncate's): a
-// report nested under a project's heading (rendered at HeadingLevel 5)
-// leaves them to the comment, which has its own.
-func withoutMarkers(md string) string {
-	var out strings.Builder
-	for _, l := range strings.SplitAfter(md, "\n") {
-		if !strings.HasPrefix(l, "<!-- kilolock:") {
-			out.WriteString(l)
+		p.Plan = &run
+		if run.Status == engine.StatusPlanned {
+			live = run.ID
 		}
 	}
-	return out.String()
+	if live == "" {
+		return p, nil
+	}
+	sp, err := b.eng.SincePlan(ctx, live)
+	p.SincePlan = sp
+	return p, err
 }
 
 // refresh is the refresh job (RefreshArgs): re-render the sticky comment.

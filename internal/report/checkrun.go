@@ -1,0 +1,83 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// klbot's check-run words that are not a view: titles (GitHub shows them
+// next to the check run's name), the plan check run's header, and its
+// Apply button.
+
+// Applying is how a project's plan gets applied, as kl.yaml says: the
+// words of PlanHeader and of the open plan in the sticky comment.
+type Applying struct {
+	Project      string
+	OnMerge      bool     // apply_trigger: merge; else a "/kl apply" comment or the Apply button
+	Requirements []string // apply_requirements, in kl.yaml's order ("approved", "mergeable")
+	PlanCheck    string   // the check run holding the plan's Apply button ("kl plan · PROJECT")
+}
+
+// The Apply button of a plan check run (shared/GITHUB.md: a check-run
+// action's label is at most 20 characters, its description 40).
+const (
+	ApplyButtonLabel       = "Apply"
+	ApplyButtonDescription = "Apply this plan (needs write access)"
+)
+
+// PlanTitle is the title of a `kl plan · P` check run: the plan's changes
+// ("+1 ~0 -0", "±N" when it replaces, or "no changes"), its reservations
+// and the open plans it overlaps — "+1 ~2 -0 ±1, 3 reservations, overlaps
+// 2 open plan(s)"; "Planned" without an envelope.
+func PlanTitle(out *engine.PlanOutcome) string {
+	env := out.Run.Envelope
+	if env == nil {
+		return "Planned"
+	}
+	s := env.Summary
+	t := fmt.Sprintf("+%d ~%d -%d", s.Add, s.Change, s.Destroy)
+	if s.Replace > 0 {
+		t += fmt.Sprintf(" ±%d", s.Replace)
+	}
+	if s.Empty() {
+		t = "no changes"
+	}
+	if n := len(env.Reservations); n == 1 {
+		t += ", 1 reservation"
+	} else {
+		t += fmt.Sprintf(", %d reservations", n)
+	}
+	if n := len(out.Overlaps); n > 0 {
+		t += fmt.Sprintf(", overlaps %d open plan(s)", n)
+	}
+	return t
+}
+
+// PlanHeader is the quote that opens a `kl plan · P` check run's summary,
+// above the plan's view: how the plan gets applied (a merge, or the Apply
+// button or a comment, with the project's requirements), or that there is
+// nothing to apply.
+func PlanHeader(out *engine.PlanOutcome, a Applying) string {
+	if out.Run.Envelope != nil && out.Run.Envelope.Summary.Empty() {
+		return "> Nothing to apply: the plan changes nothing.\n\n"
+	}
+	if a.OnMerge {
+		return fmt.Sprintf("> Project `%s` applies when the pull request is merged (`apply_trigger: merge`).\n\n", a.Project)
+	}
+	requires := ""
+	if len(a.Requirements) > 0 {
+		requires = "; requires: " + strings.Join(a.Requirements, ", ")
+	}
+	return fmt.Sprintf("> Apply with the **Apply** button or a comment `/kl apply -p %s` (needs write access%s).\n\n", a.Project, requires)
+}
+
+// Title is the refusal's `kl apply · P` check-run title: "Refused: RULE".
+func (r BotRefusal) Title() string { return "Refused: " + string(r.Rule) }
+
+// Title is MissingState's `kl plan · P` check-run title.
+func (n MissingState) Title() string { return "State " + n.State + " does not exist" }
+
+// Title is PlanFailed's `kl plan · P` check-run title.
+func (n PlanFailed) Title() string { return "Plan failed" }
