@@ -183,7 +183,7 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 		// The run failed even when Terraform did not: say so to the caller.
 		lost := Errorf(ErrLeaseLost, "the reservations expired before the commit; version %d holds only what the head had not changed since the plan", v.Serial)
 		if d := v.Provenance.Deviation; d != nil && len(d.Lost) > 0 {
-			lost = fmt.Errorf("%w; the head kept %d of the addresses this apply changed: what it did there is in no version — check the real objects (`kl run show %s` names them)",
+			lost = fmt.Errorf("%w; the head kept %d of the addresses this apply changed: what it did there is in no version — check the real objects, then import or remove it (`kl run show %s` names them)",
 				lost, len(d.Lost), a.run.ID)
 		}
 		if err != nil {
