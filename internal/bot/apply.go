@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -291,8 +290,8 @@ func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (JobRe
 			}
 			continue
 		}
-		reason := fmt.Sprintf("%s#%d was closed without applying it", x.a.Repo, x.a.PR)
-		if err := b.eng.Supersede(ctx, r.PlanRun, reason); err != nil && !isStatusErr(err) {
+		pr := &engine.PullRequest{Repo: x.a.Repo, Number: x.a.PR}
+		if err := b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByClosedPR, pr, ""); err != nil && !isStatusErr(err) {
 			return "", err
 		}
 		r.Note = note{Kind: noteSuperseded, Text: report.ClosedUnapplied{PlanRun: r.PlanRun, Merged: x.pr.Merged}.Note()}

@@ -250,8 +250,8 @@ func (b *Bot) supersedeOld(ctx context.Context, rows []projectRow, co *checkout,
 			continue
 		}
 		if r.PlanRun != "" && r.ApplyRun == "" {
-			reason := fmt.Sprintf("superseded by a newer plan of %s#%d at %s", r.Repo, r.PR, short(co.head))
-			if err := b.eng.Supersede(ctx, r.PlanRun, reason); err != nil && !isStatusErr(err) {
+			pr := &engine.PullRequest{Repo: r.Repo, Number: r.PR}
+			if err := b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByNewerPlan, pr, co.head); err != nil && !isStatusErr(err) {
 				return err
 			}
 		}

@@ -77,9 +77,10 @@ const (
 	// renewing (lease end LeaseEnd) after it reserved; Recoverable: its
 	// Terraform had started.
 	CauseApplyLeaseExpired Cause = "apply-lease-expired"
-	// CauseSuperseded: something newer replaced the plan (klbot: a newer
-	// push, a change that no longer touches its project); Why in the
-	// caller's words.
+	// CauseSuperseded: something replaced the plan: Superseded says what
+	// (a newer plan of pull request PR at commit Commit, or PR closed
+	// without applying it); Why is the caller's own words, when it gave
+	// some instead.
 	CauseSuperseded Cause = "superseded"
 	// CauseDiscarded: By closed it with `kl run discard`, saying Why.
 	CauseDiscarded Cause = "discarded"
@@ -89,6 +90,18 @@ const (
 	// CauseReplanReverts: a re-plan that would revert newer versions'
 	// changes to what plan Plan reads: not applicable.
 	CauseReplanReverts Cause = "replan-reverts"
+)
+
+// SupersedeReason is what superseded an open plan (End.Superseded).
+type SupersedeReason string
+
+// Supersede reasons (klbot's).
+const (
+	// SupersededByNewerPlan: a newer plan of the plan's pull request, at
+	// commit End.Commit, replaced it.
+	SupersededByNewerPlan SupersedeReason = "newer-plan"
+	// SupersededByClosedPR: its pull request was closed without applying it.
+	SupersededByClosedPR SupersedeReason = "pr-closed"
 )
 
 // Phase is what a run was doing when it was interrupted or its lease ran out.
@@ -182,9 +195,13 @@ type End struct {
 	// Then is a second end that happened too: how Terraform ended in a
 	// lease-lost commit; what ended the apply of a plan (CauseApplyEnded).
 	Then *End `json:"then,omitempty"`
-	// Discards and supersedes: who, and why in their words.
-	By  string `json:"by,omitempty"`
-	Why string `json:"why,omitempty"`
+	// Discards and supersedes: who, and why in their words; what
+	// superseded a plan, and the pull request and commit it names.
+	By         string          `json:"by,omitempty"`
+	Why        string          `json:"why,omitempty"`
+	Superseded SupersedeReason `json:"superseded,omitempty"`
+	PR         *PullRequest    `json:"pr,omitempty"`
+	Commit     string          `json:"commit,omitempty"`
 	// Legacy is the reason text of a run stored before ends were typed.
 	Legacy string `json:"legacy,omitempty"`
 }

@@ -139,7 +139,7 @@ func TestDeadHolderRunsExpire(t *testing.T) {
 	if out := h.apply(applyPlan.ID); out.Run.Status != engine.StatusApplied {
 		t.Errorf("apply of a plan stuck applying = %s", out.Run.Status)
 	}
-	if err := h.eng.Supersede(h.ctx, discardPlan.ID, "discarded"); err != nil {
+	if err := h.eng.Supersede(h.ctx, discardPlan.ID, engine.SupersededByClosedPR, &engine.PullRequest{Repo: "acme/infra", Number: 1}, ""); err != nil {
 		t.Errorf("Supersede of a plan stuck applying: %v", err)
 	}
 }

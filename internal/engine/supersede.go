@@ -7,14 +7,14 @@ import (
 )
 
 // Supersede closes an open plan run that can no longer be applied because
-// something newer replaced it — a newer push to its pull request, or a
-// change that no longer touches its project (klbot). The run's status
-// becomes superseded with reason, and a "failed" marker records why. A plan
-// that is not open (planned) is left as it is and reported with a
-// *StatusError, so a plan being applied is never pulled from under its
-// apply.
-func (e *Engine) Supersede(ctx context.Context, planRun, reason string) error {
-	return e.closePlan(ctx, planRun, &End{Cause: CauseSuperseded, Why: reason})
+// something replaced it (klbot): a newer plan of its pull request pr at
+// commit (SupersededByNewerPlan), or pr closed without applying it
+// (SupersededByClosedPR). The run's status becomes superseded with that
+// end, and a "failed" marker records it. A plan that is not open (planned)
+// is left as it is and reported with a *StatusError, so a plan being
+// applied is never pulled from under its apply.
+func (e *Engine) Supersede(ctx context.Context, planRun string, why SupersedeReason, pr *PullRequest, commit string) error {
+	return e.closePlan(ctx, planRun, &End{Cause: CauseSuperseded, Superseded: why, PR: pr, Commit: commit})
 }
 
 // Discard closes an open plan run that an operator will not apply (`kl run

@@ -87,7 +87,7 @@ func planEndText(end *engine.End) string {
 		}
 		return s + ": Terraform may have changed infrastructure; re-plan"
 	case engine.CauseSuperseded:
-		return orWords(end.Why, "something newer replaced it")
+		return supersededText(end)
 	case engine.CauseDiscarded:
 		return discardWords(end)
 	case engine.CauseReplanChecked:
@@ -96,6 +96,19 @@ func planEndText(end *engine.End) string {
 		return "not applicable: it would revert changes of newer versions to what plan " + end.Plan + " reads"
 	}
 	return string(end.Cause)
+}
+
+// supersededText says what superseded a plan: "superseded by a newer plan
+// of acme/infra#42 at 0123abc", "acme/infra#42 was closed without applying
+// it", or the caller's own words.
+func supersededText(end *engine.End) string {
+	switch end.Superseded {
+	case engine.SupersededByNewerPlan:
+		return fmt.Sprintf("superseded by a newer plan of %s at %s", end.PR, shortSHA(end.Commit))
+	case engine.SupersededByClosedPR:
+		return fmt.Sprintf("%s was closed without applying it", end.PR)
+	}
+	return orWords(end.Why, "something newer replaced it")
 }
 
 // discardWords: "discarded by ACTOR[: WHY]".
@@ -495,7 +508,7 @@ func markerText(m engine.Marker) string {
 	}
 	switch {
 	case m.Kind == engine.MarkerFailed && m.End.Cause == engine.CauseSuperseded:
-		return "superseded: " + m.End.Why
+		return "superseded: " + supersededText(m.End)
 	case m.Kind == engine.MarkerApplied && m.End.Cause == engine.CauseNothingToApply:
 		return "the plan has no changes: Terraform was not run"
 	case m.Kind == engine.MarkerApplied && m.End.Cause == engine.CauseInterrupted:
