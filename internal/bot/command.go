@@ -103,14 +103,3 @@ func parseWords(w []string) Command {
 	}
 	return fail("unknown command %q", name)
 }
-
-// HelpText is the reply to "/kl help" and to anything that does not parse.
-const HelpText = "**klbot commands** (one per comment, on a line of its own):\n\n" +
-	"| command | what it does |\n| --- | --- |\n" +
-	"| `/kl plan [-p PROJECT]` | plan the projects this pull request touches (or PROJECT) at its head commit |\n" +
-	"| `/kl apply [-p PROJECT]` | apply the open plan of every project (or PROJECT) of this pull request |\n" +
-	"| `/kl why [RUN]` | why a run was allowed, waited or refused (default: this pull request's latest runs) |\n" +
-	"| `/kl history [-p PROJECT]` | the recent versions of the project's state, with the run behind each |\n" +
-	"| `/kl help` | this text |\n\n" +
-	"Planning and applying need write permission on the repository; an apply needs the plan of the pull request's current head commit " +
-	"and the requirements the project sets in kl.yaml (`apply_requirements`). Words are taken literally: no quoting, no shell.\n"

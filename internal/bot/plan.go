@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -344,14 +343,6 @@ func applying(project string, p klyaml.Project) report.Applying {
 		a.Requirements = append(a.Requirements, string(r))
 	}
 	return a
-}
-
-func codeList(items []string) string {
-	out := make([]string, len(items))
-	for i, s := range items {
-		out[i] = "`" + s + "`"
-	}
-	return strings.Join(out, ", ")
 }
 
 // short abbreviates a commit SHA to 7 characters.

@@ -57,14 +57,6 @@ func (b *Bot) replyNotice(ctx context.Context, c Client, repo github.Repo, j Job
 	return b.reply(ctx, c, repo, j, noticeMarkdown(n, 0))
 }
 
-// codeListOr is codeList, or none when items is empty.
-func codeListOr(items []string, none string) string {
-	if len(items) == 0 {
-		return none
-	}
-	return codeList(items)
-}
-
 // noticeMarkdown renders a notice of the bot's (report.Notice), cut to
 // limit bytes by report.Truncate when limit > 0.
 func noticeMarkdown(n report.BotNotice, limit int) string {
@@ -91,10 +83,7 @@ func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 	case CmdHistory:
 		body, err = b.history(ctx, a)
 	default:
-		body = HelpText
-		if a.Command.Err != "" {
-			body = fmt.Sprintf("⚠️ Not a klbot command: %s.\n\n%s", a.Command.Err, HelpText)
-		}
+		body = noticeMarkdown(report.Help{Problem: a.Command.Err}, 0)
 	}
 	if err != nil {
 		return err
@@ -110,7 +99,7 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 	if a.Command.Run != "" {
 		r, err := b.eng.Run(ctx, a.Command.Run)
 		if errors.Is(err, engine.ErrNotFound) || (err == nil && (r.PR == nil || r.PR.Repo != a.Repo)) {
-			return fmt.Sprintf("Run `%s` is not a run of %s.\n", a.Command.Run, a.Repo), nil
+			return noticeMarkdown(report.NotThisRepo{Run: a.Command.Run, Repo: a.Repo}, 0), nil
 		}
 		if err != nil {
 			return "", err
@@ -128,7 +117,7 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 		}
 	}
 	if len(ids) == 0 {
-		return "This pull request has no Kilolock run yet: push a change to a project, or comment `/kl plan`.\n", nil
+		return noticeMarkdown(report.NoRunYet{}, 0), nil
 	}
 	var out bytes.Buffer
 	for _, id := range ids {
@@ -158,10 +147,7 @@ func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
 		}
 	}
 	if len(states) == 0 {
-		if a.Command.Project != "" {
-			return fmt.Sprintf("This pull request has no project %q (its projects: %s).\n", a.Command.Project, codeListOr(projectNames(rows), "none yet")), nil
-		}
-		return "This pull request has no project yet: push a change to a project, or comment `/kl plan`.\n", nil
+		return noticeMarkdown(report.NoProjectHere{Project: a.Command.Project, Projects: projectNames(rows)}, 0), nil
 	}
 	var out bytes.Buffer
 	for _, st := range states {

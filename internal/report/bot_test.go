@@ -59,6 +59,12 @@ func botNotices() map[string]BotNotice {
 		"missing-state": MissingState{State: "acme/infra", Project: "infra"},
 		"plan-failed": PlanFailed{Project: "infra", State: "acme/infra", CheckRun: "kl plan · infra",
 			Error: "terraform plan: exit status 1: Error: Unsupported block type\n```\nsneaky fence"},
+		"help":               Help{},
+		"help-not-a-command": Help{Problem: `unknown command "aply"`},
+		"why-not-this-repo":  NotThisRepo{Run: planA, Repo: "acme/infra"},
+		"why-no-run-yet":     NoRunYet{},
+		"history-no-project": NoProjectHere{Project: "web", Projects: []string{"infra", "dns"}},
+		"history-none-yet":   NoProjectHere{},
 	}
 }
 
