@@ -13,6 +13,21 @@ import (
 	"github.com/kilolock/kilolock/internal/store/storetest"
 )
 
+// storeWithState opens a store in a new file with one state "s" (the
+// caller closes it, to reach the file itself), and returns its path.
+func storeWithState(t *testing.T) (*sqlite.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kl.db")
+	s, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateState(t.Context(), storetest.NewState("s")); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
 // TestLegacyRowsMigrate: a store written by kl before typed ends (runs.body
 // and markers.body the JSON of engine.Run/Marker with the end in English)
 // is rewritten by migration 4 as row version 2 — a reason it can tell
@@ -21,14 +36,7 @@ import (
 func TestLegacyRowsMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "kl.db")
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateState(ctx, storetest.NewState("s")); err != nil {
-		t.Fatal(err)
-	}
+	s, path := storeWithState(t)
 	now := time.Date(2026, 11, 1, 2, 3, 4, 0, time.UTC)
 	for _, r := range []engine.Run{
 		{ID: "01DISCARDED", Kind: engine.KindPlan, State: "s", Actor: "erin", Status: engine.StatusSuperseded, CreatedAt: now, UpdatedAt: now},
@@ -151,14 +159,7 @@ func TestLegacyRowsMigrate(t *testing.T) {
 func TestRunKindsOpen(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "kl.db")
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CreateState(ctx, storetest.NewState("s")); err != nil {
-		t.Fatal(err)
-	}
+	s, path := storeWithState(t)
 	s.Close()
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
