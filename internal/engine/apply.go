@@ -238,6 +238,8 @@ type applier struct {
 	ka    *keepAlive // renews the run's lease and, once held, its reservations
 	facts []Fact
 	sp    SincePlan
+	// started: the run recorded "apply-started"; Terraform may have run.
+	started bool
 }
 
 func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
@@ -385,6 +387,11 @@ func (a *applier) abortWith(ctx context.Context, status RunStatus, end *End, pla
 	defer cancel()
 	if ctx.Err() != nil && status != StatusRefused {
 		status = StatusInterrupted
+		phase := PhaseApplying
+		if a.started {
+			phase = PhaseTerraformApply
+		}
+		end = interruptedEnd(end, phase)
 	}
 	markers = append(markers, Marker{Kind: MarkerFailed, End: end})
 	// Only a run still in progress: one the lease sweep ended stays

@@ -88,6 +88,7 @@ func (a *applier) runTerraform(ctx context.Context, base []byte) (res *ApplyResu
 		return nil, nil, a.fail(ctx, StatusPlanned, Failed(StepRecordApplyStart, err),
 			fmt.Errorf("recording the start of terraform apply for run %s: %w", a.run.ID, err))
 	}
+	a.started = true
 	res, applyErr = a.e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base,
 		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx)})
 	return res, applyErr, nil
@@ -101,7 +102,12 @@ func terraformEnd(ctx context.Context, applyErr error) *End {
 	case applyErr == nil:
 		return nil
 	case errors.Is(applyErr, context.Canceled) || ctx.Err() != nil:
-		return &End{Cause: CauseInterrupted, Phase: PhaseTerraformApply}
+		e := &End{Cause: CauseInterrupted, Phase: PhaseTerraformApply}
+		var tf TerraformFailer
+		if errors.As(applyErr, &tf) {
+			e.Terraform = tf.TerraformFailure() // which command it stopped in
+		}
+		return e
 	}
 	return Failed("", applyErr)
 }
@@ -456,6 +462,12 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 				return Errorf(ErrConflict, "run %s is %s again", r.ID, r.Status)
 			}
 			r.CommittedSerial = serial
+			if r.End != nil && r.End.Recoverable {
+				// Recovered: `kl run recover` is no longer the next step.
+				e := *r.End
+				e.Recoverable = false
+				r.End = &e
+			}
 			return nil
 		}
 		r.Status = m.spec.status

@@ -306,6 +306,16 @@ func Failed(step Step, err error) *End {
 	return e
 }
 
+// interruptedEnd is the end of a run cancelled (Ctrl-C, SIGTERM) while
+// phase, whose failure end (the cancelled step, or Terraform stopped) is
+// kept as Then — an end that says the interruption already stays.
+func interruptedEnd(end *End, phase Phase) *End {
+	if end.Is(CauseInterrupted) {
+		return end
+	}
+	return &End{Cause: CauseInterrupted, Phase: phase, Then: end}
+}
+
 // with sets the step's object on e: a serial, an artifact or a run.
 func (e *End) withSerial(s int64) *End    { e.Serial = s; return e }
 func (e *End) withArtifact(a string) *End { e.Artifact = a; return e }

@@ -646,6 +646,9 @@ func TestFakePlan(t *testing.T) {
 				t.Fatalf("%d plan runs, want 1", len(plans))
 			}
 			r := plans[0]
+			if interrupted := r.Status == engine.StatusInterrupted; interrupted != (r.End.Is(engine.CauseInterrupted) && r.End.Phase == engine.PhasePlanning) {
+				t.Errorf("plan run %s with end %+v; an interrupted plan's end says it was interrupted while planning, and only its", r.Status, r.End)
+			}
 			if r.Status != tt.wantStatus || r.FinishedAt == nil || r.Envelope != nil {
 				t.Errorf("plan run = %s (finished %v, envelope %v), want %s, finished, no envelope", r.Status, r.FinishedAt, r.Envelope != nil, tt.wantStatus)
 			}

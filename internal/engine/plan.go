@@ -211,7 +211,7 @@ func (e *Engine) failRun(ctx context.Context, id string, end *End) {
 	defer cancel()
 	status := StatusFailed
 	if ctx.Err() != nil {
-		status = StatusInterrupted
+		status, end = StatusInterrupted, interruptedEnd(end, PhasePlanning)
 	}
 	_, err := e.Store.UpdateRun(bctx, id, inProgress, func(r *Run) error {
 		r.Status = status

@@ -55,8 +55,9 @@ type Recoverable struct {
 // holds a reservation on it — elsewhere the head is kept and the deviation
 // says so. The version is partial, with a "deviation" marker and a
 // "recovered" marker naming the artifact and what was kept. The run keeps
-// its status and reason and gains CommittedSerial; its plan is (or stays)
-// failed, its reason naming the version.
+// its status and end, no longer recoverable (End.Recoverable false: `kl run
+// recover` is not the next step any more), and gains CommittedSerial; its
+// plan is (or stays) failed, its end naming the version.
 //
 // A run commits at most once: the commit re-checks CommittedSerial inside
 // the store transaction, so of two recoveries (or a recovery and the
@@ -85,6 +86,10 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	}
 	lo, err := e.leftover(ctx, run, plan)
 	if errors.Is(err, ErrNotFound) {
+		if e.neverReserved(ctx, id) {
+			return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
+				"it stopped before it held its reservations, so Terraform never ran: nothing to recover; its plan %s is as it was", run.PlanRun)}
+		}
 		return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
 			"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, then re-plan",
 			id, ArtifactApplyResult, ArtifactApplyCheckpoint)}
@@ -136,6 +141,22 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// neverReserved reports whether apply run id stopped before it held its
+// reservations (no "reserved" and no "apply-started" marker): Terraform
+// never ran for it. A failure to read its markers says false.
+func (e *Engine) neverReserved(ctx context.Context, id string) bool {
+	ms, err := e.Store.Markers(ctx, id)
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if m.Kind == MarkerReserved || m.Kind == MarkerApplyStarted {
+			return false
+		}
+	}
+	return true
 }
 
 // removeWorkDir removes the work dir of recovered run id: what its killed

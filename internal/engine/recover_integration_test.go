@@ -206,8 +206,8 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("head holds d, which Terraform never created")
 	}
 	if r := out.Run; r.Status != engine.StatusLeaseExpired || r.CommittedSerial != v.Serial || !r.End.Is(engine.CauseLeaseExpired) ||
-		r.End.Holder != deadHolder || !r.End.Recoverable {
-		t.Fatalf("recovered run = %s, committed %d, end %+v; want lease-expired, committed %d, its end kept", r.Status, r.CommittedSerial, r.End, v.Serial)
+		r.End.Holder != deadHolder || r.End.Recoverable {
+		t.Fatalf("recovered run = %s, committed %d, end %+v; want lease-expired, committed %d, its end kept but no longer recoverable", r.Status, r.CommittedSerial, r.End, v.Serial)
 	}
 	if pl := h.run(plan.ID); pl.Status != engine.StatusFailed || !pl.End.Is(engine.CauseApplyRecovered) || pl.End.Run != killed.ID || pl.End.Serial != v.Serial {
 		t.Fatalf("plan after recovery = %s, end %+v; want failed: apply run %s recovered as version %d", pl.Status, pl.End, killed.ID, v.Serial)

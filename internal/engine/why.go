@@ -180,7 +180,7 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 // itself: Terraform or Kilolock failed while planning, or its lease ran out
 // (its holder died or stalled) before it finished.
 func ClosedPlan(r Run) bool {
-	return r.Kind == KindPlan && r.ApplyRun == "" && (r.Status == StatusFailed || r.Status == StatusLeaseExpired)
+	return r.Kind == KindPlan && r.ApplyRun == "" && (r.Status == StatusFailed || r.Status == StatusLeaseExpired || r.Status == StatusInterrupted)
 }
 
 // noEnvelopeWords says why plan run r has no envelope: "plan run X never

@@ -50,13 +50,7 @@ func EndText(id string, end *engine.End) string {
 	case engine.CauseRefusedClaim:
 		return fmt.Sprintf("claiming plan %s: %s", end.Plan, end.Err)
 	case engine.CauseInterrupted:
-		switch {
-		case end.Phase == engine.PhaseWaiting:
-			return "interrupted while waiting for reservations"
-		case end.Serial == 0:
-			return "interrupted during terraform apply before it changed anything: nothing committed"
-		}
-		return "interrupted during terraform apply: committed what Terraform wrote"
+		return interruptedText(end)
 	case engine.CauseTerraformFailed:
 		return terraformText(end.Terraform)
 	case engine.CauseFailed:
@@ -109,6 +103,50 @@ func supersededText(end *engine.End) string {
 		return fmt.Sprintf("%s was closed without applying it", end.PR)
 	}
 	return orWords(end.Why, "something newer replaced it")
+}
+
+// interruptedText says where a run was cancelled and what became of it:
+// while waiting or planning (nothing applied), before Terraform ran, or
+// during a Terraform command — then whether a version holds what it
+// wrote (End.Serial) — with the step it stopped in, when there was one.
+func interruptedText(end *engine.End) string {
+	detail := interruptedDetail(end.Then)
+	switch end.Phase {
+	case engine.PhaseWaiting:
+		return "interrupted while waiting for reservations"
+	case engine.PhasePlanning:
+		return "interrupted while planning" + detail
+	case engine.PhaseApplying:
+		return "interrupted before Terraform ran: nothing applied, nothing committed" + detail
+	}
+	command := "apply"
+	if end.Terraform != nil && end.Terraform.Command != "" {
+		command = end.Terraform.Command
+	}
+	switch {
+	case end.Serial > 0:
+		return "interrupted during terraform " + command + ": committed what Terraform wrote"
+	case end.Then != nil:
+		return "interrupted during terraform " + command + ": nothing committed" + detail
+	}
+	return "interrupted during terraform " + command + " before it changed anything: nothing committed"
+}
+
+// interruptedDetail names what an interrupted run was doing, from the
+// failure the cancellation caused: " (terraform init)", " (storing
+// plan.tfplan)"; "" when it says nothing more.
+func interruptedDetail(then *engine.End) string {
+	switch {
+	case then == nil:
+		return ""
+	case then.Terraform != nil && then.Terraform.Command != "":
+		return " (terraform " + then.Terraform.Command + ")"
+	case then.Cause == engine.CauseFailed:
+		if w := stepWords(then); w != "" {
+			return " (" + w + ")"
+		}
+	}
+	return ""
 }
 
 // discardWords: "discarded by ACTOR[: WHY]".
@@ -349,14 +387,18 @@ func endShort(id string, end *engine.End) string {
 	case engine.CauseIntentChanged:
 		s = fmt.Sprintf("re-plan %s against head %d plans something else for %s", end.Run, end.Serial, abbreviate(replanFactsOf(end).Addresses, 8))
 	case engine.CauseInterrupted:
-		s = "interrupted while waiting for reservations"
-		if end.Phase != engine.PhaseWaiting {
+		s = map[engine.Phase]string{
+			engine.PhaseWaiting:  "interrupted while waiting for reservations",
+			engine.PhasePlanning: "interrupted while planning",
+			engine.PhaseApplying: "interrupted before Terraform ran",
+		}[end.Phase]
+		if s == "" {
 			s = "interrupted during terraform apply"
 		}
 	case engine.CauseTerraformFailed:
 		s = "terraform failed"
 		if end.Terraform != nil {
-			s = "terraform " + end.Terraform.Command
+			s = "terraform " + end.Terraform.Command + " failed"
 		}
 	case engine.CauseFailed:
 		if s = stepWords(end); s == "" {

@@ -33,3 +33,32 @@ func TestSupersededText(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptedText: where a run was cancelled, and whether anything was
+// committed, told from its typed end.
+func TestInterruptedText(t *testing.T) {
+	t.Parallel()
+	initStop := &engine.End{Cause: engine.CauseTerraformFailed, Terraform: &engine.TerraformFailure{Command: "init"}}
+	storing := &engine.End{Cause: engine.CauseFailed, Step: engine.StepStoreArtifact, Artifact: engine.ArtifactPlanFile, Err: "context canceled"}
+	for name, tc := range map[string]struct {
+		end  *engine.End
+		want string
+	}{
+		"waiting":              {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseWaiting}, "interrupted while waiting for reservations"},
+		"planning, in init":    {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhasePlanning, Then: initStop}, "interrupted while planning (terraform init)"},
+		"planning, storing":    {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhasePlanning, Then: storing}, "interrupted while planning (storing plan.tfplan)"},
+		"before Terraform ran": {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseApplying}, "interrupted before Terraform ran: nothing applied, nothing committed"},
+		"terraform, committed": {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply, Serial: 4}, "interrupted during terraform apply: committed what Terraform wrote"},
+		"terraform, nothing": {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply},
+			"interrupted during terraform apply before it changed anything: nothing committed"},
+		"in init of the apply": {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply, Terraform: &engine.TerraformFailure{Command: "init"}},
+			"interrupted during terraform init before it changed anything: nothing committed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := EndText("01A", tc.end); got != tc.want {
+				t.Errorf("EndText = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

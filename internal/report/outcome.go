@@ -515,7 +515,7 @@ func saysCommitted(end *engine.End) bool {
 	case end == nil:
 		return false
 	case end.Cause == engine.CauseInterrupted:
-		return end.Phase != engine.PhaseWaiting && end.Serial > 0
+		return end.Serial > 0
 	case end.Cause == engine.CauseLeaseLost:
 		return len(end.Lost) == 0 && !end.NoChange && saysCommitted(end.Then)
 	}

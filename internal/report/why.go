@@ -80,6 +80,10 @@ func planPendingReason(r engine.Run) string {
 	switch r.Status {
 	case engine.StatusPlanned:
 		return "plan not applied yet"
+	case engine.StatusInterrupted:
+		if r.Envelope == nil && r.ApplyRun == "" {
+			return orWords(end, "interrupted while planning")
+		}
 	case engine.StatusLeaseExpired, engine.StatusFailed:
 		if r.Envelope == nil && r.ApplyRun == "" {
 			// Planning never finished: say so before the end.
@@ -133,6 +137,9 @@ func whyVerdict(y *engine.Why) verdict {
 			reason := "planning never finished"
 			if e := EndText(t.ID, t.End); e != "" {
 				reason += ": " + e
+			}
+			if t.Status == engine.StatusInterrupted {
+				reason = orWords(EndText(t.ID, t.End), "interrupted while planning")
 			}
 			s := endWords(t.Status, reason, toneBad)
 			s[0] = strongT(toneBad, s[0].text)

@@ -275,7 +275,7 @@ func TestWhatEndedApply(t *testing.T) {
 		"stale":       {engine.StatusRefused, staleEnd(), "plan is stale"},
 		"behind head": {engine.StatusRefused, behindEnd(), engine.ErrBehindHead.Error()},
 		"intent":      {engine.StatusRefused, intentEnd(), "re-plan " + replanA + " against head 14 plans so…"},
-		"terraform":   {engine.StatusFailed, failEnd(), "terraform apply"},
+		"terraform":   {engine.StatusFailed, failEnd(), "terraform apply failed"},
 		"interrupted": {engine.StatusInterrupted, interruptEnd(), "interrupted during terraform apply"},
 		"waiting":     {engine.StatusInterrupted, &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseWaiting}, "interrupted while waiting for reservations"},
 		"lease":       {engine.StatusLeaseExpired, leaseEnd(), "its holder ci-runner-7:4242 stopped renewing"},

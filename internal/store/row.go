@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -212,13 +214,14 @@ const (
 )
 
 // LegacyEnd is the typed end of a version-1 run from its stored words: an
-// applied run without a reason, a plan without changes, a discard (by and
-// why were stored apart), a superseded plan (the caller's words); any
-// other reason is kept as End.Legacy, shown as stored. nil for a run that
-// had no reason and is not applied. Only the row migration reads reasons.
+// applied apply without a reason, a plan without changes, a discard (by and
+// why were stored apart), a superseded plan (the caller's words), and the
+// reasons legacyTyped knows; any other reason is kept as End.Legacy, shown
+// as stored. nil for a run that had no reason and is not an applied apply.
+// Only the row migration reads reasons.
 func LegacyEnd(r engine.Run, reason, discardedBy, discardWhy string) *engine.End {
 	switch {
-	case r.Status == engine.StatusApplied && reason == "":
+	case r.Kind == engine.KindApply && r.Status == engine.StatusApplied && reason == "":
 		return &engine.End{Cause: engine.CauseApplied}
 	case reason == "":
 		return nil
@@ -226,10 +229,90 @@ func LegacyEnd(r engine.Run, reason, discardedBy, discardWhy string) *engine.End
 		return &engine.End{Cause: engine.CauseNothingToApply}
 	case r.Kind == engine.KindPlan && r.Status == engine.StatusSuperseded && discardedBy != "":
 		return &engine.End{Cause: engine.CauseDiscarded, By: discardedBy, Why: discardWhy}
-	case r.Kind == engine.KindPlan && r.Status == engine.StatusSuperseded && r.ApplyRun == "":
+	case r.Kind == engine.KindPlan && r.Status == engine.StatusSuperseded && r.ApplyRun == "" && !strings.HasPrefix(reason, "re-check for apply run ") && !strings.HasPrefix(reason, "not applicable: "):
 		return &engine.End{Cause: engine.CauseSuperseded, Why: reason}
 	}
+	if e := legacyTyped(reason, r.CommittedSerial); e != nil {
+		return e
+	}
 	return &engine.End{Legacy: reason}
+}
+
+// Version-1 reasons legacyTyped recognizes, exactly as kl wrote them.
+var (
+	legacyHint           = regexp.MustCompile("^Terraform had started applying: `kl run recover (\\S+)` commits what it last wrote$")
+	legacyLeaseExpired   = regexp.MustCompile(`^its holder (\S+):(\d+) stopped renewing(?: while (planning|waiting for reservations|applying))?: (?:the lease on its reservations|its lease) ran out at (\S+?)(; Terraform had started applying: ` + "`kl run recover \\S+`" + ` commits what it last wrote)?$`)
+	legacyApplyLapsed    = regexp.MustCompile(`^apply run (\S+) lost its lease before it committed \(holder (\S+):(\d+) stopped renewing; its lease ran out at (\S+?)\)(; Terraform had started applying: .* then re-plan|: Terraform may have changed infrastructure; re-plan)$`)
+	legacyApplyPartial   = regexp.MustCompile(`^apply run (\S+) failed part-way; its partial result is version (\d+): re-plan$`)
+	legacyApplyLeaseLost = regexp.MustCompile(`^apply run (\S+) lost its lease before its commit; version (\d+) holds what the head could take: re-plan$`)
+	legacyApplyRecovered = regexp.MustCompile("^apply run (\\S+) stopped part-way; `kl run recover` committed what Terraform had written as version (\\d+): re-plan$")
+	legacyReplanChecked  = regexp.MustCompile(`^re-check for apply run (\S+): intent unchanged; the reviewed plan (\S+) (?:was applied|goes ahead)$`)
+	legacyReplanReverts  = regexp.MustCompile(`^not applicable: it would revert changes of newer versions to what plan (\S+) reads$`)
+	legacyApplyEnded     = regexp.MustCompile(`^apply run (\S+): (.+)$`)
+)
+
+// legacyTyped types the version-1 reasons whose words a view builds on:
+// interruptions (committed is the run's committed serial: 0 when nothing
+// was), lease expiries with or without the recovery hint, the ends of a
+// plan that an apply found stale, failed or lost, and re-plan closes. nil
+// for any other reason.
+func legacyTyped(reason string, committed int64) *engine.End {
+	switch reason {
+	case "interrupted during terraform apply: committed what Terraform wrote":
+		return &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply, Serial: committed}
+	case "interrupted while waiting for reservations":
+		return &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseWaiting}
+	}
+	if m := legacyHint.FindStringSubmatch(reason); m != nil {
+		return &engine.End{Cause: engine.CauseLeaseExpired, Recoverable: committed == 0}
+	}
+	if m := legacyLeaseExpired.FindStringSubmatch(reason); m != nil {
+		phase := map[string]engine.Phase{"planning": engine.PhasePlanning, "waiting for reservations": engine.PhaseWaiting, "applying": engine.PhaseApplying}[m[3]]
+		return &engine.End{Cause: engine.CauseLeaseExpired, Holder: legacyHolder(m[1], m[2]), LeaseEnd: legacyTime(m[4]), Phase: phase,
+			Recoverable: m[5] != "" && committed == 0}
+	}
+	if m := legacyApplyLapsed.FindStringSubmatch(reason); m != nil {
+		return &engine.End{Cause: engine.CauseApplyLeaseExpired, Run: m[1], Holder: legacyHolder(m[2], m[3]), LeaseEnd: legacyTime(m[4]),
+			Recoverable: strings.HasPrefix(m[5], "; ")}
+	}
+	for cause, re := range map[engine.Cause]*regexp.Regexp{
+		engine.CauseApplyPartial: legacyApplyPartial, engine.CauseApplyLeaseLost: legacyApplyLeaseLost, engine.CauseApplyRecovered: legacyApplyRecovered,
+	} {
+		if m := re.FindStringSubmatch(reason); m != nil {
+			serial, _ := strconv.ParseInt(m[2], 10, 64)
+			return &engine.End{Cause: cause, Run: m[1], Serial: serial}
+		}
+	}
+	if m := legacyReplanChecked.FindStringSubmatch(reason); m != nil {
+		return &engine.End{Cause: engine.CauseReplanChecked, Run: m[1], Plan: m[2]}
+	}
+	if m := legacyReplanReverts.FindStringSubmatch(reason); m != nil {
+		return &engine.End{Cause: engine.CauseReplanReverts, Plan: m[1]}
+	}
+	if m := legacyApplyEnded.FindStringSubmatch(reason); m != nil {
+		then := legacyTyped(m[2], 0)
+		if then == nil {
+			then = &engine.End{Legacy: m[2]}
+		}
+		return &engine.End{Cause: engine.CauseApplyEnded, Run: m[1], Then: then}
+	}
+	return nil
+}
+
+// legacyHolder is the holder "host:pid" of a legacy reason.
+func legacyHolder(host, pid string) engine.Holder {
+	n, _ := strconv.Atoi(pid) // the pattern holds digits only
+	return engine.Holder{Host: host, PID: n}
+}
+
+// legacyTime is a legacy reason's RFC 3339 lease end (zero if it does not
+// parse: the words then say no time).
+func legacyTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 // LegacyMarkerEnd is the typed end of a version-1 marker from its reason,
@@ -252,8 +335,13 @@ func LegacyMarkerEnd(kind engine.MarkerKind, reason string) (*engine.End, string
 		if rest != reason {
 			return &engine.End{Cause: engine.CauseSuperseded, Why: rest}, ""
 		}
-		return &engine.End{Legacy: reason}, ""
+		fallthrough
 	case kind == engine.MarkerLeaseExpired, kind == engine.MarkerApplied:
+		// A marker knows no committed serial: an interruption's words
+		// there say only where it stopped.
+		if e := legacyTyped(reason, 0); e != nil && !(kind == engine.MarkerFailed && e.Cause == engine.CauseInterrupted && e.Phase == engine.PhaseTerraformApply) {
+			return e, ""
+		}
 		return &engine.End{Legacy: reason}, ""
 	}
 	return nil, reason
