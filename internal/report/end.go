@@ -376,10 +376,7 @@ func endShort(id string, end *engine.End) string {
 	var s string
 	switch end.Cause {
 	case engine.CauseRefusedConflict:
-		s = "reservations conflict"
-		if end.Waited > 0 {
-			s = fmt.Sprintf("waited %s for reservations", time.Duration(end.Waited))
-		}
+		s = conflictWords(end)
 	case engine.CauseRefusedStale:
 		s = "plan is stale"
 	case engine.CauseBehindHead:

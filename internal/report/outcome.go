@@ -329,7 +329,7 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 			cmd := "kl apply --wait 10m " + a.PlanRun
 			out = append(out, refusal{rule: ruleConflict, run: m.Other, pr: m.OtherPR, addrs: m.Addresses, plan: a.PlanRun,
 				policy:  "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
-				words:   words(strongT(toneBad, "reservations conflict"), ": ", who(m.Other, "", m.OtherPR), " holds ", addrs(m.Addresses)),
+				words:   words(strongT(toneBad, conflictWords(a.End)), ": ", who(m.Other, "", m.OtherPR), " holds ", addrs(m.Addresses)),
 				next:    words("apply again when it is done, or wait for it: ", code(cmd)),
 				nextCmd: cmd})
 		}
@@ -340,6 +340,15 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 		reason = "a rule stopped it before Terraform ran"
 	}
 	return []refusal{{rule: ruleOther, policy: reason, words: words(strongT(toneBad, reason))}}
+}
+
+// conflictWords heads a reservation conflict: "reservations conflict", and
+// how long the run waited first when it did ("… after waiting 3s").
+func conflictWords(end *engine.End) string {
+	if end != nil && end.Waited > 0 {
+		return "reservations conflict after waiting " + durationWords(end.Waited)
+	}
+	return "reservations conflict"
 }
 
 // prOf is the pull request of an apply, or of its plan.

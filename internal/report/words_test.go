@@ -271,7 +271,7 @@ func TestWhatEndedApply(t *testing.T) {
 		want   string
 	}{
 		"conflict":    {engine.StatusRefused, conflictEnd(), "reservations conflict"},
-		"waited":      {engine.StatusRefused, &engine.End{Cause: engine.CauseRefusedConflict, Blockers: erinHoldsVPC(), Waited: engine.Duration(3 * time.Second)}, "waited 3s for reservations"},
+		"waited":      {engine.StatusRefused, &engine.End{Cause: engine.CauseRefusedConflict, Blockers: erinHoldsVPC(), Waited: engine.Duration(3 * time.Second)}, "reservations conflict after waiting 3s"},
 		"stale":       {engine.StatusRefused, staleEnd(), "plan is stale"},
 		"behind head": {engine.StatusRefused, behindEnd(), engine.ErrBehindHead.Error()},
 		"intent":      {engine.StatusRefused, intentEnd(), "re-plan " + replanA + " against head 14 plans so…"},
