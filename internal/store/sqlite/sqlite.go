@@ -222,10 +222,14 @@ func checkSchema(ctx context.Context, path string, busy time.Duration) error {
 		return fmt.Errorf("reading it read-only: %w", err)
 	}
 	defer db.Close()
-	var objects, kilolock int64
+	// A Kilolock store has goose's version table and, once migration 1
+	// ran, the states table; another program's goose-managed database has
+	// the version table and tables of its own but no states table.
+	var objects, kilolock, states, others int64
 	err = db.QueryRowContext(ctx,
-		`SELECT count(*), coalesce(sum(type = 'table' AND name = ?), 0) FROM sqlite_schema`,
-		goose.DefaultTablename).Scan(&objects, &kilolock)
+		`SELECT count(*), coalesce(sum(type = 'table' AND name = ?), 0), coalesce(sum(type = 'table' AND name = 'states'), 0),
+		        coalesce(sum(type = 'table' AND name NOT IN (?, 'sqlite_sequence')), 0) FROM sqlite_schema`,
+		goose.DefaultTablename, goose.DefaultTablename).Scan(&objects, &kilolock, &states, &others)
 	var se *sqlite.Error
 	switch {
 	case errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB:
@@ -238,6 +242,9 @@ func checkSchema(ctx context.Context, path string, busy time.Duration) error {
 	case objects > 0 && kilolock == 0:
 		return errors.New("a SQLite database but not a Kilolock store (no Kilolock schema: no " + goose.DefaultTablename +
 			" table); it was left unchanged: point KL_STORE or --store at a Kilolock store, or at a new path for kl state init")
+	case states == 0 && others > 0:
+		return errors.New("a SQLite database whose " + goose.DefaultTablename + " table is another program's (tables of its own, no Kilolock states table); " +
+			"it was left unchanged: point KL_STORE or --store at a Kilolock store, or at a new path for kl state init")
 	}
 	return nil
 }

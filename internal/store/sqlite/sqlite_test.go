@@ -486,6 +486,19 @@ func TestOpenLeavesForeignDatabasesAlone(t *testing.T) {
 		"foreign database once in WAL mode": {func(t *testing.T, path string) {
 			foreign(t, path, "WAL")
 		}, "not a Kilolock store"},
+		"another program's goose database": {func(t *testing.T, path string) {
+			foreign(t, path, "DELETE")
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`CREATE TABLE goose_db_version (id INTEGER PRIMARY KEY AUTOINCREMENT, version_id INTEGER NOT NULL,
+				is_applied INTEGER NOT NULL, tstamp TIMESTAMP DEFAULT (datetime('now')));
+				INSERT INTO goose_db_version (version_id, is_applied) VALUES (0, 1), (2, 1)`); err != nil {
+				t.Fatal(err)
+			}
+		}, "another program's"},
 		"header and garbage": {func(t *testing.T, path string) {
 			garbage := bytes.Repeat([]byte("garbage!"), 1024)
 			if err := os.WriteFile(path, append([]byte("SQLite format 3\x00"), garbage...), 0o600); err != nil {
