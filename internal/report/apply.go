@@ -241,6 +241,12 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 	}
 	switch p.Status {
 	case engine.StatusPlanned:
+		if s.SincePlanLive && s.SincePlan != nil && len(s.SincePlan.Of(engine.ClassWriteChanged)) > 0 {
+			// Open, but a version since changed what it writes: an apply
+			// now is refused as stale.
+			next, _ := replanNext(*a, p)
+			return next
+		}
 		return words("apply the plan again: ", code("kl apply "+p.ID))
 	case engine.StatusStale, engine.StatusSuperseded, engine.StatusFailed:
 		next, _ := replanNext(*a, p)

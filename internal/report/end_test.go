@@ -62,3 +62,29 @@ func TestInterruptedText(t *testing.T) {
 		})
 	}
 }
+
+// TestEndNextStale: after an apply that did not go through, "apply the plan
+// again" is offered only while that apply would not be refused as stale.
+func TestEndNextStale(t *testing.T) {
+	t.Parallel()
+	plan := engine.Run{ID: "01P", Kind: engine.KindPlan, State: "s", Status: engine.StatusPlanned,
+		Envelope: &engine.Envelope{Scope: engine.Scope{Dir: "infra"}}}
+	a := engine.Run{ID: "01A", Kind: engine.KindApply, State: "s", Status: engine.StatusInterrupted, PlanRun: "01P",
+		End: &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseWaiting}}
+	for name, tc := range map[string]struct {
+		class engine.SincePlanClass
+		want  string
+	}{
+		"independent since":   {engine.ClassIndependent, "apply the plan again: kl apply 01P"},
+		"write changed since": {engine.ClassWriteChanged, "re-plan: kl plan --state s -C infra"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := &engine.RunStory{Run: a, Plan: &plan, SincePlanLive: true,
+				SincePlan: &engine.SincePlan{PlanRun: "01P", Entries: []engine.SincePlanEntry{{Serial: 2, Class: tc.class}}}}
+			if got := endNext(s, &a).plain(); got != tc.want {
+				t.Errorf("endNext = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
