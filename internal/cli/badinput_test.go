@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"bytes"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,5 +222,56 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(k.dir, "nonexistent")); err == nil {
 		t.Error("a command other than kl state init created the directory of a missing store")
+	}
+}
+
+// TestDamagedStoreRefusesWrites: a SQLite store with overwritten pages is
+// refused by every command that writes (plan, state init, run discard,
+// run recover), naming the damage and the backup, before anything is
+// written; the file is left as it was.
+func TestDamagedStoreRefusesWrites(t *testing.T) {
+	t.Parallel()
+	k := setup(t)
+	k.ok("state", "init", "prod")
+	db, err := sql.Open("sqlite", k.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE filler (n INTEGER PRIMARY KEY, pad TEXT);
+		WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM c WHERE n < 3000)
+		INSERT INTO filler SELECT n, printf('%0200d', n) FROM c`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	f, err := os.OpenFile(k.store, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, 4096), (fi.Size()/4096/2)*4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	before, err := os.ReadFile(k.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg, "main.tf"), []byte(`resource "terraform_data" "a" { input = "a" }`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"plan", "--state", "prod", "-C", cfg},
+		{"state", "init", "other"},
+		{"run", "discard", "01J2ZP0A11CE0000000000PLAN"},
+		{"run", "recover", "01J2ZP0A11CE000000000APPLY"},
+	} {
+		r := k.run(args...)
+		if r.err == nil || !strings.Contains(r.err.Error(), "is damaged") || !strings.Contains(r.err.Error(), "backup") {
+			t.Errorf("kl %s on a damaged store: %v; want a refusal naming the damage and the backup", strings.Join(args, " "), r.err)
+		}
+	}
+	if after, _ := os.ReadFile(k.store); !bytes.Equal(after, before) {
+		t.Errorf("the damaged store was written to")
 	}
 }

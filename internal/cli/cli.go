@@ -52,6 +52,7 @@ type app struct {
 	jsonOut bool
 	parsed  bool // the flags were parsed: jsonOut is what they say
 	eng     *engine.Engine
+	checked bool // the store's integrity was checked (engineToWrite)
 	closers []func() error
 	// createStore: this command creates a missing SQLite store (only kl
 	// state init does; the others refuse a store that does not exist).

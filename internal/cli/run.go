@@ -60,7 +60,7 @@ func (a *app) plan(ctx context.Context, in engine.PlanInput, pr string) error {
 		return err
 	}
 	in.PR, in.CommitSHA = p, sha
-	e, err := a.engine(ctx, true)
+	e, err := a.engineToWrite(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ it wrote).`,
 			if in.Wait < 0 {
 				return fmt.Errorf("--wait %s: negative: use 0 to refuse at once, or how long to wait (e.g. 5m)", in.Wait)
 			}
-			e, err := a.engine(cmd.Context(), true)
+			e, err := a.engineToWrite(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

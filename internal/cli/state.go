@@ -40,7 +40,7 @@ func (a *app) stateInitCommand() *cobra.Command {
 				doc = b
 			}
 			a.createStore = true // the one command that creates a SQLite store
-			e, err := a.engine(cmd.Context(), false)
+			e, err := a.engineToWrite(cmd.Context(), false)
 			if err != nil {
 				return err
 			}

@@ -63,6 +63,24 @@ func (a *app) engine(ctx context.Context, needTerraform bool) (*engine.Engine, e
 	return a.eng, nil
 }
 
+// engineToWrite is engine for a command that writes to the store (plan,
+// apply, state init, run discard, run recover): a store that can check its
+// integrity (SQLite: CheckIntegrity) is checked first, once, so that a
+// damaged file is refused before anything is written to it.
+func (a *app) engineToWrite(ctx context.Context, needTerraform bool) (*engine.Engine, error) {
+	e, err := a.engine(ctx, needTerraform)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := e.Store.(interface{ CheckIntegrity(context.Context) error }); ok && !a.checked {
+		if err := c.CheckIntegrity(ctx); err != nil {
+			return nil, err
+		}
+		a.checked = true
+	}
+	return e, nil
+}
+
 // openStore opens the store named by --store, KL_STORE or the default.
 func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	loc := a.store

@@ -129,7 +129,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			if err := checkWords("--reason", reason, MaxReason); reason != "" && err != nil {
 				return err
 			}
-			e, err := a.engine(cmd.Context(), false)
+			e, err := a.engineToWrite(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
@@ -239,7 +239,7 @@ holder may still be running — wait for its lease —, a run that never ran Ter
 Terraform wrote to recover); 1 any other error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.engine(cmd.Context(), false)
+			e, err := a.engineToWrite(cmd.Context(), false)
 			if err != nil {
 				return err
 			}

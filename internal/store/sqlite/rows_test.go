@@ -1,10 +1,14 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +177,61 @@ func TestRunKindsOpen(t *testing.T) {
 	var ok string
 	if err := db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("integrity_check = %q, %v", ok, err)
+	}
+}
+
+// TestCheckIntegrity: a store whose pages were overwritten opens (its
+// schema is intact) but fails CheckIntegrity with ErrInvalid, naming the
+// damage and what to do; an intact store passes.
+func TestCheckIntegrity(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, path := storeWithState(t)
+	if err := s.CheckIntegrity(ctx); err != nil {
+		t.Fatalf("CheckIntegrity of a new store: %v", err)
+	}
+	s.Close()
+	damage(t, path)
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open of the damaged store: %v (want it to open: its schema is intact)", err)
+	}
+	defer s.Close()
+	err = s.CheckIntegrity(ctx)
+	if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "backup") {
+		t.Fatalf("CheckIntegrity of a damaged store = %v; want ErrInvalid naming the damage and the backup", err)
+	}
+}
+
+// damage fills a store with rows of its own and overwrites a page in the
+// middle of the file, as a failing disk does.
+func damage(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE filler (n INTEGER PRIMARY KEY, pad TEXT);
+		WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM c WHERE n < 3000)
+		INSERT INTO filler SELECT n, printf('%0200d', n) FROM c`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA journal_mode = DELETE`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4096
+	at := (fi.Size() / page / 2) * page
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, page), at); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -372,6 +373,51 @@ func pause(ctx context.Context, attempt int) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// maxDamage is how many of quick_check's findings CheckIntegrity names.
+const maxDamage = 3
+
+// CheckIntegrity runs SQLite's PRAGMA quick_check (every page and index
+// entry readable and consistent, without the full cross-check of
+// integrity_check: O(N) in the file's size) and refuses a damaged store
+// with ErrInvalid, naming what SQLite found and what to do: restore it from
+// a backup (README "Backups"). kl calls it before a command that writes.
+func (s *Store) CheckIntegrity(ctx context.Context) error {
+	found, err := s.quickCheck(ctx)
+	var se *sqlite.Error
+	if errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_CORRUPT || se.Code()&0xff == sqlite3.SQLITE_NOTADB) {
+		// So damaged that the check itself cannot read it.
+		found, err = append(found, se.Error()), nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking the integrity of store %s: %w", s.path, s.mapErr(err))
+	}
+	if len(found) > 0 {
+		return engine.Errorf(engine.ErrInvalid, "store %s is damaged (SQLite's quick_check: %s); kl writes nothing to it: "+
+			"restore it from a backup (see the README, Backups), or move it aside and start a new store", s.path, strings.Join(found, "; "))
+	}
+	return nil
+}
+
+// quickCheck returns what PRAGMA quick_check found wrong (nothing: ok).
+func (s *Store) quickCheck(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `PRAGMA quick_check(`+strconv.Itoa(maxDamage)+`)`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return found, err
+		}
+		if line != "ok" {
+			found = append(found, line)
+		}
+	}
+	return found, rows.Err()
 }
 
 // Close closes the database. Further calls fail.
