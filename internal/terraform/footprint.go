@@ -282,9 +282,14 @@ func (e *extractor) run(plan *tfjson.Plan) error {
 	return nil
 }
 
-// isWrite reports whether a resource change writes state: any action other
-// than no-op, a move, or an import.
+// isWrite reports whether a resource change writes state Kilolock owns:
+// any action other than no-op, a move, or an import, of a managed resource.
+// A data source read at apply time writes nothing: Terraform reads data
+// sources again at every plan (tfstate never counts them as changed).
 func isWrite(rc *tfjson.ResourceChange) bool {
+	if rc.Mode == tfjson.DataResourceMode {
+		return false
+	}
 	if rc.PreviousAddress != "" {
 		return true
 	}
@@ -308,14 +313,18 @@ func removesOnly(ch *tfjson.Change) bool {
 }
 
 func (e *extractor) addResourceChange(rc *tfjson.ResourceChange) error {
-	if !isWrite(rc) {
+	if !isWrite(rc) && !(rc.Mode == tfjson.DataResourceMode && rc.Change != nil && !rc.Change.Actions.NoOp()) {
 		return nil
 	}
 	addr, err := engine.ParseAddress(rc.Address)
 	if err != nil {
 		return engine.Errorf(engine.ErrInvalid, "resource change: %w", err)
 	}
-	e.write[addr] = true
+	if rc.Mode != tfjson.DataResourceMode {
+		// A data source read at apply writes nothing Kilolock owns
+		// (tfstate: never a change); what it reads is followed below.
+		e.write[addr] = true
+	}
 	var prev engine.Address
 	if rc.PreviousAddress != "" {
 		if prev, err = engine.ParseAddress(rc.PreviousAddress); err != nil {

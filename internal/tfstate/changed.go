@@ -21,15 +21,23 @@ import (
 // Terraform and by Marshal compare fast (1–2 ms for 10,000 entries). A
 // nil state counts as empty.
 func Changed(base, result *State) []string {
-	return sortedKeys(changedSet(base, result))
+	return sortedKeys(changedSet(base, result, false))
 }
 
 // changedSet walks the entries of base and result side by side in
 // Terraform's order (a merge join: no index, no hashing per entry) and
-// returns the addresses whose entries differ.
-func changedSet(base, result *State) map[string]bool {
+// returns the addresses whose entries differ. Data sources (mode "data")
+// count only with data: Terraform reads them again at every plan and
+// apply, and what it read is not state Kilolock owns — so a read is never
+// a change (Changed), never a deviation, never in a version's changed set,
+// and never makes another plan stale; the merge alone looks at them, to
+// keep the head's copy fresh.
+func changedSet(base, result *State, data bool) map[string]bool {
 	out := map[string]bool{}
 	a, b := sortedView(base), sortedView(result)
+	if !data {
+		a, b = managedView(a), managedView(b)
+	}
 	for i, j := 0, 0; i < len(a) || j < len(b); {
 		c := 0
 		switch {
@@ -64,6 +72,17 @@ func changedSet(base, result *State) map[string]bool {
 	for name := range ro {
 		if _, ok := bo[name]; !ok {
 			out[OutputAddress(name)] = true
+		}
+	}
+	return out
+}
+
+// managedView is v without its data sources.
+func managedView(v []*Resource) []*Resource {
+	out := v[:0:0]
+	for _, r := range v {
+		if r.Mode != ModeData {
+			out = append(out, r)
 		}
 	}
 	return out

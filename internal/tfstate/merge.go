@@ -124,7 +124,7 @@ func chooseTaken(head, base, result *State, w map[string]bool, keep []string) (m
 	for _, a := range keep {
 		keepSet[a] = true
 	}
-	changed := changedSet(base, result)
+	changed := changedSet(base, result, true)
 	// The entries of every address that may be taken, in head, base and
 	// result: one pass over each, hashing only addresses of interest.
 	interest := maps.Clone(changed)
@@ -139,6 +139,17 @@ func chooseTaken(head, base, result *State, w map[string]bool, keep []string) (m
 		return groupsEqual(hg[a], og[a])
 	}
 
+	// A data source taken (a plan written before data reads left the
+	// write set, or a read the head has not moved from) is merged but never
+	// changed, unplanned or kept (changedSet).
+	isData := func(a string) bool {
+		for _, g := range [][]*Resource{hg[a], bg[a], rg[a]} {
+			if len(g) > 0 {
+				return g[0].Mode == ModeData
+			}
+		}
+		return false
+	}
 	take := make(map[string]bool, len(w)+len(changed))
 	for a := range w {
 		take[a] = true
@@ -148,6 +159,14 @@ func chooseTaken(head, base, result *State, w map[string]bool, keep []string) (m
 	}
 	for a := range changed {
 		if w[a] {
+			continue
+		}
+		if isData(a) {
+			// What Terraform read: fresher than the head's copy if the
+			// head has not moved since the plan; else the head's stays.
+			if !keepSet[a] && headIs(a, base, bg) {
+				take[a] = true
+			}
 			continue
 		}
 		rep.Unplanned = append(rep.Unplanned, a)
@@ -160,7 +179,7 @@ func chooseTaken(head, base, result *State, w map[string]bool, keep []string) (m
 		}
 	}
 	for a := range take {
-		if !headIs(a, result, rg) {
+		if !headIs(a, result, rg) && !isData(a) {
 			rep.Changed = append(rep.Changed, a)
 		}
 	}

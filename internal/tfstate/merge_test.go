@@ -48,13 +48,13 @@ func TestChanged(t *testing.T) {
 		"module instance removed":  {base.without(`module.app["us"]|managed.terraform_data.m`), []string{"module.app.terraform_data.m"}},
 		"module instance added":    {base.with(tdKeys(`module.app["ap"]`, "m", "0", "ap-0")), []string{"module.app.terraform_data.m"}},
 		"nested module":            {base.with(td(`module.one.module.db`, "n", "two")), []string{"module.one.module.db.terraform_data.n"}},
-		"data source refreshed":    {base.with(data("", "net", "n2")), []string{"data.terraform_remote_state.net"}},
-		"dependencies rewritten":   {base.with(td("", "b", "b1").withDeps("terraform_data.a2")), []string{"terraform_data.b"}},
-		"move":                     {base.without("|managed.terraform_data.a").with(td("", "a2", "a1")), []string{"terraform_data.a", "terraform_data.a2"}},
-		"output changed":           {base.withOutputs("b", "b2"), []string{"output.b"}},
-		"output added and removed": {base.withOutputs("a", "", "z", "z1"), []string{"output.a", "output.z"}},
-		"output made sensitive":    {func() doc { d := base; d.sensitive = []string{"a"}; return d }(), []string{"output.a"}},
-		"serial and version only":  {func() doc { d := base; d.serial = 99; d.version = "1.12.0"; return d }(), nil},
+		"data source refreshed: a read is never a change": {base.with(data("", "net", "n2")), nil},
+		"dependencies rewritten":                          {base.with(td("", "b", "b1").withDeps("terraform_data.a2")), []string{"terraform_data.b"}},
+		"move":                                            {base.without("|managed.terraform_data.a").with(td("", "a2", "a1")), []string{"terraform_data.a", "terraform_data.a2"}},
+		"output changed":                                  {base.withOutputs("b", "b2"), []string{"output.b"}},
+		"output added and removed":                        {base.withOutputs("a", "", "z", "z1"), []string{"output.a", "output.z"}},
+		"output made sensitive":                           {func() doc { d := base; d.sensitive = []string{"a"}; return d }(), []string{"output.a"}},
+		"serial and version only":                         {func() doc { d := base; d.serial = 99; d.version = "1.12.0"; return d }(), nil},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -122,8 +122,10 @@ func TestChangedIsSemantic(t *testing.T) {
 func TestChangedNil(t *testing.T) {
 	t.Parallel()
 	s := baseDoc().state(t)
-	if got, want := tfstate.Changed(nil, s), s.Addresses(); !slices.Equal(got, want) {
-		t.Errorf("Changed(nil, s) = %q, want every address %q", got, want)
+	// Every address but the data source's: a read is never a change.
+	want := slices.DeleteFunc(s.Addresses(), func(a string) bool { return strings.HasPrefix(a, "data.") })
+	if got := tfstate.Changed(nil, s); !slices.Equal(got, want) {
+		t.Errorf("Changed(nil, s) = %q, want every managed address and output %q", got, want)
 	}
 	if got := tfstate.Changed(nil, nil); len(got) != 0 {
 		t.Errorf("Changed(nil, nil) = %q", got)
@@ -209,8 +211,7 @@ func TestMerge(t *testing.T) {
 			written: []string{"terraform_data.e"},
 			want:    head.with(td("", "e", "e1"), data("", "net", "n2")),
 			report: tfstate.MergeReport{
-				Merged:    []string{"data.terraform_remote_state.net", "terraform_data.e"},
-				Unplanned: []string{"data.terraform_remote_state.net"},
+				Merged: []string{"data.terraform_remote_state.net", "terraform_data.e"},
 			},
 		},
 		"unplanned change kept when another run holds it (keep)": {
@@ -220,11 +221,7 @@ func TestMerge(t *testing.T) {
 			written: []string{"terraform_data.e"},
 			keep:    []string{"data.terraform_remote_state.net"},
 			want:    head.with(td("", "e", "e1")),
-			report: tfstate.MergeReport{
-				Merged:    []string{"terraform_data.e"},
-				Kept:      []string{"data.terraform_remote_state.net"},
-				Unplanned: []string{"data.terraform_remote_state.net"},
-			},
+			report:  tfstate.MergeReport{Merged: []string{"terraform_data.e"}},
 		},
 		"unplanned changes kept where the head moved": {
 			// A failed partial apply wrote c, the nested module and output a,
@@ -257,10 +254,7 @@ func TestMerge(t *testing.T) {
 			head: head.with(data("", "net", "n2")), result: base.with(td("", "e", "e1"), data("", "net", "n2")),
 			written: []string{"terraform_data.e"},
 			want:    head.with(td("", "e", "e1"), data("", "net", "n2")),
-			report: tfstate.MergeReport{
-				Merged:    []string{"data.terraform_remote_state.net", "terraform_data.e"},
-				Unplanned: []string{"data.terraform_remote_state.net"},
-			},
+			report:  tfstate.MergeReport{Merged: []string{"terraform_data.e"}},
 		},
 		"written address the head already changed the same way is not overwritten": {
 			head: head, result: base.with(tdKeys("", "c", `"x"`, "c-x-head", `"y"`, "c-y")),
