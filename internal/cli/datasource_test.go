@@ -81,3 +81,46 @@ resource "terraform_data" "other" {
 	applyExact(changeApp)
 	applyExact(changeOther)
 }
+
+// TestReencodedStateIsNoDeviation (issue 10 §3): a state adopted as an
+// older Terraform wrote it — every instance with "dependencies": [] and
+// "sensitive_attributes": [], as Terraform 1.5 writes them — is rewritten
+// whole by the Terraform that applies (which leaves empty sets out). A
+// one-resource change then commits one changed resource, exactly: the
+// re-encoding is no deviation and makes no other plan stale.
+func TestReencodedStateIsNoDeviation(t *testing.T) {
+	t.Parallel()
+	k := setup(t)
+	const n = 20
+	var resources, config []string
+	for i := range n {
+		resources = append(resources, fmt.Sprintf(`{"mode": "managed", "type": "terraform_data", "name": "r%d",
+  "provider": "provider[\"terraform.io/builtin/terraform\"]",
+  "instances": [{"schema_version": 0, "attributes": {"id": "00000000-0000-0000-0000-%012d", "input": {"value": "v%d", "type": "string"},
+    "output": {"value": "v%d", "type": "string"}, "triggers_replace": null}, "sensitive_attributes": [], "dependencies": []}]}`, i, i, i, i))
+		config = append(config, fmt.Sprintf("resource \"terraform_data\" \"r%d\" {\n  input = %q\n}\n", i, fmt.Sprintf("v%d", i)))
+	}
+	adopted := filepath.Join(k.dir, "old.tfstate")
+	write(t, adopted, `{"version": 4, "terraform_version": "1.5.7", "serial": 7, "lineage": "22222222-3333-4444-5555-666666666666",
+  "outputs": {}, "resources": [`+strings.Join(resources, ",\n")+`]}`+"\n")
+	cfg := filepath.Join(k.dir, "cfg")
+	k.ok("state", "init", "prod", "--from", adopted)
+	config[3] = "resource \"terraform_data\" \"r3\" {\n  input = \"changed\"\n}\n"
+	write(t, filepath.Join(cfg, "main.tf"), strings.Join(config, "\n"))
+	plan := reULID.FindString(k.ok("plan", "--state", "prod", "-C", cfg))
+	var story struct {
+		Text    string `json:"text"`
+		Version *struct {
+			Changed    []string `json:"changed"`
+			Provenance struct {
+				Exact bool `json:"exact"`
+			} `json:"provenance"`
+		} `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(k.ok("apply", plan, "--json")), &story); err != nil {
+		t.Fatal(err)
+	}
+	if story.Version == nil || !story.Version.Provenance.Exact || len(story.Version.Changed) != 1 || story.Version.Changed[0] != "terraform_data.r3" {
+		t.Fatalf("apply = %s, version %+v; want exact, changing terraform_data.r3 alone", story.Text, story.Version)
+	}
+}

@@ -146,7 +146,8 @@ func groupsEqual(a, b []*Resource) bool {
 }
 
 // rawEqual compares two JSON values: equal bytes, or equal once decoded
-// (json.Number keeps numbers exact).
+// (json.Number keeps numbers exact) and normalised for the encodings
+// Terraform treats as equal (normalize): representation is not change.
 func rawEqual(a, b json.RawMessage) bool {
 	if bytes.Equal(a, b) {
 		return true
@@ -156,7 +157,52 @@ func rawEqual(a, b json.RawMessage) bool {
 	if errA != nil || errB != nil {
 		return false // not JSON: only identical bytes are equal
 	}
-	return reflect.DeepEqual(va, vb)
+	return reflect.DeepEqual(normalize(va), normalize(vb))
+}
+
+// setMembers are the instance members Terraform reads as sets, empty or
+// absent alike: it writes "dependencies": [] in some versions (1.5) and
+// leaves it out in others (1.11), sorts it on its own, and drops an empty
+// "sensitive_attributes".
+var setMembers = []string{"dependencies", "sensitive_attributes"}
+
+// normalize rewrites a decoded resource entry (an object with
+// "instances") so that encodings Terraform treats as equal compare equal:
+// each instance's set members sorted, and dropped when empty. What a
+// resource IS — attributes, status (tainted), deposed keys, schema
+// version, private data, the non-empty sets — is kept. Anything else is
+// returned as it is.
+func normalize(v any) any {
+	entry, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	instances, ok := entry["instances"].([]any)
+	if !ok {
+		return v
+	}
+	for _, in := range instances {
+		inst, ok := in.(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, k := range setMembers {
+			list, isList := inst[k].([]any)
+			switch {
+			case inst[k] == nil, isList && len(list) == 0:
+				delete(inst, k)
+			case isList:
+				slices.SortFunc(list, func(x, y any) int { return strings.Compare(canonical(x), canonical(y)) })
+			}
+		}
+	}
+	return entry
+}
+
+// canonical is v's JSON text, for ordering set members.
+func canonical(v any) string {
+	b, _ := json.Marshal(v) // decoded JSON always encodes
+	return string(b)
 }
 
 func decodeAny(b []byte) (any, error) {
