@@ -345,10 +345,3 @@ func applying(project string, p klyaml.Project) report.Applying {
 	return a
 }
 
-// short abbreviates a commit SHA to 7 characters.
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}
