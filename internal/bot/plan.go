@@ -344,4 +344,3 @@ func applying(project string, p klyaml.Project) report.Applying {
 	}
 	return a
 }
-
