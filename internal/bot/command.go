@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kilolock/kilolock/internal/klyaml"
 )
@@ -11,12 +12,18 @@ import (
 // CommandPrefix starts a klbot command in a pull request comment.
 const CommandPrefix = "/kl"
 
+// MaxReason is the longest reason of `/kl unfence -- REASON`, in
+// characters (as kl run unfence --reason).
+const MaxReason = 1000
+
 // Command names.
 const (
 	CmdPlan    = "plan"
 	CmdApply   = "apply"
 	CmdWhy     = "why"
 	CmdHistory = "history"
+	CmdRecover = "recover"
+	CmdUnfence = "unfence"
 	CmdHelp    = "help"
 )
 
@@ -27,6 +34,7 @@ type Command struct {
 	Name    string `json:"name"`
 	Project string `json:"project,omitempty"` // -p PROJECT (plan, apply, history)
 	Run     string `json:"run,omitempty"`     // why RUN
+	Reason  string `json:"reason,omitempty"`  // unfence -- REASON
 	Err     string `json:"err,omitempty"`
 }
 
@@ -42,7 +50,12 @@ var runIDRE = regexp.MustCompile(`^[0-9A-Z]{26}$`) // a ULID (engine.NewRunID), 
 //	/kl apply [-p PROJECT]
 //	/kl why [RUN]
 //	/kl history [-p PROJECT]
+//	/kl recover [-p PROJECT]
+//	/kl unfence [-p PROJECT] -- REASON…
 //	/kl help
+//
+// After unfence's "--", every word is the reason (joined by single spaces):
+// what the commenter checked on the real objects (ADR 0035).
 //
 // ok is false when no line is a command; the bot then ignores the comment.
 func ParseCommand(body string) (cmd Command, ok bool) {
@@ -65,10 +78,12 @@ func parseWords(w []string) Command {
 	}
 	name, rest := w[0], w[1:]
 	switch name {
-	case CmdPlan, CmdApply, CmdHistory:
+	case CmdPlan, CmdApply, CmdHistory, CmdRecover, CmdUnfence:
 		c := Command{Name: name}
 		for len(rest) > 0 {
 			switch {
+			case rest[0] == "--" && name == CmdUnfence:
+				c.Reason, rest = strings.Join(rest[1:], " "), nil
 			case rest[0] == "-p" && len(rest) >= 2:
 				if c.Project != "" {
 					return fail("`-p` given twice")
@@ -82,6 +97,12 @@ func parseWords(w []string) Command {
 			default:
 				return fail("unexpected %q after `/kl %s`", rest[0], name)
 			}
+		}
+		switch {
+		case name == CmdUnfence && c.Reason == "":
+			return fail("`/kl unfence` needs a reason: `/kl unfence -- WHAT YOU CHECKED`")
+		case utf8.RuneCountInString(c.Reason) > MaxReason:
+			return fail("the reason after `--` is %d characters; at most %d", utf8.RuneCountInString(c.Reason), MaxReason)
 		}
 		return c
 	case CmdWhy:

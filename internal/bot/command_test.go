@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,6 +27,16 @@ func TestParseCommand(t *testing.T) {
 		"why bad run":         {"/kl why 123", Command{Name: CmdHelp, Err: `"123" is not a run id (26 characters, as in ` + "`kl run show RUN`)"}, true},
 		"history -p":          {"/kl history -p dns", Command{Name: CmdHistory, Project: "dns"}, true},
 		"help":                {"/kl help", Command{Name: CmdHelp}, true},
+		"recover":             {"/kl recover", Command{Name: CmdRecover}, true},
+		"recover -p":          {"/kl recover -p dns", Command{Name: CmdRecover, Project: "dns"}, true},
+		"recover junk":        {"/kl recover " + run, Command{Name: CmdHelp, Err: `unexpected "` + run + `" after ` + "`/kl recover`"}, true},
+		"unfence":             {"/kl unfence -- checked the  VM by hand; it is gone", Command{Name: CmdUnfence, Reason: "checked the VM by hand; it is gone"}, true},
+		"unfence -p":          {"/kl unfence -p dns -- checked", Command{Name: CmdUnfence, Project: "dns", Reason: "checked"}, true},
+		"unfence no reason":   {"/kl unfence", Command{Name: CmdHelp, Err: "`/kl unfence` needs a reason: `/kl unfence -- WHAT YOU CHECKED`"}, true},
+		"unfence empty --":    {"/kl unfence -p dns --", Command{Name: CmdHelp, Err: "`/kl unfence` needs a reason: `/kl unfence -- WHAT YOU CHECKED`"}, true},
+		"unfence bare words":  {"/kl unfence checked", Command{Name: CmdHelp, Err: `unexpected "checked" after ` + "`/kl unfence`"}, true},
+		"unfence long":        {"/kl unfence -- " + strings.Repeat("x", MaxReason+1), Command{Name: CmdHelp, Err: "the reason after `--` is 1001 characters; at most 1000"}, true},
+		"recover --":          {"/kl recover -- x", Command{Name: CmdHelp, Err: `unexpected "--" after ` + "`/kl recover`"}, true},
 		"bare":                {"/kl", Command{Name: CmdHelp}, true},
 		"unknown":             {"/kl destroy", Command{Name: CmdHelp, Err: `unknown command "destroy"`}, true},
 		"uppercase word":      {"/kl APPLY", Command{Name: CmdHelp, Err: `unknown command "APPLY"`}, true},

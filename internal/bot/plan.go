@@ -326,6 +326,9 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	if len(out.Overlaps) > 0 {
 		check.Conclusion = "neutral"
 	}
+	if len(out.Fences) > 0 {
+		check.Conclusion = "action_required" // a crashed apply's fence must be lifted first (ADR 0035)
+	}
 	check.DetailsURL = b.runURL(out.Run.ID)
 	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
 		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}

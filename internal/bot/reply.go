@@ -68,8 +68,9 @@ func noticeMarkdown(n report.BotNotice, limit int) string {
 	return md.String()
 }
 
-// answer is the reply job: "/kl why", "/kl history", "/kl help" and
-// commands that do not parse (the help text with what was wrong).
+// answer is the reply job: "/kl why", "/kl history", "/kl recover", "/kl
+// unfence", "/kl help" and commands that do not parse (the help text with
+// what was wrong).
 func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
@@ -82,6 +83,8 @@ func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 		body, err = b.why(ctx, a)
 	case CmdHistory:
 		body, err = b.history(ctx, a)
+	case CmdRecover, CmdUnfence:
+		body, err = b.fenceCommand(ctx, c, repo, a)
 	default:
 		body = noticeMarkdown(report.Help{Problem: a.Command.Err}, 0)
 	}

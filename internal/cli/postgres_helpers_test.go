@@ -205,6 +205,7 @@ type (
 		Addresses []string `json:"addresses"`
 		WaitedMS  int64    `json:"waited_ms"`
 		Reason    string   `json:"reason"`
+		Text      string   `json:"text"`
 	}
 	footprintDoc struct {
 		Write []string `json:"write"`

@@ -41,8 +41,11 @@ resource "terraform_data" "other" {
 //   - right away `kl status` still shows the dead holder's reservations
 //     (checked when the call starts within half a lease of the kill: the
 //     last renewal was at most a third of a lease before it);
-//   - once the lease has ended (polled, up to 20 s), `kl apply` of another
-//     plan writing the same resource succeeds without waiting;
+//   - once the lease has ended (polled, up to 20 s), the killed run's write
+//     set is fenced (ADR 0035): `kl status` lists it, and `kl apply --wait
+//     2m` of another plan writing the same resource is refused at once,
+//     naming the fence and how to lift it; after `kl run unfence` it
+//     succeeds;
 //   - `kl run show` of the killed run says lease-expired, with a
 //     lease-expired marker naming terraform_data.slow;
 //   - no version was produced by the killed run; serials stay contiguous.
@@ -145,17 +148,34 @@ func testKilledApplyProcess(t *testing.T, bin string) {
 		t.Errorf("processes below the killed kl survive SIGKILL of their groups: %+v", below)
 	}
 
-	// After the lease: the reservations are gone (kl status sweeps them).
+	// After the lease: the run is no longer active, and its write set is
+	// fenced (kl status sweeps, and lists it first; ADR 0035).
+	var fenced statusDoc
 	gone := poll(20*time.Second, 250*time.Millisecond, func() bool {
-		var st statusDoc
-		k.jsonOf(&st, "status")
-		active, _ := st.run(killed)
+		k.jsonOf(&fenced, "status")
+		active, _ := fenced.run(killed)
 		return !active
 	})
 	if !gone {
 		t.Fatalf("the killed run %s is still active 20 s after the kill (lease %s)", killed, lease)
 	}
-	t.Logf("reservations of %s gone %s after the kill", killed, time.Since(killedAt).Round(time.Millisecond))
+	t.Logf("the lease of %s ran out %s after the kill", killed, time.Since(killedAt).Round(time.Millisecond))
+	if got := fenced.fences(killed); !slices.Equal(got, []string{"terraform_data.slow"}) {
+		t.Fatalf("kl status after the lease: fenced %+v; want %s fencing terraform_data.slow", fenced.Fenced, killed)
+	}
+
+	// B is refused — at once, though it would wait 2m for a live holder —
+	// naming the fenced run, when its Terraform started, and the commands.
+	refused := startKL(t, bin, k.dir, envWith(k.env, "KL_WORKDIR="+filepath.Join(k.dir, "work-next")), "apply", "--json", "--wait", "2m", next.Run.ID).wait(t, time.Minute)
+	var ref storyDoc
+	if err := json.Unmarshal([]byte(refused.out), &ref); err != nil || refused.code != 3 || ref.Run.Status != "refused" ||
+		!strings.Contains(ref.Run.Reason, "run "+killed+" fences terraform_data.slow") || !strings.Contains(ref.Run.Reason, "its Terraform ran (started at ") ||
+		!strings.Contains(ref.Run.Reason, "`kl run recover "+killed+"`") || !strings.Contains(ref.Run.Reason, "`kl run unfence "+killed+" --reason TEXT`") {
+		t.Fatalf("kl apply of %s over the fence: exit %d, %v, run %+v; want refused (3) naming the fence\nstdout:\n%s\nstderr:\n%s",
+			next.Run.ID, refused.code, err, ref.Run, refused.out, refused.errOut)
+	}
+	// An operator who checked the real objects lifts the fence.
+	k.ok("run", "unfence", killed, "--reason", "checked terraform_data.slow by hand")
 
 	after := startKL(t, bin, k.dir, envWith(k.env, "KL_WORKDIR="+filepath.Join(k.dir, "work-next")), "apply", "--json", next.Run.ID).wait(t, 3*time.Minute)
 	var applied storyDoc
@@ -171,9 +191,15 @@ func testKilledApplyProcess(t *testing.T, bin string) {
 			killed, story.Run.Status, story.Run.Reason, story.Run.CommittedSerial)
 	}
 	if !slices.ContainsFunc(story.Markers, func(m markerDoc) bool {
-		return m.Kind == "lease-expired" && m.Role == "apply" && slices.Contains(m.Addresses, "terraform_data.slow")
+		return m.Kind == "lease-expired" && m.Role == "apply" && slices.Contains(m.Addresses, "terraform_data.slow") &&
+			strings.HasPrefix(m.Text, "lease expired mid-apply (fenced)")
 	}) {
-		t.Errorf("kl run show %s: no lease-expired marker naming terraform_data.slow: %+v", killed, story.Markers)
+		t.Errorf("kl run show %s: no lease-expired marker fencing terraform_data.slow: %+v", killed, story.Markers)
+	}
+	if !slices.ContainsFunc(story.Markers, func(m markerDoc) bool {
+		return m.Kind == "fence-lifted" && strings.HasPrefix(m.Text, "fence lifted by ") && strings.Contains(m.Text, "checked terraform_data.slow by hand")
+	}) {
+		t.Errorf("kl run show %s: no fence-lifted marker naming who and why: %+v", killed, story.Markers)
 	}
 	for _, m := range story.Markers {
 		if m.Role == "apply" && (m.Kind == "applied" || m.Kind == "committed") {

@@ -110,9 +110,16 @@ func TestKilledApplyRecover(t *testing.T) {
 	dir := filepath.Join(k.dir, "config")
 	write(t, filepath.Join(dir, "main.tf"), killedConfig)
 	k.ok("state", "init", state)
-	var plan planDoc
+	var plan, other planDoc
 	k.jsonOf(&plan, "plan", "--state", state, "-C", dir)
 	source := plan.Envelope.SourceSerial
+	// B: another plan at the same serial, writing slow too.
+	otherDir := filepath.Join(k.dir, "other")
+	write(t, filepath.Join(otherDir, "main.tf"), `resource "terraform_data" "slow" {
+  input = "other"
+}
+`)
+	k.jsonOf(&other, "plan", "--state", state, "-C", otherDir)
 
 	env := envWith(k.env, "KL_LEASE=3s")
 	p := startKL(t, bin, k.dir, env, "apply", "--json", plan.Run.ID)
@@ -180,8 +187,38 @@ func TestKilledApplyRecover(t *testing.T) {
 		t.Fatalf("the killed apply %s is %s 30 s after the kill (lease 3s)", apply, story.Run.Status)
 	}
 	hint := "`kl run recover " + apply + "` commits what it last wrote"
-	if !strings.Contains(story.Run.Reason, hint) || story.Run.CommittedSerial != 0 {
-		t.Errorf("killed run: reason %q, committed %d; want the recovery named, nothing committed", story.Run.Reason, story.Run.CommittedSerial)
+	lift := "`kl run recover " + apply + "` commits what its Terraform last wrote, or, after checking the real objects, `kl run unfence " + apply + " --reason TEXT`"
+	if !strings.HasPrefix(story.Run.Reason, "lease expired mid-apply (fenced)") || !strings.Contains(story.Run.Reason, lift) || story.Run.CommittedSerial != 0 {
+		t.Errorf("killed run: reason %q, committed %d; want fenced, both ways to lift the fence named, nothing committed", story.Run.Reason, story.Run.CommittedSerial)
+	}
+	// kl status lists it first, fenced, with the commands (ADR 0035).
+	var st statusDoc
+	k.jsonOf(&st, "status")
+	if got := st.fences(apply); !slices.Equal(got, []string{"terraform_data.fast", "terraform_data.slow"}) || !strings.Contains(st.Fenced[0].Text, lift) {
+		t.Errorf("kl status: fenced %+v; want %s fencing fast and slow, with the commands", st.Fenced, apply)
+	}
+	// B is refused at once, naming the fence (ADR 0035); a plan made now
+	// says it is fenced.
+	var refused recoverDoc
+	r := k.run("apply", "--json", "--wait", "1m", other.Run.ID)
+	if err := json.Unmarshal([]byte(r.out), &refused); err != nil || r.code() != 3 || refused.Run.Status != "refused" ||
+		!strings.Contains(refused.Run.Reason, "run "+apply+" fences terraform_data.slow") {
+		t.Errorf("kl apply of B over the fence: exit %d, %v, run %+v; want refused (3), naming the fence of %s", r.code(), err, refused.Run, apply)
+	}
+	var fencedPlan struct {
+		Fences []struct {
+			Run       string   `json:"run"`
+			Addresses []string `json:"addresses"`
+		} `json:"fences"`
+		Next string `json:"next"`
+	}
+	k.jsonOf(&fencedPlan, "plan", "--state", state, "-C", otherDir)
+	if len(fencedPlan.Fences) != 1 || fencedPlan.Fences[0].Run != apply || !slices.Equal(fencedPlan.Fences[0].Addresses, []string{"terraform_data.slow"}) || fencedPlan.Next != "" {
+		t.Errorf("kl plan over the fence: fences %+v, next %q; want the fence of %s on slow, no apply command", fencedPlan.Fences, fencedPlan.Next, apply)
+	}
+	// Lifting without a reason is refused; the fence stands.
+	if r := k.run("run", "unfence", apply); r.code() != 1 || !strings.Contains(r.err.Error(), "--reason is required") {
+		t.Errorf("kl run unfence without --reason: exit %d, %v; want 1, --reason is required", r.code(), r.err)
 	}
 	if story.Plan.Status != "failed" || !strings.Contains(story.Plan.Reason, hint) || !strings.Contains(story.Plan.Reason, "Terraform had started applying") {
 		t.Errorf("plan: %s, %q; want failed, naming the recovery", story.Plan.Status, story.Plan.Reason)
@@ -225,6 +262,15 @@ func TestKilledApplyRecover(t *testing.T) {
 	if !strings.Contains(rec.Text, "kl run recover committed what Terraform had written (version") {
 		t.Errorf("verdict after recovery: %q", rec.Text)
 	}
+	// The recovery lifted the fence, and says so (not "released").
+	k.jsonOf(&st, "status")
+	if len(st.Fenced) != 0 || !rec.has("apply", "fence-lifted") || rec.has("apply", "released") {
+		t.Errorf("after kl run recover: fenced %+v, fence-lifted %v, released %v; want no fence, fence-lifted, no released",
+			st.Fenced, rec.has("apply", "fence-lifted"), rec.has("apply", "released"))
+	}
+	if r := k.run("run", "unfence", apply, "--reason", "checked"); r.code() != 3 || !strings.Contains(r.err.Error(), "holds no fence") {
+		t.Errorf("kl run unfence after the recovery: exit %d, %v; want 3, holds no fence", r.code(), r.err)
+	}
 	t.Logf("kl why after recovery:\n%s", k.ok("why", apply))
 
 	// The head holds what Terraform did: planning the configuration
@@ -255,6 +301,9 @@ func TestKilledApplyRecover(t *testing.T) {
 	if !slices.Equal(changes, []string{"terraform_data.slow create"}) {
 		t.Fatalf("terraform plan against the recovered head: %v; want only terraform_data.slow created", changes)
 	}
+
+	// With the fence lifted, B applies: A's slow never got into any state.
+	k.ok("apply", other.Run.ID)
 
 	// Exactly once; never a plan.
 	if r := k.run("run", "recover", apply); r.code() != 3 || !strings.Contains(r.err.Error(), "committed version") {

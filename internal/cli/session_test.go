@@ -389,6 +389,23 @@ type statusDoc struct {
 		Read      []string          `json:"read"`
 		WaitingOn []json.RawMessage `json:"waiting_on"`
 	} `json:"active"`
+	Fenced []struct {
+		Run struct {
+			ID string `json:"id"`
+		} `json:"run"`
+		Fences []string `json:"fences"`
+		Text   string   `json:"text"`
+	} `json:"fenced"`
+}
+
+// fences returns what run id fences in s (nil: it is not fenced).
+func (s statusDoc) fences(id string) []string {
+	for _, f := range s.Fenced {
+		if f.Run.ID == id {
+			return f.Fences
+		}
+	}
+	return nil
 }
 
 // waits reports whether an active run is waiting on another: its waited

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -114,7 +115,7 @@ func (a *app) runsCommand() *cobra.Command {
 }
 
 func (a *app) runCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "run", Short: "Inspect one run, discard an open plan, or recover what a stopped apply's Terraform wrote"}
+	cmd := &cobra.Command{Use: "run", Short: "Inspect one run, discard an open plan, recover what a stopped apply's Terraform wrote, or lift its fence"}
 	var reason string
 	discard := &cobra.Command{
 		Use:   "discard RUN",
@@ -153,7 +154,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 		},
 	}
 	discard.Flags().StringVar(&reason, "reason", "", "why the plan is discarded (recorded on the run)")
-	cmd.AddCommand(discard, a.recoverCommand())
+	cmd.AddCommand(discard, a.recoverCommand(), a.unfenceCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show RUN",
 		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance",
@@ -234,6 +235,10 @@ failed: re-plan after recovering.
 
 Without recovering, the next plan would create again what Terraform already created.
 
+An apply whose lease ran out while its Terraform ran leaves its write set fenced: no other
+apply may write or read those addresses until it is recovered (recover lifts the fence) or
+unfenced (kl run unfence).
+
 Exit status: 0 committed; 3 refused (a plan run, a run that committed already, a run whose
 holder may still be running — wait for its lease —, a run that never ran Terraform, or nothing
 Terraform wrote to recover); 1 any other error.`,
@@ -258,6 +263,53 @@ Terraform wrote to recover); 1 any other error.`,
 			return report.RunStory(a.io.Out, s, a.reportOptions())
 		},
 	}
+}
+
+func (a *app) unfenceCommand() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "unfence RUN --reason TEXT",
+		Short: "Lift the fence a crashed apply left on its write set, without committing anything",
+		Long: `When an apply's holder dies (kill -9, a lost machine) after its Terraform started, the
+apply's write set stays fenced once its lease runs out: the real objects may have changed in
+ways no version records, so every apply that writes or reads those addresses is refused,
+naming the fenced run. kl run recover RUN commits what its Terraform last wrote and lifts
+the fence. When there is nothing to recover, or you have checked the real objects yourself
+(and imported or removed what needs it), unfence lifts the fence without committing:
+--reason says what you checked; it is stored with your name and shown in the run's story as
+"fence lifted by ACTOR". What the dead run's Terraform did stays in no version.
+
+Exit status: 0 lifted; 3 refused (the run holds no fence: it is alive, committed, or was
+recovered or unfenced already); 1 any other error (no --reason, an unknown run).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return engine.Errorf(engine.ErrInvalid, "--reason is required: say what you checked on the real objects before lifting the fence of run %s", args[0])
+			}
+			if err := checkWords("--reason", reason, MaxReason); err != nil {
+				return err
+			}
+			e, err := a.engineToWrite(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			if _, err := e.Unfence(cmd.Context(), engine.UnfenceInput{Run: args[0], By: a.actor(), Why: reason}); err != nil {
+				if errors.Is(err, engine.ErrNotFound) {
+					if _, gerr := e.Run(cmd.Context(), args[0]); gerr == nil {
+						return &ExitError{Code: 3, Err: err}
+					}
+				}
+				return err
+			}
+			s, err := e.RunStory(context.WithoutCancel(cmd.Context()), args[0])
+			if err != nil {
+				return err
+			}
+			return report.RunStory(a.io.Out, s, a.reportOptions())
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "what you checked on the real objects (required; recorded on the run)")
+	return cmd
 }
 
 // knownState returns an error unless state is "" (every state) or exists:

@@ -370,7 +370,7 @@ func (a *applier) fail(ctx context.Context, planStatus RunStatus, end *End, err 
 	switch end.Cause {
 	case CauseInterrupted:
 		status = StatusInterrupted
-	case CauseRefusedConflict, CauseRefusedStale, CauseIntentChanged, CauseBehindHead, CauseRefusedClaim:
+	case CauseRefusedConflict, CauseRefusedFenced, CauseRefusedStale, CauseIntentChanged, CauseBehindHead, CauseRefusedClaim:
 		status = StatusRefused
 	}
 	a.abortWith(ctx, status, end, planStatus, nil, markers...)

@@ -396,10 +396,15 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 		PlanDigest: m.env.PlanDigest, Mode: CommitSnapshotMerge,
 		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR,
 	}
+	lift := LiftCommitted
+	if spec.recovered != nil {
+		lift = LiftRecovered
+	}
 	return CommitResult{
 		Snapshot: doc, Changed: changed, Resources: merged.ResourceCount(), Provenance: prov.withDeviation(d),
 		UpdateRun: m.updateRun(serial, end),
 		Markers:   m.markers(head.Serial, serial, len(changed), d, end),
+		Lift:      lift,
 	}, nil
 }
 

@@ -26,6 +26,12 @@ const (
 	// CauseRefusedConflict: Blockers held overlapping reservations (after
 	// waiting Waited, when it waited).
 	CauseRefusedConflict Cause = "refused-conflict"
+	// CauseRefusedFenced: Blockers include fenced runs (Blocker.Fenced):
+	// applies whose holders died while their Terraform ran hold fences on
+	// what this plan writes or reads. Refused at once — waiting cannot help:
+	// only `kl run recover` or `kl run unfence` of the blocker lifts a fence
+	// (ADR 0035).
+	CauseRefusedFenced Cause = "refused-fenced"
 	// CauseRefusedStale: since-plan versions Stale changed the write set
 	// (or, Strict, the read set) of plan Plan (ADR D3).
 	CauseRefusedStale Cause = "refused-stale"
@@ -48,8 +54,10 @@ const (
 	CauseFailed Cause = "failed"
 	// CauseLeaseExpired: the holder Holder stopped renewing; its lease ran
 	// out at LeaseEnd — on its reservations (Phase "") or on the run itself
-	// while Phase. Recoverable: Terraform had started applying, and `kl run
-	// recover` commits what it last wrote.
+	// while Phase. Recoverable: Terraform had started applying (at
+	// TerraformStarted), and `kl run recover` commits what it last wrote.
+	// Fenced: the write reservations that stayed as fences (ADR 0035) —
+	// "lease expired mid-apply (fenced)".
 	CauseLeaseExpired Cause = "lease-expired"
 	// CauseLeaseLost: the reservations expired before the commit; version
 	// Serial holds only what the head had not changed since the plan and no
@@ -75,7 +83,7 @@ const (
 	CauseApplyRecovered Cause = "apply-recovered"
 	// CauseApplyLeaseExpired: apply run Run's holder Holder stopped
 	// renewing (lease end LeaseEnd) after it reserved; Recoverable: its
-	// Terraform had started.
+	// Terraform had started; Fenced: what it left fenced.
 	CauseApplyLeaseExpired Cause = "apply-lease-expired"
 	// CauseSuperseded: something replaced the plan: Superseded says what
 	// (a newer plan of pull request PR at commit Commit, or PR closed
@@ -180,6 +188,10 @@ type End struct {
 	Holder      Holder    `json:"holder,omitzero"`
 	LeaseEnd    time.Time `json:"lease_end,omitzero"`
 	Recoverable bool      `json:"recoverable,omitempty"`
+	// Fences (ADR 0035): the addresses a lapsed apply left fenced, and when
+	// its Terraform started.
+	Fenced           AddressSet `json:"fenced,omitempty"`
+	TerraformStarted time.Time  `json:"terraform_started,omitzero"`
 	// Reservation conflicts.
 	Blockers []Blocker `json:"blockers,omitempty"`
 	Waited   Duration  `json:"waited,omitempty"`

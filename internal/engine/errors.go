@@ -92,6 +92,28 @@ func (e *ConflictError) Error() string {
 // Unwrap makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
+// FencedError is a reservation request refused because some of its
+// blockers are fences (Blocker.Fenced, ADR 0035): applies whose holders
+// died while their Terraform ran. It unwraps to the *ConflictError (and so
+// to ErrConflict); unlike a live conflict, waiting cannot resolve it.
+type FencedError struct {
+	*ConflictError
+}
+
+func (e *FencedError) Error() string {
+	var runs []string
+	for _, b := range e.Blockers {
+		if b.Fenced {
+			runs = append(runs, b.Run)
+		}
+	}
+	return fmt.Sprintf("%s; fenced by %s, whose holder died while Terraform ran: `kl run recover RUN` or `kl run unfence RUN --reason TEXT` lifts a fence",
+		e.ConflictError.Error(), strings.Join(runs, ", "))
+}
+
+// Unwrap returns the conflict.
+func (e *FencedError) Unwrap() error { return e.ConflictError }
+
 // StatusError is a run found in a status that forbids the requested
 // transition (applying a run twice, applying an apply run).
 type StatusError struct {

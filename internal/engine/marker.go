@@ -25,6 +25,23 @@ const (
 	MarkerLeaseExpired    MarkerKind = "lease-expired"    // holder stopped renewing
 	MarkerFailed          MarkerKind = "failed"           // Reason says why
 	MarkerRecovered       MarkerKind = "recovered"        // `kl run recover` committed version Serial from what Terraform last wrote
+	MarkerFenceLifted     MarkerKind = "fence-lifted"     // the run's fences were lifted (Lift says how)
+)
+
+// Lift is how a fence was lifted (a "fence-lifted" marker, ADR 0035).
+type Lift string
+
+// Lifts.
+const (
+	// LiftRecovered: `kl run recover` committed what the run's Terraform
+	// last wrote.
+	LiftRecovered Lift = "recovered"
+	// LiftCommitted: the run's own holder, back after its lease lapsed,
+	// committed what its Terraform did.
+	LiftCommitted Lift = "committed"
+	// LiftUnfenced: an operator lifted it without a commit (`kl run
+	// unfence`), By, with Reason in their words.
+	LiftUnfenced Lift = "unfenced"
 )
 
 // Marker is one typed, timestamped event on a run (ADR D4). Which fields are
@@ -46,8 +63,11 @@ const (
 //	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
 //	deviation             Deviation
 //	released          Count
-//	lease-expired     Addresses (the reservations dropped); or, when the run's own lease (Run.LeaseUntil) ran
-//	                  out while it held none (planning, waiting), no addresses and Reason
+//	lease-expired     Addresses (the reservations whose lease ran out), End (End.Fenced: those kept as fences,
+//	                  ADR 0035); or, when the run's own lease (Run.LeaseUntil) ran out while it held none
+//	                  (planning, waiting), no addresses and End
+//	fence-lifted      Addresses (the fences lifted), Lift (recovered, committed, unfenced), By and Reason
+//	                  (unfenced: who, in their words)
 //	failed            Reason
 //	recovered         Serial (the version committed), Count (addresses it changed), Addresses (changes
 //	                  kept at the head, not merged), Extra["artifact"] (the artifact recovered from:
@@ -83,6 +103,10 @@ type Marker struct {
 	// ends were typed.
 	Reason string            `json:"reason,omitempty"`
 	Extra  map[string]string `json:"extra,omitempty"`
+	// Lift and By: how a "fence-lifted" marker's fence was lifted, and who
+	// lifted it when an operator did.
+	Lift Lift   `json:"lift,omitempty"`
+	By   string `json:"by,omitempty"`
 }
 
 // Duration is a time.Duration that marshals as Go's duration string

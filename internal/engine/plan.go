@@ -32,6 +32,9 @@ type PlanInput struct {
 type PlanOutcome struct {
 	Run      Run
 	Overlaps []Overlap
+	// Fences are the fences of crashed applies this plan's footprint meets
+	// (ADR 0035): its apply is refused until they are lifted.
+	Fences []Fence
 }
 
 // Overlap is another open plan sharing part of this plan's footprint.
@@ -109,7 +112,11 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PlanOutcome{Run: run, Overlaps: overlaps}, nil
+	fences, err := e.fencesOver(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return &PlanOutcome{Run: run, Overlaps: overlaps, Fences: fences}, nil
 }
 
 // validateTarget accepts what terraform plan -target accepts: a resource or

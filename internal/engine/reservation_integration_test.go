@@ -226,8 +226,9 @@ func TestSamePlanAppliedTwiceAtOnce(t *testing.T) {
 }
 
 // TestLeaseLostBeforeCommit: A's reservations expire while Terraform runs
-// (the store's clock jumps a minute ahead: the sweep ends A and fails its
-// plan); B takes y and commits. A's
+// (the store's clock jumps a minute ahead: the sweep ends A, fences its
+// write set and fails its plan); B is refused over the fence until an
+// operator unfences A; then B takes y and commits. A's
 // commit then merges only what the head had not changed since its plan —
 // x and z, not y — and A fails with ErrLeaseLost: B's update is not lost,
 // A's work is not dropped, and the caller is told (DESIGN.md apply step 6).
@@ -272,6 +273,20 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 	}
 	if !slices.Contains(st.Expired, holder) && h.run(holder).Status != engine.StatusLeaseExpired {
 		t.Fatalf("Status = %+v, run %s %s; want it expired", st, holder, h.run(holder).Status)
+	}
+	// A's Terraform started: its write set is fenced, and B is refused at
+	// once, naming A (ADR 0035) — no wait would free it.
+	_, err = h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: b.ID, State: testState, Actor: "bob", Wait: time.Minute})
+	var fe *engine.FencedError
+	if !errors.As(err, &fe) || len(fe.Blockers) != 1 || fe.Blockers[0].Run != holder || !fe.Blockers[0].Fenced || fe.Blockers[0].TerraformStarted.IsZero() {
+		t.Fatalf("Apply B over A's fence = %v; want a *FencedError naming run %s, fenced, with its Terraform start", err, holder)
+	}
+	if pb := h.run(b.ID); pb.Status != engine.StatusPlanned {
+		t.Fatalf("B's plan after the fenced refusal = %s; want planned (it may be applied once the fence is lifted)", pb.Status)
+	}
+	// An operator who checked the real objects lifts the fence: B goes ahead.
+	if _, err := h.eng.Unfence(h.ctx, engine.UnfenceInput{Run: holder, By: "carol", Why: "checked y by hand"}); err != nil {
+		t.Fatalf("Unfence %s: %v", holder, err)
 	}
 	outB := h.apply(b.ID)
 	release()
@@ -319,6 +334,76 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 	hs, _ := h.head()
 	if got := hs.inputs(); got["x"] != "x1" || got["y"] != "y2" || got["z"] != "z1" {
 		t.Errorf("head = %v; want A's x1 and z1, B's y2", got)
+	}
+	if rs := h.reservations(); len(rs) != 0 {
+		t.Errorf("reservations left: %v", rs)
+	}
+}
+
+// TestFencedHolderCommits: A's reservations expire while its Terraform
+// runs (the store's clock jumps a minute ahead), so the sweep ends A and
+// fences its write set (ADR 0035). A's holder was only paused: when its
+// Terraform returns, nobody could have taken the fenced addresses, so its
+// commit goes through as planned — exact, the plan applied — and lifts the
+// fence ("fence-lifted", committed), with no "released" and no lease-lost
+// path.
+func TestFencedHolderCommits(t *testing.T) {
+	t.Parallel()
+	var skew atomic.Int64
+	h := setup(t, sqlite.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+	h.base(config{"x": {Value: "x0"}, "y": {Value: "y0"}})
+	source := h.headSerial()
+	gate, release := h.gate()
+	a := h.plan(config{"x": {Value: "x1"}, "y": {Value: "y1"}, "z": {Value: "z1", Gate: gate}})
+	done := make(chan error, 1)
+	var out *engine.ApplyOutcome
+	go func() {
+		var err error
+		out, err = h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: a.ID, Actor: "alice"})
+		done <- err
+	}()
+	var holder string
+	waitFor(t, 30*time.Second, "A to hold its reservations", func() bool {
+		for _, r := range h.reservations() {
+			holder = r.Run
+			return true
+		}
+		return false
+	})
+	waitFor(t, 30*time.Second, "A to run Terraform", func() bool { return len(h.run(holder).AllowedBecause) > 0 })
+	skew.Store(int64(time.Minute))
+	st, err := h.eng.Status(h.ctx, testState)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if len(st.Fenced) != 1 || st.Fenced[0].Run.ID != holder || len(st.Fenced[0].Fences) != 3 {
+		t.Fatalf("Status.Fenced = %+v; want run %s fencing its 3 writes", st.Fenced, holder)
+	}
+	if r := h.run(holder); r.Status != engine.StatusLeaseExpired || len(r.End.Fenced) != 3 || !r.End.Recoverable {
+		t.Fatalf("A after the sweep: %s, end %+v; want lease-expired, fenced, recoverable", r.Status, r.End)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("Apply A after its fence stood: %v", err)
+	}
+	v := out.Version
+	if v == nil || v.Serial != source+1 || !sameSet(v.Changed, addrs("x", "y", "z")) || !v.Provenance.Exact {
+		t.Fatalf("A committed %+v; want version %d changing x, y, z exactly", v, source+1)
+	}
+	r := h.run(holder)
+	if r.Status != engine.StatusApplied || !r.End.Is(engine.CauseApplied) || r.CommittedSerial != v.Serial {
+		t.Errorf("A's run = %s, end %+v; want applied as version %d", r.Status, r.End, v.Serial)
+	}
+	if m := h.marker(holder, engine.MarkerFenceLifted); m.Lift != engine.LiftCommitted || len(m.Addresses) != 3 {
+		t.Errorf("fence-lifted marker %+v; want lifted by its own commit, 3 addresses", m)
+	}
+	for _, m := range h.markers(holder) {
+		if m.Kind == engine.MarkerReleased {
+			t.Errorf("A's commit says released, but its reservations had become fences: %+v", m)
+		}
+	}
+	if p := h.run(a.ID); p.Status != engine.StatusApplied {
+		t.Errorf("A's plan = %s, end %+v; want applied", p.Status, p.End)
 	}
 	if rs := h.reservations(); len(rs) != 0 {
 		t.Errorf("reservations left: %v", rs)

@@ -31,6 +31,12 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 			return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepAcquire, err), fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err))
 		}
 		fresh := a.blockedBy(ce, &w)
+		if fenced(ce.Blockers) {
+			// No wait frees a fence: only a recovery or an unfence of the
+			// dead run does (ADR 0035).
+			return AcquireResult{}, a.fail(ctx, StatusPlanned, &End{Cause: CauseRefusedFenced, Blockers: ce.Blockers},
+				fmt.Errorf("run %s: %w", a.run.ID, &FencedError{ce}), fresh...)
+		}
 		if a.in.Wait <= 0 || !e.now().Before(deadline) {
 			end := &End{Cause: CauseRefusedConflict, Blockers: ce.Blockers}
 			if w.waited {
@@ -126,4 +132,14 @@ func (a *applier) recordWait(ctx context.Context, ce *ConflictError, fresh []Mar
 		a.in.OnWait(ce.Blockers)
 	}
 	return nil
+}
+
+// fenced reports whether any of blockers is fenced (Blocker.Fenced).
+func fenced(blockers []Blocker) bool {
+	for _, b := range blockers {
+		if b.Fenced {
+			return true
+		}
+	}
+	return false
 }

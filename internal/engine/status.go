@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -16,10 +17,21 @@ type ActiveRun struct {
 	Since     time.Time     `json:"since"`
 }
 
-// Status is `kl status`: what is running now, what each run holds, who
-// waits on whom, and the open plans an apply could still take (ADR D6
+// FencedRun is an apply whose holder died while its Terraform ran: its
+// write set stays fenced until it is recovered or unfenced (ADR 0035).
+type FencedRun struct {
+	Run    Run           `json:"run"`
+	Fences []Reservation `json:"fences"`
+	// TerraformStarted is when its Terraform started (End.TerraformStarted).
+	TerraformStarted time.Time `json:"terraform_started,omitzero"`
+}
+
+// Status is `kl status`: the fenced runs first (nothing else can take what
+// they fence until someone acts), what is running now, what each run holds,
+// who waits on whom, and the open plans an apply could still take (ADR D6
 // "what is running now").
 type Status struct {
+	Fenced    []FencedRun `json:"fenced"`
 	Active    []ActiveRun `json:"active"`
 	OpenPlans []Run       `json:"open_plans"`
 	// Expired lists runs whose leases this call found expired.
@@ -40,14 +52,35 @@ func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 		return nil, fmt.Errorf("reading reservations: %w", err)
 	}
 	holds := map[string][]Reservation{}
+	fences := map[string][]Reservation{}
+	var fencedRuns []string
 	for _, r := range res {
+		if r.Fenced() {
+			if len(fences[r.Run]) == 0 {
+				fencedRuns = append(fencedRuns, r.Run)
+			}
+			fences[r.Run] = append(fences[r.Run], r)
+			continue
+		}
 		holds[r.Run] = append(holds[r.Run], r)
 	}
 	active, err := e.Store.ListRuns(ctx, RunQuery{State: state, Statuses: []RunStatus{StatusPlanning, StatusWaiting, StatusApplying}, Limit: 1000})
 	if err != nil {
 		return nil, fmt.Errorf("listing active runs: %w", err)
 	}
-	out := &Status{Active: []ActiveRun{}, OpenPlans: []Run{}, Expired: expired}
+	out := &Status{Fenced: []FencedRun{}, Active: []ActiveRun{}, OpenPlans: []Run{}, Expired: expired}
+	sort.Strings(fencedRuns)
+	for _, id := range fencedRuns {
+		r, err := e.Store.GetRun(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("reading fenced run %s: %w", id, err)
+		}
+		f := FencedRun{Run: r, Fences: fences[id]}
+		if r.End != nil {
+			f.TerraformStarted = r.End.TerraformStarted
+		}
+		out.Fenced = append(out.Fenced, f)
+	}
 	for _, r := range active {
 		if r.Kind == KindPlan && r.Status == StatusApplying {
 			continue // claimed by an apply run, which is listed itself

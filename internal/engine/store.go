@@ -34,10 +34,11 @@ type Store interface {
 	// Commit writes version head+1 in ONE transaction (DESIGN.md apply step
 	// 6): lock the state head, call req.Merge with the head and its snapshot,
 	// insert the returned snapshot as head+1 with its changed addresses and
-	// provenance, apply req.Run's update and markers, and release the run's
-	// reservations (with a "released" marker). If Merge fails nothing is
-	// written. ErrLeaseLost if the run no longer holds reservations on the
-	// state and req.RequireReservations is set.
+	// provenance, apply req.Run's update and markers, lift the run's fences
+	// (a "fence-lifted" marker, CommitResult.Lift) and release its
+	// reservations (a "released" marker). If Merge fails nothing is
+	// written. ErrLeaseLost if the run holds neither a live reservation nor
+	// a fence on the state and req.RequireReservations is set.
 	Commit(ctx context.Context, req CommitRequest) (Version, error)
 
 	// CreateRun stores a new run. ErrConflict if the id exists.
@@ -74,10 +75,19 @@ type Store interface {
 	// Renew extends every reservation of run by lease from now. ErrLeaseLost
 	// if the run holds none (they expired and were taken away).
 	Renew(ctx context.Context, run string, lease time.Duration) error
-	// Release drops every reservation of run and writes a "released" marker
-	// when it held any. Releasing nothing is not an error.
+	// Release drops every reservation of run held by a lease and writes a
+	// "released" marker when it held any. It never drops a fence: a run
+	// whose Terraform state is in doubt does not free its write set by
+	// failing (ADR 0035). Releasing nothing is not an error.
 	Release(ctx context.Context, run string) error
-	// Reservations lists live reservations (of one state, or all if "").
+	// LiftFence deletes run's fences without a commit (`kl run unfence`, ADR
+	// 0035) and appends a "fence-lifted" marker (LiftUnfenced, by, why),
+	// in one transaction under the run's lock. It returns the addresses
+	// lifted. ErrNotFound if the run is unknown or holds no fence;
+	// ErrInvalid for an empty by or why.
+	LiftFence(ctx context.Context, run, by, why string) (AddressSet, error)
+	// Reservations lists live reservations, fences included (of one state,
+	// or all if "").
 	Reservations(ctx context.Context, state string) ([]Reservation, error)
 	// RenewRun extends the run's own lease (Run.LeaseUntil) to now+lease, by
 	// the store's clock, while the run is in progress (Run.InProgress).
@@ -87,7 +97,11 @@ type Store interface {
 	RenewRun(ctx context.Context, run string, lease time.Duration) error
 	// ExpireLeases is the lease sweep, in one transaction: it drops
 	// reservations whose lease ended before now and marks their runs
-	// lease-expired (status when open, and a marker); it ends runs in
+	// lease-expired (status when open, and a marker) — except the write
+	// reservations of an apply run whose Terraform started (an
+	// "apply-started" marker) and that has not committed: those become
+	// fences (Reservation.FencedAt; End.Fenced and the marker's End name
+	// them), live until Commit or LiftFence deletes them (ADR 0035); it ends runs in
 	// progress whose own lease (Run.LeaseUntil, when set) ended and that
 	// hold no live reservation (status, end, marker); and it hands the
 	// plan an expired apply run had claimed back — planned when the apply
@@ -153,6 +167,9 @@ type CommitResult struct {
 	Provenance Provenance
 	UpdateRun  func(*Run) error
 	Markers    []Marker
+	// Lift is how the commit lifts the run's fences, if it holds any (ADR
+	// 0035): LiftRecovered for a recovery; "" is LiftCommitted.
+	Lift Lift
 }
 
 // AcquireRequest asks for a run's whole reservation set.

@@ -355,6 +355,13 @@ const (
 )
 
 // Reservation is one (state, address, mode, holder run, lease) claim.
+//
+// FencedAt, when set, makes it a fence (ADR 0035): the write reservation of
+// an apply whose lease ran out after its Terraform started and before it
+// committed. The lease sweep keeps it — live whatever ExpiresAt says — from
+// that moment until the run's recovery, its holder's own commit, or an
+// operator's unfence lifts it: the real objects are in a state nobody has
+// recorded, so no other run may write them, or read them to plan a write.
 type Reservation struct {
 	State      string          `json:"state,omitempty"`
 	Address    Address         `json:"address"`
@@ -363,7 +370,11 @@ type Reservation struct {
 	Holder     Holder          `json:"holder,omitzero"`
 	AcquiredAt time.Time       `json:"acquired_at,omitzero"`
 	ExpiresAt  time.Time       `json:"expires_at,omitzero"`
+	FencedAt   time.Time       `json:"fenced_at,omitzero"`
 }
+
+// Fenced reports whether r is a fence (FencedAt set).
+func (r Reservation) Fenced() bool { return !r.FencedAt.IsZero() }
 
 // ConflictsWith reports whether r and o cannot be held at once by different
 // runs: overlapping addresses and at least one write.
@@ -401,17 +412,26 @@ func Conflicts(run string, want, held []Reservation) []Blocker {
 		}
 		out[i].Addresses = out[i].Addresses.Union(NewAddressSet(blocked...))
 		out[i].Held = append(out[i].Held, h)
+		out[i].Fenced = out[i].Fenced || h.Fenced()
 	}
 	return out
 }
 
 // Blocker is one run whose reservations block a request: the requested
 // addresses it blocks and its own conflicting reservations.
+//
+// Fenced is set when any of them is a fence (Reservation.Fenced): the run
+// is an apply whose holder died while its Terraform ran, and only `kl run
+// recover` or `kl run unfence` frees them — no wait does. TerraformStarted
+// is when its Terraform started (its "apply-started" marker), for the
+// refusal's words.
 type Blocker struct {
-	Run       string        `json:"run"`
-	PR        *PullRequest  `json:"pr,omitempty"`
-	Actor     string        `json:"actor,omitempty"`
-	Holder    Holder        `json:"holder"`
-	Addresses AddressSet    `json:"addresses"`
-	Held      []Reservation `json:"held"`
+	Run              string        `json:"run"`
+	PR               *PullRequest  `json:"pr,omitempty"`
+	Actor            string        `json:"actor,omitempty"`
+	Holder           Holder        `json:"holder"`
+	Addresses        AddressSet    `json:"addresses"`
+	Held             []Reservation `json:"held"`
+	Fenced           bool          `json:"fenced,omitempty"`
+	TerraformStarted time.Time     `json:"terraform_started,omitzero"`
 }

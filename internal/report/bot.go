@@ -165,16 +165,49 @@ func PermissionWords(actor, repo, perm, verb string) string {
 	return fmt.Sprintf("@%s has %s on %s; %s needs write", actor, has, repo, verb)
 }
 
-// PlanNotAllowed is a "/kl plan" by a user without write permission: the
-// reply to the comment.
+// PlanNotAllowed is a "/kl plan" (or Command: "/kl recover", "/kl
+// unfence") by a user without write permission: the reply to the comment.
 type PlanNotAllowed struct {
 	Actor, Repo string
 	Permission  string // GitHub's permission name, as in PermissionWords
+	Command     string // "" is "/kl plan"
 }
 
 func (n PlanNotAllowed) markdown(o Options) string {
-	return fmt.Sprintf("%s⛔ `/kl plan` refused: write permission\n\n- **rule:** only users with write permission on %s may plan or apply\n- **why:** %s\n",
-		o.heading(0), n.Repo, PermissionWords(n.Actor, n.Repo, n.Permission, "/kl plan"))
+	cmd := orWords(n.Command, "/kl plan")
+	return fmt.Sprintf("%s⛔ `%s` refused: write permission\n\n- **rule:** only users with write permission on %s may plan, apply, recover or unfence\n- **why:** %s\n",
+		o.heading(0), cmd, n.Repo, PermissionWords(n.Actor, n.Repo, n.Permission, cmd))
+}
+
+// NothingFenced answers "/kl recover" or "/kl unfence" (Command) on a pull
+// request none of whose applies (of Project, "" for any) is fenced or left
+// anything to recover (ADR 0035).
+type NothingFenced struct {
+	Command string
+	Project string
+}
+
+func (n NothingFenced) markdown(o Options) string {
+	what := "No apply of this pull request"
+	if n.Project != "" {
+		what = "No apply of project `" + n.Project + "` in this pull request"
+	}
+	if n.Command == "/kl unfence" {
+		return fmt.Sprintf("%s%s holds a fence: nothing to lift.\n", o.heading(0), what)
+	}
+	return fmt.Sprintf("%s%s stopped with something to recover: nothing to do.\n", o.heading(0), what)
+}
+
+// FenceRefused is a "/kl recover" or "/kl unfence" (Command) of apply run
+// Run of Project that the engine refused; Problem is its words (Markdown).
+type FenceRefused struct {
+	Command, Project, Run string
+	Problem               string
+}
+
+func (n FenceRefused) markdown(o Options) string {
+	return fmt.Sprintf("%s⛔ `%s` of project `%s` refused\n\n- **run:** `%s`\n- **why:** %s\n",
+		o.heading(0), n.Command, n.Project, n.Run, n.Problem)
 }
 
 // NothingToApply is a "/kl apply" with no plan to apply: the reply.

@@ -45,7 +45,12 @@ func botNotices() map[string]BotNotice {
 		"refused-plan-unknown": with(botRefusal(BotRuleOpenPlan), func(r *BotRefusal) {
 			r.Problem = "run " + planA + " does not exist (see `kl runs`)"
 		}),
-		"plan-not-allowed":         PlanNotAllowed{Actor: "mallory", Repo: "acme/infra", Permission: "none"},
+		"plan-not-allowed":        PlanNotAllowed{Actor: "mallory", Repo: "acme/infra", Permission: "none"},
+		"unfence-not-allowed":     PlanNotAllowed{Actor: "mallory", Repo: "acme/infra", Permission: "read", Command: "/kl unfence"},
+		"recover-nothing":         NothingFenced{Command: "/kl recover"},
+		"unfence-nothing-project": NothingFenced{Command: "/kl unfence", Project: "dns"},
+		"recover-refused": FenceRefused{Command: "/kl recover", Project: "infra", Run: planA,
+			Problem: "cannot recover run " + planA + ": Terraform wrote nothing Kilolock saw"},
 		"nothing-to-apply":         NothingToApply{Planned: []string{"dns", "infra"}},
 		"nothing-to-apply-project": NothingToApply{Project: "web"},
 		"no-such-project":          NoSuchProject{Project: "web", Projects: []string{"infra", "dns"}},

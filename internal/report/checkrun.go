@@ -52,6 +52,9 @@ func PlanTitle(out *engine.PlanOutcome) string {
 	if n := len(out.Overlaps); n > 0 {
 		t += fmt.Sprintf(", overlaps %d open plan(s)", n)
 	}
+	if n := len(out.Fences); n > 0 {
+		t += fmt.Sprintf(", fenced by %d crashed apply run(s)", n)
+	}
 	return t
 }
 

@@ -37,6 +37,8 @@ func EndText(id string, end *engine.End) string {
 			s = fmt.Sprintf("waited %s for reservations; %s", time.Duration(end.Waited), s)
 		}
 		return s
+	case engine.CauseRefusedFenced:
+		return fencedText(end.Blockers)
 	case engine.CauseRefusedStale:
 		return (&engine.StaleError{PlanRun: end.Plan, Entries: end.Stale, Strict: end.Strict}).Error()
 	case engine.CauseIntentChanged:
@@ -76,6 +78,9 @@ func planEndText(end *engine.End) string {
 		return fmt.Sprintf("apply run %s stopped part-way; `kl run recover` committed what Terraform had written as version %d: re-plan", end.Run, end.Serial)
 	case engine.CauseApplyLeaseExpired:
 		s := fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s)", end.Run, end.Holder, leaseTime(end.LeaseEnd))
+		if len(end.Fenced) > 0 {
+			s = fmt.Sprintf("apply run %s: lease expired mid-apply (fenced): holder %s stopped renewing while Terraform ran; its lease ran out at %s", end.Run, end.Holder, leaseTime(end.LeaseEnd))
+		}
 		if end.Recoverable {
 			return s + "; " + RecoverHint(end.Run) + ", then re-plan"
 		}
@@ -158,6 +163,58 @@ func discardWords(end *engine.End) string {
 	return s
 }
 
+// fencedEndText is the end of apply run id whose lease ran out while its
+// Terraform ran (ADR 0035): "lease expired mid-apply (fenced): …", what stays
+// fenced, and the two ways to lift it.
+func fencedEndText(id string, end *engine.End) string {
+	s := "lease expired mid-apply (fenced)"
+	if end.Holder != (engine.Holder{}) {
+		s += fmt.Sprintf(": its holder %s stopped renewing while Terraform ran", end.Holder)
+		if !end.TerraformStarted.IsZero() {
+			s += " (started " + leaseTime(end.TerraformStarted) + ")"
+		}
+		if !end.LeaseEnd.IsZero() {
+			s += "; its lease ran out at " + leaseTime(end.LeaseEnd)
+		}
+	}
+	return fmt.Sprintf("%s; %s stay fenced — no other apply may write or read them — until %s",
+		s, abbreviate(end.Fenced.Strings(), 8), LiftHint(id))
+}
+
+// LiftHint is how the fence of apply run id is lifted (ADR 0035): recover
+// what its Terraform wrote, or, once the real objects are checked, unfence.
+func LiftHint(id string) string {
+	return fmt.Sprintf("`kl run recover %s` commits what its Terraform last wrote, or, after checking the real objects, `kl run unfence %s --reason TEXT`", id, id)
+}
+
+// fencedText is the refusal of an apply whose write or read set meets
+// fences: each fenced blocker, when its Terraform started, what it fences
+// and how to lift it; then the live blockers, if any.
+func fencedText(bs []engine.Blocker) string {
+	var parts, live []string
+	for _, b := range bs {
+		if !b.Fenced {
+			live = append(live, blockersText([]engine.Blocker{b}))
+			continue
+		}
+		who := "run " + b.Run
+		if b.PR != nil {
+			who += " (" + b.PR.String() + ")"
+		}
+		started := ""
+		if !b.TerraformStarted.IsZero() {
+			started = " at " + leaseTime(b.TerraformStarted)
+		}
+		parts = append(parts, fmt.Sprintf("%s fences %s: its holder died while its Terraform ran (started%s), so what the real objects are is unknown; %s",
+			who, abbreviate(b.Addresses.Strings(), 8), orWords(started, " earlier"), LiftHint(b.Run)))
+	}
+	s := "fenced: " + strings.Join(parts, "; ")
+	if len(live) > 0 {
+		s += "; also " + strings.Join(live, "; ")
+	}
+	return s
+}
+
 // RecoverHint is what the end of an apply run that stopped without
 // committing after Terraform started says to do.
 func RecoverHint(run string) string {
@@ -176,6 +233,9 @@ var phaseWords = map[engine.Phase]string{
 }
 
 func leaseExpiredText(id string, end *engine.End) string {
+	if len(end.Fenced) > 0 {
+		return fencedEndText(id, end)
+	}
 	var s string
 	switch {
 	case end.Holder == (engine.Holder{}) && end.LeaseEnd.IsZero():
@@ -377,6 +437,14 @@ func endShort(id string, end *engine.End) string {
 	switch end.Cause {
 	case engine.CauseRefusedConflict:
 		s = conflictWords(end)
+	case engine.CauseRefusedFenced:
+		s = "fenced by a crashed apply"
+		for _, b := range end.Blockers {
+			if b.Fenced {
+				s = "fenced by crashed apply " + b.Run
+				break
+			}
+		}
 	case engine.CauseRefusedStale:
 		s = "plan is stale"
 	case engine.CauseBehindHead:
@@ -403,7 +471,10 @@ func endShort(id string, end *engine.End) string {
 		}
 	case engine.CauseLeaseExpired:
 		s = "its holder " + end.Holder.String() + " stopped renewing"
-		if end.Holder == (engine.Holder{}) {
+		switch {
+		case len(end.Fenced) > 0:
+			s = "lease expired mid-apply (fenced)"
+		case end.Holder == (engine.Holder{}):
 			s = "lease expired"
 		}
 	case engine.CauseLeaseLost:

@@ -139,8 +139,8 @@ func markerTone(m engine.Marker) tone {
 		return toneWarn
 	case engine.MarkerStalenessPassed, engine.MarkerCommitted, engine.MarkerReserved:
 		return toneGood
-	case engine.MarkerRecovered:
-		return toneWarn // a partial version: the apply did not finish
+	case engine.MarkerRecovered, engine.MarkerFenceLifted:
+		return toneWarn // a partial version; or a fence gone, what Terraform did perhaps untracked
 	}
 	return toneNone
 }
@@ -237,11 +237,9 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerReleased:
 		return words(v("released"), " "+plural(m.Count, "reservation", "reservations"))
 	case engine.MarkerLeaseExpired:
-		if len(m.Addresses) == 0 {
-			// The run's own lease: it held no reservation (planning, waiting).
-			return words(v("lease expired"), reasonSuffix(markerText(m)))
-		}
-		return words(v("lease expired"), ": reservations on ", addrs(m.Addresses), " dropped")
+		return leaseExpiredWords(m, v)
+	case engine.MarkerFenceLifted:
+		return fenceLiftedWords(m, v)
 	case engine.MarkerFailed:
 		return words(v("failed"), reasonSuffix(markerText(m)))
 	case engine.MarkerRecovered:
@@ -256,6 +254,36 @@ func markerWords(m engine.Marker) sentence {
 		s = words(s, " ", who(m.Other, "", m.OtherPR))
 	}
 	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(markerText(m)))
+}
+
+// leaseExpiredWords puts a "lease-expired" marker into words: the run's
+// own lease (no addresses: it held no reservation), its reservations
+// dropped, or its write set kept as fences (ADR 0035).
+func leaseExpiredWords(m engine.Marker, v func(string) span) sentence {
+	if len(m.Addresses) == 0 {
+		return words(v("lease expired"), reasonSuffix(markerText(m)))
+	}
+	if m.End != nil && len(m.End.Fenced) > 0 {
+		s := words(v("lease expired mid-apply (fenced)"), ": ", addrs(m.End.Fenced), " stay fenced")
+		if dropped := m.Addresses.Minus(m.End.Fenced); len(dropped) > 0 {
+			s = words(s, "; reservations on ", addrs(dropped), " dropped")
+		}
+		return s
+	}
+	return words(v("lease expired"), ": reservations on ", addrs(m.Addresses), " dropped")
+}
+
+// fenceLiftedWords puts a "fence-lifted" marker into words (ADR 0035):
+// "fence lifted by ACTOR: WHY" for an unfence, else by whose commit.
+func fenceLiftedWords(m engine.Marker, v func(string) span) sentence {
+	switch m.Lift {
+	case engine.LiftUnfenced:
+		return words(v("fence lifted"), " by "+m.By, " on ", addrs(m.Addresses), reasonSuffix(m.Reason),
+			": nothing committed; what its Terraform did there is in no version")
+	case engine.LiftRecovered:
+		return words(v("fence lifted"), " on ", addrs(m.Addresses), ": the recovery committed what its Terraform last wrote")
+	}
+	return words(v("fence lifted"), " on ", addrs(m.Addresses), ": its holder came back and committed what its Terraform did")
 }
 
 // replannedWords puts a "replanned" marker into words, by how the re-check

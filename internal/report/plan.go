@@ -48,7 +48,11 @@ func planDoc(out *engine.PlanOutcome) *doc {
 		ov = words(toned(toneWarn, plural(n, "open plan", "open plans")), verb+" part of this footprint")
 	}
 	f = f.addField("overlaps", ov)
-	if r.Status == engine.StatusPlanned {
+	for _, fc := range out.Fences {
+		d.tone = toneBad
+		f = f.addField("fenced", fenceWords(fc))
+	}
+	if r.Status == engine.StatusPlanned && len(out.Fences) == 0 {
 		f = f.addField("next", words(code("kl apply "+r.ID)))
 	}
 	d.summary = append(d.summary, f)
@@ -59,6 +63,21 @@ func planDoc(out *engine.PlanOutcome) *doc {
 	return d
 }
 
+// fenceWords: "run A (PR) fences X: its holder died mid-apply; applying
+// this plan is refused until `kl run recover A` … (ADR 0035)".
+func fenceWords(f engine.Fence) sentence {
+	return words(toned(toneBad, "run "+f.Run), prSuffix(f.PR), " fences ", addrs(f.Addresses),
+		": its holder died while its Terraform ran; an apply of this plan is refused until "+LiftHint(f.Run))
+}
+
+// prSuffix is " (owner/repo#N)" for a pull request, nothing without one.
+func prSuffix(pr *engine.PullRequest) sentence {
+	if pr == nil {
+		return nil
+	}
+	return words(" (", prWords(pr), ")")
+}
+
 type planDocument struct {
 	Schema    string      `json:"schema"`
 	Run       *jRun       `json:"run"`
@@ -66,7 +85,16 @@ type planDocument struct {
 	Summary   *jSummary   `json:"summary"`
 	Footprint *jFootprint `json:"footprint"`
 	Overlaps  []jOverlap  `json:"overlaps"`
+	Fences    []jFence    `json:"fences"`
 	Next      string      `json:"next,omitempty"`
+}
+
+// jFence is a fence a plan was made over (engine.Fence).
+type jFence struct {
+	Run       string   `json:"run"`
+	PR        *jPR     `json:"pr,omitempty"`
+	Addresses []string `json:"addresses"`
+	Text      string   `json:"text"`
 }
 
 func planJSON(out *engine.PlanOutcome) planDocument {
@@ -76,7 +104,11 @@ func planJSON(out *engine.PlanOutcome) planDocument {
 		fp := toFootprint(env.Footprint, env.Reservations)
 		j.Summary, j.Footprint = &s, &fp
 	}
-	if out.Run.Status == engine.StatusPlanned {
+	j.Fences = []jFence{}
+	for _, f := range out.Fences {
+		j.Fences = append(j.Fences, jFence{Run: f.Run, PR: toPR(f.PR), Addresses: strs(f.Addresses), Text: fenceWords(f).plain()})
+	}
+	if out.Run.Status == engine.StatusPlanned && len(out.Fences) == 0 {
 		j.Next = "kl apply " + out.Run.ID
 	}
 	return j

@@ -13,8 +13,10 @@ const HelpText = "**klbot commands** (one per comment, on a line of its own):\n\
 	"| `/kl apply [-p PROJECT]` | apply the open plan of every project (or PROJECT) of this pull request |\n" +
 	"| `/kl why [RUN]` | why a run was allowed, waited or refused (default: this pull request's latest runs) |\n" +
 	"| `/kl history [-p PROJECT]` | the recent versions of the project's state, with the run behind each |\n" +
+	"| `/kl recover [-p PROJECT]` | commit what the Terraform of this pull request's crashed apply last wrote, and lift its fence |\n" +
+	"| `/kl unfence [-p PROJECT] -- REASON` | lift the fence of this pull request's crashed apply without committing; REASON says what you checked on the real objects |\n" +
 	"| `/kl help` | this text |\n\n" +
-	"Planning and applying need write permission on the repository; an apply needs the plan of the pull request's current head commit " +
+	"Planning, applying, recovering and unfencing need write permission on the repository; an apply needs the plan of the pull request's current head commit " +
 	"and the requirements the project sets in kl.yaml (`apply_requirements`). Words are taken literally: no quoting, no shell.\n"
 
 // Help is the reply to `/kl help`, or to a comment that does not parse:

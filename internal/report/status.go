@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -41,8 +42,13 @@ func waitWords(a engine.ActiveRun, b engine.Blocker) sentence {
 }
 
 func statusDoc(st *engine.Status, o Options) *doc {
-	d := &doc{tone: toneInfo, more: "kl status",
-		title: words(fmt.Sprintf("Status: %s, %s", plural(len(st.Active), "active run", "active runs"), plural(len(st.OpenPlans), "open plan", "open plans")))}
+	title := fmt.Sprintf("Status: %s, %s", plural(len(st.Active), "active run", "active runs"), plural(len(st.OpenPlans), "open plan", "open plans"))
+	tn := toneInfo
+	if len(st.Fenced) > 0 {
+		title = fmt.Sprintf("Status: %s, %s", plural(len(st.Fenced), "fenced run", "fenced runs"), strings.TrimPrefix(title, "Status: "))
+		tn = toneBad
+	}
+	d := &doc{tone: tn, more: "kl status", title: words(title)}
 	var waits list
 	for _, a := range st.Active {
 		for _, b := range a.WaitingOn {
@@ -54,9 +60,20 @@ func statusDoc(st *engine.Status, o Options) *doc {
 	} else if len(st.Active) > 0 {
 		d.summary = append(d.summary, para(words(toned(toneGood, "nobody waits"), ": the active runs' reservations are compatible")))
 	}
+	if len(st.Fenced) > 0 {
+		var l list
+		for _, f := range st.Fenced {
+			l = append(l, item{s: fencedWords(f)})
+		}
+		d.summary = append([]block{l}, d.summary...)
+	}
 	if len(st.Expired) > 0 {
 		var l list
 		for _, id := range st.Expired {
+			if fencedIn(st, id) {
+				l = append(l, item{s: words(who(id, "", nil), toned(toneBad, " lease expired mid-apply (fenced)"), ": its write set stays fenced (above)")})
+				continue
+			}
 			l = append(l, item{s: words(who(id, "", nil), toned(toneBad, " lease expired"), ": its reservations were dropped")})
 		}
 		d.summary = append(d.summary, l)
@@ -98,6 +115,27 @@ func statusDoc(st *engine.Status, o Options) *doc {
 	return d
 }
 
+// fencedWords: "run A (PR) is fenced: lease expired mid-apply (Terraform
+// started T); it fences X — `kl run recover A` …" (ADR 0035).
+func fencedWords(f engine.FencedRun) sentence {
+	w, _ := holdsOf(f.Fences)
+	s := words(who(f.Run.ID, f.Run.Actor, f.Run.PR), " ", toned(toneBad, "is fenced"), ": lease expired mid-apply")
+	if !f.TerraformStarted.IsZero() {
+		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
+	}
+	return words(s, "; it fences ", heldWords(w), " — "+LiftHint(f.Run.ID))
+}
+
+// fencedIn reports whether run id is among st's fenced runs.
+func fencedIn(st *engine.Status, id string) bool {
+	for _, f := range st.Fenced {
+		if f.Run.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // heldWords names up to statusMax addresses and counts the rest.
 func heldWords(set engine.AddressSet) sentence {
 	if len(set) == 0 {
@@ -119,6 +157,7 @@ func heldWords(set engine.AddressSet) sentence {
 
 type statusDocument struct {
 	Schema    string       `json:"schema"`
+	Fenced    []jFenced    `json:"fenced"`
 	Active    []jActiveRun `json:"active"`
 	Waits     []jWait      `json:"waits"`
 	OpenPlans []runRow     `json:"open_plans"`
@@ -133,6 +172,13 @@ type jActiveRun struct {
 	WaitingOn []jWait  `json:"waiting_on"`
 }
 
+type jFenced struct {
+	Run              *jRun    `json:"run"`
+	TerraformStarted *jtime   `json:"terraform_started,omitempty"`
+	Fences           []string `json:"fences"`
+	Text             string   `json:"text"`
+}
+
 type jWait struct {
 	Run       string   `json:"run"`
 	On        string   `json:"on"`
@@ -142,7 +188,17 @@ type jWait struct {
 }
 
 func statusJSON(st *engine.Status) statusDocument {
-	j := statusDocument{Schema: SchemaStatus, Active: []jActiveRun{}, Waits: []jWait{}, OpenPlans: []runRow{}, Expired: orEmpty(st.Expired)}
+	j := statusDocument{Schema: SchemaStatus, Fenced: []jFenced{}, Active: []jActiveRun{}, Waits: []jWait{}, OpenPlans: []runRow{}, Expired: orEmpty(st.Expired)}
+	for i := range st.Fenced {
+		f := st.Fenced[i]
+		w, _ := holdsOf(f.Fences)
+		jf := jFenced{Run: toRun(&f.Run), Fences: strs(w), Text: fencedWords(f).plain()}
+		if !f.TerraformStarted.IsZero() {
+			t := jtime(f.TerraformStarted)
+			jf.TerraformStarted = &t
+		}
+		j.Fenced = append(j.Fenced, jf)
+	}
 	for i := range st.Active {
 		a := st.Active[i]
 		w, r := holdsOf(a.Holds)

@@ -178,8 +178,9 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 }
 
 // finishCommit ends a commit's transaction for run (as locked): the run
-// changed by res.UpdateRun and saved, its reservations released, and the
-// commit's markers (and "released") appended, at now.
+// changed by res.UpdateRun and saved, its fences lifted (what its Terraform
+// did is in the version now: "fence-lifted", res.Lift), its reservations
+// released, and the commit's markers (and "released") appended, at now.
 func finishCommit(ctx context.Context, tx Executor, id string, run engine.Run, res engine.CommitResult, now time.Time) error {
 	if res.UpdateRun != nil {
 		if err := res.UpdateRun(&run); err != nil {
@@ -197,6 +198,17 @@ func finishCommit(ctx context.Context, tx Executor, id string, run engine.Run, r
 		return err
 	}
 	markers := append([]engine.Marker{}, res.Markers...)
+	fences, err := tx.DeleteFenced(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(fences) > 0 {
+		lift := res.Lift
+		if lift == "" {
+			lift = engine.LiftCommitted
+		}
+		markers = append(markers, FenceLiftedMarker(fences, lift, "", "", now))
+	}
 	dropped, err := tx.DeleteReservations(ctx, id)
 	if err != nil {
 		return err

@@ -99,33 +99,45 @@ type Executor interface {
 	InsertMarkers(ctx context.Context, run string, markers []engine.Marker) error
 	// HasMarker reports whether run has a marker of kind.
 	HasMarker(ctx context.Context, run string, kind engine.MarkerKind) (bool, error)
+	// FirstMarkerAt returns the At of run's first marker of kind, and
+	// whether it has one.
+	FirstMarkerAt(ctx context.Context, run string, kind engine.MarkerKind) (time.Time, bool, error)
 
 	// LiveReservations returns the reservations live at now (ExpiresAt
-	// after now) of state, or of every state if state is "", ordered by
-	// state, address, mode and run.
+	// after now, or a fence: FencedAt set) of state, or of every state if
+	// state is "", ordered by state, address, mode and run.
 	LiveReservations(ctx context.Context, state string, now time.Time) ([]engine.Reservation, error)
-	// HoldsLive reports whether run holds a reservation live at now on
-	// state, or on any state if state is "".
+	// HoldsLive reports whether run holds a reservation live at now, or a
+	// fence, on state, or on any state if state is "".
 	HoldsLive(ctx context.Context, run, state string, now time.Time) (bool, error)
 	// InsertReservations stores rs, the rows of one Wanted call (one state,
 	// run, holder and lease). A row whose (run, address, mode) exists
 	// replaces it: a run re-acquiring gets a fresh lease.
 	InsertReservations(ctx context.Context, rs []engine.Reservation) error
 	// RenewReservations sets ExpiresAt to until on run's reservations still
-	// live at now, and returns how many it renewed: it never brings back a
-	// reservation an Acquire may already have treated as lapsed.
+	// live at now by their lease (not fences), and returns how many it
+	// renewed: it never brings back a reservation an Acquire may already
+	// have treated as lapsed.
 	RenewReservations(ctx context.Context, run string, now, until time.Time) (int, error)
-	// DeleteReservations deletes every reservation of run, live or lapsed,
-	// and returns how many there were.
+	// DeleteReservations deletes every reservation of run held by a lease,
+	// live or lapsed — never a fence (DeleteFenced) — and returns how many
+	// there were.
 	DeleteReservations(ctx context.Context, run string) (int, error)
-	// LapsedRuns returns, without locks, the runs holding reservations that
-	// lapsed at now (ExpiresAt not after now), sorted.
+	// LapsedRuns returns, without locks, the runs holding reservations
+	// whose lease lapsed at now (ExpiresAt not after now; not fences),
+	// sorted.
 	LapsedRuns(ctx context.Context, now time.Time) ([]string, error)
-	// DeleteLapsed deletes the reservations of runs that lapsed at now and
-	// returns them (State, Address, Mode, Run, Holder, AcquiredAt,
-	// ExpiresAt), in any order. A row another transaction deleted first is
-	// not returned.
+	// DeleteLapsed deletes the lease-held reservations of runs that lapsed
+	// at now (not fences) and returns them (State, Address, Mode, Run,
+	// Holder, AcquiredAt, ExpiresAt), in any order. A row another
+	// transaction deleted first is not returned.
 	DeleteLapsed(ctx context.Context, now time.Time, runs []string) ([]engine.Reservation, error)
+	// FenceLapsed sets FencedAt = now on run's write reservations whose
+	// lease lapsed at now and are not fences yet, and returns them (ADR
+	// 0035). Read reservations are left to DeleteLapsed.
+	FenceLapsed(ctx context.Context, run string, now time.Time) ([]engine.Reservation, error)
+	// DeleteFenced deletes run's fences and returns them.
+	DeleteFenced(ctx context.Context, run string) ([]engine.Reservation, error)
 }
 
 // DB is a store adapter's database as the shared algorithms see it: an

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -111,14 +112,23 @@ func (a Algorithms) Acquire(ctx context.Context, req engine.AcquireRequest) (eng
 }
 
 // describeBlockers fills each blocker's actor and PR from its run (STYLE.md
-// 8: a refusal names the holding run, its PR and the addresses).
+// 8: a refusal names the holding run, its PR and the addresses), and for a
+// fenced one when its Terraform started (ADR 0035).
 func describeBlockers(ctx context.Context, tx Executor, blockers []engine.Blocker) error {
 	for i := range blockers {
-		r, err := tx.GetRun(ctx, blockers[i].Run)
+		b := &blockers[i]
+		r, err := tx.GetRun(ctx, b.Run)
 		if err != nil {
-			return fmt.Errorf("reading blocking run %s: %w", blockers[i].Run, err)
+			return fmt.Errorf("reading blocking run %s: %w", b.Run, err)
 		}
-		blockers[i].Actor, blockers[i].PR = r.Actor, r.PR
+		b.Actor, b.PR = r.Actor, r.PR
+		if b.Fenced {
+			at, _, err := tx.FirstMarkerAt(ctx, b.Run, engine.MarkerApplyStarted)
+			if err != nil {
+				return fmt.Errorf("reading markers of blocking run %s: %w", b.Run, err)
+			}
+			b.TerraformStarted = at.UTC()
+		}
 	}
 	return nil
 }
@@ -172,9 +182,10 @@ func (a Algorithms) Renew(ctx context.Context, run string, lease time.Duration) 
 }
 
 // Release is engine.Store.Release over a.DB: it drops every reservation of
-// run, under the run's lock, and appends a "released" marker
-// (ReleasedMarker: Count = reservations dropped) when it held any.
-// Releasing nothing — or for an unknown run — is not an error.
+// run held by a lease (never a fence: Executor.DeleteReservations), under
+// the run's lock, and appends a "released" marker (ReleasedMarker: Count =
+// reservations dropped) when it held any. Releasing nothing — or for an
+// unknown run — is not an error.
 func (a Algorithms) Release(ctx context.Context, run string) error {
 	db := a.DB
 	err := db.InTx(ctx, func(tx Executor) error {
@@ -198,4 +209,39 @@ func (a Algorithms) Release(ctx context.Context, run string) error {
 		return fmt.Errorf("releasing reservations of run %s: %w", run, err)
 	}
 	return nil
+}
+
+// LiftFence is engine.Store.LiftFence over a.DB: under the run's lock it
+// deletes run's fences (Executor.DeleteFenced) and appends a
+// "fence-lifted" marker (FenceLiftedMarker: LiftUnfenced, by, why). It
+// returns the addresses lifted. ErrNotFound for an unknown run or one
+// holding no fence; ErrInvalid for an empty by or why.
+func (a Algorithms) LiftFence(ctx context.Context, run, by, why string) (engine.AddressSet, error) {
+	if strings.TrimSpace(by) == "" || strings.TrimSpace(why) == "" {
+		return nil, engine.Errorf(engine.ErrInvalid, "lifting the fence of run %s: who lifts it and why must both be given", run)
+	}
+	var lifted engine.AddressSet
+	err := a.DB.InTx(ctx, func(tx Executor) error {
+		lifted = nil
+		if _, err := tx.LockRun(ctx, run); err != nil {
+			return err
+		}
+		fences, err := tx.DeleteFenced(ctx, run)
+		if err != nil {
+			return err
+		}
+		if len(fences) == 0 {
+			return engine.Errorf(engine.ErrNotFound, "run %s holds no fence", run)
+		}
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		lifted = reservedAddresses(fences)
+		return appendMarkers(ctx, tx, run, now, []engine.Marker{FenceLiftedMarker(fences, engine.LiftUnfenced, by, why, now)})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lifting the fence of run %s: %w", run, err)
+	}
+	return lifted, nil
 }

@@ -130,6 +130,8 @@ type markerRow struct {
 	End           *engine.End              `json:"end,omitempty"`
 	Reason        string                   `json:"reason,omitempty"`
 	Extra         map[string]string        `json:"extra,omitempty"`
+	Lift          engine.Lift              `json:"lift,omitempty"`
+	By            string                   `json:"by,omitempty"`
 }
 
 // EncodeMarker is markers.body for m (version RowVersion).
@@ -138,6 +140,7 @@ func EncodeMarker(m engine.Marker) (string, error) {
 		V: RowVersion, Seq: m.Seq, At: m.At, Kind: m.Kind, Other: m.Other, OtherPR: m.OtherPR, Addresses: m.Addresses,
 		Serial: m.Serial, FromSerial: m.FromSerial, Mode: m.Mode, Count: m.Count, SincePlan: m.SincePlan, Class: m.Class,
 		IntentChanged: m.IntentChanged, Deviation: m.Deviation, Waited: m.Waited, Serials: m.Serials, End: m.End, Reason: m.Reason, Extra: m.Extra,
+		Lift: m.Lift, By: m.By,
 	})
 	if err != nil {
 		return "", fmt.Errorf("encoding %s marker: %w", m.Kind, err)
@@ -159,6 +162,7 @@ func DecodeMarker(body string) (engine.Marker, error) {
 		Seq: row.Seq, At: row.At, Kind: row.Kind, Other: row.Other, OtherPR: row.OtherPR, Addresses: row.Addresses,
 		Serial: row.Serial, FromSerial: row.FromSerial, Mode: row.Mode, Count: row.Count, SincePlan: row.SincePlan, Class: row.Class,
 		IntentChanged: row.IntentChanged, Deviation: row.Deviation, Waited: row.Waited, Serials: row.Serials, End: row.End, Reason: row.Reason, Extra: row.Extra,
+		Lift: row.Lift, By: row.By,
 	}
 	if row.V < 2 {
 		m.End, m.Reason = LegacyMarkerEnd(m.Kind, m.Reason)

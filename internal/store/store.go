@@ -308,23 +308,46 @@ func ReleasedMarker(count int, at time.Time) engine.Marker {
 	return engine.Marker{Kind: engine.MarkerReleased, At: at, Count: count}
 }
 
+// Fence is what the lease sweep fenced of one run (ADR 0035): the write
+// addresses kept as fences, and when the run's Terraform started. Zero when
+// it fenced nothing.
+type Fence struct {
+	Addresses        engine.AddressSet
+	TerraformStarted time.Time
+}
+
+// FenceLiftedMarker is the "fence-lifted" marker of a run whose fences were
+// deleted at at: how (lift), and for an unfence who (by) and why.
+func FenceLiftedMarker(fences []engine.Reservation, lift engine.Lift, by, why string, at time.Time) engine.Marker {
+	return engine.Marker{Kind: engine.MarkerFenceLifted, At: at, Addresses: reservedAddresses(fences), Lift: lift, By: by, Reason: why}
+}
+
 // LeaseExpiredMarker is the "lease-expired" marker the store appends to a run
-// whose reservations on addrs were dropped because their lease ended.
-func LeaseExpiredMarker(addrs engine.AddressSet, at time.Time) engine.Marker {
-	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: at, Addresses: engine.NewAddressSet(addrs...)}
+// whose reservations on addrs lapsed because their lease ended: dropped, or
+// (f) kept as fences, which its End names.
+func LeaseExpiredMarker(addrs engine.AddressSet, f Fence, at time.Time) engine.Marker {
+	m := engine.Marker{Kind: engine.MarkerLeaseExpired, At: at, Addresses: engine.NewAddressSet(addrs...)}
+	if len(f.Addresses) > 0 {
+		m.End = &engine.End{Cause: engine.CauseLeaseExpired, Fenced: f.Addresses, TerraformStarted: f.TerraformStarted.UTC()}
+	}
+	return m
 }
 
 // ExpireRun changes r for the lease on its reservations, held by holder,
-// that ended at ended (the latest expires_at of the reservations dropped)
-// and was swept at now: an open run becomes lease-expired and finished, its
-// end naming the holder and when the lease ran out; a closed run keeps
-// its status. It reports whether r changed.
-func ExpireRun(r *engine.Run, holder engine.Holder, ended, now time.Time) bool {
+// that ended at ended (the latest expires_at of the reservations that
+// lapsed) and was swept at now, leaving f fenced: an open run becomes
+// lease-expired and finished, its end naming the holder, when the lease ran
+// out and what stays fenced; a closed run keeps its status. It reports
+// whether r changed.
+func ExpireRun(r *engine.Run, holder engine.Holder, ended, now time.Time, f Fence) bool {
 	if !r.Status.Open() {
 		return false
 	}
 	r.Status = engine.StatusLeaseExpired
 	r.End = &engine.End{Cause: engine.CauseLeaseExpired, Holder: holder, LeaseEnd: ended.UTC().Truncate(time.Second)}
+	if len(f.Addresses) > 0 {
+		r.End.Fenced, r.End.TerraformStarted = f.Addresses, f.TerraformStarted.UTC()
+	}
 	if r.FinishedAt == nil {
 		t := now
 		r.FinishedAt = &t
@@ -412,6 +435,9 @@ func ReleaseExpiredPlan(plan *engine.Run, a engine.Run, reserved, started bool, 
 	case started, reserved:
 		plan.Status = engine.StatusFailed
 		plan.End = &engine.End{Cause: engine.CauseApplyLeaseExpired, Run: a.ID, Holder: a.Holder, LeaseEnd: ended.UTC().Truncate(time.Second), Recoverable: started}
+		if a.End != nil {
+			plan.End.Fenced = a.End.Fenced
+		}
 	default:
 		plan.Status = engine.StatusPlanned
 	}

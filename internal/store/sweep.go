@@ -127,19 +127,30 @@ type sweptRun struct {
 }
 
 // sweepReservations is step 3 of sweep, for the runs in candidates
-// (locked).
+// (locked): the write reservations of an apply whose Terraform started and
+// that has not committed become fences (fenceLapsed, ADR 0035); the rest of
+// the lapsed reservations are deleted; each run that lost some is expired
+// (ExpireRun) and marked (LeaseExpiredMarker).
 func sweepReservations(ctx context.Context, tx Executor, now time.Time, candidates []string) (map[string]sweptRun, error) {
+	fenced, started, err := fenceLapsed(ctx, tx, now, candidates)
+	if err != nil {
+		return nil, err
+	}
 	deleted, err := tx.DeleteLapsed(ctx, now, candidates)
 	if err != nil {
 		return nil, err
 	}
+	rows := deleted
+	for _, fs := range fenced {
+		rows = append(rows, fs...)
+	}
 	// In (run, address) order, so a run's holder is that of its first row
 	// whatever order the adapter returned them in.
-	sort.Slice(deleted, func(i, j int) bool {
-		if deleted[i].Run != deleted[j].Run {
-			return deleted[i].Run < deleted[j].Run
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Run != rows[j].Run {
+			return rows[i].Run < rows[j].Run
 		}
-		return deleted[i].Address < deleted[j].Address
+		return rows[i].Address < rows[j].Address
 	})
 	type lapsed struct {
 		addrs  engine.AddressSet
@@ -148,7 +159,7 @@ func sweepReservations(ctx context.Context, tx Executor, now time.Time, candidat
 	}
 	byRun := map[string]*lapsed{}
 	var ids []string
-	for _, d := range deleted {
+	for _, d := range rows {
 		l := byRun[d.Run]
 		if l == nil {
 			l = &lapsed{holder: d.Holder}
@@ -167,19 +178,66 @@ func sweepReservations(ctx context.Context, tx Executor, now time.Time, candidat
 		if err != nil {
 			return nil, fmt.Errorf("reading run %s: %w", id, err)
 		}
+		f := Fence{Addresses: reservedAddresses(fenced[id]), TerraformStarted: started[id]}
 		e := sweptRun{ended: l.ended}
-		if ExpireRun(&r, l.holder, l.ended, now) {
+		if ExpireRun(&r, l.holder, l.ended, now, f) {
 			if err := tx.SaveRun(ctx, r); err != nil {
 				return nil, err
 			}
 			e.run = &r
 		}
-		if err := appendMarkers(ctx, tx, id, now, []engine.Marker{LeaseExpiredMarker(l.addrs, now)}); err != nil {
+		if err := appendMarkers(ctx, tx, id, now, []engine.Marker{LeaseExpiredMarker(l.addrs, f, now)}); err != nil {
 			return nil, fmt.Errorf("run %s: %w", id, err)
 		}
 		out[id] = e
 	}
 	return out, nil
+}
+
+// fenceLapsed turns the lapsed write reservations of each apply run among
+// candidates (locked) whose Terraform started (an "apply-started" marker)
+// and that has not committed into fences (Executor.FenceLapsed, ADR 0035):
+// its Terraform may have changed them, and nobody has recorded how. It
+// returns the fences by run and when each such run's Terraform started.
+func fenceLapsed(ctx context.Context, tx Executor, now time.Time, candidates []string) (map[string][]engine.Reservation, map[string]time.Time, error) {
+	fenced := map[string][]engine.Reservation{}
+	started := map[string]time.Time{}
+	for _, id := range candidates {
+		r, err := tx.GetRun(ctx, id)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading run %s: %w", id, err)
+		}
+		if r.Kind != engine.KindApply || r.CommittedSerial != 0 {
+			continue
+		}
+		at, ok, err := tx.FirstMarkerAt(ctx, id, engine.MarkerApplyStarted)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading markers of run %s: %w", id, err)
+		}
+		if !ok {
+			continue // Terraform never ran: nothing is in doubt
+		}
+		rs, err := tx.FenceLapsed(ctx, id, now)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fencing the write set of run %s: %w", id, err)
+		}
+		if len(rs) > 0 {
+			fenced[id], started[id] = rs, at
+		}
+	}
+	return fenced, started, nil
+}
+
+// reservedAddresses are the addresses of rs, as a set.
+func reservedAddresses(rs []engine.Reservation) engine.AddressSet {
+	addrs := make([]engine.Address, len(rs))
+	for i, r := range rs {
+		addrs[i] = r.Address
+	}
+	return engine.NewAddressSet(addrs...)
 }
 
 // sweepRun is step 4 of sweep for run id (locked): it reports whether it

@@ -61,7 +61,7 @@ func (e executor) InsertReservations(ctx context.Context, rs []engine.Reservatio
 	return nil
 }
 
-const reservationColumns = `state, address, mode, run, holder, acquired_at, expires_at`
+const reservationColumns = `state, address, mode, run, holder, acquired_at, expires_at, fenced_at`
 
 // scanReservations reads rows of reservationColumns.
 func (e executor) scanReservations(ctx context.Context, query string, args ...any) ([]engine.Reservation, error) {
@@ -73,9 +73,14 @@ func (e executor) scanReservations(ctx context.Context, query string, args ...an
 	var r engine.Reservation
 	var addr, mode, holder string
 	var acquired, expires int64
-	if _, err := pgx.ForEachRow(rows, []any{&r.State, &addr, &mode, &r.Run, &holder, &acquired, &expires}, func() error {
+	var fenced *int64
+	if _, err := pgx.ForEachRow(rows, []any{&r.State, &addr, &mode, &r.Run, &holder, &acquired, &expires, &fenced}, func() error {
 		r.Address, r.Mode = engine.Address(addr), engine.ReservationMode(mode)
 		r.AcquiredAt, r.ExpiresAt = fromNanos(acquired), fromNanos(expires)
+		r.FencedAt = time.Time{}
+		if fenced != nil {
+			r.FencedAt = fromNanos(*fenced)
+		}
 		r.Holder = engine.Holder{}
 		if err := json.Unmarshal([]byte(holder), &r.Holder); err != nil {
 			return fmt.Errorf("decoding holder of run %s: %w", r.Run, err)
@@ -88,10 +93,11 @@ func (e executor) scanReservations(ctx context.Context, query string, args ...an
 	return out, nil
 }
 
-// LiveReservations returns the reservations live at now, of state (all
-// states if ""), ordered by state, address, mode and run (store.Executor).
+// LiveReservations returns the reservations live at now, fences included,
+// of state (all states if ""), ordered by state, address, mode and run
+// (store.Executor).
 func (e executor) LiveReservations(ctx context.Context, state string, now time.Time) ([]engine.Reservation, error) {
-	query := `SELECT ` + reservationColumns + ` FROM reservations WHERE expires_at > $1`
+	query := `SELECT ` + reservationColumns + ` FROM reservations WHERE (expires_at > $1 OR fenced_at IS NOT NULL)`
 	args := []any{nanos(now)}
 	if state != "" {
 		query += ` AND state = $2`
@@ -100,10 +106,10 @@ func (e executor) LiveReservations(ctx context.Context, state string, now time.T
 	return e.scanReservations(ctx, query+` ORDER BY state, address, mode, run`, args...)
 }
 
-// HoldsLive reports whether run holds a reservation live at now, on state
-// or on any state if "" (store.Executor).
+// HoldsLive reports whether run holds a reservation live at now, or a
+// fence, on state or on any state if "" (store.Executor).
 func (e executor) HoldsLive(ctx context.Context, run, state string, now time.Time) (bool, error) {
-	query := `SELECT EXISTS (SELECT 1 FROM reservations WHERE run = $1 AND expires_at > $2`
+	query := `SELECT EXISTS (SELECT 1 FROM reservations WHERE run = $1 AND (expires_at > $2 OR fenced_at IS NOT NULL)`
 	args := []any{run, nanos(now)}
 	if state != "" {
 		query += ` AND state = $3`
@@ -116,11 +122,11 @@ func (e executor) HoldsLive(ctx context.Context, run, state string, now time.Tim
 	return live, nil
 }
 
-// RenewReservations sets expires_at to until on run's reservations live at
-// now, in one UPDATE that re-checks expires_at on each row it waits for
-// (store.Executor).
+// RenewReservations sets expires_at to until on run's reservations held by
+// a lease live at now (fences are not renewed), in one UPDATE that
+// re-checks expires_at on each row it waits for (store.Executor).
 func (e executor) RenewReservations(ctx context.Context, run string, now, until time.Time) (int, error) {
-	tag, err := e.q.Exec(ctx, `UPDATE reservations SET expires_at = $1 WHERE run = $2 AND expires_at > $3`,
+	tag, err := e.q.Exec(ctx, `UPDATE reservations SET expires_at = $1 WHERE run = $2 AND fenced_at IS NULL AND expires_at > $3`,
 		nanos(until), run, nanos(now))
 	if err != nil {
 		return 0, e.s.mapErr(err)
@@ -128,10 +134,11 @@ func (e executor) RenewReservations(ctx context.Context, run string, now, until 
 	return int(tag.RowsAffected()), nil
 }
 
-// DeleteReservations deletes every reservation of run, live or lapsed, and
-// returns how many there were (store.Executor).
+// DeleteReservations deletes every reservation of run held by a lease, live
+// or lapsed — not its fences — and returns how many there were
+// (store.Executor).
 func (e executor) DeleteReservations(ctx context.Context, run string) (int, error) {
-	tag, err := e.q.Exec(ctx, `DELETE FROM reservations WHERE run = $1`, run)
+	tag, err := e.q.Exec(ctx, `DELETE FROM reservations WHERE run = $1 AND fenced_at IS NULL`, run)
 	if err != nil {
 		return 0, fmt.Errorf("dropping reservations: %w", e.s.mapErr(err))
 	}
@@ -141,7 +148,7 @@ func (e executor) DeleteReservations(ctx context.Context, run string) (int, erro
 // LapsedRuns returns, without locks, the runs holding reservations lapsed
 // at now, sorted (store.Executor).
 func (e executor) LapsedRuns(ctx context.Context, now time.Time) ([]string, error) {
-	rows, err := e.q.Query(ctx, `SELECT DISTINCT run FROM reservations WHERE expires_at <= $1 ORDER BY run`, nanos(now))
+	rows, err := e.q.Query(ctx, `SELECT DISTINCT run FROM reservations WHERE fenced_at IS NULL AND expires_at <= $1 ORDER BY run`, nanos(now))
 	if err != nil {
 		return nil, e.s.mapErr(err)
 	}
@@ -157,6 +164,20 @@ func (e executor) LapsedRuns(ctx context.Context, now time.Time) ([]string, erro
 // transaction renewed meanwhile, and skips a row one deleted.
 func (e executor) DeleteLapsed(ctx context.Context, now time.Time, runs []string) ([]engine.Reservation, error) {
 	return e.scanReservations(ctx,
-		`DELETE FROM reservations WHERE expires_at <= $1 AND run = ANY($2::text[]) RETURNING `+reservationColumns,
+		`DELETE FROM reservations WHERE fenced_at IS NULL AND expires_at <= $1 AND run = ANY($2::text[]) RETURNING `+reservationColumns,
 		nanos(now), runs)
+}
+
+// FenceLapsed turns run's write reservations lapsed at now into fences
+// (fenced_at = now) and returns them (store.Executor).
+func (e executor) FenceLapsed(ctx context.Context, run string, now time.Time) ([]engine.Reservation, error) {
+	return e.scanReservations(ctx,
+		`UPDATE reservations SET fenced_at = $1 WHERE run = $2 AND mode = 'write' AND fenced_at IS NULL AND expires_at <= $1
+		 RETURNING `+reservationColumns, nanos(now), run)
+}
+
+// DeleteFenced deletes run's fences and returns them (store.Executor).
+func (e executor) DeleteFenced(ctx context.Context, run string) ([]engine.Reservation, error) {
+	return e.scanReservations(ctx,
+		`DELETE FROM reservations WHERE run = $1 AND fenced_at IS NOT NULL RETURNING `+reservationColumns, run)
 }

@@ -44,6 +44,7 @@ func TestLegacyRowsMigrate(t *testing.T) {
 		{`UPDATE runs SET body = $1 WHERE id = '01FAILED'`, []any{`{"id":"01FAILED","kind":"plan","state":"s","actor":"erin","status":"failed","reason":"terraform plan: boom","created_at":"2026-11-01T02:03:04Z","updated_at":"2026-11-01T02:03:04Z"}`}},
 		{`INSERT INTO markers (run, seq, at, kind, body) VALUES ('01FAILED', 1, 0, 'drift', $1)`, []any{`{"seq":1,"at":"2026-11-01T02:03:04Z","kind":"drift","drift":{"unplanned":["terraform_data.x"]}}`}},
 		{`UPDATE versions SET provenance = $1 WHERE state = 's'`, []any{`{"source_serial":0,"committed_serial":0,"commit_mode":"init","exact":false,"drift":{"unplanned":["terraform_data.x"]},"partial":false}`}},
+		{`ALTER TABLE reservations DROP COLUMN fenced_at`, nil}, // migration 6's, undone: the schema is version 3's
 		{`DELETE FROM goose_db_version WHERE version_id >= 4`, nil},
 	} {
 		if _, err := conn.Exec(ctx, q.sql, q.args...); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -206,6 +207,19 @@ func (e executor) InsertMarkers(ctx context.Context, run string, markers []engin
 		return fmt.Errorf("inserting markers %v: %w", kinds, e.s.mapErr(err))
 	}
 	return nil
+}
+
+// FirstMarkerAt returns when run's first marker of kind was written, and
+// whether it has one (store.Executor).
+func (e executor) FirstMarkerAt(ctx context.Context, run string, kind engine.MarkerKind) (time.Time, bool, error) {
+	var at *int64
+	if err := e.q.QueryRow(ctx, `SELECT MIN(at) FROM markers WHERE run = $1 AND kind = $2`, run, string(kind)).Scan(&at); err != nil {
+		return time.Time{}, false, e.s.mapErr(err)
+	}
+	if at == nil {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(*at), true, nil
 }
 
 // HasMarker reports whether run has a marker of kind (store.Executor).

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -42,7 +43,7 @@ func (e executor) InsertReservations(ctx context.Context, rs []engine.Reservatio
 	return nil
 }
 
-const reservationColumns = `state, address, mode, run, holder, acquired_at, expires_at`
+const reservationColumns = `state, address, mode, run, holder, acquired_at, expires_at, fenced_at`
 
 // scanReservations reads rows of reservationColumns.
 func (e executor) scanReservations(ctx context.Context, query string, args ...any) ([]engine.Reservation, error) {
@@ -56,11 +57,15 @@ func (e executor) scanReservations(ctx context.Context, query string, args ...an
 		var r engine.Reservation
 		var addr, mode, holder string
 		var acquired, expires int64
-		if err := rows.Scan(&r.State, &addr, &mode, &r.Run, &holder, &acquired, &expires); err != nil {
+		var fenced sql.NullInt64
+		if err := rows.Scan(&r.State, &addr, &mode, &r.Run, &holder, &acquired, &expires, &fenced); err != nil {
 			return nil, fmt.Errorf("reading reservations: %w", e.s.mapErr(err))
 		}
 		r.Address, r.Mode = engine.Address(addr), engine.ReservationMode(mode)
 		r.AcquiredAt, r.ExpiresAt = fromNanos(acquired), fromNanos(expires)
+		if fenced.Valid {
+			r.FencedAt = fromNanos(fenced.Int64)
+		}
 		if err := json.Unmarshal([]byte(holder), &r.Holder); err != nil {
 			return nil, fmt.Errorf("decoding holder of run %s: %w", r.Run, err)
 		}
@@ -72,10 +77,19 @@ func (e executor) scanReservations(ctx context.Context, query string, args ...an
 	return out, nil
 }
 
-// LiveReservations returns the reservations live at now, of state (all
-// states if ""), ordered by state, address, mode and run (store.Executor).
+// live is the condition of a reservation live at the ? that follows it: its
+// lease runs past it, or it is a fence.
+const live = `(expires_at > ? OR fenced_at IS NOT NULL)`
+
+// lapsed is the condition of a lease-held reservation lapsed at the ? that
+// follows it (a fence never lapses).
+const lapsed = `fenced_at IS NULL AND expires_at <= ?`
+
+// LiveReservations returns the reservations live at now, fences included,
+// of state (all states if ""), ordered by state, address, mode and run
+// (store.Executor).
 func (e executor) LiveReservations(ctx context.Context, state string, now time.Time) ([]engine.Reservation, error) {
-	query := `SELECT ` + reservationColumns + ` FROM reservations WHERE expires_at > ?`
+	query := `SELECT ` + reservationColumns + ` FROM reservations WHERE ` + live
 	args := []any{nanos(now)}
 	if state != "" {
 		query += ` AND state = ?`
@@ -84,10 +98,10 @@ func (e executor) LiveReservations(ctx context.Context, state string, now time.T
 	return e.scanReservations(ctx, query+` ORDER BY state, address, mode, run`, args...)
 }
 
-// HoldsLive reports whether run holds a reservation live at now, on state
-// or on any state if "" (store.Executor).
+// HoldsLive reports whether run holds a reservation live at now, or a
+// fence, on state or on any state if "" (store.Executor).
 func (e executor) HoldsLive(ctx context.Context, run, state string, now time.Time) (bool, error) {
-	query := `SELECT EXISTS (SELECT 1 FROM reservations WHERE run = ? AND expires_at > ?`
+	query := `SELECT EXISTS (SELECT 1 FROM reservations WHERE run = ? AND ` + live
 	args := []any{run, nanos(now)}
 	if state != "" {
 		query += ` AND state = ?`
@@ -100,10 +114,10 @@ func (e executor) HoldsLive(ctx context.Context, run, state string, now time.Tim
 	return live, nil
 }
 
-// RenewReservations sets expires_at to until on run's reservations live at
-// now (store.Executor).
+// RenewReservations sets expires_at to until on run's reservations held by
+// a lease live at now (fences are not renewed) (store.Executor).
 func (e executor) RenewReservations(ctx context.Context, run string, now, until time.Time) (int, error) {
-	res, err := e.q.ExecContext(ctx, `UPDATE reservations SET expires_at = ? WHERE run = ? AND expires_at > ?`,
+	res, err := e.q.ExecContext(ctx, `UPDATE reservations SET expires_at = ? WHERE run = ? AND fenced_at IS NULL AND expires_at > ?`,
 		nanos(until), run, nanos(now))
 	if err != nil {
 		return 0, e.s.mapErr(err)
@@ -112,10 +126,11 @@ func (e executor) RenewReservations(ctx context.Context, run string, now, until 
 	return int(n), e.s.mapErr(err)
 }
 
-// DeleteReservations deletes every reservation of run, live or lapsed, and
-// returns how many there were (store.Executor).
+// DeleteReservations deletes every reservation of run held by a lease, live
+// or lapsed — not its fences — and returns how many there were
+// (store.Executor).
 func (e executor) DeleteReservations(ctx context.Context, run string) (int, error) {
-	res, err := e.q.ExecContext(ctx, `DELETE FROM reservations WHERE run = ?`, run)
+	res, err := e.q.ExecContext(ctx, `DELETE FROM reservations WHERE run = ? AND fenced_at IS NULL`, run)
 	if err != nil {
 		return 0, fmt.Errorf("dropping reservations: %w", e.s.mapErr(err))
 	}
@@ -129,7 +144,7 @@ func (e executor) DeleteReservations(ctx context.Context, run string) (int, erro
 // LapsedRuns returns the runs holding reservations lapsed at now, sorted
 // (store.Executor).
 func (e executor) LapsedRuns(ctx context.Context, now time.Time) ([]string, error) {
-	rows, err := e.q.QueryContext(ctx, `SELECT DISTINCT run FROM reservations WHERE expires_at <= ? ORDER BY run`, nanos(now))
+	rows, err := e.q.QueryContext(ctx, `SELECT DISTINCT run FROM reservations WHERE `+lapsed+` ORDER BY run`, nanos(now))
 	if err != nil {
 		return nil, e.s.mapErr(err)
 	}
@@ -153,6 +168,20 @@ func (e executor) DeleteLapsed(ctx context.Context, now time.Time, runs []string
 		return nil, fmt.Errorf("encoding runs: %w", err)
 	}
 	return e.scanReservations(ctx,
-		`DELETE FROM reservations WHERE expires_at <= ? AND run IN (SELECT value FROM json_each(?))
+		`DELETE FROM reservations WHERE `+lapsed+` AND run IN (SELECT value FROM json_each(?))
 		 RETURNING `+reservationColumns, nanos(now), string(ids))
+}
+
+// FenceLapsed turns run's write reservations lapsed at now into fences
+// (fenced_at = now) and returns them (store.Executor).
+func (e executor) FenceLapsed(ctx context.Context, run string, now time.Time) ([]engine.Reservation, error) {
+	return e.scanReservations(ctx,
+		`UPDATE reservations SET fenced_at = ? WHERE run = ? AND mode = 'write' AND `+lapsed+`
+		 RETURNING `+reservationColumns, nanos(now), run, nanos(now))
+}
+
+// DeleteFenced deletes run's fences and returns them (store.Executor).
+func (e executor) DeleteFenced(ctx context.Context, run string) ([]engine.Reservation, error) {
+	return e.scanReservations(ctx,
+		`DELETE FROM reservations WHERE run = ? AND fenced_at IS NOT NULL RETURNING `+reservationColumns, run)
 }

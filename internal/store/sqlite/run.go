@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/store"
@@ -185,6 +187,19 @@ func (e executor) InsertMarkers(ctx context.Context, run string, markers []engin
 		}
 	}
 	return nil
+}
+
+// FirstMarkerAt returns when run's first marker of kind was written, and
+// whether it has one (store.Executor).
+func (e executor) FirstMarkerAt(ctx context.Context, run string, kind engine.MarkerKind) (time.Time, bool, error) {
+	var at sql.NullInt64
+	if err := e.q.QueryRowContext(ctx, `SELECT MIN(at) FROM markers WHERE run = ? AND kind = ?`, run, string(kind)).Scan(&at); err != nil {
+		return time.Time{}, false, e.s.mapErr(err)
+	}
+	if !at.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(at.Int64), true, nil
 }
 
 // HasMarker reports whether run has a marker of kind (store.Executor).

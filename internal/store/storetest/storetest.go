@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 	t.Run("Artifacts", func(t *testing.T) { testArtifacts(t, newStore) })
 	t.Run("Reservations", func(t *testing.T) { testReservations(t, newStore) })
 	t.Run("RunLeases", func(t *testing.T) { testRunLeases(t, newStore) })
+	t.Run("Fences", func(t *testing.T) { testFences(t, newStore) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newStore) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, newStore) })
 }

@@ -1,0 +1,106 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/report"
+)
+
+// fenceCommand answers "/kl recover" and "/kl unfence -- REASON" (ADR
+// 0035): on each project of the pull request (or -p's), the apply of this
+// pull request whose holder died mid-apply — recoverable (recover) or
+// holding a fence (unfence) — is recovered or unfenced by the commenter,
+// who needs write permission (as for plan and apply). The reply is each
+// run's story after it, or why it was refused.
+func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a ReplyArgs) (string, error) {
+	cmd := "/kl " + a.Command.Name
+	perm, err := c.GetPermission(ctx, repo, a.Actor)
+	if err != nil {
+		return "", err
+	}
+	if !perm.AtLeast(github.PermissionWrite) {
+		return noticeMarkdown(report.PlanNotAllowed{Actor: a.Actor, Repo: a.Repo, Permission: string(perm), Command: cmd}, 0), nil
+	}
+	rows, err := b.db.projects(ctx, a.Repo, a.PR)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
+	found := false
+	for _, r := range rows {
+		if a.Command.Project != "" && r.Project != a.Command.Project {
+			continue
+		}
+		id, err := b.crashedApply(ctx, r, a)
+		if err != nil {
+			return "", err
+		}
+		if id == "" {
+			continue
+		}
+		found = true
+		if a.Command.Name == CmdRecover {
+			_, err = b.eng.Recover(ctx, id)
+		} else {
+			_, err = b.eng.Unfence(ctx, engine.UnfenceInput{Run: id, By: a.Actor, Why: a.Command.Reason})
+		}
+		var re *engine.RecoverError
+		switch {
+		case errors.As(err, &re) || errors.Is(err, engine.ErrNotFound):
+			out.WriteString(noticeMarkdown(report.FenceRefused{Command: cmd, Project: r.Project, Run: id, Problem: err.Error()}, 0))
+			continue
+		case err != nil:
+			return "", err
+		}
+		s, err := b.eng.RunStory(context.WithoutCancel(ctx), id)
+		if err != nil {
+			return "", err
+		}
+		if err := report.RunStory(&out, s, opts); err != nil {
+			return "", err
+		}
+		out.WriteString("\n")
+	}
+	if !found {
+		return noticeMarkdown(report.NothingFenced{Command: cmd, Project: a.Command.Project}, 0), nil
+	}
+	return out.String(), nil
+}
+
+// crashedApply is the newest apply run of project row r from this pull
+// request that a's command acts on: one holding a fence (unfence), or one
+// whose end is recoverable (recover) — "" when there is none.
+func (b *Bot) crashedApply(ctx context.Context, r projectRow, a ReplyArgs) (string, error) {
+	if a.Command.Name == CmdUnfence {
+		st, err := b.eng.Status(ctx, r.State)
+		if err != nil {
+			return "", err
+		}
+		for _, f := range st.Fenced {
+			if ofPR(f.Run, a) {
+				return f.Run.ID, nil
+			}
+		}
+		return "", nil
+	}
+	runs, err := b.eng.Runs(ctx, engine.RunQuery{State: r.State, Kind: engine.KindApply, Limit: 200})
+	if err != nil {
+		return "", err
+	}
+	for _, run := range runs {
+		if ofPR(run, a) && run.CommittedSerial == 0 && run.End != nil && run.End.Recoverable {
+			return run.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// ofPR reports whether run belongs to a's pull request.
+func ofPR(run engine.Run, a ReplyArgs) bool {
+	return run.PR != nil && run.PR.Repo == a.Repo && run.PR.Number == a.PR
+}
