@@ -165,4 +165,9 @@ type Fact struct {
 	// OtherWrite and OwnWrite are the two write sets a disjointness fact compared.
 	OtherWrite AddressSet `json:"other_write,omitempty"`
 	OwnWrite   AddressSet `json:"own_write,omitempty"`
+	// OtherEnd is how Run had ended when this run got what it waited for
+	// (waited-for facts): a release after its commit or refusal, or a lease
+	// that ran out (its holder died) — so that the words say which. Nil
+	// when Run was still in progress (it gave up the addresses otherwise).
+	OtherEnd *End `json:"other_end,omitempty"`
 }

@@ -84,6 +84,9 @@ func (a *applier) reserved(ctx context.Context, res AcquireResult, w waiting) er
 		for i := range a.facts {
 			if f := &a.facts[i]; f.Kind == FactWaitedFor {
 				f.Waited = Duration(now.Sub(w.firstSeen[f.Run]))
+				if o, err := e.Store.GetRun(ctx, f.Run); err == nil && !o.InProgress() {
+					f.OtherEnd = o.End // released after its end, or its lease ran out
+				}
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 		case waits == 1 && waited > 0:
 			s = words("waited ", durationWords(waited), " ")
 		}
-		return words(s, "for ", who(f.Run, "", f.PR), " over ", addrs(f.Addresses), ", which released it")
+		return words(s, "for ", who(f.Run, "", f.PR), " over ", addrs(f.Addresses), freedWords(f.OtherEnd))
 	case engine.FactSliceClosure:
 		return words("state-engine slice closure proved sufficient", addrsSuffix(" over ", f.Addresses))
 	}
@@ -56,6 +56,20 @@ func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 		s = words(s, " with ", who(f.Run, "", f.PR))
 	}
 	return words(s, addrsSuffix(" on ", f.Addresses))
+}
+
+// freedWords says how the run a waited-for fact names let go: ", which
+// released it" (after its commit or refusal), or, when its holder died
+// before its Terraform started, that its lease ran out — never "released"
+// for a run that did not.
+func freedWords(end *engine.End) string {
+	switch {
+	case end.Is(engine.CauseLeaseExpired):
+		return ", whose holder stopped renewing: its lease ran out and the reservations were dropped"
+	case end.Is(engine.CauseApplied) || end.Is(engine.CauseLeaseLost):
+		return ", which committed and released it"
+	}
+	return ", which released it"
 }
 
 // factShort is a fact compressed for a history "why" line.

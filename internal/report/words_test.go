@@ -332,6 +332,7 @@ func TestEndText(t *testing.T) {
 		engine.CauseNothingToApply,
 		engine.CauseWaiting,
 		engine.CauseRefusedConflict,
+		engine.CauseRefusedFenced,
 		engine.CauseRefusedStale,
 		engine.CauseIntentChanged,
 		engine.CauseBehindHead,
@@ -377,6 +378,55 @@ func TestEndText(t *testing.T) {
 	}
 }
 
+// fencedEnd is the refusal of an apply over the fence of applyA, whose
+// holder died while its Terraform ran (ADR 0035).
+func fencedEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseRefusedFenced, Blockers: []engine.Blocker{{
+		Run: applyA, Holder: holder, Addresses: engine.AddressSet{"module.net.terraform_data.vpc"}, Fenced: true, TerraformStarted: at(600),
+		Held: []engine.Reservation{{Address: "module.net.terraform_data.vpc", Mode: engine.ModeWrite, Run: applyA, FencedAt: at(720)}},
+	}}}
+}
+
+// TestFenceWords: a fence is told as a fence — the refusal names the run,
+// when its Terraform started and both commands; the fenced run's end says
+// "lease expired mid-apply (fenced)"; a waited-for run whose lease ran out
+// did not "release" anything; a lifted fence says by whom and why.
+func TestFenceWords(t *testing.T) {
+	t.Parallel()
+	lift := "`kl run recover " + applyA + "` commits what its Terraform last wrote, or, after checking the real objects, `kl run unfence " + applyA + " --reason TEXT`"
+	refusal := EndText(applyB, fencedEnd())
+	for _, want := range []string{"fenced: run " + applyA + " fences module.net.terraform_data.vpc", "started at " + leaseTime(at(600)), lift} {
+		if !strings.Contains(refusal, want) {
+			t.Errorf("refusal %q lacks %q", refusal, want)
+		}
+	}
+	if got := endShort(applyB, fencedEnd()); got != "fenced by crashed apply "+applyA {
+		t.Errorf("endShort of the refusal = %q", got)
+	}
+	end := leaseEnd()
+	end.Fenced, end.TerraformStarted = engine.AddressSet{"module.net.terraform_data.vpc"}, at(600)
+	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || !strings.Contains(got, lift) || strings.Contains(got, "released") {
+		t.Errorf("fenced run's end = %q", got)
+	}
+	waited := engine.Fact{Kind: engine.FactWaitedFor, Run: applyA, Addresses: engine.AddressSet{"module.net.terraform_data.vpc"}, Waited: engine.Duration(3e9)}
+	if got := factWords(waited, 0, 1).plain(); !strings.HasSuffix(got, ", which released it") {
+		t.Errorf("waited for a run that released: %q", got)
+	}
+	waited.OtherEnd = leaseEnd()
+	if got := factWords(waited, 0, 1).plain(); strings.Contains(got, "released it") || !strings.Contains(got, "its lease ran out") {
+		t.Errorf("waited for a run whose lease ran out: %q", got)
+	}
+	m := engine.Marker{Kind: engine.MarkerFenceLifted, Lift: engine.LiftUnfenced, By: "carol", Reason: "checked the VPC",
+		Addresses: engine.AddressSet{"module.net.terraform_data.vpc"}}
+	if got := markerWords(m).plain(); !strings.HasPrefix(got, "fence lifted by carol on module.net.terraform_data.vpc") || !strings.Contains(got, "checked the VPC") {
+		t.Errorf("unfence marker = %q", got)
+	}
+	m.Lift, m.By, m.Reason = engine.LiftRecovered, "", ""
+	if got := markerWords(m).plain(); !strings.Contains(got, "the recovery committed") {
+		t.Errorf("recovery's fence-lifted marker = %q", got)
+	}
+}
+
 // sampleEnd is an end of cause c with the facts the engine (or the lease
 // sweep) stores with it.
 func sampleEnd(c engine.Cause) *engine.End {
@@ -385,6 +435,8 @@ func sampleEnd(c engine.Cause) *engine.End {
 		return &engine.End{Cause: c, Blockers: erinHoldsVPC()}
 	case engine.CauseRefusedConflict:
 		return conflictEnd()
+	case engine.CauseRefusedFenced:
+		return fencedEnd()
 	case engine.CauseRefusedStale:
 		return staleEnd()
 	case engine.CauseIntentChanged:
