@@ -262,7 +262,11 @@ func TestKilledApplyRecover(t *testing.T) {
 	if !strings.Contains(rec.Text, "kl run recover committed what Terraform had written (version") {
 		t.Errorf("verdict after recovery: %q", rec.Text)
 	}
-	// The recovery lifted the fence, and says so (not "released").
+	// The recovery lifted the fence, and says so (not "released"); the
+	// run's end no longer says its addresses stay fenced.
+	if strings.Contains(rec.Run.Reason, "stay fenced") || !strings.Contains(rec.Run.Reason, "lifted by `kl run recover`") {
+		t.Errorf("the recovered run's reason still says the fence stands: %q", rec.Run.Reason)
+	}
 	k.jsonOf(&st, "status")
 	if len(st.Fenced) != 0 || !rec.has("apply", "fence-lifted") || rec.has("apply", "released") {
 		t.Errorf("after kl run recover: fenced %+v, fence-lifted %v, released %v; want no fence, fence-lifted, no released",

@@ -467,10 +467,14 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 				return Errorf(ErrConflict, "run %s is %s again", r.ID, r.Status)
 			}
 			r.CommittedSerial = serial
-			if r.End != nil && r.End.Recoverable {
-				// Recovered: `kl run recover` is no longer the next step.
+			if r.End != nil && (r.End.Recoverable || len(r.End.Fenced) > 0) {
+				// Recovered: `kl run recover` is no longer the next step,
+				// and the fence this commit lifts is gone.
 				e := *r.End
 				e.Recoverable = false
+				if len(e.Fenced) > 0 && e.Lifted == "" {
+					e.Lifted = LiftRecovered
+				}
 				r.End = &e
 			}
 			return nil

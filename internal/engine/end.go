@@ -190,8 +190,10 @@ type End struct {
 	Recoverable bool      `json:"recoverable,omitempty"`
 	// Fences (ADR 0035): the addresses a lapsed apply left fenced, and when
 	// its Terraform started.
+	// Lifted: how the fence was lifted since ("" while it stands).
 	Fenced           AddressSet `json:"fenced,omitempty"`
 	TerraformStarted time.Time  `json:"terraform_started,omitzero"`
+	Lifted           Lift       `json:"lifted,omitempty"`
 	// Reservation conflicts.
 	Blockers []Blocker `json:"blockers,omitempty"`
 	Waited   Duration  `json:"waited,omitempty"`

@@ -78,7 +78,7 @@ func planEndText(end *engine.End) string {
 		return fmt.Sprintf("apply run %s stopped part-way; `kl run recover` committed what Terraform had written as version %d: re-plan", end.Run, end.Serial)
 	case engine.CauseApplyLeaseExpired:
 		s := fmt.Sprintf("apply run %s lost its lease before it committed (holder %s stopped renewing; its lease ran out at %s)", end.Run, end.Holder, leaseTime(end.LeaseEnd))
-		if len(end.Fenced) > 0 {
+		if len(end.Fenced) > 0 { // the apply run's own end says whether the fence still stands
 			s = fmt.Sprintf("apply run %s: lease expired mid-apply (fenced): holder %s stopped renewing while Terraform ran; its lease ran out at %s", end.Run, end.Holder, leaseTime(end.LeaseEnd))
 		}
 		if end.Recoverable {
@@ -177,8 +177,16 @@ func fencedEndText(id string, end *engine.End) string {
 			s += "; its lease ran out at " + leaseTime(end.LeaseEnd)
 		}
 	}
-	return fmt.Sprintf("%s; %s stay fenced — no other apply may write or read them — until %s",
-		s, abbreviate(end.Fenced.Strings(), 8), LiftHint(id))
+	fenced := abbreviate(end.Fenced.Strings(), 8)
+	switch end.Lifted {
+	case "":
+		return fmt.Sprintf("%s; %s stay fenced — no other apply may write or read them — until %s", s, fenced, LiftHint(id))
+	case engine.LiftRecovered:
+		return fmt.Sprintf("%s; the fence on %s was lifted by `kl run recover`", s, fenced)
+	case engine.LiftUnfenced:
+		return fmt.Sprintf("%s; the fence on %s was lifted by `kl run unfence` (see its fence-lifted marker): what its Terraform did there is in no version", s, fenced)
+	}
+	return fmt.Sprintf("%s; the fence on %s was lifted", s, fenced)
 }
 
 // LiftHint is how the fence of apply run id is lifted (ADR 0035): recover

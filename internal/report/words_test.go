@@ -408,6 +408,14 @@ func TestFenceWords(t *testing.T) {
 	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || !strings.Contains(got, lift) || strings.Contains(got, "released") {
 		t.Errorf("fenced run's end = %q", got)
 	}
+	end.Lifted = engine.LiftUnfenced
+	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted by `kl run unfence`") {
+		t.Errorf("fenced run's end after an unfence = %q", got)
+	}
+	end.Lifted = engine.LiftRecovered
+	if got := EndText(applyA, end); strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted by `kl run recover`") {
+		t.Errorf("fenced run's end after its recovery = %q", got)
+	}
 	waited := engine.Fact{Kind: engine.FactWaitedFor, Run: applyA, Addresses: engine.AddressSet{"module.net.terraform_data.vpc"}, Waited: engine.Duration(3e9)}
 	if got := factWords(waited, 0, 1).plain(); !strings.HasSuffix(got, ", which released it") {
 		t.Errorf("waited for a run that released: %q", got)

@@ -212,7 +212,8 @@ func (a Algorithms) Release(ctx context.Context, run string) error {
 }
 
 // LiftFence is engine.Store.LiftFence over a.DB: under the run's lock it
-// deletes run's fences (Executor.DeleteFenced) and appends a
+// deletes run's fences (Executor.DeleteFenced), marks the run's end lifted
+// (End.Lifted: its words no longer say the fence stands) and appends a
 // "fence-lifted" marker (FenceLiftedMarker: LiftUnfenced, by, why). It
 // returns the addresses lifted. ErrNotFound for an unknown run or one
 // holding no fence; ErrInvalid for an empty by or why.
@@ -223,7 +224,8 @@ func (a Algorithms) LiftFence(ctx context.Context, run, by, why string) (engine.
 	var lifted engine.AddressSet
 	err := a.DB.InTx(ctx, func(tx Executor) error {
 		lifted = nil
-		if _, err := tx.LockRun(ctx, run); err != nil {
+		r, err := tx.LockRun(ctx, run)
+		if err != nil {
 			return err
 		}
 		fences, err := tx.DeleteFenced(ctx, run)
@@ -236,6 +238,14 @@ func (a Algorithms) LiftFence(ctx context.Context, run, by, why string) (engine.
 		now, err := tx.Now(ctx)
 		if err != nil {
 			return err
+		}
+		if r.End != nil && len(r.End.Fenced) > 0 {
+			e := *r.End
+			e.Lifted = engine.LiftUnfenced // the end no longer says the fence stands
+			r.End = &e
+			if err := tx.SaveRun(ctx, r); err != nil {
+				return err
+			}
 		}
 		lifted = reservedAddresses(fences)
 		return appendMarkers(ctx, tx, run, now, []engine.Marker{FenceLiftedMarker(fences, engine.LiftUnfenced, by, why, now)})

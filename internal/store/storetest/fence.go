@@ -149,8 +149,8 @@ func testFences(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			t.Fatalf("last marker %+v; want fence-lifted, unfenced by erin with the reason", last)
 		}
 		diff(t, "fence-lifted addresses", last.Addresses, engine.NewAddressSet("module.app.*", "terraform_data.a"))
-		if got := f.getRun(a); got.Status != engine.StatusLeaseExpired || !got.End.Recoverable {
-			t.Fatalf("unfenced run: status %s, end %+v; want it as it was", got.Status, got.End)
+		if got := f.getRun(a); got.Status != engine.StatusLeaseExpired || !got.End.Recoverable || got.End.Lifted != engine.LiftUnfenced || len(got.End.Fenced) != 2 {
+			t.Fatalf("unfenced run: status %s, end %+v; want it as it was, its fence marked lifted by an unfence", got.Status, got.End)
 		}
 		_, err = f.s.LiftFence(f.ctx, a, "erin", "again")
 		wantErr(t, "LiftFence of a run without fences", err, engine.ErrNotFound)
