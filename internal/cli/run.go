@@ -257,8 +257,17 @@ func (a *app) footprintCommand() *cobra.Command {
 		Short: "Print the write set, read set and reservation set of a `terraform show -json` plan",
 		Long: `Footprint reads the JSON of any saved plan (terraform show -json PLANFILE > plan.json),
 including plans made elsewhere with real cloud providers, and prints what Kilolock would
-reserve for it. Without --config-dir, references through locals widen to their module prefix
-(locals are not in plan JSON); with it, they are resolved from the .tf files.`,
+reserve for it.
+
+Plan JSON does not hold the whole configuration: it leaves out locals and what dynamic
+blocks, lifecycle conditions, replace_triggered_by and provisioner connection blocks
+reference. Without --config-dir, references through locals widen to their module prefix,
+so does a resource whose planned values hold nested blocks its configuration does not list
+(a dynamic block's trace) or that has lifecycle conditions, and the read set is marked
+unverified unless widenings cover it. With --config-dir (the plan's root module directory;
+remote modules are found through .terraform/modules/modules.json after terraform init),
+all of these are read from the .tf files; a module whose directory cannot be read widens
+to its prefix.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := readInput(args[0], a.io.In)
@@ -272,7 +281,7 @@ reserve for it. Without --config-dir, references through locals widen to their m
 			return report.Footprint(a.io.Out, args[0], fp, sum, a.reportOptions())
 		},
 	}
-	cmd.Flags().StringVar(&configDir, "config-dir", "", "root module directory of the plan, to resolve locals exactly")
+	cmd.Flags().StringVar(&configDir, "config-dir", "", "root module directory of the plan, to read what plan JSON leaves out (locals, dynamic blocks, lifecycle conditions)")
 	return cmd
 }
 

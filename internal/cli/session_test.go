@@ -189,7 +189,21 @@ func TestSession(t *testing.T) {
 		k.golden("footprint-fixture.txt", k.ok("footprint", fixture))
 		k.golden("footprint-fixture.json", k.ok("footprint", fixture, "--json"))
 
-		r := k.run("footprint", "../terraform/testdata/terraform-json/invalid/plan.json")
+		// Plans whose configuration plan JSON does not hold whole (real
+		// plans: terraform/testdata/plans/README.md): a dynamic block's
+		// trace widens, the root not read makes the read set unverified;
+		// a remote module's directory missing from the config dir widens
+		// to its prefix.
+		k.golden("footprint-dynamic.txt", k.ok("footprint", "../terraform/testdata/plans/dynamic_block_update/plan.json"))
+		k.golden("footprint-remote-module.txt", k.ok("footprint", "../terraform/testdata/plans/remote_module/plan.json"))
+		k.golden("footprint-remote-module.json", k.ok("footprint", "../terraform/testdata/plans/remote_module/plan.json",
+			"--config-dir", "../terraform/testdata/plans/remote_module", "--json"))
+		r := k.run("footprint", fixture, "--config-dir", filepath.Join(t.TempDir(), "nope"))
+		if r.code() != 1 || r.err == nil || !strings.Contains(r.err.Error(), "reading plan "+fixture+": config dir: stat ") || r.out != "" {
+			t.Errorf("footprint --config-dir of a missing dir: exit %d, err %v, stdout %q; want exit 1 naming the config dir", r.code(), r.err, r.out)
+		}
+
+		r = k.run("footprint", "../terraform/testdata/terraform-json/invalid/plan.json")
 		if r.code() == 0 || !strings.Contains(r.err.Error(), "reading plan ../terraform/testdata/terraform-json/invalid/plan.json: parsing plan JSON: malformed JSON at line 676") || r.out != "" {
 			t.Errorf("footprint invalid/plan.json: exit %d, err %v, stdout %q; want a non-zero exit naming the file and the malformed JSON", r.code(), r.err, r.out)
 		}
@@ -226,6 +240,12 @@ func TestSession(t *testing.T) {
 		out = k.ok("plan", "--state", "prod", "-C", cfg, "--replace", "terraform_data.app")
 		k.golden("plan-replace.txt", out)
 		p5 = reULID.FindString(out)
+		// kl plan always reads the configuration: never unverified.
+		for _, p := range []string{p2, p3, p4, p5} {
+			if out := k.ok("run", "show", p, "--json"); strings.Contains(out, `"unverified"`) {
+				t.Errorf("kl run show %s: the plan's footprint is unverified; kl plan always reads the configuration", p)
+			}
+		}
 	})
 
 	t.Run("apply --wait", func(t *testing.T) {

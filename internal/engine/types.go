@@ -312,11 +312,16 @@ func (s PlanSummary) Empty() bool {
 // addresses of a move, and root outputs that change. Read: addresses the
 // planned changes depend on; never narrower than the truth — where the
 // extractor could not resolve a reference it widened to a module prefix and
-// said so in Widened.
+// said so in Widened. Unverified is empty when every configuration the read
+// set depends on was read (or widened to its prefix); otherwise it says why
+// the read set may still miss references plan JSON leaves out (a plan read
+// without its configuration: `kl footprint` without --config-dir). `kl plan`
+// always reads the configuration: its footprints are never unverified.
 type Footprint struct {
-	Write   AddressSet `json:"write"`
-	Read    AddressSet `json:"read"`
-	Widened []Widening `json:"widened,omitempty"`
+	Write      AddressSet `json:"write"`
+	Read       AddressSet `json:"read"`
+	Widened    []Widening `json:"widened,omitempty"`
+	Unverified string     `json:"unverified,omitempty"`
 }
 
 // All returns write ∪ read.

@@ -134,13 +134,23 @@ func writeSetWords(write engine.AddressSet, sum engine.PlanSummary) sentence {
 	return words(s)
 }
 
-// readSetWords counts a read set (countWords) and its widened prefixes.
+// readSetWords counts a read set (countWords) and its widened prefixes,
+// and says when it is unverified (engine.Footprint.Unverified).
 func readSetWords(fp engine.Footprint) sentence {
 	s := countWords(fp.Read)
 	if n := len(fp.Widened); n > 0 {
 		s += fmt.Sprintf(" (%d widened)", n)
 	}
+	if fp.Unverified != "" {
+		return words(s+", ", toned(toneWarn, "unverified"))
+	}
 	return words(s)
+}
+
+// unverifiedWords says why a read set is unverified: what was not read and
+// what plan JSON leaves out (engine.Footprint.Unverified).
+func unverifiedWords(fp engine.Footprint) sentence {
+	return words(toned(toneWarn, "read set unverified"), ": "+fp.Unverified)
 }
 
 // footprintSections adds the write set, the read set (widened prefixes
@@ -169,7 +179,11 @@ func footprintSections(d *doc, fp engine.Footprint, rs []engine.Reservation) {
 	if len(fp.Widened) > 0 {
 		title = fmt.Sprintf("Read set (%d, %d widened)", len(fp.Read), len(fp.Widened))
 	}
-	d.section(words(title), nonEmpty(addrList{rows: rrows}, words("nothing")))
+	read := []block{nonEmpty(addrList{rows: rrows}, words("nothing"))}
+	if fp.Unverified != "" {
+		read = append(read, para(unverifiedWords(fp)))
+	}
+	d.section(words(title), read...)
 	if rs != nil {
 		d.section(words("Reservation set"), para(words(reservationWords(rs),
 			": the write set in write mode, the rest of the read set in read mode")))

@@ -204,11 +204,12 @@ type jFootprint struct {
 	Write        []string    `json:"write"`
 	Read         []string    `json:"read"`
 	Widened      []jWidening `json:"widened"`
+	Unverified   string      `json:"unverified,omitempty"`
 	Reservations jResCounts  `json:"reservations"`
 }
 
 func toFootprint(fp engine.Footprint, rs []engine.Reservation) jFootprint {
-	j := jFootprint{Write: strs(fp.Write), Read: strs(fp.Read), Widened: []jWidening{}, Reservations: toResCounts(rs)}
+	j := jFootprint{Write: strs(fp.Write), Read: strs(fp.Read), Widened: []jWidening{}, Unverified: fp.Unverified, Reservations: toResCounts(rs)}
 	for _, w := range fp.Widened {
 		j.Widened = append(j.Widened, jWidening{Address: string(w.Address), From: w.From, Reason: w.Reason})
 	}

@@ -115,7 +115,8 @@ func planJSON(out *engine.PlanOutcome) planDocument {
 }
 
 // Footprint renders `kl footprint PLAN.json`: the change summary, write
-// set, read set, the widened prefixes with their reasons, and the
+// set, read set, the widened prefixes with their reasons, whether the read
+// set is unverified and why (the configuration was not read), and the
 // reservation set an apply would take (DESIGN.md "footprint",
 // "reservation"). source names the plan JSON file as given.
 func Footprint(w io.Writer, source string, fp engine.Footprint, sum engine.PlanSummary, o Options) error {
@@ -148,7 +149,11 @@ func footprintDoc(source string, fp engine.Footprint, sum engine.PlanSummary, rs
 	var f fields
 	f = f.addField("changes", changesWords(sum))
 	f = f.addField("write set", writeSetWords(fp.Write, sum))
-	f = f.addField("read set", words(countWords(fp.Read)))
+	read := words(countWords(fp.Read))
+	if fp.Unverified != "" {
+		read = words(read, ", ", toned(toneWarn, "unverified"), ": configuration not read (", code("--config-dir"), " with the plan's root module directory reads it)")
+	}
+	f = f.addField("read set", read)
 	f = f.addField("widened", words(plural(len(fp.Widened), "prefix", "prefixes")))
 	f = f.addField("reservations", reservationWords(rs))
 	d.summary = append(d.summary, f)

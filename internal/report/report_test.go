@@ -118,6 +118,9 @@ func goldenCases() []goldenCase {
 		{"footprint", "widening", func(w io.Writer, o Options) error {
 			return Footprint(w, "plan.json", footprintWidened(), engine.PlanSummary{Add: 1, Change: 1, Outputs: 1}, o)
 		}},
+		{"footprint", "unverified", func(w io.Writer, o Options) error {
+			return Footprint(w, "plan.json", footprintUnverified(), engine.PlanSummary{Change: 2}, o)
+		}},
 		{"states", "list", func(w io.Writer, o Options) error { return States(w, statesList(), o) }},
 		{"state-init", "empty", func(w io.Writer, o Options) error { return StateInit(w, statesList()[1], "", o) }},
 		{"state-init", "file", func(w io.Writer, o Options) error { return StateInit(w, statesList()[0], "terraform.tfstate", o) }},

@@ -265,6 +265,19 @@ func footprintWidened() engine.Footprint {
 	return fp
 }
 
+// footprintUnverified is `kl footprint` of a plan read without its
+// configuration: a dynamic block's trace widened module.edge, the root's
+// configuration was not read.
+func footprintUnverified() engine.Footprint {
+	return engine.Footprint{
+		Write: set("module.edge.nested_group.this", "terraform_data.app"),
+		Read:  set("module.edge.*", "terraform_data.edge_cidrs"),
+		Widened: []engine.Widening{{Address: "module.edge.*", From: "nested blocks ingress of nested_group.this in module.edge",
+			Reason: "the planned values hold nested blocks the configuration in plan JSON does not list: the trace of a dynamic block, whose references plan JSON leaves out"}},
+		Unverified: "configuration not read (root): plan JSON leaves out what dynamic blocks, lifecycle conditions, replace_triggered_by and provisioner connection blocks reference",
+	}
+}
+
 func statesList() []engine.State {
 	return []engine.State{
 		{Name: stateName, Lineage: lineage, HeadSerial: 15, CreatedAt: at(-86400)},

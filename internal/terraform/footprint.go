@@ -2,6 +2,8 @@ package terraform
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -13,7 +15,11 @@ import (
 
 // ExtractOptions tunes ExtractFootprint. The zero value reads the plan JSON
 // alone, which does not export locals: every `local.X` then widens the read
-// set to its module prefix (shared/TERRAFORM.md "Plan JSON").
+// set to its module prefix (shared/TERRAFORM.md "Plan JSON"); nor what
+// dynamic blocks, lifecycle conditions and replace_triggered_by, and
+// provisioner connection blocks reference: where plan JSON leaves a trace of
+// them the module widens, and the footprint is marked Unverified unless
+// widenings cover it (trace.go, ADR 0035).
 type ExtractOptions struct {
 	// ConfigDir is the root module directory the plan was made from. When
 	// set, locals are resolved exactly by parsing the module's .tf and
@@ -29,7 +35,7 @@ type ExtractOptions struct {
 	// ConfigDir/.terraform/modules/modules.json when that file exists;
 	// without a manifest entry, a module call whose source is a local path
 	// ("./…", "../…") is found from its source. A module whose directory
-	// cannot be found or parsed has its locals widened, with the reason.
+	// cannot be found or parsed is widened to its prefix, with the reason.
 	ModulesManifest string
 }
 
@@ -76,21 +82,50 @@ func Footprint(planJSON []byte, opts ExtractOptions) (engine.Footprint, engine.P
 // module calls, locals through ExtractOptions. What cannot be resolved is
 // widened to a module prefix (engine.ModulePrefix; "*" in the root module)
 // and recorded once per prefix in Widened: the read set is never narrower
-// than the truth. Read may overlap Write; callers subtract.
+// than the truth. Without opts.ConfigDir, the modules whose configuration
+// was needed, not read and not covered by a widening are named in
+// Unverified (trace.go); with it, Unverified is always empty. Read may
+// overlap Write; callers subtract.
 //
 // Plans should come from ParsePlanJSON: a terraform-json decoding elsewhere
 // drops single, group and map nested blocks, and their references with them.
-// Errors wrap engine.ErrInvalid: a nil plan, or a resource change whose
-// address does not parse.
+// Errors wrap engine.ErrInvalid: a nil plan, a resource change whose
+// address does not parse, or an opts.ConfigDir that is missing, not a
+// directory, or holds no .tf or .tf.json file.
 func ExtractFootprint(plan *tfjson.Plan, opts ExtractOptions) (engine.Footprint, error) {
 	if plan == nil {
 		return engine.Footprint{}, engine.Errorf(engine.ErrInvalid, "extracting footprint: no plan")
+	}
+	if err := checkRootModuleDir(opts.ConfigDir); err != nil {
+		return engine.Footprint{}, err
 	}
 	e := newExtractor(plan, opts)
 	if err := e.run(plan); err != nil {
 		return engine.Footprint{}, fmt.Errorf("extracting footprint: %w", err)
 	}
 	return e.footprint(), nil
+}
+
+// checkRootModuleDir refuses a config dir that is not a root module directory:
+// missing, not a directory, or without .tf and .tf.json files (a mistyped
+// path would otherwise only widen). Errors wrap engine.ErrInvalid.
+func checkRootModuleDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return engine.Errorf(engine.ErrInvalid, "config dir: %w", err)
+	}
+	if !st.IsDir() {
+		return engine.Errorf(engine.ErrInvalid, "config dir %s is not a directory", dir)
+	}
+	tf, _ := filepath.Glob(filepath.Join(dir, "*.tf"))
+	tfJSON, _ := filepath.Glob(filepath.Join(dir, "*.tf.json"))
+	if len(tf)+len(tfJSON) == 0 {
+		return engine.Errorf(engine.ErrInvalid, "config dir %s holds no .tf or .tf.json files: not a Terraform root module", dir)
+	}
+	return nil
 }
 
 // module is one module of the configuration, addressed by its module path
@@ -147,8 +182,14 @@ type extractor struct {
 	write             map[engine.Address]bool
 	read              map[engine.Address]bool
 	widened           map[engine.Address]*wideningAcc
+	widenedMods       map[string]bool // modules widened to their prefix, call arguments read
 	done              map[string]bool
 	hcl               *hclLoader
+	// Without a config dir (trace.go): modules whose configuration was
+	// needed, planned values by resource, and what has conditions.
+	unread     map[string]bool
+	values     map[engine.Address][]instanceValues
+	conditions map[string]bool // "module.a.T.N", "data.T.N", "output.N"
 }
 
 func newExtractor(plan *tfjson.Plan, opts ExtractOptions) *extractor {
@@ -160,6 +201,11 @@ func newExtractor(plan *tfjson.Plan, opts ExtractOptions) *extractor {
 		read:      map[engine.Address]bool{},
 		widened:   map[engine.Address]*wideningAcc{},
 		done:      map[string]bool{},
+
+		widenedMods: map[string]bool{},
+		unread:      map[string]bool{},
+		values:      map[engine.Address][]instanceValues{},
+		conditions:  map[string]bool{},
 	}
 	if v, err := version.NewVersion(plan.FormatVersion); err == nil {
 		e.grouped = !v.LessThan(version.Must(version.NewVersion("0.2")))
@@ -193,6 +239,8 @@ func newExtractor(plan *tfjson.Plan, opts ExtractOptions) *extractor {
 	}
 	if opts.ConfigDir != "" {
 		e.hcl = newHCLLoader(opts)
+	} else {
+		e.indexTraces(plan)
 	}
 	return e
 }
@@ -503,6 +551,7 @@ func (e *extractor) widen(prefix engine.Address, from, reason string) {
 // m's call arguments are read in the parent's scope as well.
 func (e *extractor) widenModule(m *module, from, reason string) {
 	e.widen(engine.ModulePrefix(m.path), from, reason)
+	e.widenedMods[m.path] = true
 	if m.call == nil || !e.once("inputs|"+m.path) {
 		return
 	}
@@ -563,6 +612,7 @@ func (e *extractor) footprint() engine.Footprint {
 		fp.Widened = append(fp.Widened, engine.Widening{Address: a, From: joinSorted(acc.froms, ", "), Reason: joinSorted(acc.reasons, "; ")})
 	}
 	sort.Slice(fp.Widened, func(i, j int) bool { return fp.Widened[i].Address < fp.Widened[j].Address })
+	fp.Unverified = e.unverified()
 	return fp
 }
 

@@ -14,15 +14,20 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/footprint and testdata/stderr")
 
 // planFixtures lists every plan JSON of testdata/terraform-json (real
-// `terraform show -json` output, Terraform 0.12 to 1.15).
+// `terraform show -json` output, Terraform 0.12 to 1.15) and testdata/plans
+// (real plans of what plan JSON leaves out, made here: its README).
 func planFixtures(t *testing.T) []string {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", "terraform-json", "*", "plan*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) == 0 {
-		t.Fatal("no plan fixtures under testdata/terraform-json")
+	var paths []string
+	for _, dir := range []string{"terraform-json", "plans"} {
+		found, err := filepath.Glob(filepath.Join("testdata", dir, "*", "plan*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(found) == 0 {
+			t.Fatalf("no plan fixtures under testdata/%s", dir)
+		}
+		paths = append(paths, found...)
 	}
 	return paths
 }
@@ -94,13 +99,28 @@ func renderFootprintGolden(path string, b []byte) string {
 	if hasTF(dir) && filepath.Base(path) == "plan.json" {
 		with := renderFootprint(ExtractFootprint(plan, ExtractOptions{ConfigDir: dir}))
 		fmt.Fprintf(&sb, "\n## with config dir %s\n", filepath.Base(dir))
-		if with == without {
+		switch {
+		case with == without:
 			sb.WriteString("same as without config dir\n")
-		} else {
+		case with == dropUnverified(without):
+			sb.WriteString("same as without config dir, and verified\n")
+		default:
 			sb.WriteString(with)
 		}
 	}
 	return sb.String()
+}
+
+// dropUnverified removes the unverified line of a renderFootprint output.
+func dropUnverified(s string) string {
+	lines := strings.SplitAfter(s, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "unverified: ") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 func renderFootprint(fp engine.Footprint, err error) string {
@@ -119,6 +139,9 @@ func renderFootprint(fp engine.Footprint, err error) string {
 	fmt.Fprintf(&sb, "widened (%d):\n", len(fp.Widened))
 	for _, w := range fp.Widened {
 		fmt.Fprintf(&sb, "  %s <- %s: %s\n", w.Address, w.From, w.Reason)
+	}
+	if fp.Unverified != "" {
+		fmt.Fprintf(&sb, "unverified: %s\n", fp.Unverified)
 	}
 	return sb.String()
 }

@@ -325,17 +325,31 @@ func (e *extractor) followLocal(m *module, name string) {
 
 // readHCLBlock reads, with a config dir, every traversal of a block (key
 // "resource.T.N", "data.T.N", "output.N", "provider.NAME[.ALIAS]") of
-// module m. A module directory that cannot be read adds nothing here: the
-// plan JSON's expressions still apply.
+// module m: the references plan JSON leaves out (dynamic blocks, lifecycle
+// conditions and replace_triggered_by, connection blocks; trace.go). What
+// cannot be read is never dropped: a module whose directory cannot be read
+// (a remote module before `terraform init`) is widened to its prefix, and
+// so is one whose directory lacks the block (the config dir does not match
+// the plan; a provider block may be absent: the configuration is then
+// implied). Without a config dir the block is recorded as not read and
+// widened where plan JSON leaves a trace (traceUnread).
 func (e *extractor) readHCLBlock(m *module, key string) {
 	if e.hcl == nil {
+		e.traceUnread(m, key)
 		return
 	}
 	hm, err := e.hcl.module(m)
 	if err != nil {
+		e.widenModule(m, "configuration of "+m.where(), "the module's directory cannot be read: "+err.Error())
 		return
 	}
-	e.resolveTraversals(m, hm.blocks[key])
+	trs, ok := hm.blocks[key]
+	if !ok && !strings.HasPrefix(key, "provider.") {
+		e.widenModule(m, strings.TrimPrefix(key, "resource.")+" in "+m.where(),
+			fmt.Sprintf("the block is not in %s: the config dir does not match the plan", hm.dir))
+		return
+	}
+	e.resolveTraversals(m, trs)
 }
 
 func (e *extractor) resolveTraversals(m *module, trs []hcl.Traversal) {
@@ -488,6 +502,9 @@ func (e *extractor) readProviderEntry(pe *providerEntry) {
 		return
 	}
 	e.readExprs(pm, pe.cfg.Expressions)
+	if pe.cfg.FullName == builtinProvider {
+		return // terraform_data's provider takes no configuration
+	}
 	e.readHCLBlock(pm, "provider."+pe.local)
 }
 
