@@ -19,7 +19,7 @@ import (
 // dynamic blocks, lifecycle conditions and replace_triggered_by, and
 // provisioner connection blocks reference: where plan JSON leaves a trace of
 // them the module widens, and the footprint is marked Unverified unless
-// widenings cover it (trace.go, ADR 0035).
+// widenings cover it (trace.go, ADR 0036).
 type ExtractOptions struct {
 	// ConfigDir is the root module directory the plan was made from. When
 	// set, locals are resolved exactly by parsing the module's .tf and
