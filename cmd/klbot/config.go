@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kilolock/kilolock/internal/klyaml"
+	"github.com/kilolock/kilolock/internal/terraform"
 )
 
 // config is klbot's environment (docs/klbot.md), read with go-envconfig.
@@ -52,6 +54,13 @@ type config struct {
 	// AllowForkPRs plans pull requests from forks on push (default false:
 	// a plan runs the pull request's code with klbot's credentials).
 	AllowForkPRs bool `env:"KLBOT_ALLOW_FORK_PRS, default=false"`
+	// TFVars lists, comma-separated, the TF_VAR_* variables of klbot's
+	// environment that reach Terraform (default none): every pull
+	// request's code can read them. Parsed into tfVars by loadConfig.
+	TFVars string `env:"KLBOT_TF_VARS"`
+
+	// tfVars is TFVars parsed: full names (TF_VAR_region), each once.
+	tfVars []string
 }
 
 // loadConfig reads and checks the environment; every error names the
@@ -98,6 +107,11 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 	default:
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_TRIGGER=%q: want comment or merge", cfg.ApplyTrigger)
 	}
+	vars, err := parseTFVars(cfg.TFVars)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.tfVars = vars
 	key := []byte(cfg.PrivateKey)
 	if cfg.PrivateKeyFile != "" {
 		b, err := os.ReadFile(cfg.PrivateKeyFile)
@@ -129,4 +143,69 @@ func nameVariable(msg string) string {
 		}
 	}
 	return msg
+}
+
+// parseTFVars parses KLBOT_TF_VARS: comma-separated names of environment
+// variables, each TF_VAR_ and a Terraform variable name
+// (terraform.ValidVariableName), blanks around a name ignored. It returns
+// them in order, each once; an empty list for an empty value. Errors name
+// the variable and the entry: an empty entry, one without the TF_VAR_
+// prefix, a glob, a name Terraform cannot declare.
+func parseTFVars(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		name := strings.TrimSpace(item)
+		rest, ok := strings.CutPrefix(name, "TF_VAR_")
+		switch {
+		case name == "":
+			return nil, fmt.Errorf("KLBOT_TF_VARS=%q: an empty entry (a comma too many?): list TF_VAR_ names, comma-separated", s)
+		case strings.ContainsAny(name, "*?["):
+			return nil, fmt.Errorf("KLBOT_TF_VARS: %q: patterns are not accepted, list each TF_VAR_ name", name)
+		case !ok:
+			return nil, fmt.Errorf("KLBOT_TF_VARS: %q is not a TF_VAR_ variable: list environment variable names such as TF_VAR_%s", name, name)
+		}
+		if err := terraform.ValidVariableName(rest); err != nil {
+			return nil, fmt.Errorf("KLBOT_TF_VARS: %s: %w", name, err)
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// terraformEnv is klbot's environment as Terraform gets it: without the
+// TF_VAR_* variables KLBOT_TF_VARS does not list (every pull request's code
+// can read what Terraform gets). It also returns the TF_VAR_* names it left
+// out, and the listed ones that are not set, sorted.
+func terraformEnv(env, allowed []string) (out, withheld, unset []string) {
+	ok := map[string]bool{}
+	for _, n := range allowed {
+		ok[n] = true
+	}
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "TF_VAR_") && !ok[k] {
+			if !slices.Contains(withheld, k) {
+				withheld = append(withheld, k)
+			}
+			continue
+		}
+		set[k] = true
+		out = append(out, kv)
+	}
+	for _, n := range allowed {
+		if !set[n] {
+			unset = append(unset, n)
+		}
+	}
+	slices.Sort(withheld)
+	slices.Sort(unset)
+	return out, withheld, unset
 }

@@ -75,3 +75,46 @@ resource "terraform_data" "probe" {
 		t.Errorf("the webhook secret reached a check run:\n%s", c.Summary)
 	}
 }
+
+// TestTFVarsReachTerraform: the TF_VAR_* that KLBOT_TF_VARS lists reach
+// the Terraform klbot runs for a pull request, the others do not; and the
+// value, which the pull request's code prints in a failing precondition,
+// is masked in the check run.
+func TestTFVarsReachTerraform(t *testing.T) {
+	const allowed, other = "allowed-value-1234", "other-value-5678"
+	h := setup(t, "KLBOT_TF_VARS=TF_VAR_allowed", "TF_VAR_allowed="+allowed, "TF_VAR_other="+other)
+	files := baseRepo()
+	files["infra/probe.tf"] = `variable "allowed" {
+  type    = string
+  default = "unset"
+}
+
+variable "other" {
+  type    = string
+  default = "unset"
+}
+
+locals {
+  environ = file("/proc/self/environ")
+}
+
+resource "terraform_data" "probe" {
+  lifecycle {
+    precondition {
+      condition     = length(local.environ) < 0
+      error_message = "probe: allowed ${var.allowed == "` + allowed + `" ? "reached" : "missing"}, other ${var.other}, ${length(regexall("TF_VAR_other=", local.environ))} TF_VAR_other, echo ${var.allowed}"
+    }
+  }
+}
+`
+	p := pr{2, sha(2), files, []string{"infra/probe.tf"}}
+	h.open(t, p)
+	h.settle()
+	c := h.one(t, p.head, "kl plan · infra")
+	if want := "probe: allowed reached, other unset, 0 TF_VAR_other, echo (value of TF_VAR_allowed)"; !strings.Contains(c.Summary, want) {
+		t.Errorf("the probe's plan check run does not say %q:\n%s", want, c.Summary)
+	}
+	if strings.Contains(c.Summary, allowed) || strings.Contains(c.Summary, other) {
+		t.Errorf("a TF_VAR_* value reached a check run:\n%s", c.Summary)
+	}
+}

@@ -61,8 +61,8 @@ type pr struct {
 
 // setup starts klbot against a new fake (installation 1 on repo; alice may
 // write, mallory read) and a fresh schema whose state repo holds
-// baseRepo() applied.
-func setup(t *testing.T) *harness {
+// baseRepo() applied; extra entries are added to klbot's environment.
+func setup(t *testing.T, extra ...string) *harness {
 	t.Helper()
 	tfBin := terraformBinary(t)
 	fake := githubfake.New(t)
@@ -72,7 +72,7 @@ func setup(t *testing.T) *harness {
 	fake.SetPermission(repo, "mallory", "read")
 	dsn := pgtest.DSN(t)
 	bootstrap(t, dsn, tfBin, repo, baseRepo())
-	return start(t, fake, key, dsn, tfBin)
+	return start(t, fake, key, dsn, tfBin, extra...)
 }
 
 // seed registers pull request p (a draft when draft is set) and its head's

@@ -53,7 +53,14 @@ func run(ctx context.Context, args []string, env []string) error {
 	if workDir == "" {
 		workDir = filepath.Join(os.TempDir(), "klbot")
 	}
-	runner, tfBin, err := newRunner(ctx, cfg, env, filepath.Join(workDir, "runs"), log)
+	tfEnv, withheld, unset := terraformEnv(env, cfg.tfVars)
+	if len(withheld) > 0 {
+		log.Warn("TF_VAR_* variables not passed to terraform: KLBOT_TF_VARS does not list them", "variables", withheld)
+	}
+	if len(unset) > 0 {
+		log.Warn("KLBOT_TF_VARS lists variables that are not set", "variables", unset)
+	}
+	runner, tfBin, err := newRunner(ctx, cfg, tfEnv, filepath.Join(workDir, "runs"), log)
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,11 @@ func TestRunConfigErrors(t *testing.T) {
 		"terraform not terraform": {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/bin/true"), "KLBOT_TERRAFORM=/bin/true is not Terraform or OpenTofu"},
 		"terraform missing":       {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/nonexistent/terraform"), `resolving KLBOT_TERRAFORM="/nonexistent/terraform"`},
 		"bad log level":           {append(base, "KLBOT_LOG_LEVEL=loud"), "KLBOT_LOG_LEVEL"},
+		"TF_VARS not a name":      {append(base, "KLBOT_TF_VARS=TF_VAR_region,TF_VAR_1x"), `KLBOT_TF_VARS: TF_VAR_1x: "1x" is not a Terraform variable name`},
+		"TF_VARS without prefix":  {append(base, "KLBOT_TF_VARS=region"), `KLBOT_TF_VARS: "region" is not a TF_VAR_ variable`},
+		"TF_VARS glob":            {append(base, "KLBOT_TF_VARS=TF_VAR_*"), `KLBOT_TF_VARS: "TF_VAR_*": patterns are not accepted`},
+		"TF_VARS reserved":        {append(base, "KLBOT_TF_VARS=TF_VAR_count"), `KLBOT_TF_VARS: TF_VAR_count: "count" is reserved by Terraform`},
+		"TF_VARS empty entry":     {append(base, "KLBOT_TF_VARS=TF_VAR_a,,TF_VAR_b"), `KLBOT_TF_VARS="TF_VAR_a,,TF_VAR_b": an empty entry`},
 		"unreachable database":    {base, "KLBOT_DATABASE_URL"},
 	} {
 		t.Run(name, func(t *testing.T) {

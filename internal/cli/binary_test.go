@@ -141,6 +141,34 @@ func TestBinary(t *testing.T) {
 		}
 	})
 
+	// The kl binary is its own TF_VAR shim (internal/terraform's init):
+	// TF_VAR_x reaches the plan, and nothing kl prints holds the value.
+	t.Run("TF_VAR", func(t *testing.T) {
+		k := k.with(t)
+		const value = "from-the-environment-8642"
+		cfg := filepath.Join(k.dir, "tfvar")
+		write(t, filepath.Join(cfg, "main.tf"), "variable \"x\" {\n  type = string\n}\n\noutput \"x\" {\n  value = var.x\n}\n")
+		k.env = append(k.env, "TF_VAR_x="+value)
+		var printed string
+		for _, args := range [][]string{{"state", "init", "tfvar"}, {"plan", "--state", "tfvar", "-C", cfg}, {"apply", "PLAN"}} {
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "PLAN", reULID.FindString(printed))
+			}
+			p := k.exec(bin, args...)
+			if p.code != 0 {
+				t.Fatalf("kl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), p.code, p.out, p.errOut)
+			}
+			printed = p.out + p.errOut
+			if strings.Contains(printed, value) {
+				t.Errorf("kl %s printed TF_VAR_x's value:\n%s", strings.Join(args, " "), printed)
+			}
+		}
+		pulled := k.exec(bin, "state", "pull", "tfvar")
+		if !strings.Contains(pulled.out, `"value": "`+value+`"`) {
+			t.Errorf("output x of the applied state is not TF_VAR_x's value:\n%s", pulled.out)
+		}
+	})
+
 	t.Run("interrupt", func(t *testing.T) {
 		k := k.with(t)
 		slow := filepath.Join(k.dir, "slow")

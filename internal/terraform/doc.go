@@ -7,4 +7,8 @@
 // (shared/DESIGN.md "Words", shared/TERRAFORM.md "Plan JSON"), ExtractIntent
 // what a re-plan is compared on (DESIGN.md "intent"), and Summarize the
 // counts a report shows. Footprint chains them for `kl footprint PLAN.json`.
+//
+// Linking this package makes a program the Runner's TF_VAR shim: on Unix
+// its init execs Terraform in place of the program when
+// KL_TERRAFORM_SHIM_EXEC is set (shim.go, ADR 0035).
 package terraform

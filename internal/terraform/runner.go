@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,10 +40,14 @@ type RunnerOptions struct {
 	Binary string
 	// Env is the caller's environment as KEY=VALUE entries, passed to
 	// Terraform (PATH, HOME, TF_CLI_CONFIG_FILE, TF_PLUGIN_CACHE_DIR,
-	// proxies, cloud credentials…) minus the variables terraform-exec refuses
-	// (TF_VAR_*, TF_CLI_ARGS*, TF_WORKSPACE, TF_INPUT, TF_IN_AUTOMATION,
-	// TF_LOG*…: logged once as a warning). Later entries win over earlier
-	// ones of the same key. nil means os.Environ().
+	// proxies, cloud credentials…) minus Kilolock's own (KL_*, KLBOT_*) and
+	// minus the other variables terraform-exec refuses (TF_CLI_ARGS*,
+	// TF_WORKSPACE, TF_INPUT, TF_IN_AUTOMATION, TF_LOG*…: logged once as a
+	// warning). TF_VAR_* reach Terraform as its environment, through the
+	// shim (shim.go): with their own, lowest, precedence, never on a command
+	// line. Every TF_VAR_* of Env is passed: a caller that must pass fewer
+	// (klbot: KLBOT_TF_VARS) leaves the others out of Env. Later entries win
+	// over earlier ones of the same key. nil means os.Environ().
 	Env []string
 	// KeepWorkDirs leaves each run's work dir in place after the call, for
 	// debugging. It holds the state and the plan: secrets; a kept work dir
@@ -71,6 +77,16 @@ type Runner struct {
 	env      []string
 	keep     bool
 	log      *slog.Logger
+	// shim is this program's executable, run by terraform-exec in place of
+	// binary when env has TF_VAR_* (shim.go); "" when it has none, or when
+	// there is no shim (the variables are then dropped, with a warning).
+	shim string
+	// vars are the TF_VAR_* of env (TF_VAR_NAME → value), handed to
+	// Terraform through the shim: all of them to a plan, those of
+	// ephemeral variables to an apply (ephemeral.go).
+	vars map[string]string
+	// mask masks vars' values in logs and errors (redact.go).
+	mask masker
 
 	versionMu sync.Mutex
 	version   string
@@ -87,7 +103,9 @@ type Runner struct {
 // this process's user, so NewRunner marks the process non-dumpable on
 // Linux (protectProcess: its environment and memory are not readable
 // through /proc by that code), and Kilolock's own variables are never in
-// Terraform's environment (terraformEnv).
+// Terraform's environment (terraformEnv). TF_VAR_* of Env reach Terraform
+// through this program as a shim (shim.go): their names are logged at info,
+// their values masked in the Runner's logs and errors (redact.go).
 //
 // Errors: an empty WorkRoot (engine.ErrInvalid); a WorkRoot that is not a
 // directory or cannot be created; an empty Binary, or one that is missing,
@@ -124,17 +142,42 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if err := protectProcess(); err != nil {
 		log.Warn("could not mark the process non-dumpable: Terraform could read its environment through /proc", "err", err)
 	}
-	if _, dropped := terraformEnv(env, ""); len(dropped) > 0 {
-		log.Warn("environment variables not passed to terraform (terraform-exec refuses them; use var files)",
-			"variables", dropped)
-	}
+	_, vars, dropped := terraformEnv(env, "")
+	mask := newMasker(vars)
+	log = mask.logger(log)
+	shim := runnerShim(vars, dropped, log)
 	if stale := opts.StaleAfter; !opts.KeepWorkDirs && stale >= 0 {
 		if stale == 0 {
 			stale = DefaultStaleAfter
 		}
 		removeStaleWorkDirs(root, stale, time.Now(), log)
 	}
-	return &Runner{workRoot: root, binary: bin, env: env, keep: opts.KeepWorkDirs, log: log}, nil
+	return &Runner{workRoot: root, binary: bin, env: env, keep: opts.KeepWorkDirs, log: log, shim: shim, vars: vars, mask: mask}, nil
+}
+
+// runnerShim logs, once, the variables that do not reach Terraform
+// (dropped: terraform-exec refuses them) and the TF_VAR_* names that do
+// (vars), and returns the shim executable when there are TF_VAR_* to pass
+// (shimExecutable); "" when there are none or there is no shim — then they
+// are dropped too, with the reason. Only names are logged, never values.
+func runnerShim(vars map[string]string, dropped []string, log *slog.Logger) string {
+	if len(dropped) > 0 {
+		log.Warn("environment variables not passed to terraform (terraform-exec refuses them; use var files)",
+			"variables", dropped)
+	}
+	if len(vars) == 0 {
+		return ""
+	}
+	names := slices.Sorted(maps.Keys(vars))
+	shim, err := shimExecutable()
+	if err != nil {
+		log.Warn("TF_VAR_* variables not passed to terraform: no shim to pass them (use var files)",
+			"variables", names, "error", err)
+		return ""
+	}
+	log.Info("TF_VAR_* variables reach terraform as its environment, through this program as an exec shim",
+		"variables", names, "shim", shim)
+	return shim
 }
 
 // resolveBinary returns RunnerOptions.Binary as an absolute path to an
@@ -183,12 +226,17 @@ func resolveBinary(bin string) (string, error) {
 // anything is written: Terraform would plan to destroy every resource of
 // the state (see checkConfigDir).
 //
+// Every TF_VAR_* of the Runner's environment reaches Terraform (through
+// the shim, shim.go), whose own precedence puts var files and *.tfvars
+// above them; their values are masked in the errors (redact.go).
+//
 // Errors: engine.ErrInvalid for a bad request, configuration or archive;
 // engine.ErrConflict when the run's work dir exists; a *CommandError
 // (carrying Terraform's diagnostics) when Terraform fails; errors.Is(err,
 // context.Canceled) after cancellation. Errors do not name the run: the
 // caller (the engine) does.
-func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.PlanResult, error) {
+func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.PlanResult, err error) {
+	defer func() { err = r.mask.error(err) }()
 	log := r.log.With("run", req.Run, "op", "plan")
 	start := time.Now()
 	archive, err := planArchive(req, log)
@@ -204,7 +252,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (*engine.Plan
 	if err != nil {
 		return nil, err
 	}
-	tf, err := r.newTF(w, log)
+	tf, err := r.newTF(w, r.vars, log)
 	if err != nil {
 		return nil, err
 	}
@@ -388,11 +436,15 @@ func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir
 // resource completed or errored, at most every 2 s, only changed bytes,
 // once more at the end), from a goroutine of its own (checkpointer).
 //
+// Terraform gets only the TF_VAR_* of the root module's ephemeral
+// variables (applyVars): the saved plan holds every other value.
+//
 // Errors: as Plan (a Config whose root module has no configuration files
 // too: its plan would destroy everything); a Terraform failure is a
 // *CommandError holding the diagnostics; errors.Is(err, context.Canceled)
 // after cancellation. Errors do not name the run: the engine does.
-func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (*engine.ApplyResult, error) {
+func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (_ *engine.ApplyResult, err error) {
+	defer func() { err = r.mask.error(err) }()
 	log := r.log.With("run", req.Run, "op", "apply")
 	start := time.Now()
 	res := &engine.ApplyResult{State: req.Snapshot}
@@ -430,7 +482,7 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	if err := w.writePlanLockFile(req.PlanFile); err != nil {
 		return err
 	}
-	tf, err := r.newTF(w, log)
+	tf, err := r.newTF(w, r.applyVars(w, log), log)
 	if err != nil {
 		return err
 	}
@@ -470,18 +522,48 @@ func (r *Runner) init(ctx context.Context, tf *tfexec.Terraform, w workDir, rep 
 
 // newTF returns a fresh terraform-exec handle for one call (PlanJSON and
 // ApplyJSON mutate it) working in the root module copy, with the run's
-// environment.
-func (r *Runner) newTF(w workDir, log *slog.Logger) (*tfexec.Terraform, error) {
-	tf, err := tfexec.NewTerraform(w.Root, r.binary)
+// environment (terraformEnv); with TF_VAR_* in vars to pass, its
+// executable is the shim (shim.go).
+func (r *Runner) newTF(w workDir, vars map[string]string, log *slog.Logger) (*tfexec.Terraform, error) {
+	env, _, _ := terraformEnv(r.env, w.Data)
+	exe := r.binary
+	if len(vars) > 0 && r.shim != "" {
+		// terraform-exec runs the shim, which execs r.binary with TF_VAR_*.
+		exe = r.shim
+		shimEnvFor(env, vars, r.binary)
+	}
+	tf, err := tfexec.NewTerraform(w.Root, exe)
 	if err != nil {
 		return nil, fmt.Errorf("preparing terraform: %w", err)
 	}
-	env, _ := terraformEnv(r.env, w.Data)
 	if err := tf.SetEnv(env); err != nil {
 		return nil, fmt.Errorf("preparing terraform environment: %w", err)
 	}
 	tf.SetLogger(slog.NewLogLogger(log.Handler(), slog.LevelDebug))
 	return tf, nil
+}
+
+// applyVars returns the TF_VAR_* an apply of the plan in w hands Terraform:
+// those of the root module's ephemeral variables (ephemeral.go; the saved
+// plan holds every other value). When the root module's variable blocks
+// cannot be read, none: Terraform then says which ephemeral variable it
+// misses.
+func (r *Runner) applyVars(w workDir, log *slog.Logger) map[string]string {
+	if len(r.vars) == 0 {
+		return nil
+	}
+	eph, err := ephemeralVariables(w.Root)
+	if err != nil {
+		log.Warn("reading the root module's variable blocks: no TF_VAR_* passed to the apply", "error", err)
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range r.vars {
+		if eph[strings.TrimPrefix(k, varPrefix)] {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // terraformVersion returns the binary's version ("1.11.4"), asked once per

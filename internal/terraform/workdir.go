@@ -270,12 +270,14 @@ func applyOptions(w workDir) []tfexec.ApplyOption {
 }
 
 // terraformEnv builds the environment of every Terraform process of a run
-// from the caller's environment (KEY=VALUE entries): terraform-exec's SetEnv
-// REPLACES the environment and refuses TF_IN_AUTOMATION, TF_INPUT,
-// TF_CLI_ARGS*, TF_VAR_*, TF_WORKSPACE, TF_LOG* and a few more
-// (TERRAFORM.md), so those are dropped (returned sorted in dropped);
-// TF_DATA_DIR is the run's data dir; CHECKPOINT_DISABLE=1 unless the caller
-// set it (no version check call per run).
+// from the caller's environment (KEY=VALUE entries; a later entry wins over
+// an earlier one of the same key): terraform-exec's SetEnv REPLACES the
+// environment and refuses TF_IN_AUTOMATION, TF_INPUT, TF_CLI_ARGS*,
+// TF_VAR_*, TF_WORKSPACE, TF_LOG* and a few more (TERRAFORM.md). TF_VAR_*
+// are returned apart in vars (key TF_VAR_NAME), for the shim (shim.go); the
+// other refused ones are dropped (returned sorted in dropped). TF_DATA_DIR
+// is the run's data dir; CHECKPOINT_DISABLE=1 unless the caller set it (no
+// version check call per run).
 //
 // Kilolock's own configuration (ownVariable: KL_*, KLBOT_*) is withheld
 // silently: Terraform runs the configuration's code — a pull request's, in
@@ -284,14 +286,21 @@ func applyOptions(w workDir) []tfexec.ApplyOption {
 // KLBOT_PRIVATE_KEY, KLBOT_WEBHOOK_SECRET and KLBOT_DATABASE_URL are the
 // App's key and secrets. Everything else (cloud credentials, proxies) is
 // passed: Terraform needs it.
-func terraformEnv(base []string, dataDir string) (env map[string]string, dropped []string) {
+func terraformEnv(base []string, dataDir string) (env, vars map[string]string, dropped []string) {
 	env = make(map[string]string, len(base)+2)
+	vars = map[string]string{}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || ownVariable(k) {
 			continue
 		}
 		env[k] = v
+	}
+	for k, v := range env {
+		if strings.HasPrefix(k, varPrefix) {
+			vars[k] = v
+			delete(env, k)
+		}
 	}
 	dropped = tfexec.ProhibitedEnv(env)
 	sort.Strings(dropped)
@@ -300,5 +309,5 @@ func terraformEnv(base []string, dataDir string) (env map[string]string, dropped
 	if _, ok := env["CHECKPOINT_DISABLE"]; !ok {
 		env["CHECKPOINT_DISABLE"] = "1"
 	}
-	return env, dropped
+	return env, vars, dropped
 }

@@ -92,6 +92,8 @@ func TestTerraformEnv(t *testing.T) {
 		"TF_IN_AUTOMATION=1",
 		"TF_INPUT=0",
 		"TF_VAR_region=eu",
+		"TF_VAR_region=us", // a later entry wins
+		"TF_VAR_db-password=p=w",
 		"TF_CLI_ARGS=-no-color",
 		"TF_CLI_ARGS_plan=-refresh=false",
 		"TF_WORKSPACE=staging",
@@ -105,7 +107,7 @@ func TestTerraformEnv(t *testing.T) {
 		"KLBOT_DATABASE_URL=postgres://bot:secret@db/bot",
 		"KLX=kept",
 	}
-	env, dropped := terraformEnv(base, "/run/data")
+	env, vars, dropped := terraformEnv(base, "/run/data")
 	want := map[string]string{
 		"PATH":                "/usr/bin:/bin",
 		"HOME":                "/home/u",
@@ -122,11 +124,15 @@ func TestTerraformEnv(t *testing.T) {
 	if !reflect.DeepEqual(env, want) {
 		t.Errorf("terraformEnv() =\n%v\nwant\n%v", env, want)
 	}
-	wantDropped := []string{"TF_CLI_ARGS", "TF_CLI_ARGS_plan", "TF_INPUT", "TF_IN_AUTOMATION", "TF_LOG", "TF_VAR_region", "TF_WORKSPACE"}
+	wantVars := map[string]string{"TF_VAR_region": "us", "TF_VAR_db-password": "p=w"}
+	if !reflect.DeepEqual(vars, wantVars) {
+		t.Errorf("vars = %v, want %v", vars, wantVars)
+	}
+	wantDropped := []string{"TF_CLI_ARGS", "TF_CLI_ARGS_plan", "TF_INPUT", "TF_IN_AUTOMATION", "TF_LOG", "TF_WORKSPACE"}
 	if !reflect.DeepEqual(dropped, wantDropped) {
 		t.Errorf("dropped = %v, want %v", dropped, wantDropped)
 	}
-	// terraform-exec accepts the result.
+	// terraform-exec accepts the result, with the shim's variables too.
 	tf, err := tfexec.NewTerraform(t.TempDir(), "/bin/true")
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +140,12 @@ func TestTerraformEnv(t *testing.T) {
 	if err := tf.SetEnv(env); err != nil {
 		t.Errorf("SetEnv refused the filtered environment: %v", err)
 	}
+	shimEnvFor(env, vars, "/usr/bin/terraform")
+	if err := tf.SetEnv(env); err != nil {
+		t.Errorf("SetEnv refused the shim's environment: %v", err)
+	}
 	// The caller's CHECKPOINT_DISABLE wins.
-	env, _ = terraformEnv([]string{"CHECKPOINT_DISABLE="}, "/d")
+	env, _, _ = terraformEnv([]string{"CHECKPOINT_DISABLE="}, "/d")
 	if v, ok := env["CHECKPOINT_DISABLE"]; !ok || v != "" {
 		t.Errorf("CHECKPOINT_DISABLE = %q, %v; want the caller's empty value", v, ok)
 	}
