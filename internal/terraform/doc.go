@@ -10,5 +10,5 @@
 //
 // Linking this package makes a program the Runner's TF_VAR shim: on Unix
 // its init execs Terraform in place of the program when
-// KL_TERRAFORM_SHIM_EXEC is set (shim.go, ADR 0035).
+// KL_TERRAFORM_SHIM_EXEC is set (shim.go, ADR 0037).
 package terraform

@@ -26,7 +26,7 @@ import (
 // precedence of all variable sources (-var, -var-file, *.auto.tfvars,
 // terraform.tfvars all win; Terraform's documented "Variable Definition
 // Precedence"). The values travel only through process environments, never
-// a file or a command line (ADR 0035).
+// a file or a command line (ADR 0037).
 //
 // Every program that links this package can be its shim: the check runs in
 // init, before main or TestMain (shim_unix.go), so kl, klbot and the test
