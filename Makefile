@@ -19,7 +19,9 @@ build:
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/kl ./cmd/kl
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/klbot ./cmd/klbot
 
-## tools: install Terraform $(TERRAFORM_VERSION) into ./bin when no terraform or tofu is on PATH (~7 min, once)
+## tools: install Terraform $(TERRAFORM_VERSION) into ./bin when no terraform or tofu is on PATH (~7 min, once); build the
+## test provider (internal/testprovider) into ./bin with a filesystem mirror of it in bin/kltest-mirror and a CLI
+## configuration that installs it from there: TF_CLI_CONFIG_FILE=bin/kltest-mirror/kltest.tfrc (tests build their own)
 tools:
 	@if command -v terraform >/dev/null 2>&1 || command -v tofu >/dev/null 2>&1; then \
 		echo "tools: using $$(command -v terraform || command -v tofu)"; \
@@ -27,6 +29,9 @@ tools:
 		echo "tools: no terraform or tofu on PATH: building Terraform $(TERRAFORM_VERSION) into ./bin (about 7 minutes, once)"; \
 		mkdir -p $(BIN) && GOBIN=$(BIN) CGO_ENABLED=0 $(GO) install github.com/hashicorp/terraform@v$(TERRAFORM_VERSION); \
 	fi
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/terraform-provider-kltest ./internal/testprovider/cmd/terraform-provider-kltest
+	$(BIN)/terraform-provider-kltest -mirror $(BIN)/kltest-mirror -plugin-cache-dir $(BIN)/plugin-cache
 
 ## vet: gofmt and go vet
 vet:

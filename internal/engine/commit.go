@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/tfstate"
@@ -127,7 +128,11 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepParseResult, err).withArtifact(kept),
 			fmt.Errorf("parsing the state written by run %s: %w", a.run.ID, err))
 	}
-	changed, err := parseAddresses(tfstate.Changed(baseState, result))
+	// What Terraform only stored anew (a provider's raised schema version)
+	// is no change: not applied, not a deviation (ADR 0035).
+	planned := a.pf.run.Envelope.Footprint.Write
+	upgraded := a.upgradedBase()
+	changed, err := parseAddresses(withoutStrings(tfstate.Changed(baseState, result), tfstate.Reencoded(baseState, upgraded, result, planned.Strings())))
 	if err != nil {
 		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepReadChanged, err), fmt.Errorf("reading addresses changed by run %s: %w", a.run.ID, err))
 	}
@@ -135,7 +140,6 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 	if err != nil {
 		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepReadTainted, err), fmt.Errorf("reading addresses tainted by run %s: %w", a.run.ID, err))
 	}
-	planned := a.pf.run.Envelope.Footprint.Write
 	status := StatusApplied
 	if end != nil {
 		status = StatusFailed
@@ -144,9 +148,45 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 		}
 	}
 	return result, commitSpec{
-		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed, kept: kept,
+		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed, kept: kept, upgraded: upgraded,
 		deviation: Deviation{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
 	}, nil
+}
+
+// upgradedBase is the plan's base snapshot as Terraform upgraded it to the
+// providers' current schemas before refreshing (UpgradedSnapshotReader),
+// which tells Terraform's re-encodings from changes. Best effort: nil — every
+// difference then counts, as it did before — when the Terraform cannot
+// read it, or the plan file has none or a damaged one (logged).
+func (a *applier) upgradedBase() *tfstate.State {
+	r, ok := a.e.Terraform.(UpgradedSnapshotReader)
+	if !ok {
+		return nil
+	}
+	b, err := r.UpgradedSnapshot(a.pf.planFile)
+	if err != nil || b == nil {
+		if err != nil {
+			a.e.log().Warn("reading the upgraded snapshot of the plan (re-encodings count as changes)", "run", a.run.ID, "err", err)
+		}
+		return nil
+	}
+	s, err := tfstate.ParsePrevRun(b)
+	if err != nil {
+		a.e.log().Warn("parsing the upgraded snapshot of the plan (re-encodings count as changes)", "run", a.run.ID, "err", err)
+		return nil
+	}
+	return s
+}
+
+// withoutStrings is the sorted list a less the members of b (both sorted).
+func withoutStrings(a, b []string) []string {
+	out := a[:0:0]
+	for _, s := range a {
+		if _, found := slices.BinarySearch(b, s); !found {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // commitOrLeaseLost commits spec; when the run's reservations expired
@@ -283,8 +323,12 @@ type commitSpec struct {
 	// still equals the plan's base and it is not in keep.
 	written AddressSet
 	keep    []string
-	// changed are the addresses Terraform changed against the base.
+	// changed are the addresses Terraform changed against the base
+	// (re-encodings are not changes).
 	changed AddressSet
+	// upgraded is the base as Terraform upgraded it (applier.upgradedBase),
+	// or nil: the merge's tfstate.MergeInput.Upgraded.
+	upgraded *tfstate.State
 	// kept names the artifact holding what Terraform wrote ("" when
 	// storing it failed).
 	kept string
@@ -359,7 +403,8 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 		return CommitResult{}, fmt.Errorf("parsing head %d: %w", head.Serial, err)
 	}
 	serial := head.Serial + 1
-	merged, rep, err := tfstate.MergeKeeping(headState, m.base, m.result, spec.written.Strings(), spec.keep, serial)
+	merged, rep, err := tfstate.MergeWith(tfstate.MergeInput{Head: headState, Base: m.base, Upgraded: spec.upgraded, Result: m.result,
+		Written: spec.written.Strings(), Keep: spec.keep, Serial: serial})
 	if err != nil {
 		return CommitResult{}, fmt.Errorf("merging into head %d: %w", head.Serial, err)
 	}
@@ -368,6 +413,10 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 		return CommitResult{}, fmt.Errorf("encoding version %d: %w", serial, err)
 	}
 	changed, err := parseAddresses(rep.Changed)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	reencoded, err := parseAddresses(rep.Reencoded)
 	if err != nil {
 		return CommitResult{}, err
 	}
@@ -394,7 +443,7 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 		Run: m.run.ID, PlanRun: m.plan,
 		SourceSerial: m.env.SourceSerial, CommittedSerial: serial,
 		PlanDigest: m.env.PlanDigest, Mode: CommitSnapshotMerge,
-		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR,
+		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR, Reencoded: reencoded,
 	}
 	lift := LiftCommitted
 	if spec.recovered != nil {

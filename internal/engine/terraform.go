@@ -36,6 +36,19 @@ type WorkDirRemover interface {
 	RemoveWorkDir(run string) error
 }
 
+// UpgradedSnapshotReader is implemented by a Terraform that can read, from
+// a saved plan, the snapshot it was made from as Terraform upgraded it to
+// the providers' current schemas before refreshing (the plan file's
+// "tfstate-prev", Terraform's PrevRunState). The commit compares it with
+// what Terraform wrote to tell a re-encoding from a change (a provider that
+// raised its schema version makes Terraform store every instance anew:
+// tfstate.Reencoded, ADR 0035). UpgradedSnapshot returns nil, nil for a
+// plan file without that entry (then every difference counts), and an
+// error wrapping ErrInvalid for one that is not a plan file.
+type UpgradedSnapshotReader interface {
+	UpgradedSnapshot(planFile []byte) ([]byte, error)
+}
+
 // PlanRequest is one plan.
 type PlanRequest struct {
 	Run      string // the plan run id: names the work dir

@@ -66,6 +66,12 @@ type Provenance struct {
 	// Partial is true when the apply failed or was interrupted and this
 	// version holds only what Terraform wrote before it stopped.
 	Partial bool `json:"partial"`
+	// Reencoded lists the resources Terraform only stored anew — their
+	// planned action was no-op, the refresh found nothing, and a provider's
+	// raised schema version rewrote them (tfstate.Reencoded) — neither
+	// changed nor a deviation; the head keeps the new encoding where it had
+	// not moved since the plan (ADR 0035).
+	Reencoded AddressSet `json:"reencoded,omitempty"`
 	// Origin says how an init version began: "empty" or "file" (adopted).
 	Origin string       `json:"origin,omitempty"`
 	Actor  string       `json:"actor,omitempty"`

@@ -303,7 +303,7 @@ func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 		f = f.addField("changed", words("nothing: the head kept every address this apply wrote; this version records that the apply ran and where its changes went"))
 		return f
 	}
-	f = f.addField("changed", words(countWords(v.Changed)+"; the snapshot holds "+plural(v.Resources, "resource", "resources")))
+	f = f.addField("changed", words(countWords(v.Changed)+reencodedWords(p.Reencoded)+"; the snapshot holds "+plural(v.Resources, "resource", "resources")))
 	return f
 }
 

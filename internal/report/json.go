@@ -416,6 +416,7 @@ type jProvenance struct {
 	Exact           bool        `json:"exact"`
 	Deviation       *jDeviation `json:"deviation,omitempty"`
 	Partial         bool        `json:"partial"`
+	Reencoded       []string    `json:"reencoded,omitempty"`
 	Origin          string      `json:"origin,omitempty"`
 	Actor           string      `json:"actor,omitempty"`
 	PR              *jPR        `json:"pr,omitempty"`
@@ -441,7 +442,7 @@ func toVersion(v *engine.Version) *jVersion {
 		Changed: strs(v.Changed), Resources: v.Resources, SizeBytes: v.Size,
 		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, SourceSerial: p.SourceSerial,
 			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, CommitMode: string(p.Mode), Exact: p.Exact,
-			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
+			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Reencoded: optStrs(p.Reencoded), Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
 }
 
 type jRefusal struct {

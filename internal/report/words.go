@@ -380,6 +380,16 @@ func mergedOnto(v *engine.Version, ms []engine.Marker) int64 {
 	return v.Serial - 1
 }
 
+// reencodedWords says, once, how many resources Terraform only stored anew
+// (engine.Provenance.Reencoded): "; re-encoded by Terraform: 4 (…)", or
+// nothing when none were.
+func reencodedWords(set engine.AddressSet) string {
+	if len(set) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; re-encoded by Terraform: %d (a provider's schema upgrade rewrote them: no change, no deviation)", len(set))
+}
+
 // countWords counts an address set by what its addresses name — the one
 // phrasing of every count of addresses: "3 resources, 1 output", "2
 // resources", "1 output", "2 resources, 1 prefix" (a widened prefix such as

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
+
+var _ engine.UpgradedSnapshotReader = (*Runner)(nil)
 
 // maxPlanStateBytes caps the "tfstate" entry InspectPlanFile reads: it is the
 // whole prior state (TERRAFORM.md: 1.25 MB for 2000 resources).
@@ -48,6 +51,30 @@ func inspectPlanFile(planFile []byte) (engine.PlanFileInfo, error) {
 	}
 	return engine.PlanFileInfo{Lineage: st.Lineage, Serial: *st.Serial, TerraformVersion: st.TerraformVersion}, nil
 }
+
+// UpgradedSnapshot returns the "tfstate-prev" entry of a saved plan: the
+// snapshot the plan was made from as Terraform upgraded it to the
+// providers' current schemas, before refreshing (Terraform's PrevRunState;
+// its lineage and serial are not the snapshot's). nil, nil when the plan
+// file has none. Errors wrap engine.ErrInvalid: not a zip, an entry too
+// large. It implements engine.UpgradedSnapshotReader.
+func (r *Runner) UpgradedSnapshot(planFile []byte) ([]byte, error) {
+	zr, err := zip.NewReader(bytes.NewReader(planFile), int64(len(planFile)))
+	if err != nil {
+		return nil, engine.Errorf(engine.ErrInvalid, "reading the upgraded snapshot of a plan file: not a zip archive (%v)", err)
+	}
+	if !slices.ContainsFunc(zr.File, func(f *zip.File) bool { return f.Name == prevStateEntry }) {
+		return nil, nil
+	}
+	b, err := readZipEntry(zr, prevStateEntry, maxPlanStateBytes)
+	if err != nil {
+		return nil, fmt.Errorf("reading the upgraded snapshot of a plan file: %w", err)
+	}
+	return b, nil
+}
+
+// prevStateEntry is the plan file's entry holding Terraform's PrevRunState.
+const prevStateEntry = "tfstate-prev"
 
 // readZipEntry reads the entry called name, at most limit bytes. A missing
 // or oversized entry is an error wrapping engine.ErrInvalid.

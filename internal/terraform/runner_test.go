@@ -245,6 +245,12 @@ func TestPlanApply(t *testing.T) {
 	if err != nil || info.Lineage != lineage || info.Serial != 3 || info.TerraformVersion == "" {
 		t.Errorf("InspectPlanFile = %+v, %v", info, err)
 	}
+	// The saved plan keeps the snapshot as Terraform upgraded it
+	// (tfstate-prev): a state document with no lineage.
+	if prev, err := r.UpgradedSnapshot(plan.PlanFile); err != nil || !bytes.Contains(prev, []byte(`"version": 4`)) ||
+		!bytes.Contains(prev, []byte(`"lineage": ""`)) {
+		t.Errorf("UpgradedSnapshot = %s, %v; want the plan's tfstate-prev", prev, err)
+	}
 	// The archive holds the module next to the root, not the excluded files.
 	dst := t.TempDir()
 	rc, err := restoreConfigArchive(plan.Config, dst)
@@ -533,6 +539,17 @@ func TestInspectPlanFileInvalid(t *testing.T) {
 	info, err := r.InspectPlanFile(zipOf(map[string]string{"tfstate": string(snapshot("l", 7))}))
 	if err != nil || info.Lineage != "l" || info.Serial != 7 || info.TerraformVersion != "1.5.7" {
 		t.Errorf("InspectPlanFile(minimal plan) = %+v, %v", info, err)
+	}
+	// UpgradedSnapshot: none in a plan file without tfstate-prev (older
+	// Terraform), an error for what is no zip.
+	if b, err := r.UpgradedSnapshot(zipOf(map[string]string{"tfstate": "{}"})); b != nil || err != nil {
+		t.Errorf("UpgradedSnapshot(no tfstate-prev) = %q, %v; want nil, nil", b, err)
+	}
+	if _, err := r.UpgradedSnapshot(random); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "not a zip archive") {
+		t.Errorf("UpgradedSnapshot(random bytes) error = %v, want ErrInvalid: not a zip archive", err)
+	}
+	if b, err := r.UpgradedSnapshot(zipOf(map[string]string{"tfstate": "{}", "tfstate-prev": "prev"})); string(b) != "prev" || err != nil {
+		t.Errorf("UpgradedSnapshot = %q, %v; want the entry", b, err)
 	}
 }
 

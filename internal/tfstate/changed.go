@@ -24,6 +24,41 @@ func Changed(base, result *State) []string {
 	return sortedKeys(changedSet(base, result, false))
 }
 
+// Reencoded returns the sorted resource-level addresses of managed
+// resources whose entries differ between base and result only by
+// Terraform's re-encoding, written excluded: upgraded is base as Terraform
+// upgraded it to the providers' current schemas before refreshing (the
+// saved plan's "tfstate-prev"), and result's entries of the address equal
+// upgraded's. That is what Terraform writes for an instance whose planned
+// action was no-op and whose refresh found nothing, once a provider raised
+// its schema version (TERRAFORM.md): the object is what it was, stored
+// anew — representation, not change (ADR 0035). A difference the refresh
+// found (drift), new dependencies, a taint or a new object is not. Nil when
+// upgraded is nil.
+func Reencoded(base, upgraded, result *State, written []string) []string {
+	if upgraded == nil {
+		return nil
+	}
+	interest := changedSet(base, result, false)
+	for _, a := range written {
+		delete(interest, a)
+	}
+	for a := range interest {
+		if strings.HasPrefix(a, OutputPrefix) {
+			delete(interest, a)
+		}
+	}
+	ug, rg := groupsOf(upgraded, interest), groupsOf(result, interest)
+	var out []string
+	for a := range interest {
+		if len(rg[a]) > 0 && groupsEqual(ug[a], rg[a]) {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // changedSet walks the entries of base and result side by side in
 // Terraform's order (a merge join: no index, no hashing per entry) and
 // returns the addresses whose entries differ. Data sources (mode "data")

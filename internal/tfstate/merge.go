@@ -37,8 +37,16 @@ type MergeReport struct {
 	Overwritten []string
 	// Changed: addresses whose entries differ between head and the merged
 	// state — the new version's changed set (engine.Version.Changed), equal
-	// to Changed(head, merged).
+	// to Changed(head, merged) less the re-encoded addresses taken.
 	Changed []string
+	// Reencoded: addresses whose entries differ between base and result
+	// only by Terraform's re-encoding (Reencoded: a provider's raised
+	// schema version rewrote them; the plan changed nothing there, the
+	// refresh found nothing). Neither Unplanned nor Changed: representation
+	// is not change. Each is taken, in its new encoding, where the head has
+	// not moved since the plan (and it is not to be kept); elsewhere the
+	// head's stays, and nothing is lost.
+	Reencoded []string
 }
 
 // Merge commits a terraform-lane run by snapshot-merge (TERRAFORM.md
@@ -85,12 +93,35 @@ func Merge(head, base, result *State, written []string, serial int64) (*State, M
 // stay at the head and are reported in MergeReport.Kept. keep does not
 // affect written addresses.
 func MergeKeeping(head, base, result *State, written, keep []string, serial int64) (*State, MergeReport, error) {
-	w, err := checkMergeInputs(head, base, result, written)
+	return MergeWith(MergeInput{Head: head, Base: base, Result: result, Written: written, Keep: keep, Serial: serial})
+}
+
+// MergeInput is what MergeWith merges: Merge's head, base, result,
+// written and serial, MergeKeeping's keep, and the base as Terraform
+// upgraded it.
+type MergeInput struct {
+	Head, Base, Result *State
+	// Upgraded is Base as Terraform upgraded it to the providers' current
+	// schemas before refreshing: the saved plan's "tfstate-prev" entry
+	// (Terraform's PrevRunState). With it, the merge tells Terraform's
+	// re-encoding from change (MergeReport.Reencoded), and a head entry
+	// equal to it has not moved since the plan. Nil when unknown: every
+	// difference then counts.
+	Upgraded *State
+	Written  []string
+	Keep     []string
+	Serial   int64
+}
+
+// MergeWith is MergeKeeping with the base as Terraform upgraded it
+// (MergeInput.Upgraded). Errors are Merge's.
+func MergeWith(in MergeInput) (*State, MergeReport, error) {
+	w, err := checkMergeInputs(in.Head, in.Base, in.Result, in.Written)
 	if err != nil {
 		return nil, MergeReport{}, err
 	}
-	take, rep := chooseTaken(head, base, result, w, keep)
-	return mergedState(head, result, take, serial), rep, nil
+	take, rep := chooseTaken(in, w)
+	return mergedState(in.Head, in.Result, take, in.Serial), rep, nil
 }
 
 // checkMergeInputs refuses a nil state, three lineages that differ
@@ -117,78 +148,123 @@ func checkMergeInputs(head, base, result *State, written []string) (map[string]b
 // chooseTaken decides which addresses the merged state takes from result:
 // every written one (w), and each unplanned change (changed between base
 // and result) the head has not moved since the plan, or already holds as
-// result does, unless it is in keep. It returns them with the report.
-func chooseTaken(head, base, result *State, w map[string]bool, keep []string) (map[string]bool, MergeReport) {
+// result does, unless it is in keep; a re-encoding (chooser.reencoded) is
+// taken the same way but is no change. It returns them with the report.
+func chooseTaken(in MergeInput, w map[string]bool) (map[string]bool, MergeReport) {
 	var rep MergeReport
-	keepSet := make(map[string]bool, len(keep))
-	for _, a := range keep {
+	keepSet := make(map[string]bool, len(in.Keep))
+	for _, a := range in.Keep {
 		keepSet[a] = true
 	}
-	changed := changedSet(base, result, true)
-	// The entries of every address that may be taken, in head, base and
-	// result: one pass over each, hashing only addresses of interest.
-	interest := maps.Clone(changed)
-	maps.Copy(interest, w)
-	hg, bg, rg := groupsOf(head, interest), groupsOf(base, interest), groupsOf(result, interest)
-	headIs := func(a string, other *State, og map[string][]*Resource) bool {
-		if name, ok := strings.CutPrefix(a, OutputPrefix); ok {
-			h, inHead := head.Outputs[name]
-			o, inOther := other.Outputs[name]
-			return inHead == inOther && (!inHead || rawEqual(h.Raw, o.Raw))
-		}
-		return groupsEqual(hg[a], og[a])
-	}
-
-	// A data source taken (a plan written before data reads left the
-	// write set, or a read the head has not moved from) is merged but never
-	// changed, unplanned or kept (changedSet).
-	isData := func(a string) bool {
-		for _, g := range [][]*Resource{hg[a], bg[a], rg[a]} {
-			if len(g) > 0 {
-				return g[0].Mode == ModeData
-			}
-		}
-		return false
-	}
+	changed := changedSet(in.Base, in.Result, true)
+	c := newChooser(in, changed, w)
 	take := make(map[string]bool, len(w)+len(changed))
 	for a := range w {
 		take[a] = true
-		if !headIs(a, base, bg) && !headIs(a, result, rg) {
+		if !c.unmoved(a) && !c.headIs(a, c.result, c.rg) {
 			rep.Overwritten = append(rep.Overwritten, a)
 		}
 	}
+	reencoded := map[string]bool{}
 	for a := range changed {
 		if w[a] {
 			continue
 		}
-		if isData(a) {
-			// What Terraform read: fresher than the head's copy if the
-			// head has not moved since the plan; else the head's stays.
-			if !keepSet[a] && headIs(a, base, bg) {
-				take[a] = true
+		switch {
+		case c.isData(a):
+			// What Terraform read (a data source: merged, never changed,
+			// unplanned or kept — changedSet): fresher than the head's
+			// copy if the head has not moved since the plan; else the
+			// head's stays.
+			take[a] = !keepSet[a] && c.unmoved(a)
+		case c.reencoded(a):
+			// Representation only: the new encoding where the head has
+			// not moved; elsewhere the head's copy is as true.
+			reencoded[a] = true
+			take[a] = !keepSet[a] && (c.unmoved(a) || c.headIs(a, c.result, c.rg))
+		default:
+			rep.Unplanned = append(rep.Unplanned, a)
+			// Take it if the head has not moved since the plan, or
+			// already holds exactly what the run wrote — unless it is to
+			// be kept.
+			take[a] = !keepSet[a] && (c.unmoved(a) || c.headIs(a, c.result, c.rg))
+			if !take[a] {
+				rep.Kept = append(rep.Kept, a)
 			}
-			continue
-		}
-		rep.Unplanned = append(rep.Unplanned, a)
-		// Take it if the head has not moved since the plan, or already
-		// holds exactly what the run wrote — unless it is to be kept.
-		if !keepSet[a] && (headIs(a, base, bg) || headIs(a, result, rg)) {
-			take[a] = true
-		} else {
-			rep.Kept = append(rep.Kept, a)
 		}
 	}
-	for a := range take {
-		if !headIs(a, result, rg) && !isData(a) {
+	for a, t := range take {
+		if !t {
+			delete(take, a)
+		} else if !c.headIs(a, c.result, c.rg) && !c.isData(a) && !reencoded[a] {
 			rep.Changed = append(rep.Changed, a)
 		}
 	}
 	rep.Merged = sortedKeys(take)
+	rep.Reencoded = sortedKeys(reencoded)
 	slices.Sort(rep.Overwritten)
 	slices.Sort(rep.Unplanned)
 	slices.Sort(rep.Kept)
 	slices.Sort(rep.Changed)
 	return take, rep
+}
+
+// chooser holds the entries of the addresses a merge may take, in head,
+// base, result and the upgraded base (one pass over each, hashing only
+// addresses of interest), and answers chooseTaken's questions about them.
+type chooser struct {
+	head, base, result, upgraded *State
+	hg, bg, rg, ug               map[string][]*Resource
+}
+
+func newChooser(in MergeInput, changed, w map[string]bool) chooser {
+	interest := maps.Clone(changed)
+	maps.Copy(interest, w)
+	c := chooser{head: in.Head, base: in.Base, result: in.Result, upgraded: in.Upgraded,
+		hg: groupsOf(in.Head, interest), bg: groupsOf(in.Base, interest), rg: groupsOf(in.Result, interest)}
+	if in.Upgraded != nil {
+		c.ug = groupsOf(in.Upgraded, interest)
+	}
+	return c
+}
+
+// headIs reports whether the head's entries of a (or its output) equal
+// other's (og: other's groups).
+func (c chooser) headIs(a string, other *State, og map[string][]*Resource) bool {
+	if name, ok := strings.CutPrefix(a, OutputPrefix); ok {
+		h, inHead := c.head.Outputs[name]
+		o, inOther := other.Outputs[name]
+		return inHead == inOther && (!inHead || rawEqual(h.Raw, o.Raw))
+	}
+	return groupsEqual(c.hg[a], og[a])
+}
+
+// unmoved reports whether the head has not changed a since the plan: its
+// entries equal the base's, or the base's as Terraform upgraded them (a
+// commit that kept a re-encoding moved nothing).
+func (c chooser) unmoved(a string) bool {
+	return c.headIs(a, c.base, c.bg) || c.upgraded != nil && c.headIs(a, c.upgraded, c.ug)
+}
+
+// reencoded reports whether a managed resource's change between base and
+// result is only Terraform's re-encoding: result's entries are the base's
+// as Terraform upgraded them (not refreshed, not applied). Outputs never
+// are.
+func (c chooser) reencoded(a string) bool {
+	if c.upgraded == nil || strings.HasPrefix(a, OutputPrefix) {
+		return false
+	}
+	return len(c.rg[a]) > 0 && groupsEqual(c.ug[a], c.rg[a])
+}
+
+// isData reports whether a is a data source's address.
+func (c chooser) isData(a string) bool {
+	for _, g := range [][]*Resource{c.hg[a], c.bg[a], c.rg[a]} {
+		if len(g) > 0 {
+			return g[0].Mode == ModeData
+		}
+	}
+	return false
 }
 
 // mergedState is head with the entries of the addresses in take (resources

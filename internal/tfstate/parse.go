@@ -20,6 +20,19 @@ import (
 // compacts the entries — about twice json.Valid's time (BenchmarkParse10k:
 // a 10,000-resource state is 6.4 MB).
 func Parse(b []byte) (*State, error) {
+	return parse(b, true)
+}
+
+// ParsePrevRun reads the state Terraform keeps in a saved plan as its
+// previous-run state (the plan file's "tfstate-prev": the snapshot
+// upgraded to the providers' current schemas, before refreshing), which
+// Terraform writes with no lineage and serial 0. Errors are Parse's, less
+// the missing lineage.
+func ParsePrevRun(b []byte) (*State, error) {
+	return parse(b, false)
+}
+
+func parse(b []byte, needLineage bool) (*State, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, invalid(nil, "not a Terraform state: empty input")
 	}
@@ -34,7 +47,7 @@ func Parse(b []byte) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.fill(); err != nil {
+	if err := m.fill(needLineage); err != nil {
 		return nil, err
 	}
 	return m.s, nil
@@ -101,10 +114,10 @@ func splitMembers(b []byte, start int) (*topMembers, error) {
 	return m, nil
 }
 
-// fill checks the format version and sets m.s's lineage (required),
-// serial, Terraform version and outputs from the raw members; then
-// reports the resources' error, if any.
-func (m *topMembers) fill() error {
+// fill checks the format version and sets m.s's lineage (required when
+// needLineage), serial, Terraform version and outputs from the raw
+// members; then reports the resources' error, if any.
+func (m *topMembers) fill(needLineage bool) error {
 	s := m.s
 	if err := checkVersion(m.version); err != nil {
 		return err
@@ -113,7 +126,7 @@ func (m *topMembers) fill() error {
 	if s.Lineage, err = optString(m.lineage); err != nil {
 		return invalid(nil, "lineage: %v, found %s", err, jsonKind(m.lineage))
 	}
-	if s.Lineage == "" {
+	if s.Lineage == "" && needLineage {
 		return invalid(nil, "state has no lineage (every state Terraform writes has one)")
 	}
 	if len(m.serial) > 0 && string(m.serial) != "null" {
