@@ -129,7 +129,7 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 			fmt.Errorf("parsing the state written by run %s: %w", a.run.ID, err))
 	}
 	// What Terraform only stored anew (a provider's raised schema version)
-	// is no change: not applied, not a deviation (ADR 0035).
+	// is no change: not applied, not a deviation (ADR 0038).
 	planned := a.pf.run.Envelope.Footprint.Write
 	upgraded := a.upgradedBase()
 	changed, err := parseAddresses(withoutStrings(tfstate.Changed(baseState, result), tfstate.Reencoded(baseState, upgraded, result, planned.Strings())))

@@ -42,7 +42,7 @@ type WorkDirRemover interface {
 // "tfstate-prev", Terraform's PrevRunState). The commit compares it with
 // what Terraform wrote to tell a re-encoding from a change (a provider that
 // raised its schema version makes Terraform store every instance anew:
-// tfstate.Reencoded, ADR 0035). UpgradedSnapshot returns nil, nil for a
+// tfstate.Reencoded, ADR 0038). UpgradedSnapshot returns nil, nil for a
 // plan file without that entry (then every difference counts), and an
 // error wrapping ErrInvalid for one that is not a plan file.
 type UpgradedSnapshotReader interface {

@@ -70,7 +70,7 @@ type Provenance struct {
 	// planned action was no-op, the refresh found nothing, and a provider's
 	// raised schema version rewrote them (tfstate.Reencoded) — neither
 	// changed nor a deviation; the head keeps the new encoding where it had
-	// not moved since the plan (ADR 0035).
+	// not moved since the plan (ADR 0038).
 	Reencoded AddressSet `json:"reencoded,omitempty"`
 	// Origin says how an init version began: "empty" or "file" (adopted).
 	Origin string       `json:"origin,omitempty"`

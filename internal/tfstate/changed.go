@@ -32,7 +32,7 @@ func Changed(base, result *State) []string {
 // upgraded's. That is what Terraform writes for an instance whose planned
 // action was no-op and whose refresh found nothing, once a provider raised
 // its schema version (TERRAFORM.md): the object is what it was, stored
-// anew — representation, not change (ADR 0035). A difference the refresh
+// anew — representation, not change (ADR 0038). A difference the refresh
 // found (drift), new dependencies, a taint or a new object is not. Nil when
 // upgraded is nil.
 func Reencoded(base, upgraded, result *State, written []string) []string {

@@ -36,7 +36,7 @@ func stateOf(t *testing.T, serial int, entries ...string) *tfstate.State {
 	return s
 }
 
-// TestReencoded (issue 10 §3, ADR 0035): with the base as Terraform
+// TestReencoded (issue 10 §3, ADR 0038): with the base as Terraform
 // upgraded it (the plan's tfstate-prev), an instance Terraform only stored
 // anew at the provider's raised schema version is re-encoded — not
 // unplanned, not changed, merged in its new encoding where the head has not
