@@ -69,6 +69,10 @@ func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a Re
 	if !found {
 		return noticeMarkdown(report.NothingFenced{Command: cmd, Project: a.Command.Project}, 0), nil
 	}
+	// The sticky comment told of the crashed apply: it says what became of it now.
+	if err := b.updateSticky(ctx, c, repo, a.PR); err != nil {
+		return "", err
+	}
 	return out.String(), nil
 }
 

@@ -330,7 +330,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 		check.Conclusion = "action_required" // a crashed apply's fence must be lifted first (ADR 0035)
 	}
 	check.DetailsURL = b.runURL(out.Run.ID)
-	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() {
+	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() && len(out.Fences) == 0 {
 		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}
 	}
 	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {

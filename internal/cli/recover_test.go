@@ -264,7 +264,7 @@ func TestKilledApplyRecover(t *testing.T) {
 	}
 	// The recovery lifted the fence, and says so (not "released"); the
 	// run's end no longer says its addresses stay fenced.
-	if strings.Contains(rec.Run.Reason, "stay fenced") || !strings.Contains(rec.Run.Reason, "lifted by `kl run recover`") {
+	if strings.Contains(rec.Run.Reason, "stay fenced") || !strings.Contains(rec.Run.Reason, "lifted by its recovery") {
 		t.Errorf("the recovered run's reason still says the fence stands: %q", rec.Run.Reason)
 	}
 	k.jsonOf(&st, "status")

@@ -406,6 +406,9 @@ func refusalFields(r refusal) fields {
 	case ruleConflict:
 		f = f.addField("held by", who(r.run, r.actor, r.pr))
 		f = f.addField("addresses", addrs(r.addrs))
+	case ruleFenced:
+		f = f.addField("fenced by", who(r.run, r.actor, r.pr))
+		f = f.addField("addresses", addrs(r.addrs))
 	}
 	f = f.addField("next", r.next)
 	return f

@@ -66,6 +66,15 @@ func PlanHeader(out *engine.PlanOutcome, a Applying) string {
 	if out.Run.Envelope != nil && out.Run.Envelope.Summary.Empty() {
 		return "> Nothing to apply: the plan changes nothing.\n\n"
 	}
+	if len(out.Fences) > 0 {
+		var runs []string
+		for _, f := range out.Fences {
+			runs = append(runs, "`"+f.Run+"`"+prText(f.PR))
+		}
+		return fmt.Sprintf("> ⛔ Fenced: an apply whose holder died while its Terraform ran (%s) fences what this plan writes or reads; "+
+			"an apply is refused until it is lifted: `/kl recover` (or `/kl unfence -- REASON`, after checking the real objects) on its pull request.\n\n",
+			strings.Join(runs, ", "))
+	}
 	if a.OnMerge {
 		return fmt.Sprintf("> Project `%s` applies when the pull request is merged (`apply_trigger: merge`).\n\n", a.Project)
 	}
@@ -84,3 +93,11 @@ func (n MissingState) Title() string { return "State " + n.State + " does not ex
 
 // Title is PlanFailed's `kl plan · P` check-run title.
 func (n PlanFailed) Title() string { return "Plan failed" }
+
+// prText is " of owner/repo#N" for a pull request, "" without one.
+func prText(pr *engine.PullRequest) string {
+	if pr == nil {
+		return ""
+	}
+	return " of " + pr.String()
+}

@@ -182,9 +182,9 @@ func fencedEndText(id string, end *engine.End) string {
 	case "":
 		return fmt.Sprintf("%s; %s stay fenced — no other apply may write or read them — until %s", s, fenced, LiftHint(id))
 	case engine.LiftRecovered:
-		return fmt.Sprintf("%s; the fence on %s was lifted by `kl run recover`", s, fenced)
+		return fmt.Sprintf("%s; the fence on %s was lifted by its recovery", s, fenced)
 	case engine.LiftUnfenced:
-		return fmt.Sprintf("%s; the fence on %s was lifted by `kl run unfence` (see its fence-lifted marker): what its Terraform did there is in no version", s, fenced)
+		return fmt.Sprintf("%s; the fence on %s was lifted without a commit (its fence-lifted marker says by whom and why): what its Terraform did there is in no version", s, fenced)
 	}
 	return fmt.Sprintf("%s; the fence on %s was lifted", s, fenced)
 }

@@ -45,6 +45,7 @@ const (
 	ruleIntent      = "intent-changed"       // the re-plan against the head plans something else
 	ruleBehindHead  = "config-behind-head"   // the re-plan would change the read set: revert newer versions
 	ruleConflict    = "reservation-conflict" // another run held overlapping reservations
+	ruleFenced      = "fenced"               // a crashed apply's fence (ADR 0035)
 	ruleOther       = "other"
 )
 
@@ -55,6 +56,7 @@ var ruleTitle = map[string]string{
 	ruleIntent:      "intent changed on re-plan",
 	ruleBehindHead:  "configuration behind the head (the re-plan would change what this plan reads)",
 	ruleConflict:    "reservation conflict",
+	ruleFenced:      "fenced by a crashed apply",
 	ruleOther:       "other",
 }
 
@@ -324,6 +326,9 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 	if len(out) > 0 {
 		return out
 	}
+	if a.End.Is(engine.CauseRefusedFenced) {
+		return fenceRefusals(a)
+	}
 	if waits := ofKind(ms, a.ID, engine.MarkerWaited); len(waits) > 0 && lastOf(ms, a.ID, engine.MarkerReserved) == nil {
 		for _, m := range waits {
 			cmd := "kl apply --wait 10m " + a.PlanRun
@@ -340,6 +345,35 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 		reason = "a rule stopped it before Terraform ran"
 	}
 	return []refusal{{rule: ruleOther, policy: reason, words: words(strongT(toneBad, reason))}}
+}
+
+// fenceRefusals are the refusals of apply a over fences (ADR 0035): one
+// per fenced blocker — no wait lifts it, only a recovery or an unfence —
+// then the live blockers as conflicts.
+func fenceRefusals(a engine.Run) []refusal {
+	var out []refusal
+	for _, b := range a.End.Blockers {
+		if !b.Fenced {
+			cmd := "kl apply --wait 10m " + a.PlanRun
+			out = append(out, refusal{rule: ruleConflict, run: b.Run, pr: b.PR, addrs: b.Addresses, plan: a.PlanRun,
+				policy:  "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
+				words:   words(strongT(toneBad, "reservations conflict"), ": ", who(b.Run, b.Actor, b.PR), " holds ", addrs(b.Addresses)),
+				next:    words("apply again when it is done, or wait for it: ", code(cmd)),
+				nextCmd: cmd})
+			continue
+		}
+		started := "earlier"
+		if !b.TerraformStarted.IsZero() {
+			started = "at " + leaseTime(b.TerraformStarted)
+		}
+		out = append(out, refusal{rule: ruleFenced, run: b.Run, pr: b.PR, addrs: b.Addresses, plan: a.PlanRun,
+			policy: "an apply whose holder died while its Terraform ran fences its write set → refuse at once: no wait lifts a fence, only its recovery or an unfence",
+			words: words(strongT(toneBad, "fenced"), ": ", who(b.Run, b.Actor, b.PR), " fences ", addrs(b.Addresses),
+				": its holder died while its Terraform ran (started "+started+"), so what the real objects are is unknown"),
+			next:    words("recover it: ", code("kl run recover "+b.Run), " commits what its Terraform last wrote; or, after checking the real objects, ", code("kl run unfence "+b.Run+" --reason TEXT"), "; then apply again"),
+			nextCmd: "kl run recover " + b.Run})
+	}
+	return out
 }
 
 // conflictWords heads a reservation conflict: "reservations conflict", and

@@ -28,7 +28,7 @@ func (n Help) markdown(Options) string {
 	if n.Problem == "" {
 		return HelpText
 	}
-	return fmt.Sprintf("⚠️ Not a klbot command: %s.\n\n%s", n.Problem, HelpText)
+	return fmt.Sprintf("⚠️ klbot did not run this comment: %s.\n\n%s", n.Problem, HelpText)
 }
 
 // NotThisRepo answers `/kl why RUN` for a run that is not one of Repo's.

@@ -197,7 +197,7 @@ func whyDoc(y *engine.Why) *doc {
 		d.section(words(toned(toneGood, "Allowed because")), l)
 	}
 	// The waits, unless the verdict line is already about them.
-	conflict := len(rs) > 0 && rs[0].rule == ruleConflict
+	conflict := len(rs) > 0 && (rs[0].rule == ruleConflict || rs[0].rule == ruleFenced)
 	if (len(y.Waited) > 0 || (y.Reserved != nil && y.Reserved.Waited > 0)) && y.Verdict != engine.VerdictWaiting && !conflict {
 		var l list
 		for _, m := range y.Waited {

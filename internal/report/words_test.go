@@ -409,11 +409,11 @@ func TestFenceWords(t *testing.T) {
 		t.Errorf("fenced run's end = %q", got)
 	}
 	end.Lifted = engine.LiftUnfenced
-	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted by `kl run unfence`") {
+	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted without a commit") {
 		t.Errorf("fenced run's end after an unfence = %q", got)
 	}
 	end.Lifted = engine.LiftRecovered
-	if got := EndText(applyA, end); strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted by `kl run recover`") {
+	if got := EndText(applyA, end); strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted by its recovery") {
 		t.Errorf("fenced run's end after its recovery = %q", got)
 	}
 	waited := engine.Fact{Kind: engine.FactWaitedFor, Run: applyA, Addresses: engine.AddressSet{"module.net.terraform_data.vpc"}, Waited: engine.Duration(3e9)}
