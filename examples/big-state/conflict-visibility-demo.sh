@@ -8,7 +8,9 @@
 #   (a) two plans with disjoint write sets, both applied; the second's
 #       since-plan lists the first's version as independent, and its
 #       allowed-because says why;
-#   (b) a plan whose read set another run changed: re-planned, with the marker;
+#   (b) a plan whose read set another run changed: re-planned against the head, intent
+#       unchanged, and the re-plan applied (not the reviewed plan to its old snapshot), with
+#       the marker and both plan digests in the version's provenance;
 #   (c) a plan whose write set another run changed: refused, naming the
 #       version, its run and the address;
 #   (d) two applies contending for one address at the same time: one waits,
@@ -97,7 +99,7 @@ merge db
 # Its story: the allowed-because facts stored when it applied.
 show "$KL" run show "$("$KL" runs --state "$STATE" --limit 1 | ulid)"
 
-step "(b) A PR whose read set another run changes: re-planned, intent unchanged"
+step "(b) A PR whose read set another run changes: re-planned, intent unchanged, the re-plan applied"
 pr alarms 'alarm_threshold = 85'
 plan alarms
 echo "PR alarms reads module.app.terraform_data.service (its alarms are named after the services)."
@@ -108,6 +110,8 @@ printf '%s\n' "$out"
 PLAN_ROTATE=$(printf '%s\n' "$out" | ulid)
 apply "$PLAN_ROTATE"
 show "$KL" history --since-plan "$PLAN_ALARMS"
+echo "Applying PR alarms re-plans it against the head. Its intent is unchanged, so Kilolock applies"
+echo "the RE-PLAN, made against the head: nothing is computed from the rotated service's old id."
 apply "$PLAN_ALARMS"
 merge alarms
 

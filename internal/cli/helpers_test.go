@@ -172,8 +172,8 @@ func golden(t *testing.T, name, got, raw string) {
 		}
 		if err := json.Unmarshal([]byte(raw), &doc); err != nil {
 			t.Errorf("%s: not JSON: %v", name, err)
-		} else if !strings.HasPrefix(doc.Schema, "kilolock/") || !strings.HasSuffix(doc.Schema, "/v1") && !strings.HasSuffix(doc.Schema, "/v2") {
-			t.Errorf(`%s: "schema" is %q, want "kilolock/<view>/v1" or v2`, name, doc.Schema)
+		} else if !strings.HasPrefix(doc.Schema, "kilolock/") || !strings.HasSuffix(doc.Schema, "/v1") && !strings.HasSuffix(doc.Schema, "/v2") && !strings.HasSuffix(doc.Schema, "/v3") {
+			t.Errorf(`%s: "schema" is %q, want "kilolock/<view>/v1", v2 or v3`, name, doc.Schema)
 		}
 	}
 	path := filepath.Join("testdata", name)

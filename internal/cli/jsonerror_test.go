@@ -123,8 +123,8 @@ func TestJSONErrors(t *testing.T) {
 		var doc struct {
 			Verdict string `json:"verdict"`
 		}
-		if s := oneDocument(t, r.out, &doc); s != "kilolock/apply/v2" || doc.Verdict != "refused" {
-			t.Errorf("document %s, verdict %q; want the refused apply's kilolock/apply/v2 story", s, doc.Verdict)
+		if s := oneDocument(t, r.out, &doc); s != "kilolock/apply/v3" || doc.Verdict != "refused" {
+			t.Errorf("document %s, verdict %q; want the refused apply's kilolock/apply/v3 story", s, doc.Verdict)
 		}
 	})
 }

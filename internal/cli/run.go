@@ -141,10 +141,12 @@ func (a *app) applyCommand() *cobra.Command {
 		Long: `Apply takes every reservation of the plan's envelope at once (or none), waiting up to --wait
 for runs that hold overlapping ones; classifies the versions committed since the plan
 (independent / plan input changed / planned target changed): a changed planned target
-refuses, a changed plan input re-plans against the head and proceeds only if the intent is
-unchanged (--strict-since-plan refuses instead); applies the saved plan to the snapshot it was
-made from; and commits the result into the head as a new version in one transaction. A plan
-without changes reserves nothing, runs no Terraform and commits nothing.
+refuses, a changed plan input re-plans against the head and applies that re-plan only if its
+intent is unchanged, it changes nothing outside the plan's footprint or that the plan reads, and
+it needs no reservation beyond the plan's — otherwise the re-plan is left for review
+(--strict-since-plan refuses instead); applies the saved plan (or that re-plan) to the snapshot
+it was made from; and commits the result into the head as a new version in one transaction. A
+plan without changes reserves nothing, runs no Terraform and commits nothing.
 
 If this kl is killed while Terraform applies, what Terraform wrote is kept as a checkpoint:
 once the run's lease has run out, kl run recover RUN commits it.

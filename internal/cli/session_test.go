@@ -366,7 +366,7 @@ func TestSession(t *testing.T) {
 }
 
 // tfState is the part of a Terraform state v4 document the tests read.
-// historyPageDoc is what the paging tests read of a kilolock/history/v2
+// historyPageDoc is what the paging tests read of a kilolock/history/v3
 // document.
 type historyPageDoc struct {
 	HeadSerial  int64  `json:"head_serial"`

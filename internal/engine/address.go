@@ -74,6 +74,19 @@ func (a Address) Overlaps(b Address) bool {
 	return false
 }
 
+// Covers reports whether a covers all of b: equal addresses, "*" and
+// anything, or a prefix and anything below it (a resource, or a longer
+// prefix). A reservation on a covers one on b.
+func (a Address) Covers(b Address) bool {
+	switch {
+	case a == b || a == AllAddresses:
+		return true
+	case !a.IsPrefix() || b == AllAddresses || b.IsOutput():
+		return false
+	}
+	return strings.HasPrefix(strings.TrimSuffix(string(b), "*"), strings.TrimSuffix(string(a), "*"))
+}
+
 // ModulePrefix returns the widened address covering every resource of the
 // module path mod ("" → "*", the whole state).
 func ModulePrefix(mod string) Address {

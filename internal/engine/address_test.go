@@ -61,6 +61,9 @@ func TestOverlapsAndCovers(t *testing.T) {
 		{"*", "output.x", true, true},
 		{"output.x", "*", true, false},
 		{"terraform_data.a", "*", true, false},
+		{"module.app.*", "*", true, false},
+		{"*", "*", true, true},
+		{"output.x", "output.x", true, true},
 	}
 	for _, tc := range tests {
 		if got := tc.a.Overlaps(tc.b); got != tc.overlaps {
@@ -68,6 +71,9 @@ func TestOverlapsAndCovers(t *testing.T) {
 		}
 		if got := tc.b.Overlaps(tc.a); got != tc.overlaps {
 			t.Errorf("%s.Overlaps(%s) = %v; want %v (symmetry)", tc.b, tc.a, got, tc.overlaps)
+		}
+		if got := tc.a.Covers(tc.b); got != tc.covers {
+			t.Errorf("%s.Covers(%s) = %v; want %v", tc.a, tc.b, got, tc.covers)
 		}
 	}
 }

@@ -42,12 +42,14 @@ type ApplyOutcome struct {
 //  2. acquire every reservation of the envelope, all or none, waiting up to
 //     in.Wait and recording a "waited" marker naming the holder;
 //  3. preflight the since-plan versions (ADR D3): write-changed refuses;
-//     read-changed re-plans against the head and proceeds only if the intent
-//     is unchanged (strict: refuses); independent proceeds;
-//  4. apply the saved plan to the snapshot it was made from, after an
-//     "apply-started" marker, storing the state Terraform writes as it goes
-//     as a checkpoint (ArtifactApplyCheckpoint: what Recover commits if this
-//     process dies before step 6);
+//     read-changed re-plans against the head and proceeds, applying the
+//     RE-PLAN, only if its intent is unchanged, it changes nothing outside
+//     the footprint or that the plan reads, and the held reservations cover
+//     it (strict: refuses; replan.go); independent proceeds;
+//  4. apply the saved plan (or that re-plan) to the snapshot it was made
+//     from, after an "apply-started" marker, storing the state Terraform
+//     writes as it goes as a checkpoint (ArtifactApplyCheckpoint: what
+//     Recover commits if this process dies before step 6);
 //  5. compare what changed with the planned write set (exact or deviation);
 //  6. snapshot-merge the result into the head as version head+1 and release,
 //     in one transaction — also when Terraform failed or was interrupted
@@ -59,7 +61,8 @@ type ApplyOutcome struct {
 //
 // Every decision is a marker; the allowed-because facts are stored on the
 // run (ADR D2, D4). Refusals return typed errors: *StatusError,
-// *ConflictError, *StaleError, ErrIntentChanged.
+// *ConflictError, *StaleError, ErrIntentChanged (and the re-plan refusals
+// that are one: ErrBehindHead, ErrOutsideFootprint, ErrBeyondReservations).
 func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error) {
 	plan, err := e.getRun(ctx, in.PlanRun)
 	if err != nil {
@@ -370,7 +373,7 @@ func (a *applier) fail(ctx context.Context, planStatus RunStatus, end *End, err 
 	switch end.Cause {
 	case CauseInterrupted:
 		status = StatusInterrupted
-	case CauseRefusedConflict, CauseRefusedFenced, CauseRefusedStale, CauseIntentChanged, CauseBehindHead, CauseRefusedClaim:
+	case CauseRefusedConflict, CauseRefusedFenced, CauseRefusedStale, CauseIntentChanged, CauseBehindHead, CauseOutsideFootprint, CauseBeyondReservations, CauseRefusedClaim:
 		status = StatusRefused
 	}
 	a.abortWith(ctx, status, end, planStatus, nil, markers...)
@@ -422,24 +425,33 @@ func (a *applier) abortWith(ctx context.Context, status RunStatus, end *End, pla
 
 // releasePlans hands the reviewed plan back in status s: planned (it may
 // be applied again), or stale, superseded or failed (it may not: the plan's
-// End then says which apply run found what).
+// End then says which apply run found what). A re-plan the apply had
+// claimed to apply in its place (takeReplan) ends as the reviewed plan
+// does — superseded where that is planned: a retry re-plans anew.
 func (e *Engine) releasePlans(ctx context.Context, a *applier, s RunStatus, end *End) {
 	if s == "" {
 		return // the plan was never claimed by this run
 	}
 	// ApplyRun keeps naming the last attempt, so `kl why PLAN` can say why
 	// it did not go through; the status says whether it may be retried.
+	ended := &End{Cause: CauseApplyEnded, Run: a.run.ID, Then: end}
 	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying}, func(r *Run) error {
 		if err := claimedBy(r, a.run.ID); err != nil {
 			return err
 		}
 		r.Status = s
 		if s != StatusPlanned {
-			r.End = &End{Cause: CauseApplyEnded, Run: a.run.ID, Then: end}
+			r.End = ended
 		}
 		return nil
 	}); err != nil {
 		e.log().Error("returning plan", "run", a.plan.ID, "status", s, "err", err)
+	}
+	if rp := a.replanApplied(); rp != "" {
+		if s == StatusPlanned {
+			s = StatusSuperseded
+		}
+		e.finishPlan(ctx, rp, a.run.ID, s, ended)
 	}
 }
 

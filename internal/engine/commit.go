@@ -10,8 +10,9 @@ import (
 	"github.com/kilolock/kilolock/internal/tfstate"
 )
 
-// applyAndCommit runs Terraform on the plan's own snapshot, compares what
-// changed with the plan, and commits (DESIGN.md apply steps 4–6), in three
+// applyAndCommit runs Terraform on the snapshot the applied plan was made
+// against (the reviewed plan's, or its re-plan's: the head it re-planned
+// against — replan.go), compares what changed with that plan, and commits (DESIGN.md apply steps 4–6), in three
 // steps: run Terraform (runTerraform), record what it applied
 // (readResult), commit — or, when the reservations lapsed meanwhile, the
 // lease-lost commit (commitOrLeaseLost).
@@ -56,8 +57,9 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	return a.commitOrLeaseLost(ctx, cctx, baseState, result, spec, applyErr)
 }
 
-// baseSnapshot reads and parses the snapshot the plan was made from (the
-// one Terraform applies to).
+// baseSnapshot reads and parses the snapshot the applied plan was made from
+// (the one Terraform applies to: a saved plan applies only to the state it
+// was made against, TERRAFORM.md "Staleness").
 func (a *applier) baseSnapshot(ctx context.Context) ([]byte, *tfstate.State, error) {
 	serial := a.pf.run.Envelope.SourceSerial
 	base, err := a.e.Store.Snapshot(ctx, a.state.Name, serial)
@@ -84,7 +86,7 @@ func (a *applier) runTerraform(ctx context.Context, base []byte) (res *ApplyResu
 	// have changed infrastructure: Recover).
 	serial := a.pf.run.Envelope.SourceSerial
 	if _, err := a.e.Store.UpdateRun(ctx, a.run.ID, []RunStatus{StatusApplying}, func(*Run) error { return nil },
-		Marker{Kind: MarkerApplyStarted, Serial: serial}); err != nil {
+		Marker{Kind: MarkerApplyStarted, Serial: serial, Other: a.replanApplied()}); err != nil {
 		err = leaseLost(a.run.ID, err)
 		return nil, nil, a.fail(ctx, StatusPlanned, Failed(StepRecordApplyStart, err),
 			fmt.Errorf("recording the start of terraform apply for run %s: %w", a.run.ID, err))
@@ -364,7 +366,8 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 	if spec.status != StatusApplied {
 		planStatus = StatusFailed
 	}
-	m := mergeInput{run: a.run, plan: a.plan.ID, env: a.pf.run.Envelope, base: base, result: result, spec: spec, now: e.now}
+	m := mergeInput{run: a.run, plan: a.plan.ID, reviewed: a.plan.Envelope, applied: a.replanApplied(), env: a.pf.run.Envelope,
+		base: base, result: result, spec: spec, now: e.now}
 	v, err := e.Store.Commit(ctx, CommitRequest{
 		State: a.state.Name, Run: a.run.ID, RequireReservations: spec.requireRes,
 		Merge: m.merge,
@@ -378,18 +381,21 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 	return &v, nil
 }
 
-// mergeInput is what a commit merges: the apply run, its reviewed plan and
-// the envelope of the plan Terraform applied, the snapshot Terraform
-// applied to (base) and what it wrote (result), the spec, and the clock
-// for the run's end time.
+// mergeInput is what a commit merges: the apply run, its reviewed plan
+// (id, envelope), the re-plan Terraform applied in its place ("" for the
+// reviewed plan itself) and the envelope of the plan Terraform applied,
+// the snapshot Terraform applied to (base) and what it wrote (result), the
+// spec, and the clock for the run's end time.
 type mergeInput struct {
-	run    Run
-	plan   string
-	env    *Envelope
-	base   *tfstate.State
-	result *tfstate.State
-	spec   commitSpec
-	now    func() time.Time
+	run      Run
+	plan     string
+	reviewed *Envelope
+	applied  string
+	env      *Envelope
+	base     *tfstate.State
+	result   *tfstate.State
+	spec     commitSpec
+	now      func() time.Time
 }
 
 // merge is the CommitRequest.Merge of a commit: a pure function of m and
@@ -441,9 +447,12 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 	}
 	prov := Provenance{
 		Run: m.run.ID, PlanRun: m.plan,
-		SourceSerial: m.env.SourceSerial, CommittedSerial: serial,
-		PlanDigest: m.env.PlanDigest, Mode: CommitSnapshotMerge,
+		SourceSerial: m.reviewed.SourceSerial, CommittedSerial: serial,
+		PlanDigest: m.reviewed.PlanDigest, Mode: CommitSnapshotMerge,
 		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR, Reencoded: reencoded,
+	}
+	if m.applied != "" {
+		prov.AppliedPlanRun, prov.AppliedPlanDigest, prov.AppliedSourceSerial = m.applied, m.env.PlanDigest, m.env.SourceSerial
 	}
 	lift := LiftCommitted
 	if spec.recovered != nil {
@@ -541,25 +550,45 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 }
 
 // finishPlans marks the reviewed plan consumed: applied, or failed when the
-// apply failed part-way (its partial result is version serial). A plan the
-// lease sweep already failed for this run (its reservations lapsed before
-// the lease-lost commit) gets the precise end; a plan another apply
-// claimed since is left alone.
+// apply failed part-way (its partial result is version serial) — and so
+// the re-plan applied in its place, if any (its end, when applied, names
+// the reviewed plan: CauseReplanApplied). A plan the lease sweep already
+// failed for this run (its reservations lapsed before the lease-lost
+// commit) gets the precise end; a plan another apply claimed since is left
+// alone.
 func (e *Engine) finishPlans(ctx context.Context, a *applier, s RunStatus, serial int64, partial bool) {
-	if _, err := e.Store.UpdateRun(ctx, a.plan.ID, []RunStatus{StatusApplying, StatusFailed}, func(r *Run) error {
-		if err := claimedBy(r, a.run.ID); err != nil {
+	var end *End // applied: the reviewed plan keeps its end
+	switch {
+	case s == StatusApplied:
+	case partial:
+		end = &End{Cause: CauseApplyPartial, Run: a.run.ID, Serial: serial}
+	default:
+		end = &End{Cause: CauseApplyLeaseLost, Run: a.run.ID, Serial: serial}
+	}
+	e.finishPlan(ctx, a.plan.ID, a.run.ID, s, end)
+	if rp := a.replanApplied(); rp != "" {
+		if s == StatusApplied {
+			end = &End{Cause: CauseReplanApplied, Run: a.run.ID, Plan: a.plan.ID, Serial: serial}
+		}
+		e.finishPlan(ctx, rp, a.run.ID, s, end)
+	}
+}
+
+// finishPlan closes plan id, claimed by apply run apply, in status s with
+// end (nil: the plan keeps its end). A plan the lease sweep failed already
+// (applying or failed before) is closed too; a plan another apply claimed
+// since is left alone. Failures are logged: the commit has happened.
+func (e *Engine) finishPlan(ctx context.Context, id, apply string, s RunStatus, end *End) {
+	if _, err := e.Store.UpdateRun(ctx, id, []RunStatus{StatusApplying, StatusFailed}, func(r *Run) error {
+		if err := claimedBy(r, apply); err != nil {
 			return err
 		}
 		r.Status = s
-		switch {
-		case s == StatusApplied:
-		case partial:
-			r.End = &End{Cause: CauseApplyPartial, Run: a.run.ID, Serial: serial}
-		default:
-			r.End = &End{Cause: CauseApplyLeaseLost, Run: a.run.ID, Serial: serial}
+		if end != nil {
+			r.End = end
 		}
 		return nil
 	}); err != nil {
-		e.log().Error("finishing plan", "run", a.plan.ID, "err", err)
+		e.log().Error("finishing plan", "run", id, "status", s, "err", err)
 	}
 }

@@ -42,6 +42,16 @@ const (
 	// Replan.Addresses, which the plan reads: the configuration is behind
 	// the head there.
 	CauseBehindHead Cause = "behind-head"
+	// CauseOutsideFootprint: re-plan Run against head Serial would also
+	// change Replan.Addresses, outside the reviewed footprint: applying the
+	// re-plan would apply those changes too, which nobody reviewed; it is
+	// left open for review (DESIGN.md apply step 3).
+	CauseOutsideFootprint Cause = "outside-footprint"
+	// CauseBeyondReservations: re-plan Run against head Serial needs
+	// Replan.Unreserved, reservations the apply does not hold (its reviewed
+	// plan's): applying it could write or read what another run holds; it
+	// is left open for review.
+	CauseBeyondReservations Cause = "beyond-reservations"
 	// CauseRefusedClaim: plan Plan could not be claimed for this apply
 	// (another apply claimed it first); Err says what the store said.
 	CauseRefusedClaim Cause = "refused-claim"
@@ -93,8 +103,14 @@ const (
 	// CauseDiscarded: By closed it with `kl run discard`, saying Why.
 	CauseDiscarded Cause = "discarded"
 	// CauseReplanChecked: a re-plan made for apply run Run found the
-	// intent of reviewed plan Plan unchanged; Plan goes ahead.
+	// intent of reviewed plan Plan unchanged, and Plan was applied to its
+	// own snapshot. Only stored by Kilolock before issue 10 §2: an
+	// unchanged re-plan is now what is applied (CauseReplanApplied).
 	CauseReplanChecked Cause = "replan-checked"
+	// CauseReplanApplied: apply run Run applied this re-plan in place of
+	// the reviewed plan Plan, whose inputs had changed (its intent was
+	// unchanged against the head); version Serial holds the result.
+	CauseReplanApplied Cause = "replan-applied"
 	// CauseReplanReverts: a re-plan that would revert newer versions'
 	// changes to what plan Plan reads: not applicable.
 	CauseReplanReverts Cause = "replan-reverts"
@@ -149,6 +165,7 @@ const (
 	StepCreateReplan        Step = "create-replan"
 	StepReplan              Step = "replan" // Run: the re-plan; Terraform when Terraform failed
 	StepStoreReplan         Step = "store-replan"
+	StepClaimReplan         Step = "claim-replan"   // Run: the re-plan
 	StepStoreArtifact       Step = "store-artifact" // Artifact
 	StepCheckLineage        Step = "check-lineage"  // Lineage (the plan's), StateLineage
 	StepPlan                Step = "plan"           // planning failed outside Terraform's own commands
@@ -221,12 +238,14 @@ type End struct {
 }
 
 // ReplanFacts are what a re-plan refusal compared (CompareReplan): the
-// differing instance addresses, the read-changed versions it went over, and
-// its changes outside the footprint (never applied).
+// differing instance addresses, the read-changed versions it went over,
+// its changes outside the reviewed footprint, and the reservations it
+// needs that the apply does not hold (CauseBeyondReservations).
 type ReplanFacts struct {
-	Addresses []string `json:"addresses"`
-	Versions  []int64  `json:"versions"`
-	Outside   []string `json:"outside,omitempty"`
+	Addresses  []string      `json:"addresses"`
+	Versions   []int64       `json:"versions"`
+	Outside    []string      `json:"outside,omitempty"`
+	Unreserved []Reservation `json:"unreserved,omitempty"`
 }
 
 // TerraformFailure is a failed Terraform command as a run's end keeps it

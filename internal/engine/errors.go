@@ -29,6 +29,13 @@ var (
 	// apply step 3; replan.go). It is an ErrIntentChanged too: a re-plan
 	// stopped the apply.
 	ErrBehindHead error = behindHeadError{}
+	// ErrOutsideFootprint: a re-plan against the head would also change
+	// addresses outside the reviewed footprint; applying it would apply
+	// them unreviewed (DESIGN.md apply step 3). An ErrIntentChanged too.
+	ErrOutsideFootprint error = replanStopError("changes outside the reviewed footprint")
+	// ErrBeyondReservations: a re-plan against the head needs reservations
+	// the apply does not hold. An ErrIntentChanged too.
+	ErrBeyondReservations error = replanStopError("reservations beyond those held")
 	// ErrLeaseLost: the run's reservations expired before it committed, or
 	// the lease sweep ended the run while this process still worked on it.
 	ErrLeaseLost = errors.New("lease lost")
@@ -68,6 +75,16 @@ func (behindHeadError) Error() string { return "configuration behind the head" }
 
 // Is makes errors.Is(ErrBehindHead, ErrIntentChanged) true.
 func (behindHeadError) Is(target error) bool { return target == ErrIntentChanged }
+
+// replanStopError is a re-plan that stopped an apply for review
+// (ErrOutsideFootprint, ErrBeyondReservations): its text is its words, and
+// errors.Is ErrIntentChanged.
+type replanStopError string
+
+func (e replanStopError) Error() string { return string(e) }
+
+// Is makes errors.Is(err, ErrIntentChanged) true.
+func (replanStopError) Is(target error) bool { return target == ErrIntentChanged }
 
 // ConflictError is a refusal to reserve: the blocking runs and the
 // addresses they hold (STYLE.md 8: a refusal is a value the user can read).

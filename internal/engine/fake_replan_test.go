@@ -16,7 +16,9 @@ import (
 // 3), with Terraform's re-plan answers the real binary gives only with
 // elaborate configurations, or never (a failure, a failing store). The
 // reviewed plan writes terraform_data.a and reads .b; another plan then
-// commits b as version 2, so applying the reviewed plan re-plans.
+// commits b as version 2, so applying the reviewed plan re-plans. The
+// reviewed plan's own snapshot is never applied: either the re-plan is, to
+// head 2 (issue 10 §2), or nothing is.
 func TestFakeReplan(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -33,13 +35,46 @@ func TestFakeReplan(t *testing.T) {
 		// no replanned marker (the re-plan did not finish).
 		wantIntentChanged *bool
 		wantClass         engine.SincePlanClass
-		wantApplied       bool // Terraform applied and version 3 was committed
+		// wantTerraform: Terraform applied the re-plan; wantApplied: and
+		// version 3 was committed.
+		wantTerraform bool
+		wantApplied   bool
+		// wantReplanEnd is the re-plan's end cause, when it has one.
+		wantReplanEnd engine.Cause
 	}{
 		{
-			name:       "intent unchanged: the reviewed plan applies to its own snapshot",
+			name:       "intent unchanged: the re-plan applies to the head it was made against",
 			arrange:    func(*fakeHarness, *engine.PlanResult, context.CancelFunc) {},
-			wantStatus: engine.StatusApplied, wantPlan: engine.StatusApplied, wantReplan: engine.StatusSuperseded,
-			wantIntentChanged: new(false), wantApplied: true,
+			wantStatus: engine.StatusApplied, wantPlan: engine.StatusApplied, wantReplan: engine.StatusApplied,
+			wantIntentChanged: new(false), wantTerraform: true, wantApplied: true, wantReplanEnd: engine.CauseReplanApplied,
+		},
+		{
+			name: "a change outside the reviewed footprint: the re-plan stays open for review",
+			arrange: func(_ *fakeHarness, rp *engine.PlanResult, _ context.CancelFunc) {
+				rp.Intent.Changes["terraform_data.c"] = engine.IntentChange{Actions: []string{"update"}, AfterDigest: "sha256:c1"}
+				rp.Footprint.Write = addrs("a", "c")
+			},
+			wantIs:     []error{engine.ErrOutsideFootprint, engine.ErrIntentChanged},
+			wantStatus: engine.StatusRefused, wantPlan: engine.StatusSuperseded, wantReplan: engine.StatusPlanned,
+			wantIntentChanged: new(true), wantClass: engine.ClassIndependent,
+		},
+		{
+			name: "a reservation beyond those held: the re-plan stays open for review",
+			arrange: func(_ *fakeHarness, rp *engine.PlanResult, _ context.CancelFunc) {
+				rp.Footprint.Read = addrs("b", "c")
+			},
+			wantIs:     []error{engine.ErrBeyondReservations, engine.ErrIntentChanged},
+			wantStatus: engine.StatusRefused, wantPlan: engine.StatusSuperseded, wantReplan: engine.StatusPlanned,
+			wantIntentChanged: new(true),
+		},
+		{
+			name: "terraform apply of the re-plan fails before it writes: the plan is open again, the re-plan closed",
+			arrange: func(h *fakeHarness, _ *engine.PlanResult, _ context.CancelFunc) {
+				h.tf.ApplyResult, h.tf.ApplyErr = nil, errFakeTerraform
+			},
+			wantIs:     []error{errFakeTerraform},
+			wantStatus: engine.StatusFailed, wantPlan: engine.StatusPlanned, wantReplan: engine.StatusSuperseded,
+			wantIntentChanged: new(false), wantTerraform: true, wantReplanEnd: engine.CauseApplyEnded,
 		},
 		{
 			name: "intent changed on the write set: the re-plan stays open for review",
@@ -94,9 +129,8 @@ func TestFakeReplan(t *testing.T) {
 			if _, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: other.ID, Actor: "bob"}); err != nil {
 				t.Fatalf("Apply of the other plan: %v", err)
 			}
-			// What the reviewed plan's Terraform writes to its own snapshot
-			// (serial 1: b is still b0 there).
-			h.tf.ApplyResult = &engine.ApplyResult{State: tfDoc(t, fakeLineage, 2, map[string]string{"a": "a1", "b": "b0"})}
+			// What the re-plan's Terraform writes to head 2 (b is b1 there).
+			h.tf.ApplyResult = &engine.ApplyResult{State: tfDoc(t, fakeLineage, 3, map[string]string{"a": "a1", "b": "b1"})}
 			h.tf.Info = engine.PlanFileInfo{Lineage: fakeLineage, Serial: 1}
 			rp := h.planResult("a") // against the head, serial 2
 			rp.Footprint.Read = addrs("b")
@@ -142,6 +176,9 @@ func TestFakeReplan(t *testing.T) {
 				t.Fatalf("re-plan runs %+v, want one %s", replans, tt.wantReplan)
 			}
 			replan := replans[0]
+			if tt.wantReplanEnd != "" && (!replan.End.Is(tt.wantReplanEnd) || replan.End.Run != run.ID) {
+				t.Errorf("re-plan's end = %+v, want %s naming apply run %s", replan.End, tt.wantReplanEnd, run.ID)
+			}
 			head2, serr := h.db.Snapshot(h.ctx, testState, 2)
 			if serr != nil {
 				t.Fatal(serr)
@@ -170,38 +207,118 @@ func TestFakeReplan(t *testing.T) {
 				}
 			}
 
-			// Terraform applied the reviewed plan to its own snapshot, or
-			// not at all.
-			snap1, serr := h.db.Snapshot(h.ctx, testState, 1)
-			if serr != nil {
-				t.Fatal(serr)
-			}
+			// Terraform applied the re-plan to the head it was made against
+			// (serial 2), or nothing: never the reviewed plan to its own
+			// snapshot.
 			applies := 0
 			for _, c := range h.tf.Calls {
 				if c.Op == "apply" {
 					applies++
-					if !bytes.Equal(c.PlanFile, reviewedRes.PlanFile) || !bytes.Equal(c.Snapshot, snap1) {
-						t.Errorf("Terraform applied another plan or snapshot than the reviewed plan's own (serial 1)")
+					if !bytes.Equal(c.PlanFile, rp.PlanFile) || !bytes.Equal(c.Snapshot, head2) || bytes.Equal(c.PlanFile, reviewedRes.PlanFile) {
+						t.Errorf("Terraform applied another plan or snapshot than the re-plan's own (head 2)")
 					}
 				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tt.wantTerraform]; applies != want {
+				t.Errorf("Terraform applies %d, want %d", applies, want)
 			}
 			wantHead := map[string]string{"a": "a0", "b": "b1"}
 			if tt.wantApplied {
 				wantHead["a"] = "a1"
-				if applies != 1 || out == nil || out.Version == nil || out.Version.Serial != 3 || out.Version.Provenance.PlanRun != reviewed.ID {
-					t.Errorf("Terraform applies %d, outcome %+v; want 1 and version 3 of the reviewed plan", applies, out)
+				if out == nil || out.Version == nil || out.Version.Serial != 3 {
+					t.Fatalf("outcome %+v; want version 3", out)
 				}
-				if f, ok := fact(run.AllowedBecause, engine.FactReplanUnchanged); !ok || f.Run != replan.ID || f.HeadSerial != 2 || !slices.Equal(f.Serials, []int64{2}) {
-					t.Errorf("allowed-because %+v, want a replan-intent-unchanged fact for re-plan %s at head 2 over version 2", run.AllowedBecause, replan.ID)
+				p := out.Version.Provenance
+				if p.PlanRun != reviewed.ID || p.PlanDigest != reviewed.Envelope.PlanDigest || p.SourceSerial != 1 ||
+					p.AppliedPlanRun != replan.ID || p.AppliedPlanDigest != rp.Digest || p.AppliedSourceSerial != 2 || !p.Exact {
+					t.Errorf("provenance %+v; want reviewed %s at 1, applied re-plan %s (%s) at 2, exact", p, reviewed.ID, replan.ID, rp.Digest)
 				}
-			} else if applies != 0 || h.headSerial() != 2 {
-				t.Errorf("Terraform applies %d, head %d; want none, 2", applies, h.headSerial())
+				if f, ok := fact(run.AllowedBecause, engine.FactReplanApplied); !ok || f.Run != replan.ID || f.HeadSerial != 2 || !slices.Equal(f.Serials, []int64{2}) {
+					t.Errorf("allowed-because %+v, want a replan-applied fact for re-plan %s at head 2 over version 2", run.AllowedBecause, replan.ID)
+				}
+			} else if h.headSerial() != 2 {
+				t.Errorf("head %d; want 2", h.headSerial())
 			}
 			if got := h.head(); !maps.Equal(got, wantHead) {
 				t.Errorf("head = %v, want %v", got, wantHead)
 			}
 			if rs := h.reservations(); len(rs) != 0 {
 				t.Errorf("%d reservations left, want none", len(rs))
+			}
+		})
+	}
+}
+
+// TestFakeReplanSettled: a re-plan an apply claimed to apply in place of
+// its reviewed plan is closed as that plan is, also when the apply's
+// holder died and the lease sweep (the store's) handed back only the
+// reviewed plan: the next view of the engine settles it (it is never left
+// "applying" for a dead apply). The state the sweep leaves is written by
+// hand onto an apply that went through.
+func TestFakeReplanSettled(t *testing.T) {
+	t.Parallel()
+	lapsed := &engine.End{Cause: engine.CauseApplyLeaseExpired, Holder: engine.Holder{Host: "h", PID: 1}, Recoverable: true}
+	tests := map[string]struct {
+		plan       engine.RunStatus // the reviewed plan, as the sweep left it
+		planEnd    *engine.End
+		wantStatus engine.RunStatus // the re-plan's, settled
+		wantCause  engine.Cause
+	}{
+		"reviewed plan failed by the sweep": {plan: engine.StatusFailed, planEnd: lapsed,
+			wantStatus: engine.StatusFailed, wantCause: engine.CauseApplyLeaseExpired},
+		"reviewed plan handed back open": {plan: engine.StatusPlanned,
+			wantStatus: engine.StatusSuperseded, wantCause: engine.CauseApplyEnded},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := fakeSetup(t)
+			reviewedRes := h.planResult("a")
+			reviewedRes.Footprint.Read = addrs("b")
+			reviewed := h.planWith(reviewedRes)
+			other := h.plan("b")
+			h.tf.ApplyResult = &engine.ApplyResult{State: tfDoc(t, fakeLineage, 2, map[string]string{"a": "a0", "b": "b1"})}
+			if _, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: other.ID, Actor: "bob"}); err != nil {
+				t.Fatalf("Apply of the other plan: %v", err)
+			}
+			h.tf.Info = engine.PlanFileInfo{Lineage: fakeLineage, Serial: 1}
+			rp := h.planResult("a")
+			rp.Footprint.Read = addrs("b")
+			h.tf.PlanResult = rp
+			h.tf.ApplyResult = &engine.ApplyResult{State: tfDoc(t, fakeLineage, 3, map[string]string{"a": "a1", "b": "b1"})}
+			out, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: reviewed.ID, Actor: "alice"})
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			replan := h.marker(out.Run.ID, engine.MarkerReplanned).Other
+			// As a holder killed mid-apply leaves it once the sweep ran:
+			// the apply lease-expired, its reviewed plan handed back, the
+			// re-plan still claimed.
+			set := func(id string, from engine.RunStatus, s engine.RunStatus, end *engine.End) {
+				t.Helper()
+				if _, err := h.db.UpdateRun(h.ctx, id, []engine.RunStatus{from}, func(r *engine.Run) error {
+					r.Status, r.End = s, end
+					if id == out.Run.ID {
+						r.CommittedSerial = 0
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			set(out.Run.ID, engine.StatusApplied, engine.StatusLeaseExpired, &engine.End{Cause: engine.CauseLeaseExpired})
+			set(reviewed.ID, engine.StatusApplied, tt.plan, tt.planEnd)
+			set(replan, engine.StatusApplied, engine.StatusApplying, nil)
+
+			if _, err := h.eng.RunStory(h.ctx, reviewed.ID); err != nil {
+				t.Fatalf("RunStory: %v", err)
+			}
+			got := h.run(replan)
+			if got.Status != tt.wantStatus || !got.End.Is(tt.wantCause) {
+				t.Errorf("re-plan after the sweep = %s, end %+v; want %s (%s)", got.Status, got.End, tt.wantStatus, tt.wantCause)
+			}
+			if tt.wantCause == engine.CauseApplyEnded && (got.End.Run != out.Run.ID || !got.End.Then.Is(engine.CauseLeaseExpired)) {
+				t.Errorf("re-plan's end = %+v; want it to name apply run %s and its lease-expired end", got.End, out.Run.ID)
 			}
 		})
 	}

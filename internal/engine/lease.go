@@ -131,12 +131,14 @@ func (k *keepAlive) renewRun(ctx context.Context, run string) {
 
 // expireLeases runs the lease sweep (Store.ExpireLeases) before a view or a
 // decision reads run statuses, so that a run whose holder died reads as
-// lease-expired, not as in progress. A failure is logged: the caller goes on
+// lease-expired, not as in progress — and settles the re-plans such a run
+// had claimed (settleReplans). A failure is logged: the caller goes on
 // with what is stored.
 func (e *Engine) expireLeases(ctx context.Context) {
 	if _, err := e.Store.ExpireLeases(ctx); err != nil && ctx.Err() == nil {
 		e.log().Warn("expiring leases", "err", err)
 	}
+	e.settleReplans(ctx)
 }
 
 // inProgress are the statuses of a run in progress (Run.InProgress): the

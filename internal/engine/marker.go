@@ -53,11 +53,15 @@ const (
 //	preflight         SincePlan (source/head serials and the three class counts)
 //	staleness-passed  SincePlan
 //	staleness-failed  Serial (offending version), Other (its run), OtherPR, Class, Addresses (what it changed in the footprint)
-//	replanned         Other (the re-plan run), Serial (head planned against), IntentChanged, Class (where the
-//	                  re-plan differed: write-changed = the intent, read-changed = what the plan reads),
+//	replanned         Other (the re-plan run), Serial (head planned against), IntentChanged (false: the re-plan
+//	                  is what gets applied; true: it stopped the apply), Serials (the read-changed versions it
+//	                  re-checked); when it stopped the apply, End (how: intent changed, behind the head, outside
+//	                  the footprint, beyond the reservations), Class (where the re-plan differed: write-changed =
+//	                  the intent, read-changed = what the plan reads, independent = outside the footprint),
 //	                  Addresses (those differences), Extra["outside"] (instances it changes outside the footprint)
-//	apply-started     Serial (the snapshot Terraform applies the plan to: the plan's source serial); written
-//	                  just before Terraform runs, so a run without it never ran Terraform
+//	apply-started     Serial (the snapshot Terraform applies the plan to: the applied plan's source serial),
+//	                  Other (the re-plan Terraform applies in place of the reviewed plan; "" for the reviewed
+//	                  plan itself); written just before Terraform runs, so a run without it never ran Terraform
 //	applied           Count (resources Terraform changed), Addresses; with Count 0 and a Reason, Terraform
 //	                  was not run (a plan without changes)
 //	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
@@ -139,8 +143,15 @@ const (
 	// FactStalenessPassed: the since-plan check passed over the versions in
 	// Serials, all independent of the footprint (or none: head unchanged).
 	FactStalenessPassed FactKind = "staleness-passed"
-	// FactReplanUnchanged: read-changed versions (Serials) were re-checked by
-	// re-planning against head Serial: the intent did not change.
+	// FactReplanApplied: read-changed versions (Serials) were re-checked by
+	// re-planning (Run) against head HeadSerial: the intent did not change,
+	// nothing outside the footprint or that the plan reads would change,
+	// and the held reservations cover the re-plan's — so the re-plan was
+	// applied in place of the reviewed plan (DESIGN.md apply step 3).
+	FactReplanApplied FactKind = "replan-applied"
+	// FactReplanUnchanged: as FactReplanApplied, but stored by Kilolock
+	// before issue 10 §2, when the reviewed plan was then applied to its own
+	// snapshot; it is no longer written.
 	FactReplanUnchanged FactKind = "replan-intent-unchanged"
 	// FactWaitedFor: the run waited for Run over Addresses, which released
 	// them before this run proceeded.

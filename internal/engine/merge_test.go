@@ -104,9 +104,10 @@ func TestMerge(t *testing.T) {
 			t.Parallel()
 			spec := tc.spec
 			spec.since = []Version{{Serial: 5, Changed: AddressSet{a, b}, Provenance: Provenance{Run: "01OTHER"}}}
+			env := &Envelope{SourceSerial: 4, PlanDigest: "sha256:x"}
 			m := mergeInput{
 				run: Run{ID: "01APPLY", Kind: KindApply, Actor: "alice", Status: StatusApplying}, plan: "01PLAN",
-				env: &Envelope{SourceSerial: 4, PlanDigest: "sha256:x"}, base: state(t, 4, base), result: state(t, 5, tc.result),
+				reviewed: env, env: env, base: state(t, 4, base), result: state(t, 5, tc.result),
 				spec: spec, now: func() time.Time { return at },
 			}
 			res, err := m.merge(Version{Serial: 5}, marshal(t, state(t, 5, tc.head)))
@@ -145,6 +146,48 @@ func TestMerge(t *testing.T) {
 			// A run commits once.
 			if err := res.UpdateRun(&r); err == nil {
 				t.Error("a second UpdateRun of a committed run succeeded")
+			}
+		})
+	}
+}
+
+// TestMergeProvenanceOfReplan: a commit of a re-plan applied in place of
+// its reviewed plan (replan.go) keeps both plans in the provenance — the
+// reviewed plan's run, digest and serial, and the re-plan's, with the head
+// it was made against — and says neither when the reviewed plan itself was
+// applied.
+func TestMergeProvenanceOfReplan(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 7, 10, 12, 0, 0, 0, time.UTC)
+	base := map[string]string{"a": "a0", "b": "b1"}
+	reviewed := &Envelope{SourceSerial: 3, PlanDigest: "sha256:reviewed"}
+	replan := &Envelope{SourceSerial: 5, PlanDigest: "sha256:replan"}
+	for name, tc := range map[string]struct {
+		applied string
+		env     *Envelope
+		want    Provenance
+	}{
+		"the re-plan applied": {applied: "01REPLAN", env: replan, want: Provenance{PlanRun: "01PLAN", SourceSerial: 3, PlanDigest: "sha256:reviewed",
+			AppliedPlanRun: "01REPLAN", AppliedPlanDigest: "sha256:replan", AppliedSourceSerial: 5}},
+		"the reviewed plan applied": {env: reviewed, want: Provenance{PlanRun: "01PLAN", SourceSerial: 3, PlanDigest: "sha256:reviewed"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := mergeInput{
+				run: Run{ID: "01APPLY", Kind: KindApply, Status: StatusApplying}, plan: "01PLAN", reviewed: reviewed, applied: tc.applied, env: tc.env,
+				base: state(t, 5, base), result: state(t, 6, map[string]string{"a": "a1", "b": "b1"}),
+				spec: commitSpec{status: StatusApplied, written: AddressSet{"terraform_data.a"}, changed: AddressSet{"terraform_data.a"}},
+				now:  func() time.Time { return at },
+			}
+			res, err := m.merge(Version{Serial: 5}, marshal(t, state(t, 5, base)))
+			if err != nil {
+				t.Fatalf("merge: %v", err)
+			}
+			p := res.Provenance
+			got := Provenance{PlanRun: p.PlanRun, SourceSerial: p.SourceSerial, PlanDigest: p.PlanDigest,
+				AppliedPlanRun: p.AppliedPlanRun, AppliedPlanDigest: p.AppliedPlanDigest, AppliedSourceSerial: p.AppliedSourceSerial}
+			if !reflect.DeepEqual(got, tc.want) || !p.Exact {
+				t.Errorf("provenance = %+v, want %+v, exact", p, tc.want)
 			}
 		})
 	}

@@ -195,6 +195,9 @@ func (e *Engine) Overlaps(ctx context.Context, run Run) ([]Overlap, error) {
 		if o.ID == run.ID || o.Envelope == nil || o.ID == run.ReplanOf || o.ReplanOf == run.ID {
 			continue
 		}
+		if o.ReplanOf != "" && o.Status == StatusApplying {
+			continue // a re-plan applied in place of its reviewed plan, which is listed
+		}
 		ofp := o.Envelope.Footprint
 		ov := Overlap{
 			Run: o.ID, Actor: o.Actor, PR: o.PR,

@@ -102,7 +102,8 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 			"the last state Terraform wrote (artifact %s) changes nothing against serial %d, the snapshot it applied to: nothing to recover",
 			lo.artifact, lo.baseSerial)}
 	}
-	a := &applier{e: e, run: run, plan: plan, state: st, pf: &planFiles{run: plan}}
+	// The plan Terraform applied: the reviewed one, or its re-plan.
+	a := &applier{e: e, run: run, plan: plan, state: st, pf: &planFiles{run: e.appliedPlan(ctx, run, plan)}}
 	keep, held, err := a.heldByOthers(ctx, lo.changed)
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: %w", id, err)
@@ -115,7 +116,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: reading tainted addresses: %w", id, err)
 	}
-	planned := plan.Envelope.Footprint.Write
+	planned := a.pf.run.Envelope.Footprint.Write
 	spec := commitSpec{
 		keep: keep, status: run.Status, end: run.End, partial: true, since: since, held: held,
 		deviation: Deviation{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
@@ -135,6 +136,9 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, fmt.Errorf("recovering run %s: committing: %w", id, err)
 	}
 	e.recoveredPlan(ctx, run, v.Serial)
+	if rp := a.replanApplied(); rp != "" {
+		e.finishPlan(ctx, rp, run.ID, StatusFailed, &End{Cause: CauseApplyRecovered, Run: run.ID, Serial: v.Serial})
+	}
 	e.removeWorkDir(id)
 	out := &ApplyOutcome{Version: v}
 	if out.Run, err = e.getRun(ctx, id); err != nil {

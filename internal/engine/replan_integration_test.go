@@ -13,10 +13,13 @@ import (
 // the reader r, whose input reads x; run D then changes x without a
 // configuration change of its own, so C's configuration still agrees with
 // the head on x — except in the "behind the head" case, where D changes x's
-// value and C's configuration would revert it. engine.CompareReplan's three
-// outcomes: no difference (proceed with the reviewed plan), a difference on
-// the write set (intent changed: review the re-plan), a change to the read
-// set (the configuration is behind the head: refuse).
+// value and C's configuration would revert it. engine.CompareReplan's
+// outcomes: no difference (apply the re-plan, made against the head: issue
+// 10 §2), a difference on the write set (intent changed: review the
+// re-plan), a change to the read set (the configuration is behind the head:
+// refuse). A change outside the footprint, and one needing reservations
+// beyond those held, are in fake_replan_test.go and internal/cli's
+// replan_test.go.
 
 // replans returns the re-plan runs of plan id.
 func (h *harness) replans(id string) []engine.Run {
@@ -85,20 +88,32 @@ func TestReadChangedIntentUnchanged(t *testing.T) {
 	if m.IntentChanged == nil || *m.IntentChanged || m.Other == "" || m.Serial != d.Version.Serial {
 		t.Fatalf("replanned marker = %+v, want intent unchanged against head %d", m, d.Version.Serial)
 	}
-	f, ok := fact(run.AllowedBecause, engine.FactReplanUnchanged)
-	if !ok || f.Run != m.Other || !slices.Equal(f.Serials, []int64{d.Version.Serial}) {
-		t.Errorf("allowed-because = %+v, want replan-intent-unchanged by %s over version %d", run.AllowedBecause, m.Other, d.Version.Serial)
+	f, ok := fact(run.AllowedBecause, engine.FactReplanApplied)
+	if !ok || f.Run != m.Other || !slices.Equal(f.Serials, []int64{d.Version.Serial}) || f.HeadSerial != d.Version.Serial {
+		t.Errorf("allowed-because = %+v, want replan-applied by %s over version %d", run.AllowedBecause, m.Other, d.Version.Serial)
 	}
-	// The REVIEWED plan is what Terraform applied.
-	if run.PlanRun != c.ID || out.Version.Provenance.PlanRun != c.ID || out.Version.Provenance.PlanDigest != c.Envelope.PlanDigest {
-		t.Errorf("applied plan = run %s, provenance %s (%s); want the reviewed plan %s (%s)", run.PlanRun, out.Version.Provenance.PlanRun, out.Version.Provenance.PlanDigest, c.ID, c.Envelope.PlanDigest)
-	}
-	if out.Version.Provenance.SourceSerial != c.Envelope.SourceSerial || !out.Version.Provenance.Exact || !sameSet(out.Version.Changed, addrs("r")) {
-		t.Errorf("provenance = %+v, changed %v", out.Version.Provenance, out.Version.Changed)
-	}
+	// The RE-PLAN, made against D's head, is what Terraform applied; the
+	// provenance keeps both plans' digests.
 	rp := h.run(m.Other)
-	if rp.Status != engine.StatusSuperseded || rp.ReplanOf != c.ID || !rp.End.Is(engine.CauseReplanChecked) || rp.End.Run != run.ID || rp.End.Plan != c.ID {
-		t.Errorf("re-plan = status %s, replan of %q, end %+v; want superseded re-check of %s for apply run %s", rp.Status, rp.ReplanOf, rp.End, c.ID, run.ID)
+	p := out.Version.Provenance
+	if run.PlanRun != c.ID || p.PlanRun != c.ID || p.PlanDigest != c.Envelope.PlanDigest || p.SourceSerial != c.Envelope.SourceSerial {
+		t.Errorf("provenance = reviewed plan %s (%s) at %d; want %s (%s) at %d", p.PlanRun, p.PlanDigest, p.SourceSerial, c.ID, c.Envelope.PlanDigest, c.Envelope.SourceSerial)
+	}
+	if p.AppliedPlanRun != rp.ID || p.AppliedPlanDigest != rp.Envelope.PlanDigest || p.AppliedSourceSerial != d.Version.Serial || p.AppliedPlanDigest == p.PlanDigest {
+		t.Errorf("provenance = applied plan %s (%s) at %d; want the re-plan %s (%s) at head %d", p.AppliedPlanRun, p.AppliedPlanDigest, p.AppliedSourceSerial, rp.ID, rp.Envelope.PlanDigest, d.Version.Serial)
+	}
+	if !p.Exact || !sameSet(out.Version.Changed, addrs("r")) {
+		t.Errorf("provenance = %+v, changed %v; want exact, r", p, out.Version.Changed)
+	}
+	if st := h.marker(run.ID, engine.MarkerApplyStarted); st.Serial != d.Version.Serial || st.Other != rp.ID {
+		t.Errorf("apply-started marker = %+v; want the re-plan %s on the snapshot of serial %d", st, rp.ID, d.Version.Serial)
+	}
+	if rp.Status != engine.StatusApplied || rp.ReplanOf != c.ID || rp.ApplyRun != run.ID || !rp.End.Is(engine.CauseReplanApplied) ||
+		rp.End.Run != run.ID || rp.End.Plan != c.ID || rp.End.Serial != out.Version.Serial {
+		t.Errorf("re-plan = status %s, replan of %q, apply %s, end %+v; want applied by %s in place of %s, version %d", rp.Status, rp.ReplanOf, rp.ApplyRun, rp.End, run.ID, c.ID, out.Version.Serial)
+	}
+	if pr := h.run(c.ID); pr.Status != engine.StatusApplied || pr.ApplyRun != run.ID {
+		t.Errorf("reviewed plan = status %s, apply %s; want applied by %s", pr.Status, pr.ApplyRun, run.ID)
 	}
 	if sp := run.SincePlan; sp == nil || len(sp.Entries) != 1 || sp.Entries[0].Class != engine.ClassReadChanged || !sameSet(sp.Entries[0].Addresses, addrs("x")) {
 		t.Errorf("since-plan = %+v, want version %d read-changed on x", run.SincePlan, d.Version.Serial)

@@ -47,16 +47,27 @@ type Version struct {
 }
 
 // Provenance links a version to the run and plan that produced it (ADR D5):
-// apply run, reviewed plan run (the plan Terraform applied: a re-plan only
-// re-checks it), source serial, committed serial, plan digest, commit mode,
-// and whether the committed changes matched the plan exactly.
+// apply run, reviewed plan run, the serial it was made against, committed
+// serial, plan digest, commit mode, and whether the committed changes
+// matched the plan exactly. When the reviewed plan's inputs had changed
+// and Terraform applied its re-plan instead (DESIGN.md apply step 3), the
+// Applied* fields name that re-plan: the reviewed plan's digest and the
+// applied one are both kept.
 type Provenance struct {
-	Run             string     `json:"run,omitempty"`
-	PlanRun         string     `json:"plan_run,omitempty"`
-	SourceSerial    int64      `json:"source_serial"`
-	CommittedSerial int64      `json:"committed_serial"`
-	PlanDigest      string     `json:"plan_digest,omitempty"`
-	Mode            CommitMode `json:"commit_mode"`
+	Run             string `json:"run,omitempty"`
+	PlanRun         string `json:"plan_run,omitempty"`
+	SourceSerial    int64  `json:"source_serial"`
+	CommittedSerial int64  `json:"committed_serial"`
+	// PlanDigest is the reviewed plan's ("sha256:<hex>" of its saved plan).
+	PlanDigest string `json:"plan_digest,omitempty"`
+	// AppliedPlanRun, AppliedPlanDigest and AppliedSourceSerial: the
+	// re-plan Terraform applied in place of the reviewed plan, its digest
+	// and the head it was made against (the snapshot Terraform applied
+	// to). Empty when Terraform applied the reviewed plan itself.
+	AppliedPlanRun      string     `json:"applied_plan_run,omitempty"`
+	AppliedPlanDigest   string     `json:"applied_plan_digest,omitempty"`
+	AppliedSourceSerial int64      `json:"applied_source_serial,omitempty"`
+	Mode                CommitMode `json:"commit_mode"`
 	// Exact is true when the addresses Terraform changed equal the planned
 	// write set; otherwise Deviation lists the difference.
 	Exact bool `json:"exact"`

@@ -53,13 +53,16 @@ func applyDoc(s *engine.RunStory) *doc {
 // planFieldWords says which plan an apply applied, or for an apply that
 // never ran Terraform, which plan it was for and what became of it.
 func planFieldWords(s *engine.RunStory, a *engine.Run) sentence {
+	taken, serial := replanTaken(s, a)
 	switch {
 	case a.CommittedSerial > 0 || a.Status == engine.StatusApplied:
-		pl := appliedPlanWords(a.PlanRun, replanCheck(s.Markers, a.ID))
+		pl := appliedPlanWords(a.PlanRun, replanCheck(s.Markers, a.ID), taken, serial)
 		if p := reviewedPlan(s, a); p != nil && p.Status == engine.StatusFailed {
 			pl = pl.add(txt(" (now failed: it cannot be applied again)"))
 		}
 		return pl
+	case a.Status == engine.StatusApplying && taken != "":
+		return words("reviewed ", runSpan(a.PlanRun), fmt.Sprintf("; re-planned against head %d, intent unchanged: applying the re-plan ", serial), runSpan(taken))
 	case a.Status == engine.StatusApplying:
 		pl := words("reviewed ", runSpan(a.PlanRun))
 		if c := replanCheck(s.Markers, a.ID); c != nil {
@@ -144,6 +147,10 @@ func replanFields(s *engine.RunStory, a *engine.Run, m engine.Marker) fields {
 	f = f.addField("plan input changed in", changedIn(readChangedOver(s.SincePlan, nil)))
 	switch outcomeOf(m) {
 	case replanUnchanged:
+		if taken, _ := replanTaken(s, a); taken == m.Other {
+			return append(f, replanAppliedFields(s, a, m)...)
+		}
+		// Recorded before issue 10 §2: the reviewed plan was applied.
 		f = f.addField("outcome", words(toned(toneGood, "intent unchanged"),
 			": the re-plan plans the same for the reviewed write set and changes nothing this plan reads"))
 		result := words("the reviewed plan ", runSpan(a.PlanRun), " proceeds")
@@ -157,7 +164,7 @@ func replanFields(s *engine.RunStory, a *engine.Run, m engine.Marker) fields {
 		if rp := findRun(s.Replans, m.Other); rp != nil {
 			st := words(toned(statusTone(rp.Status), string(rp.Status)))
 			if rp.Status == engine.StatusSuperseded {
-				st = st.add(txt(": it was a check, not what gets applied"))
+				st = st.add(txt(": it was a check, not what was applied"))
 			}
 			f = f.addField("re-plan status", st)
 		}
@@ -166,6 +173,37 @@ func replanFields(s *engine.RunStory, a *engine.Run, m engine.Marker) fields {
 		f = f.addField("re-plan status", replanStatusWords(findRun(s.Replans, m.Other)))
 	}
 	return f
+}
+
+// replanAppliedFields tells a re-plan (marker m) that apply a applies in
+// place of its reviewed plan: why that is safe, what was applied to which
+// snapshot, and where the re-plan stands now.
+func replanAppliedFields(s *engine.RunStory, a *engine.Run, m engine.Marker) fields {
+	var f fields
+	f = f.addField("outcome", words(toned(toneGood, "intent unchanged"),
+		": the re-plan plans the same for the reviewed write set, changes nothing outside this plan's footprint or that it reads, and needs no reservation beyond those held"))
+	result := words("applying the re-plan ", runSpan(m.Other))
+	if a.CommittedSerial > 0 || a.Status == engine.StatusApplied {
+		result = words("applied the re-plan ", runSpan(m.Other))
+	} else if !a.Status.Open() {
+		result = words("Terraform was given the re-plan ", runSpan(m.Other))
+	}
+	result = result.add(txt(fmt.Sprintf(" in place of the reviewed plan, to the head it was made against (serial %d): every value Terraform computes comes from current inputs, not from the reviewed plan's snapshot (serial %d)",
+		m.Serial, reviewedSource(s, a))))
+	f = f.addField("result", result)
+	if rp := findRun(s.Replans, m.Other); rp != nil {
+		f = f.addField("re-plan status", replanStatusWords(rp))
+	}
+	return f
+}
+
+// reviewedSource is the serial apply a's reviewed plan was made against
+// (0 when the story does not hold its envelope).
+func reviewedSource(s *engine.RunStory, a *engine.Run) int64 {
+	if p := reviewedPlan(s, a); p != nil && p.Envelope != nil {
+		return p.Envelope.SourceSerial
+	}
+	return 0
 }
 
 // endTitle is the section title of how an apply ended other than applied
@@ -300,7 +338,7 @@ func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string, sin
 	told := map[string]bool{}
 	for _, r := range rs {
 		d.section(words(toned(toneBad, prefix+"Refused: "+ruleTitle[r.rule])), refusalFields(r))
-		if r.rule == ruleIntent || r.rule == ruleBehindHead {
+		if replanRule(r.rule) {
 			told[r.run] = true
 		}
 	}
@@ -320,7 +358,11 @@ func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string, sin
 		if told[m.Other] {
 			continue
 		}
-		d.section(words("Re-plan ", runSpan(m.Other), fmt.Sprintf(" against head %d (a re-check)", m.Serial)), replanFields(s, a, m))
+		what := " (a re-check)"
+		if taken, _ := replanTaken(s, a); taken == m.Other {
+			what = " (applied in place of the reviewed plan)"
+		}
+		d.section(words("Re-plan ", runSpan(m.Other), fmt.Sprintf(" against head %d", m.Serial), what), replanFields(s, a, m))
 	}
 	var fb list
 	for _, m := range s.Markers {

@@ -268,7 +268,8 @@ func overlapTable(ovs []engine.Overlap) []block {
 // provenanceFields is a committed version's provenance (ADR D5). ms are
 // the markers of the story that holds it: the committed marker says which
 // head it merged onto, and the apply's "replanned: intent unchanged"
-// marker, if any, the re-plan that re-checked the reviewed plan.
+// marker, if any, the re-plan that re-checked the reviewed plan. When
+// Terraform applied the re-plan, both digests are shown.
 func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 	p := v.Provenance
 	var f fields
@@ -278,10 +279,17 @@ func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 		f = f.addField("applied by", who(p.Run, p.Actor, p.PR))
 	}
 	if p.PlanRun != "" {
-		f = f.addField("plan", appliedPlanWords(p.PlanRun, replanCheck(ms, p.Run)))
+		f = f.addField("plan", appliedPlanWords(p.PlanRun, replanCheck(ms, p.Run), p.AppliedPlanRun, p.AppliedSourceSerial))
 	}
 	if p.PlanDigest != "" {
-		f = f.addField("plan digest", words(code(p.PlanDigest)))
+		d := words(code(p.PlanDigest))
+		if p.AppliedPlanRun != "" {
+			d = d.add(txt(" (the reviewed plan)"))
+		}
+		f = f.addField("plan digest", d)
+	}
+	if p.AppliedPlanRun != "" {
+		f = f.addField("applied plan digest", words(code(p.AppliedPlanDigest), " (the re-plan ", runSpan(p.AppliedPlanRun), ", which Terraform applied)"))
 	}
 	f = f.addField("commit mode", words(string(p.Mode)))
 	f = f.addField("matches plan", matchWords(p))
@@ -330,16 +338,42 @@ func lostWords(l engine.LostWrite) sentence {
 	return s.add(toned(toneBad, "; what this apply did to it is in no version (the object may be orphaned): check the real object, then import or remove it"))
 }
 
-// appliedPlanWords says which plan an apply applied: "reviewed P; re-checked
-// by re-plan R against head N: intent unchanged; applied the reviewed plan".
-// Terraform always applies the reviewed plan; a re-plan is a check only
-// (engine apply.go replan).
-func appliedPlanWords(plan string, check *engine.Marker) sentence {
+// appliedPlanWords says which plan an apply applied and why that was safe:
+// "reviewed P; re-planned against head N, intent unchanged: applied the
+// re-plan R" when Terraform applied re-plan applied (made against head
+// serial) in place of the reviewed plan, whose inputs had changed (engine
+// replan.go); "reviewed P" when it applied the reviewed plan. An apply
+// recorded before re-plans were applied (a check marker, no applied
+// re-plan) applied the reviewed plan to its own snapshot: "…; applied the
+// reviewed plan".
+func appliedPlanWords(plan string, check *engine.Marker, applied string, serial int64) sentence {
 	s := words("reviewed ", runSpan(plan))
-	if check == nil {
+	switch {
+	case applied != "":
+		return words(s, fmt.Sprintf("; re-planned against head %d, intent unchanged: applied the re-plan ", serial), runSpan(applied))
+	case check == nil:
 		return s
 	}
 	return words(s, "; re-checked by re-plan ", runSpan(check.Other), fmt.Sprintf(" against head %d: intent unchanged; applied the reviewed plan", check.Serial))
+}
+
+// replanTaken is the re-plan apply run a applies (or applied) in place of
+// its reviewed plan, with the head it was made against: the one its
+// version's provenance names, else its "apply-started" marker, else a
+// re-plan of the story it claimed; "" when it applies the reviewed plan.
+func replanTaken(s *engine.RunStory, a *engine.Run) (string, int64) {
+	if v := s.Version; v != nil && v.Provenance.Run == a.ID && v.Provenance.AppliedPlanRun != "" {
+		return v.Provenance.AppliedPlanRun, v.Provenance.AppliedSourceSerial
+	}
+	if m := lastOf(s.Markers, a.ID, engine.MarkerApplyStarted); m != nil && m.Other != "" {
+		return m.Other, m.Serial
+	}
+	for _, rp := range s.Replans {
+		if rp.ApplyRun == a.ID && rp.Envelope != nil {
+			return rp.ID, rp.Envelope.SourceSerial
+		}
+	}
+	return "", 0
 }
 
 // replanCheck returns the last "replanned: intent unchanged" marker of
@@ -391,7 +425,7 @@ func refusalFields(r refusal) fields {
 		f = f.addField("version", words(strong(fmt.Sprint(r.serial))))
 		f = f.addField("produced by", who(r.run, r.actor, r.pr))
 		f = f.addField("addresses", addrs(r.addrs))
-	case ruleIntent, ruleBehindHead:
+	case ruleIntent, ruleBehindHead, ruleOutside, ruleBeyond:
 		f = f.addField("re-plan", words(runSpan(r.run), fmt.Sprintf(" against head %d", r.serial)))
 		f = f.addField("plan input changed in", changedIn(r.changed))
 		switch r.outcome {
@@ -399,6 +433,10 @@ func refusalFields(r refusal) fields {
 			f = f.addField("would change", words(addrs(r.addrs), ", which this plan reads: applying would revert what ", versionsWords(r.changed), " changed there"))
 		case replanWrite:
 			f = f.addField("intent changed", addrs(r.addrs))
+		case replanOutside:
+			f = f.addField("would also change", words(addrs(r.addrs), ", outside this plan's footprint"))
+		case replanBeyond:
+			f = f.addField("needs", words(r.unreserved))
 		default:
 			f = f.addField("differs on", addrs(r.addrs))
 		}

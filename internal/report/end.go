@@ -49,6 +49,14 @@ func EndText(id string, end *engine.End) string {
 		rp := replanFactsOf(end)
 		return fmt.Sprintf("%s: re-plan %s against head %d would also change %s, which this plan reads (changed in %s): applying would revert that change; update the configuration with the head and plan again",
 			engine.ErrBehindHead, end.Run, end.Serial, abbreviate(rp.Addresses, 8), versionsText(rp.Versions))
+	case engine.CauseOutsideFootprint:
+		rp := replanFactsOf(end)
+		return fmt.Sprintf("re-plan %s against head %d would also change %s, outside the reviewed footprint (plan input changed in %s): applying it would apply that unreviewed; review plan %s and apply it",
+			end.Run, end.Serial, abbreviate(rp.Addresses, 8), versionsText(rp.Versions), end.Run)
+	case engine.CauseBeyondReservations:
+		rp := replanFactsOf(end)
+		return fmt.Sprintf("re-plan %s against head %d needs %s this apply does not hold: %s (plan input changed in %s); review plan %s and apply it",
+			end.Run, end.Serial, plural(len(rp.Unreserved), "reservation", "reservations"), reservationsText(rp.Unreserved, 8), versionsText(rp.Versions), end.Run)
 	case engine.CauseRefusedClaim:
 		return fmt.Sprintf("claiming plan %s: %s", end.Plan, end.Err)
 	case engine.CauseInterrupted:
@@ -91,6 +99,8 @@ func planEndText(end *engine.End) string {
 		return discardWords(end)
 	case engine.CauseReplanChecked:
 		return fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s goes ahead", end.Run, end.Plan)
+	case engine.CauseReplanApplied:
+		return fmt.Sprintf("applied by apply run %s in place of the reviewed plan %s, whose plan input had changed (intent unchanged): version %d", end.Run, end.Plan, end.Serial)
 	case engine.CauseReplanReverts:
 		return "not applicable: it would revert changes of newer versions to what plan " + end.Plan + " reads"
 	}
@@ -351,6 +361,8 @@ func stepWords(end *engine.End) string {
 		return fmt.Sprintf("re-plan %s failed", end.Run)
 	case engine.StepStoreReplan:
 		return "storing re-plan"
+	case engine.StepClaimReplan:
+		return fmt.Sprintf("claiming re-plan %s", end.Run)
 	case engine.StepStoreArtifact:
 		return "storing " + end.Artifact
 	case engine.StepReadArtifact:
@@ -459,6 +471,10 @@ func endShort(id string, end *engine.End) string {
 		s = engine.ErrBehindHead.Error()
 	case engine.CauseIntentChanged:
 		s = fmt.Sprintf("re-plan %s against head %d plans something else for %s", end.Run, end.Serial, abbreviate(replanFactsOf(end).Addresses, 8))
+	case engine.CauseOutsideFootprint:
+		s = "re-plan changes outside the reviewed footprint"
+	case engine.CauseBeyondReservations:
+		s = "re-plan needs reservations beyond those held"
 	case engine.CauseInterrupted:
 		s = map[engine.Phase]string{
 			engine.PhaseWaiting:  "interrupted while waiting for reservations",
@@ -493,6 +509,16 @@ func endShort(id string, end *engine.End) string {
 		s = endGist(id, end, 60)
 	}
 	return clip(s, 60)
+}
+
+// reservationsText lists reservations as "write terraform_data.x, read
+// module.net.*", at most n, then "and K more".
+func reservationsText(rs []engine.Reservation, n int) string {
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		parts = append(parts, string(r.Mode)+" "+string(r.Address))
+	}
+	return abbreviate(parts, n)
 }
 
 // replanFactsOf is end's re-plan facts (empty when it has none).

@@ -33,6 +33,12 @@ func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 		}
 		return words(fmt.Sprintf("staleness check passed: no version between serial %d and head %d changed a planned target",
 			f.SourceSerial, f.HeadSerial))
+	case engine.FactReplanApplied:
+		s := words(fmt.Sprintf("re-planned against head %d as ", f.HeadSerial), runSpan(f.Run))
+		if len(f.Serials) > 0 {
+			s = s.add(txt(fmt.Sprintf(" (plan input changed in %s %s)", versionWord(len(f.Serials)), serials(f.Serials))))
+		}
+		return s.add(txt(": intent unchanged, nothing outside this plan's footprint or that it reads would change, and the reservations held cover it, so the re-plan could be applied in place of the reviewed plan"))
 	case engine.FactReplanUnchanged:
 		s := words("re-checked by re-plan ", runSpan(f.Run), fmt.Sprintf(" against head %d", f.HeadSerial))
 		if len(f.Serials) > 0 {
@@ -88,6 +94,8 @@ func factShort(f engine.Fact) sentence {
 			return words(fmt.Sprintf("head unchanged at preflight (serial %d)", f.SourceSerial))
 		}
 		return words("staleness passed")
+	case engine.FactReplanApplied:
+		return words("re-planned as ", runSpan(f.Run), ": intent unchanged, re-plan applied")
 	case engine.FactReplanUnchanged:
 		return words("re-checked by re-plan ", runSpan(f.Run), ": intent unchanged")
 	case engine.FactWaitedFor:
@@ -240,6 +248,9 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerFellBack:
 		return words(v("fell back"), " from the native lane to the full snapshot", reasonSuffix(m.Reason))
 	case engine.MarkerApplyStarted:
+		if m.Other != "" {
+			return words(v("terraform apply started"), ": the re-plan ", runSpan(m.Other), fmt.Sprintf(" on the snapshot of serial %d, which it was made against", m.Serial))
+		}
 		return words(v("terraform apply started"), fmt.Sprintf(" on the snapshot of serial %d", m.Serial))
 	case engine.MarkerApplied:
 		return appliedWords(m, v)
@@ -306,7 +317,16 @@ func replannedWords(m engine.Marker, v func(string) span) sentence {
 	head := fmt.Sprintf(" against head %d", m.Serial)
 	switch outcomeOf(m) {
 	case replanUnchanged:
-		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": intent unchanged; the reviewed plan proceeds")
+		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": intent unchanged")
+	case replanOutside:
+		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it would also change ", addrs(m.Addresses),
+			", ", strong("outside this plan's footprint"), "; stopped: review and apply ", runSpan(m.Other))
+	case replanBeyond:
+		s := words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": it ", strong("needs reservations beyond those held"))
+		if len(m.Addresses) > 0 {
+			s = words(s, " (on ", addrs(m.Addresses), ")")
+		}
+		return words(s, "; stopped: review and apply ", runSpan(m.Other))
 	case replanWrite:
 		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": ", strong("intent changed"),
 			addrsSuffix(" for ", m.Addresses), "; stopped: review and apply ", runSpan(m.Other))

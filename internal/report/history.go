@@ -119,6 +119,9 @@ func historyOf(h engine.HistoryEntry) historyLine {
 	}
 	if h.Replan != nil {
 		l.replan = markerWords(*h.Replan)
+		if p.AppliedPlanRun != "" && p.AppliedPlanRun == h.Replan.Other {
+			l.replan = l.replan.add(txt("; applied the re-plan"))
+		}
 	}
 	var waits []sentence
 	for _, m := range h.Waited {
@@ -152,7 +155,7 @@ func whyLine(facts []engine.Fact, skipReplan bool) sentence {
 	var order []*group
 	byKind := map[engine.FactKind]*group{}
 	for _, f := range facts {
-		if f.Kind == engine.FactReplanUnchanged && skipReplan {
+		if (f.Kind == engine.FactReplanUnchanged || f.Kind == engine.FactReplanApplied) && skipReplan {
 			continue
 		}
 		switch f.Kind {

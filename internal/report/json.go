@@ -407,19 +407,22 @@ func toSincePlan(sp *engine.SincePlan, plan *engine.Run, live, verdict bool) *jS
 }
 
 type jProvenance struct {
-	Run             string      `json:"run,omitempty"`
-	PlanRun         string      `json:"plan_run,omitempty"`
-	SourceSerial    int64       `json:"source_serial"`
-	CommittedSerial int64       `json:"committed_serial"`
-	PlanDigest      string      `json:"plan_digest,omitempty"`
-	CommitMode      string      `json:"commit_mode"`
-	Exact           bool        `json:"exact"`
-	Deviation       *jDeviation `json:"deviation,omitempty"`
-	Partial         bool        `json:"partial"`
-	Reencoded       []string    `json:"reencoded,omitempty"`
-	Origin          string      `json:"origin,omitempty"`
-	Actor           string      `json:"actor,omitempty"`
-	PR              *jPR        `json:"pr,omitempty"`
+	Run                 string      `json:"run,omitempty"`
+	PlanRun             string      `json:"plan_run,omitempty"`
+	SourceSerial        int64       `json:"source_serial"`
+	CommittedSerial     int64       `json:"committed_serial"`
+	PlanDigest          string      `json:"plan_digest,omitempty"`
+	AppliedPlanRun      string      `json:"applied_plan_run,omitempty"`
+	AppliedPlanDigest   string      `json:"applied_plan_digest,omitempty"`
+	AppliedSourceSerial int64       `json:"applied_source_serial,omitempty"`
+	CommitMode          string      `json:"commit_mode"`
+	Exact               bool        `json:"exact"`
+	Deviation           *jDeviation `json:"deviation,omitempty"`
+	Partial             bool        `json:"partial"`
+	Reencoded           []string    `json:"reencoded,omitempty"`
+	Origin              string      `json:"origin,omitempty"`
+	Actor               string      `json:"actor,omitempty"`
+	PR                  *jPR        `json:"pr,omitempty"`
 }
 
 type jVersion struct {
@@ -441,7 +444,8 @@ func toVersion(v *engine.Version) *jVersion {
 	return &jVersion{State: v.State, Serial: v.Serial, Lineage: v.Lineage, CreatedAt: jtime(v.CreatedAt),
 		Changed: strs(v.Changed), Resources: v.Resources, SizeBytes: v.Size,
 		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, SourceSerial: p.SourceSerial,
-			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, CommitMode: string(p.Mode), Exact: p.Exact,
+			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, AppliedPlanRun: p.AppliedPlanRun, AppliedPlanDigest: p.AppliedPlanDigest,
+			AppliedSourceSerial: p.AppliedSourceSerial, CommitMode: string(p.Mode), Exact: p.Exact,
 			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Reencoded: optStrs(p.Reencoded), Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
 }
 
@@ -467,7 +471,7 @@ func toRefusals(rs []refusal) []jRefusal {
 	for _, r := range rs {
 		j := jRefusal{Rule: r.rule, Policy: r.policy, Text: r.words.plain(), Serial: r.serial, Run: r.run,
 			Actor: r.actor, PR: toPR(r.pr), Addresses: strs(r.addrs), Next: r.next.plain(), NextCommand: r.nextCmd}
-		if r.rule == ruleIntent || r.rule == ruleBehindHead {
+		if replanRule(r.rule) {
 			j.ChangedIn = engine.Serials(r.changed)
 			j.Reason = r.reason
 			if r.replan != nil {

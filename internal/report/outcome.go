@@ -40,14 +40,26 @@ func lastOf(ms []engine.Marker, run string, kind engine.MarkerKind) *engine.Mark
 
 // Refusal rules, as JSON "rule" values (docs/json.md).
 const (
-	ruleStale       = "stale-plan"           // a later version changed the write set
-	ruleStaleStrict = "stale-plan-strict"    // --strict-since-plan: it changed the read set
-	ruleIntent      = "intent-changed"       // the re-plan against the head plans something else
-	ruleBehindHead  = "config-behind-head"   // the re-plan would change the read set: revert newer versions
-	ruleConflict    = "reservation-conflict" // another run held overlapping reservations
-	ruleFenced      = "fenced"               // a crashed apply's fence (ADR 0035)
+	ruleStale       = "stale-plan"                 // a later version changed the write set
+	ruleStaleStrict = "stale-plan-strict"          // --strict-since-plan: it changed the read set
+	ruleIntent      = "intent-changed"             // the re-plan against the head plans something else
+	ruleBehindHead  = "config-behind-head"         // the re-plan would change the read set: revert newer versions
+	ruleOutside     = "replan-outside-footprint"   // the re-plan would also change what the plan's footprint leaves out
+	ruleBeyond      = "replan-beyond-reservations" // the re-plan needs reservations the apply does not hold
+	ruleConflict    = "reservation-conflict"       // another run held overlapping reservations
+	ruleFenced      = "fenced"                     // a crashed apply's fence (ADR 0035)
 	ruleOther       = "other"
 )
+
+// replanRule reports whether rule is one a re-plan decided (it names the
+// re-plan, what it went over and where it stands now).
+func replanRule(rule string) bool {
+	switch rule {
+	case ruleIntent, ruleBehindHead, ruleOutside, ruleBeyond:
+		return true
+	}
+	return false
+}
 
 // ruleTitle names each rule for a section title.
 var ruleTitle = map[string]string{
@@ -55,6 +67,8 @@ var ruleTitle = map[string]string{
 	ruleStaleStrict: "stale plan (plan input changed, strict)",
 	ruleIntent:      "intent changed on re-plan",
 	ruleBehindHead:  "configuration behind the head (the re-plan would change what this plan reads)",
+	ruleOutside:     "re-plan changes outside the reviewed footprint",
+	ruleBeyond:      "re-plan needs reservations beyond those held",
 	ruleConflict:    "reservation conflict",
 	ruleFenced:      "fenced by a crashed apply",
 	ruleOther:       "other",
@@ -67,9 +81,11 @@ type replanOutcome int
 const (
 	// replanUnknown: a marker that does not say (no IntentChanged).
 	replanUnknown replanOutcome = iota
-	// replanUnchanged: same intent on the reviewed write set and nothing
-	// the plan reads would change: the REVIEWED plan is applied; the
-	// re-plan was a check only.
+	// replanUnchanged: same intent on the reviewed write set, nothing
+	// outside the footprint or read would change, the reservations held
+	// cover it: the re-plan is applied in place of the reviewed plan (an
+	// apply recorded before issue 10 §2 applied the reviewed plan instead:
+	// appliedPlanWords tells them apart).
 	replanUnchanged
 	// replanWrite: another intent on the write set: stop; the re-plan is
 	// open for review.
@@ -80,6 +96,12 @@ const (
 	// replanDiffers: the intent changed, but the marker does not say where
 	// and the view has no footprint to tell (kl why).
 	replanDiffers
+	// replanOutside: the re-plan would also change something outside the
+	// reviewed footprint; stop, the re-plan is open for review.
+	replanOutside
+	// replanBeyond: the re-plan needs reservations the apply does not
+	// hold; stop, the re-plan is open for review.
+	replanBeyond
 )
 
 // outcomeOf reads a "replanned" marker annotated by annotate.
@@ -89,6 +111,10 @@ func outcomeOf(m engine.Marker) replanOutcome {
 		return replanUnknown
 	case !*m.IntentChanged:
 		return replanUnchanged
+	case m.End.Is(engine.CauseOutsideFootprint):
+		return replanOutside
+	case m.End.Is(engine.CauseBeyondReservations):
+		return replanBeyond
 	case m.Class == engine.ClassReadChanged:
 		return replanRead
 	case m.Class == engine.ClassWriteChanged:
@@ -128,7 +154,7 @@ func annotate(ms []engine.Marker, fp *engine.Footprint, sp *engine.SincePlan) []
 				}
 			}
 		case engine.MarkerReplanned:
-			if m.IntentChanged == nil || !*m.IntentChanged || fp == nil {
+			if m.IntentChanged == nil || !*m.IntentChanged || fp == nil || outcomeOf(*m) == replanBeyond || outcomeOf(*m) == replanOutside {
 				continue
 			}
 			m.Class = engine.ClassWriteChanged
@@ -177,8 +203,10 @@ type refusal struct {
 	replan  *engine.Run
 	changed []engine.SincePlanEntry
 	reason  string
-	next    sentence
-	nextCmd string // the command of next, for JSON
+	// unreserved: the reservations a re-plan needs beyond those held.
+	unreserved string
+	next       sentence
+	nextCmd    string // the command of next, for JSON
 }
 
 // replanStatusWords says where a re-plan stands now: "planned: open for
@@ -264,6 +292,8 @@ func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans 
 			r.next = words("re-plan ", runSpan(m.Other), " is ", replanStatusWords(rp))
 			r.words = words(r.words, "; re-plan ", runSpan(m.Other), " is now "+string(rp.Status))
 		}
+	case replanOutside, replanBeyond:
+		reviewReplanRefusal(&r, m, rp, head)
 	default:
 		// The view cannot tell where the difference falls: say what the
 		// engine stored, word for word.
@@ -278,6 +308,37 @@ func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans 
 		}
 	}
 	return r
+}
+
+// reviewReplanRefusal fills r, the refusal of a re-plan (m, now rp, against
+// head) that would apply more than was reviewed: a change outside the
+// footprint, or a reservation the apply does not hold. The re-plan is open
+// for review.
+func reviewReplanRefusal(r *refusal, m engine.Marker, rp *engine.Run, head string) {
+	r.nextCmd = "kl apply " + m.Other
+	if r.outcome == replanOutside {
+		r.rule = ruleOutside
+		r.policy = "plan input changed → re-plan against the head; the re-plan would also change something outside the reviewed footprint → stop for review: applying it would apply that unreviewed"
+		r.words = words(strongT(toneBad, "re-plan changes outside the reviewed footprint"), ": re-plan ", runSpan(m.Other), head,
+			" would also change ", addrs(m.Addresses), ", which this plan does not touch")
+	} else {
+		r.rule = ruleBeyond
+		r.unreserved = "(not recorded)"
+		if m.End != nil && m.End.Replan != nil {
+			r.unreserved = reservationsText(m.End.Replan.Unreserved, 8)
+		}
+		r.policy = "plan input changed → re-plan against the head; the re-plan needs reservations beyond those held → stop for review"
+		r.words = words(strongT(toneBad, "re-plan needs reservations beyond those held"), ": re-plan ", runSpan(m.Other), head,
+			" needs "+r.unreserved)
+	}
+	if rp == nil || rp.Status == engine.StatusPlanned {
+		r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", code(r.nextCmd))
+		r.words = words(r.words, "; review and apply ", runSpan(m.Other), " (", code(r.nextCmd), ")")
+		return
+	}
+	r.nextCmd = ""
+	r.next = words("re-plan ", runSpan(m.Other), " is ", replanStatusWords(rp))
+	r.words = words(r.words, "; re-plan ", runSpan(m.Other), " is now "+string(rp.Status))
 }
 
 // versionsWords: "version 14" / "versions 14, 15" ("newer versions" when none).
@@ -622,7 +683,7 @@ func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 			", changed planned target ", addrs(e.Addresses), "; ", next)}
 	case len(read) > 0:
 		return actionReplan, verdict{actionReplan, toneWarn, words(strongT(toneWarn, "re-plan"),
-			fmt.Sprintf(": an apply now re-checks by re-planning against head %d (plan input changed in %s %s); it applies this plan only if the re-plan's intent is unchanged and it changes nothing this plan reads",
+			fmt.Sprintf(": an apply now re-plans against head %d (plan input changed in %s %s) and applies that re-plan only if its intent is unchanged, it changes nothing outside this plan's footprint or that this plan reads, and it needs no reservation beyond this plan's; otherwise it stops for review",
 				sp.HeadSerial, versionWord(len(read)), serials(engine.Serials(read))))}
 	case len(indep) > 0:
 		return actionProceed, verdict{actionProceed, toneGood, words(strongT(toneGood, "proceed"),

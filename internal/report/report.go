@@ -94,17 +94,21 @@ type Options struct {
 }
 
 // JSON schema identifiers, one per view (docs/json.md). Within a version
-// fields are only added, never renamed, retyped or removed; apply, run,
-// history and why are v2: a commit that differs from its plan is a
-// "deviation" (marker kind and provenance field), which v1 called drift.
+// fields are only added, never renamed, retyped, removed or given a new
+// meaning. Apply, run, history and why were v2 when a commit that differs
+// from its plan became a "deviation" (marker kind and provenance field),
+// which v1 called drift; they are v3 since an unchanged re-plan is what
+// Terraform applies (issue 10 §2): a version's plan_run is the reviewed
+// plan, no longer always the one applied (applied_plan_run says), and
+// "replanned" with intent_changed false means the re-plan was applied.
 const (
 	SchemaPlan      = "kilolock/plan/v1"
-	SchemaApply     = "kilolock/apply/v2"
-	SchemaRun       = "kilolock/run/v2"
-	SchemaHistory   = "kilolock/history/v2"
+	SchemaApply     = "kilolock/apply/v3"
+	SchemaRun       = "kilolock/run/v3"
+	SchemaHistory   = "kilolock/history/v3"
 	SchemaSincePlan = "kilolock/since-plan/v1"
 	SchemaRuns      = "kilolock/runs/v1"
-	SchemaWhy       = "kilolock/why/v2"
+	SchemaWhy       = "kilolock/why/v3"
 	SchemaStatus    = "kilolock/status/v1"
 	SchemaFootprint = "kilolock/footprint/v1"
 	SchemaStates    = "kilolock/states/v1"

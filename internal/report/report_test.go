@@ -55,6 +55,9 @@ func goldenCases() []goldenCase {
 		}},
 		{"apply", "allowed-concurrent", apply(storyAllowedConcurrent)},
 		{"apply", "waited-replanned", apply(storyWaitedReplanned)},
+		{"apply", "legacy-replan-checked", apply(storyLegacyReplanChecked)},
+		{"apply", "refused-outside", apply(storyRefusedOutside)},
+		{"apply", "refused-beyond", apply(storyRefusedBeyond)},
 		{"apply", "refused-stale", apply(storyRefusedStale)},
 		{"plan", "targeted-replace", func(w io.Writer, o Options) error { return Plan(w, planTargetedReplace(), o) }},
 		{"apply", "refused-intent", apply(storyRefusedIntent)},
@@ -70,6 +73,7 @@ func goldenCases() []goldenCase {
 		{"apply", "lease-lost", apply(storyLeaseLost)},
 		{"apply", "no-changes", apply(storyNoChanges)},
 		{"run", "apply-waited-replanned", story(storyWaitedReplanned)},
+		{"run", "apply-legacy-replan-checked", story(storyLegacyReplanChecked)},
 		{"run", "apply-refused-stale", story(storyRefusedStale)},
 		{"run", "apply-refused-behind-head", story(storyRefusedBehindHead)},
 		{"run", "replan-open", story(storyReplanOpen)},
@@ -217,7 +221,8 @@ func stripANSI(s string) string {
 }
 
 // TestJSONSchema checks that every JSON document parses and names its view's
-// schema: v2 for the views whose deviation was called drift in v1.
+// schema: v3 for the views whose deviation was called drift in v1 (v2) and
+// that tell an applied re-plan (v3).
 func TestJSONSchema(t *testing.T) {
 	t.Parallel()
 	for _, c := range goldenCases() {
@@ -227,7 +232,7 @@ func TestJSONSchema(t *testing.T) {
 			if err := json.Unmarshal([]byte(render(t, c, Options{Format: JSON})), &doc); err != nil {
 				t.Fatalf("output is not JSON: %v", err)
 			}
-			version := map[string]string{"apply": "v2", "run": "v2", "history": "v2", "why": "v2"}[c.view]
+			version := map[string]string{"apply": "v3", "run": "v3", "history": "v3", "why": "v3"}[c.view]
 			if version == "" {
 				version = "v1"
 			}

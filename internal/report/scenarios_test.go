@@ -60,9 +60,53 @@ func replanMarkers() []engine.Marker {
 
 // storyWaitedReplanned: waited 4.8s for erin's apply over the vpc, whose
 // version 14 then changed alice's plan input; the re-plan against head 14
-// kept the intent, so the apply proceeded with the REVIEWED plan (the
-// re-plan was a check only) and committed version 15.
+// kept the intent, changed nothing outside the footprint and needed no
+// other reservation, so the apply applied the RE-PLAN (to the snapshot of
+// head 14 it was made against) and committed version 15.
 func storyWaitedReplanned() *engine.RunStory {
+	plan := planRunA(engine.StatusApplied, applyA)
+	rp := replanRunA(engine.StatusApplied, &engine.End{Cause: engine.CauseReplanApplied, Run: applyA, Plan: planA, Serial: 15})
+	rp.ApplyRun = applyA
+	rp.UpdatedAt = at(639.5)
+	a := applyRunA(engine.StatusApplied, applied)
+	a.CommittedSerial = 15
+	e14 := entry14()
+	e14.CommittedAt = at(604.2) // erin committed, then released the vpc
+	sp := sincePlan(14, entry13(), e14)
+	a.SincePlan = sp
+	waited := engine.Duration(4784236607) // as measured: printed "4.8s"
+	a.AllowedBecause = []engine.Fact{
+		{Kind: engine.FactWaitedFor, Run: applyE, PR: pr(44), Addresses: set(vpc), Waited: waited},
+		{Kind: engine.FactStalenessPassed, Serials: []int64{13}, SourceSerial: 12, HeadSerial: 14},
+		{Kind: engine.FactReplanApplied, Run: replanA, Serials: []int64{14}, SourceSerial: 12, HeadSerial: 14},
+	}
+	ms := append(planMarkers(),
+		engine.Marker{Run: applyA, Seq: 1, At: at(600.01), Kind: engine.MarkerWaited, Other: applyE, OtherPR: pr(44), Addresses: set(vpc)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(604.25), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared),
+			Waited: waited},
+		engine.Marker{Run: applyA, Seq: 3, At: at(604.3), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
+	)
+	ms = append(ms, replanMarkers()...)
+	ms = append(ms,
+		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerReplanned, Other: replanA, Serial: 14, IntentChanged: ptrBool(false), Serials: []int64{14}},
+		engine.Marker{Run: applyA, Seq: 5, At: at(622.2), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 6, At: at(622.25), Kind: engine.MarkerApplyStarted, Serial: 14, Other: replanA},
+		engine.Marker{Run: applyA, Seq: 7, At: at(638), Kind: engine.MarkerApplied, Count: 3, Addresses: set(web, worker, webURL)},
+		engine.Marker{Run: applyA, Seq: 8, At: at(639.5), Kind: engine.MarkerCommitted, Serial: 15, FromSerial: 14, Mode: engine.CommitSnapshotMerge, Count: 3},
+		engine.Marker{Run: applyA, Seq: 9, At: at(639.6), Kind: engine.MarkerReleased, Count: 6},
+	)
+	v := version(15, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12, PlanDigest: plan.Envelope.PlanDigest,
+		AppliedPlanRun: replanA, AppliedPlanDigest: rp.Envelope.PlanDigest, AppliedSourceSerial: 14,
+		Mode: engine.CommitSnapshotMerge, Exact: true, Actor: "alice", PR: pr(42)},
+		set(web, worker, webURL), 639.5)
+	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{rp}, Markers: ms, SincePlan: sp, Version: v}
+}
+
+// storyLegacyReplanChecked is storyWaitedReplanned as a Kilolock before
+// issue 10 §2 stored it: the re-plan against head 14 was a check only, and
+// the REVIEWED plan was applied to its own snapshot (serial 12). Its
+// reports must keep saying so.
+func storyLegacyReplanChecked() *engine.RunStory {
 	plan := planRunA(engine.StatusApplied, applyA)
 	rp := replanRunA(engine.StatusSuperseded, &engine.End{Cause: engine.CauseReplanChecked, Run: applyA, Plan: planA})
 	a := applyRunA(engine.StatusApplied, applied)
@@ -176,6 +220,51 @@ func refusedByReplan(planStatus engine.RunStatus, rp engine.Run, end func() *eng
 		engine.Marker{Run: applyA, Seq: 5, At: at(622.3), Kind: engine.MarkerReleased, Count: 6},
 	)
 	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{rp}, Markers: ms, SincePlan: sp}
+}
+
+// outsideEnd is the end the engine stores for a re-plan that would also
+// change something outside the reviewed footprint.
+func outsideEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseOutsideFootprint, Run: replanA, Plan: planA, Serial: 14,
+		Replan: &engine.ReplanFacts{Addresses: []string{string(cache)}, Versions: []int64{14}, Outside: []string{string(cache)}}}
+}
+
+// storyRefusedOutside: the re-plan against head 14 plans the same for what
+// alice writes, but would also replace the cache, which her plan does not
+// touch: applying it would apply that unreviewed — stop; the re-plan is
+// open for review.
+func storyRefusedOutside() *engine.RunStory {
+	rp := replanRunA(engine.StatusPlanned, nil)
+	rp.UpdatedAt = at(622.1)
+	rp.Envelope.Footprint.Write = rp.Envelope.Footprint.Write.Union(set(cache))
+	rp.Envelope.Reservations = rp.Envelope.Footprint.Reservations()
+	s := refusedByReplan(engine.StatusSuperseded, rp, outsideEnd, set(cache))
+	for i := range s.Markers {
+		if s.Markers[i].Kind == engine.MarkerReplanned {
+			s.Markers[i].Class = engine.ClassIndependent
+			s.Markers[i].Extra = map[string]string{"outside": string(cache)}
+		}
+	}
+	return s
+}
+
+// beyondEnd is the end the engine stores for a re-plan that needs a
+// reservation the apply does not hold.
+func beyondEnd() *engine.End {
+	return &engine.End{Cause: engine.CauseBeyondReservations, Run: replanA, Plan: planA, Serial: 14,
+		Replan: &engine.ReplanFacts{Addresses: []string{string(cache)}, Versions: []int64{14},
+			Unreserved: []engine.Reservation{{Address: cache, Mode: engine.ModeRead}}}}
+}
+
+// storyRefusedBeyond: the re-plan against head 14 plans the same, but now
+// also reads the cache (erin's version 14 made the web server depend on
+// it), which alice's apply holds no reservation on: stop for review.
+func storyRefusedBeyond() *engine.RunStory {
+	rp := replanRunA(engine.StatusPlanned, nil)
+	rp.UpdatedAt = at(622.1)
+	rp.Envelope.Footprint.Read = rp.Envelope.Footprint.Read.Union(set(cache))
+	rp.Envelope.Reservations = rp.Envelope.Footprint.Reservations()
+	return refusedByReplan(engine.StatusSuperseded, rp, beyondEnd, set(cache))
 }
 
 // storyRefusedIntent: the re-plan against head 14 would change the web

@@ -173,10 +173,10 @@ func overlapConsequence(how string) sentence {
 		return words(strong(howBothWrite), ": they never apply at once; once one has committed, the other is refused as stale (planned target changed) and must re-plan.")
 	case howYouWrite:
 		return words(strong(howYouWrite), ": they never apply at once (the second waits for the first's reservations, up to ",
-			code("kl apply --wait"), "). If yours commits first, its apply re-checks by re-planning against the head and proceeds only if its intent is unchanged.")
+			code("kl apply --wait"), "). If yours commits first, its apply re-plans against the head and applies that re-plan only if its intent is unchanged and it changes nothing more.")
 	case howItWrites:
 		return words(strong(howItWrites), ": they never apply at once (the second waits for the first's reservations, up to ",
-			code("kl apply --wait"), "). If it commits first, your apply re-checks by re-planning against the head and proceeds only if your intent is unchanged.")
+			code("kl apply --wait"), "). If it commits first, your apply re-plans against the head and applies that re-plan only if your intent is unchanged and it changes nothing more.")
 	}
 	return nil
 }
@@ -360,12 +360,18 @@ func entryMark(e engine.SincePlanEntry) mark {
 }
 
 // commitWords is a committed version in brief: "version 15 (planned at
-// serial 12, merged onto head 14)": the serial the plan was made against
-// (engine.Provenance.SourceSerial) and the head the commit merged onto
-// (the committed marker's FromSerial; see mergedOnto).
+// serial 12, merged onto head 14)": the serial the reviewed plan was made
+// against (engine.Provenance.SourceSerial), the head its re-plan was made
+// against when Terraform applied the re-plan ("re-planned at head 14"),
+// and the head the commit merged onto (the committed marker's FromSerial;
+// see mergedOnto).
 func commitWords(p engine.Provenance, onto int64) sentence {
+	replanned := ""
+	if p.AppliedPlanRun != "" {
+		replanned = fmt.Sprintf(", re-planned at head %d", p.AppliedSourceSerial)
+	}
 	return words(strong(fmt.Sprintf("version %d", p.CommittedSerial)),
-		fmt.Sprintf(" (planned at serial %d, merged onto head %d)", p.SourceSerial, onto))
+		fmt.Sprintf(" (planned at serial %d%s, merged onto head %d)", p.SourceSerial, replanned, onto))
 }
 
 // mergedOnto returns the head version v was merged onto: the FromSerial of

@@ -86,9 +86,11 @@ func TestOverlapLegend(t *testing.T) {
 	}
 }
 
-// TestReplanOutcomes checks the three ends of a re-check by re-planning in
-// the apply view: the reviewed plan applied, the re-plan open for review,
-// the configuration behind the head.
+// TestReplanOutcomes checks the ends of a re-check by re-planning in the
+// apply view: the re-plan applied (or, stored before issue 10 §2, the
+// reviewed plan applied to its own snapshot), the re-plan open for review
+// (another intent, a change outside the footprint, a reservation beyond
+// those held), the configuration behind the head.
 func TestReplanOutcomes(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct {
@@ -97,8 +99,17 @@ func TestReplanOutcomes(t *testing.T) {
 		notWant []string
 	}{
 		"unchanged": {storyWaitedReplanned(), []string{
+			"re-planned against head 14, intent unchanged: applied the re-plan " + replanA,
+			"applied plan digest  " + storyWaitedReplanned().Version.Provenance.AppliedPlanDigest,
+		}, []string{"applied the reviewed plan", "to its own snapshot", "it was a check"}},
+		"unchanged, stored before": {storyLegacyReplanChecked(), []string{
 			"re-checked by re-plan " + replanA + " against head 14: intent unchanged; applied the reviewed plan",
-		}, []string{"applied its re-plan", "instead"}},
+			"to its own snapshot (serial 12)",
+		}, []string{"applied the re-plan", "applied plan digest"}},
+		"outside the footprint": {storyRefusedOutside(), []string{"re-plan changes outside the reviewed footprint", string(cache),
+			"review and apply " + replanA, "planned: open for review"}, []string{"applied"}},
+		"beyond the reservations": {storyRefusedBeyond(), []string{"re-plan needs reservations beyond those held", "read " + string(cache),
+			"review and apply " + replanA, "planned: open for review"}, []string{"applied"}},
 		"write set": {storyRefusedIntent(), []string{"review and apply " + replanA, "planned: open for review"}, nil},
 		"read set": {storyRefusedBehindHead(), []string{"configuration behind the head",
 			"superseded: not applicable: it would revert changes of newer versions"}, []string{"kl apply " + replanA}},
@@ -350,7 +361,10 @@ func TestEndText(t *testing.T) {
 		engine.CauseSuperseded,
 		engine.CauseDiscarded,
 		engine.CauseReplanChecked,
+		engine.CauseReplanApplied,
 		engine.CauseReplanReverts,
+		engine.CauseOutsideFootprint,
+		engine.CauseBeyondReservations,
 	}
 	for _, c := range causes {
 		t.Run(string(c), func(t *testing.T) {
@@ -475,6 +489,12 @@ func sampleEnd(c engine.Cause) *engine.End {
 		return &engine.End{Cause: c, By: "carol", Why: "obsolete"}
 	case engine.CauseReplanChecked:
 		return &engine.End{Cause: c, Run: applyA, Plan: planA}
+	case engine.CauseReplanApplied:
+		return &engine.End{Cause: c, Run: applyA, Plan: planA, Serial: 15}
+	case engine.CauseOutsideFootprint:
+		return outsideEnd()
+	case engine.CauseBeyondReservations:
+		return beyondEnd()
 	case engine.CauseReplanReverts:
 		return &engine.End{Cause: c, Plan: planA}
 	}
