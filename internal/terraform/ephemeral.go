@@ -73,15 +73,9 @@ func ephemeralVariables(dir string) (map[string]bool, error) {
 	p := hclparse.NewParser()
 	for _, n := range append(primary, override...) {
 		path := filepath.Join(dir, n)
-		var f *hcl.File
-		var diags hcl.Diagnostics
-		if strings.HasSuffix(n, ".json") {
-			f, diags = p.ParseJSONFile(path)
-		} else {
-			f, diags = p.ParseHCLFile(path)
-		}
-		if diags.HasErrors() {
-			return nil, fmt.Errorf("parsing %s: %w", path, diags)
+		f, err := parseConfigFile(p, path)
+		if err != nil {
+			return nil, err
 		}
 		content, _, diags := f.Body.PartialContent(variableSchema)
 		if diags.HasErrors() {

@@ -186,15 +186,9 @@ func parseModuleDir(dir string) (*hclModule, error) {
 	sort.Strings(names)
 	for _, n := range names {
 		path := filepath.Join(dir, n)
-		var f *hcl.File
-		var diags hcl.Diagnostics
-		if strings.HasSuffix(n, ".json") {
-			f, diags = p.ParseJSONFile(path)
-		} else {
-			f, diags = p.ParseHCLFile(path)
-		}
-		if diags.HasErrors() {
-			return nil, fmt.Errorf("parsing %s: %w", path, diags)
+		f, err := parseConfigFile(p, path)
+		if err != nil {
+			return nil, err
 		}
 		if err := hm.add(f.Body); err != nil {
 			return nil, fmt.Errorf("reading %s: %w", path, err)
@@ -311,4 +305,21 @@ func syntaxTraversals(b *hclsyntax.Body, iterators map[string]bool, top bool) []
 		out = append(out, syntaxTraversals(blk.Body, inner, false)...)
 	}
 	return out
+}
+
+// parseConfigFile parses one Terraform configuration file with p: the JSON
+// syntax for a ".tf.json" file, native HCL otherwise (Terraform's own
+// rule). Its error names the file.
+func parseConfigFile(p *hclparse.Parser, path string) (*hcl.File, error) {
+	var f *hcl.File
+	var diags hcl.Diagnostics
+	if strings.HasSuffix(path, ".json") {
+		f, diags = p.ParseJSONFile(path)
+	} else {
+		f, diags = p.ParseHCLFile(path)
+	}
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("parsing %s: %w", path, diags)
+	}
+	return f, nil
 }
