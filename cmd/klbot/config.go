@@ -44,7 +44,8 @@ type config struct {
 	WorkDir string `env:"KLBOT_WORKDIR"`
 	// Terraform is the terraform or tofu binary (default: on PATH).
 	Terraform string `env:"KLBOT_TERRAFORM"`
-	// PublicURL is klbot's public base URL, for links (optional).
+	// PublicURL is klbot's public base URL (optional), reserved for run
+	// pages: klbot links nothing under it until it serves them.
 	PublicURL string `env:"KLBOT_PUBLIC_URL"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"KLBOT_LOG_LEVEL, default=info"`

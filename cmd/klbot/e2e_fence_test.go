@@ -48,7 +48,7 @@ func TestFenceEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a real kl apply and waits for its lease (-short)")
 	}
-	h := setup(t)
+	h := setup(t, "KLBOT_PUBLIC_URL="+publicURL)
 	if !strings.HasPrefix(h.dsn, "postgres://") && !strings.HasPrefix(h.dsn, "postgresql://") {
 		t.Skipf("kl takes a postgres:// URL; the test DSN is %q", h.dsn)
 	}
@@ -223,6 +223,7 @@ func TestFenceEndToEnd(t *testing.T) {
 	if p, err := st.GetRun(ctx, plan1); err != nil || p.End == nil || p.End.Cause != engine.CauseApplyRecovered {
 		t.Errorf("PR 1's plan %s after the recovery: %v, end %+v; want its end to name the recovery (%s)", plan1, err, p.End, engine.CauseApplyRecovered)
 	}
+	h.noDeadLinks(t, 1, 2) // the recover and unfence replies, the stories (issue 11 §16)
 }
 
 // holdsResource reports whether state v4 document doc has a resource

@@ -173,7 +173,7 @@ func mustContain(t *testing.T, what, body string, subs ...string) {
 // and a merge-time apply. Every check-run summary and comment body is
 // compared with its golden file.
 func TestEndToEnd(t *testing.T) {
-	h := setup(t)
+	h := setup(t, "KLBOT_PUBLIC_URL="+publicURL)
 	fake := h.fake
 
 	app := "infra/app.tf"
@@ -347,6 +347,9 @@ func TestEndToEnd(t *testing.T) {
 	res.Body.Close()
 	mustContain(t, "/metrics", string(metrics), "klbot_webhook_deliveries_total", `klbot_deliveries_total{event="pull_request",outcome="duplicate"}`,
 		`klbot_jobs_total{kind="klbot_apply",result="refused"}`, `klbot_runs_total{kind="apply",outcome="applied"}`, "klbot_job_duration_seconds_bucket")
+
+	// --- No link to a run page klbot does not serve (issue 11 §16). ---
+	h.noDeadLinks(t, 1, 2, 3, 4, 5, 6, 7, 8)
 
 	// --- Every check-run summary and comment body against its golden. ---
 	label := map[string]string{}

@@ -351,3 +351,29 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s differs from the golden file (run with -update and review the diff):\n--- want\n%s\n--- got\n%s", path, want, got)
 	}
 }
+
+// publicURL is the KLBOT_PUBLIC_URL the end-to-end tests set: klbot serves
+// no page under it yet, so nothing it posts may link there (issue 11 §16).
+const publicURL = "https://klbot.example.com"
+
+// noDeadLinks fails the test for any check run (title, summary, text,
+// details URL) or bot comment on pull requests prs that links to a page
+// under publicURL/runs/, which klbot does not serve.
+func (h *harness) noDeadLinks(t *testing.T, prs ...int) {
+	t.Helper()
+	dead := publicURL + "/runs/"
+	for _, c := range h.fake.CheckRuns(repo) {
+		for what, s := range map[string]string{"title": c.Title, "summary": c.Summary, "text": c.Text, "details_url": c.DetailsURL} {
+			if strings.Contains(s, dead) {
+				t.Errorf("check run %q on %s links to a page klbot does not serve (%s): %s", c.Name, c.HeadSHA[:7], what, s)
+			}
+		}
+	}
+	for _, n := range prs {
+		for _, c := range h.fake.Comments(repo, n) {
+			if c.UserType == "Bot" && strings.Contains(c.Body, dead) {
+				t.Errorf("a comment on #%d links to a page klbot does not serve:\n%s", n, c.Body)
+			}
+		}
+	}
+}

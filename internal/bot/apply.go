@@ -200,12 +200,11 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 	outcome, conclusion := applyOutcome(story.Run.Status)
 	b.metrics.run("apply", outcome)
 	var md bytes.Buffer
-	if err := report.Apply(&md, story, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
+	if err := report.Apply(&md, story, report.Options{Format: report.Markdown}); err != nil {
 		return "", err
 	}
 	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: pr.HeadSHA, ExternalID: externalID(a.PR, r.Project),
-		Conclusion: conclusion, Title: report.ApplyTitle(story), Summary: report.Truncate(md.String(), report.CheckRunSummaryLimit),
-		DetailsURL: b.runURL(runID)}
+		Conclusion: conclusion, Title: report.ApplyTitle(story), Summary: report.Truncate(md.String(), report.CheckRunSummaryLimit)}
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), x.c, x.repo, check); err != nil {
 		return "", err
 	}

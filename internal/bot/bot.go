@@ -49,8 +49,10 @@ type Options struct {
 	// WorkDir is where per-job repository checkouts are made (KLBOT_WORKDIR;
 	// default the OS temp dir). They hold the repository: removed after each job.
 	WorkDir string
-	// PublicURL, when set, is klbot's public base URL for links
-	// (KLBOT_PUBLIC_URL): run ids link to PUBLIC_URL/runs/RUN.
+	// PublicURL is klbot's public base URL (KLBOT_PUBLIC_URL), kept for
+	// the run pages klbot will serve. Until it serves them, nothing it
+	// posts links under it: a run id is shown as code, and check runs get
+	// no details URL (issue 11 §16: every PUBLIC_URL/runs/RUN was a 404).
 	PublicURL string
 	// Extract caps repository tarballs.
 	Extract tarball.Limits
@@ -236,19 +238,4 @@ func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, w
 	log.Info("job done", "result", result, "took", time.Since(start).Round(time.Millisecond))
 	b.metrics.job(kind, result, time.Since(start))
 	return nil
-}
-
-// runURL links a run when PublicURL is set.
-func (b *Bot) runURL(id string) string {
-	if b.opts.PublicURL == "" || id == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s/runs/%s", trimSlash(b.opts.PublicURL), id)
-}
-
-func trimSlash(s string) string {
-	for len(s) > 0 && s[len(s)-1] == '/' {
-		s = s[:len(s)-1]
-	}
-	return s
 }

@@ -30,7 +30,7 @@ func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a Re
 		return "", err
 	}
 	var out bytes.Buffer
-	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
+	opts := report.Options{Format: report.Markdown}
 	found := false
 	for _, r := range rows {
 		if a.Command.Project != "" && r.Project != a.Command.Project {

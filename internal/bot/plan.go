@@ -278,7 +278,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	log := logOf(ctx).With("project", p.Name, "state", p.State)
 	row := projectRow{Repo: a.Repo, PR: a.PR, Project: p.Name, State: p.State, Installation: a.Installation,
 		HeadSHA: co.head, Config: p, Open: true}
-	check := github.CheckRun{Name: PlanCheckName(p.Name), HeadSHA: co.head, ExternalID: externalID(a.PR, p.Name), DetailsURL: ""}
+	check := github.CheckRun{Name: PlanCheckName(p.Name), HeadSHA: co.head, ExternalID: externalID(a.PR, p.Name)}
 	if _, err := b.eng.State(ctx, p.State); errors.Is(err, engine.ErrNotFound) {
 		n := report.MissingState{State: p.State, Project: p.Name}
 		check.Conclusion, check.Title, check.Summary = "failure", n.Title(), noticeMarkdown(n, 0)
@@ -318,7 +318,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	b.metrics.run("plan", outcomePlanned)
 	row.PlanRun = out.Run.ID
 	var md bytes.Buffer
-	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
+	if err := report.Plan(&md, out, report.Options{Format: report.Markdown}); err != nil {
 		return err
 	}
 	check.Summary = report.Truncate(report.PlanHeader(out, applying(p.Name, p))+md.String(), report.CheckRunSummaryLimit)
@@ -329,7 +329,6 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	if len(out.Fences) > 0 {
 		check.Conclusion = "action_required" // a crashed apply's fence must be lifted first (ADR 0035)
 	}
-	check.DetailsURL = b.runURL(out.Run.ID)
 	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() && len(out.Fences) == 0 {
 		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}
 	}

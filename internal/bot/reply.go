@@ -97,7 +97,7 @@ func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 // why renders report.Why for the run asked for — which must belong to
 // this repository — or for each project's latest run of this PR.
 func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
-	opts := report.Options{Format: report.Markdown, RunURL: b.runURL}
+	opts := report.Options{Format: report.Markdown}
 	var ids []string
 	if a.Command.Run != "" {
 		r, err := b.eng.Run(ctx, a.Command.Run)
@@ -162,7 +162,7 @@ func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := report.History(&out, state, h, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
+		if err := report.History(&out, state, h, report.Options{Format: report.Markdown}); err != nil {
 			return "", err
 		}
 		out.WriteString("\n")

@@ -48,7 +48,7 @@ func (b *Bot) composeSticky(ctx context.Context, repo string, pr int, rows []pro
 		s.Projects = append(s.Projects, p)
 	}
 	var md strings.Builder
-	opts := report.Options{Format: report.Markdown, RunURL: b.runURL, MaxMarkdown: report.CommentLimit - 200}
+	opts := report.Options{Format: report.Markdown, MaxMarkdown: report.CommentLimit - 200}
 	if err := report.RenderSticky(&md, s, opts); err != nil {
 		return "", err
 	}

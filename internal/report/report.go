@@ -81,8 +81,10 @@ type Options struct {
 	// Now, when set, makes Runs and Status print relative ages ("5m ago")
 	// next to times. Zero prints times only.
 	Now time.Time
-	// RunURL, when set, links run ids in Markdown (e.g. to klbot's check
-	// run). It may be nil.
+	// RunURL, when set, links run ids in Markdown to the page it returns.
+	// It may be nil (run ids are code spans). klbot sets none until it
+	// serves run pages: a link must not point at a page that does not
+	// exist (issue 11 §16).
 	RunURL func(runID string) string
 	// MaxMarkdown, when > 0, cuts Markdown output with Truncate to at most
 	// this many bytes (GitHub: check-run summary 65535, comment 65536).
