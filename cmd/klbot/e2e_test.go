@@ -169,7 +169,7 @@ func mustContain(t *testing.T, what, body string, subs ...string) {
 // (with a duplicate push delivery), faults on the way (a 502 after a comment
 // was created, a secondary rate limit, expired installation tokens), applies
 // of disjoint PRs by comment and by the Apply button, a stale refusal, a
-// re-plan refusal, a permission refusal, an old-head refusal, a redelivery,
+// re-plan refusal, a permission refusal (a reply only), an old-head refusal, a redelivery,
 // and a merge-time apply. Every check-run summary and comment body is
 // compared with its golden file.
 func TestEndToEnd(t *testing.T) {
@@ -284,11 +284,17 @@ func TestEndToEnd(t *testing.T) {
 	mustContain(t, "PR 4's sticky comment", h.sticky(t, 4), "plan input changed", "acme/infra#5")
 
 	// --- PR 6: a reader may not apply; then a plan for an old head. ---
-	h.comment(t, 6, "mallory", "/kl apply")
+	// The refusal is mallory's, not the plan's: a reply, no check run and
+	// no word in the sticky comment (issue 11 §1).
+	_, m6 := h.comment(t, 6, "mallory", "/kl apply")
 	h.settle()
-	c6 := h.one(t, sha(6), "kl apply · infra")
-	mustContain(t, "PR 6's refusal", c6.Summary, "write permission", "@mallory has read permission")
-	mustContain(t, "PR 6's sticky comment", h.sticky(t, 6), "write permission")
+	if crs := h.checkRuns(sha(6), "kl apply · infra"); len(crs) != 0 {
+		t.Errorf("mallory's refused /kl apply made %d apply check runs on PR 6", len(crs))
+	}
+	mustContain(t, "the reply to mallory on PR 6", h.replyTo(t, 6, m6), "write permission", "@mallory has read permission")
+	if s := h.sticky(t, 6); strings.Contains(s, "mallory") {
+		t.Errorf("PR 6's sticky comment tells of mallory's refused comment:\n%s", s)
+	}
 	t2 := true
 	fake.AddPR(repo, githubfake.PR{Number: 6, HeadSHA: sha(16), Files: prs[5].paths, Author: "alice", Mergeable: &t2})
 	h.comment(t, 6, "alice", "/kl apply")

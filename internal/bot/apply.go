@@ -19,18 +19,34 @@ type applyCtx struct {
 	pr   github.PullRequest
 }
 
-// apply is the apply job (ApplyArgs). For "close" it supersedes the pull
+// apply is the apply job (ApplyArgs). For a comment or the button, the
+// actor's write permission is checked first: without it the refusal goes
+// to the commenter only (Bot.mayWrite), never into a check run or the
+// sticky comment (issue 11 §1). For "close" it supersedes the pull
 // request's open plans. Otherwise, for each target project (the one asked
 // for, or every project of the PR; on merge those with apply_trigger merge)
-// it checks the bot's rules — open PR, the project's apply trigger, the
-// actor's write permission, a plan for the PR's current head, that plan
-// still open, and the project's apply_requirements — and reports a refusal
+// it checks the bot's rules — open PR, the project's apply trigger, a
+// plan for the PR's current head, that plan still open, and the project's
+// apply_requirements — and reports a refusal
 // naming the rule (check run "kl apply · PROJECT", action_required, and the
 // sticky comment); then engine.Apply does reservations, since-plan,
 // re-plan, apply and commit, and its run story is reported. A refusal is
 // not an error: the job succeeds after reporting it.
 func (b *Bot) apply(ctx context.Context, a ApplyArgs) (JobResult, error) {
-	c, repo, pr, err := b.pullRequest(ctx, a.JobBase)
+	c, repo, err := b.client(a.JobBase)
+	if err != nil {
+		return "", err
+	}
+	if a.Trigger == TriggerComment || a.Trigger == TriggerButton {
+		cmd := "/kl apply"
+		if a.Trigger == TriggerButton {
+			cmd = "Apply button"
+		}
+		if ok, err := b.mayWrite(ctx, c, repo, a.JobBase, cmd); err != nil || !ok {
+			return ResultRefused, err
+		}
+	}
+	pr, err := b.pullRequest(ctx, c, repo, a.JobBase)
 	if err != nil {
 		return "", err
 	}
@@ -65,13 +81,9 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (JobResult, error) {
 	if len(targets) == 0 {
 		return ResultRefused, b.replyNotice(ctx, c, repo, a.JobBase, report.NothingToApply{Project: a.Project, Planned: planned(rows)})
 	}
-	perm, err := c.GetPermission(ctx, repo, a.Actor)
-	if err != nil {
-		return "", err
-	}
 	result := ResultOK
 	for _, r := range targets {
-		res, err := b.applyProject(ctx, x, r, perm)
+		res, err := b.applyProject(ctx, x, r)
 		if err != nil {
 			return "", err
 		}
@@ -92,8 +104,9 @@ func planned(rows []projectRow) []string {
 	return out
 }
 
-// applyProject applies one project after the bot's checks.
-func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow, perm github.Permission) (JobResult, error) {
+// applyProject applies one project after the bot's checks (the actor's
+// write permission was checked before: Bot.mayWrite).
+func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow) (JobResult, error) {
 	a, pr := x.a, x.pr
 	no := x.refusal(r)
 	switch {
@@ -101,8 +114,6 @@ func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow, perm 
 		no.Rule, no.PRState = report.BotRuleOpenPR, pr.State
 	case r.Config.ApplyTrigger == klyaml.TriggerMerge:
 		no.Rule = report.BotRuleTrigger
-	case !perm.AtLeast(github.PermissionWrite):
-		no.Rule, no.Permission = report.BotRuleWrite, string(perm)
 	case a.HeadSHA != "" && a.HeadSHA != pr.HeadSHA:
 		no.Rule, no.ButtonSHA = report.BotRuleHead, a.HeadSHA
 	case r.HeadSHA != pr.HeadSHA:

@@ -67,7 +67,15 @@ type Options struct {
 	// user with write permission plans it with "/kl plan" once they have
 	// read the code.
 	AllowForkPRs bool
+	// RefusalReplyWindow is how long a refusal about the commenter (no
+	// write permission, a command that does not parse) gets a reaction
+	// only, after klbot replied to that user on that pull request about
+	// one (default DefaultRefusalReplyWindow; issue 11 §1).
+	RefusalReplyWindow time.Duration
 }
+
+// DefaultRefusalReplyWindow is Options.RefusalReplyWindow's default.
+const DefaultRefusalReplyWindow = time.Hour
 
 // Bot is klbot: the webhook Sink and the River workers of its jobs (plan
 // on push, apply, command replies, refresh), over the engine, the GitHub
@@ -101,6 +109,9 @@ func New(eng *engine.Engine, gh Installations, pool *pgxpool.Pool, log *slog.Log
 	}
 	if opts.ApplyTimeout <= 0 {
 		opts.ApplyTimeout = opts.ApplyWait + 2*time.Hour
+	}
+	if opts.RefusalReplyWindow <= 0 {
+		opts.RefusalReplyWindow = DefaultRefusalReplyWindow
 	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
@@ -193,20 +204,12 @@ func (b *Bot) client(j JobBase) (Client, github.Repo, error) {
 	return c, repo, nil
 }
 
-// pullRequest starts a job on a pull request: the installation's client,
-// 👀 on the command comment (if any), and the pull request as GitHub has
-// it now.
-func (b *Bot) pullRequest(ctx context.Context, j JobBase) (Client, github.Repo, github.PullRequest, error) {
-	c, repo, err := b.client(j)
-	if err != nil {
-		return nil, github.Repo{}, github.PullRequest{}, err
-	}
+// pullRequest goes on with a job on a pull request, once the commenter
+// may ask for it: 👀 on the command comment (if any), and the pull request
+// as GitHub has it now.
+func (b *Bot) pullRequest(ctx context.Context, c Client, repo github.Repo, j JobBase) (github.PullRequest, error) {
 	b.acknowledge(ctx, c, repo, j.CommentID)
-	pr, err := c.GetPullRequest(ctx, repo, j.PR)
-	if err != nil {
-		return nil, github.Repo{}, github.PullRequest{}, err
-	}
-	return c, repo, pr, nil
+	return c.GetPullRequest(ctx, repo, j.PR)
 }
 
 // runJob wraps a job's work: the per-PR lock, the logger, metrics. An

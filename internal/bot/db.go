@@ -253,3 +253,22 @@ func (d db) lockPR(ctx context.Context, repo string, pr int) (unlock func(), err
 		conn.Release()
 	}, nil
 }
+
+// claimRefusalReply decides whether a refusal of login on pull request
+// (repo, pr) gets a reply (klbot_refusal_replies): true, and the row set
+// to key and now, when klbot has not replied to login on that pull
+// request within window, or when its last such reply was key's (a retry
+// of the same job edits its own reply); false otherwise (issue 11 §1: a
+// reply counts against GitHub's content-creation limit, and anyone can
+// comment).
+func (d db) claimRefusalReply(ctx context.Context, repo string, pr int, login, key string, window time.Duration) (bool, error) {
+	now := nowNanos()
+	tag, err := d.pool.Exec(ctx, `INSERT INTO klbot_refusal_replies (repo, pr, login, reply_key, replied_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (repo, pr, login) DO UPDATE SET reply_key = EXCLUDED.reply_key, replied_at = EXCLUDED.replied_at
+		WHERE klbot_refusal_replies.replied_at <= $6 OR klbot_refusal_replies.reply_key = EXCLUDED.reply_key`,
+		repo, pr, login, key, now, now-window.Nanoseconds())
+	if err != nil {
+		return false, fmt.Errorf("recording the refusal reply to %s on %s#%d: %w", login, repo, pr, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -14,17 +14,11 @@ import (
 // 0035): on each project of the pull request (or -p's), the apply of this
 // pull request whose holder died mid-apply — recoverable (recover) or
 // holding a fence (unfence) — is recovered or unfenced by the commenter,
-// who needs write permission (as for plan and apply). The reply is each
+// who needs write permission (as for plan and apply; checked before, by
+// Bot.answer with Bot.mayWrite). The reply is each
 // run's story after it, or why it was refused.
 func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a ReplyArgs) (string, error) {
 	cmd := "/kl " + a.Command.Name
-	perm, err := c.GetPermission(ctx, repo, a.Actor)
-	if err != nil {
-		return "", err
-	}
-	if !perm.AtLeast(github.PermissionWrite) {
-		return noticeMarkdown(report.PlanNotAllowed{Actor: a.Actor, Repo: a.Repo, Permission: string(perm), Command: cmd}, 0), nil
-	}
 	rows, err := b.db.projects(ctx, a.Repo, a.PR)
 	if err != nil {
 		return "", err

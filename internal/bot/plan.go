@@ -43,7 +43,16 @@ type checkout struct {
 // (that ready_for_review is a Duplicate).
 func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
 	log := logOf(ctx)
-	c, repo, pr, err := b.pullRequest(ctx, a.JobBase)
+	c, repo, err := b.client(a.JobBase)
+	if err != nil {
+		return "", err
+	}
+	if a.Trigger == TriggerComment {
+		if ok, err := b.mayWrite(ctx, c, repo, a.JobBase, "/kl plan"); err != nil || !ok {
+			return ResultRefused, err
+		}
+	}
+	pr, err := b.pullRequest(ctx, c, repo, a.JobBase)
 	if err != nil {
 		return "", err
 	}
@@ -58,11 +67,6 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
 	if a.Key == KeyDraft && !pr.Draft {
 		log.Info("ready for review since the delivery: the ready_for_review delivery's job plans it")
 		return ResultSkipped, nil
-	}
-	if a.Trigger == TriggerComment {
-		if ok, err := b.mayWrite(ctx, c, repo, a); err != nil || !ok {
-			return ResultRefused, err
-		}
 	}
 	if pr.Fork && a.Trigger == TriggerPush && !b.opts.AllowForkPRs {
 		// Before the checkout: nothing of the fork's is fetched or run.

@@ -26,10 +26,7 @@ func (b *Bot) acknowledge(ctx context.Context, c Client, repo github.Repo, comme
 // reply posts (or, on a retry, edits) the answer to the command comment
 // j.CommentID: a comment of its own, sticky on key "reply-COMMENT".
 func (b *Bot) reply(ctx context.Context, c Client, repo github.Repo, j JobBase, body string) error {
-	key := fmt.Sprintf("reply-%d", j.CommentID)
-	if j.CommentID == 0 {
-		key = "reply-" + j.Delivery
-	}
+	key := replyKey(j)
 	head := ""
 	if j.Actor != "" {
 		head = "@" + j.Actor + " "
@@ -39,17 +36,63 @@ func (b *Bot) reply(ctx context.Context, c Client, repo github.Repo, j JobBase, 
 	return err
 }
 
-// mayWrite checks that the commenter has write permission (DESIGN.md apply
-// step 1: only writers plan and apply); otherwise it replies with the rule.
-func (b *Bot) mayWrite(ctx context.Context, c Client, repo github.Repo, a PlanArgs) (bool, error) {
-	perm, err := c.GetPermission(ctx, repo, a.Actor)
+// mayWrite checks that j's actor has write permission for cmd ("/kl
+// plan", "/kl apply", "Apply button", "/kl recover", "/kl unfence";
+// DESIGN.md apply step 1: only writers plan and apply) before anything
+// else of the job; otherwise the refusal goes to the commenter only
+// (refuseCommenter).
+func (b *Bot) mayWrite(ctx context.Context, c Client, repo github.Repo, j JobBase, cmd string) (bool, error) {
+	perm, err := c.GetPermission(ctx, repo, j.Actor)
 	if err != nil {
 		return false, err
 	}
 	if perm.AtLeast(github.PermissionWrite) {
 		return true, nil
 	}
-	return false, b.replyNotice(ctx, c, repo, a.JobBase, report.PlanNotAllowed{Actor: a.Actor, Repo: a.Repo, Permission: string(perm)})
+	logOf(ctx).Info("refused: no write permission", "actor", j.Actor, "permission", string(perm), "command", cmd)
+	body := noticeMarkdown(report.PlanNotAllowed{Actor: j.Actor, Repo: j.Repo, Permission: string(perm), Command: cmd}, 0)
+	return false, b.refuseCommenter(ctx, c, repo, j, reactRefused, body)
+}
+
+// Reactions to a command klbot refuses because of the commenter
+// (refuseCommenter; GitHub's reaction names).
+const (
+	reactRefused    = "-1"       // no write permission
+	reactBadCommand = "confused" // the command does not parse
+)
+
+// refuseCommenter answers a refusal about the commenter — no write
+// permission, a command that does not parse — to the commenter only
+// (issue 11 §1): reaction on the comment, and body as a reply at most once
+// per user and pull request within Options.RefusalReplyWindow (a reply
+// counts against GitHub's content-creation limit, and anyone can
+// comment). It never writes a check run or the sticky comment: a
+// drive-by comment defaces no apply story and cannot block a merge.
+func (b *Bot) refuseCommenter(ctx context.Context, c Client, repo github.Repo, j JobBase, reaction, body string) error {
+	if j.CommentID != 0 {
+		if err := c.AddReaction(ctx, repo, j.CommentID, reaction); err != nil {
+			logOf(ctx).Warn("reacting to the refused comment", "err", err)
+		}
+	}
+	ok, err := b.db.claimRefusalReply(ctx, j.Repo, j.PR, j.Actor, replyKey(j), b.opts.RefusalReplyWindow)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		logOf(ctx).Info("refusal answered by a reaction only: replied to this user on this pull request within the window",
+			"actor", j.Actor, "window", b.opts.RefusalReplyWindow)
+		return nil
+	}
+	return b.reply(ctx, c, repo, j, body)
+}
+
+// replyKey is the sticky key of the reply to j's comment:
+// "reply-COMMENT", or "reply-DELIVERY" without a comment (a button).
+func replyKey(j JobBase) string {
+	if j.CommentID == 0 {
+		return "reply-" + j.Delivery
+	}
+	return fmt.Sprintf("reply-%d", j.CommentID)
 }
 
 // replyNotice replies with one of the bot's notices (reply).
@@ -75,6 +118,14 @@ func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
 		return err
+	}
+	switch {
+	case a.Command.Err != "":
+		return b.refuseCommenter(ctx, c, repo, a.JobBase, reactBadCommand, noticeMarkdown(report.Help{Problem: a.Command.Err}, 0))
+	case a.Command.Name == CmdRecover || a.Command.Name == CmdUnfence:
+		if ok, err := b.mayWrite(ctx, c, repo, a.JobBase, "/kl "+a.Command.Name); err != nil || !ok {
+			return err
+		}
 	}
 	b.acknowledge(ctx, c, repo, a.CommentID)
 	var body string
