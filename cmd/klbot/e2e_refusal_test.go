@@ -119,3 +119,63 @@ func TestDriveByRefusal(t *testing.T) {
 	mustContain(t, "alice's old-head refusal", c.Summary, "plan for the current head")
 	mustContain(t, "PR 2's sticky comment", h.sticky(t, 2), "plan for the current head")
 }
+
+// TestApplyButtonRetired: the Apply button of a plan check run goes when
+// the plan can no longer be applied — applied (PR 1), stale after another
+// PR's commit (PR 3 writes what PR 1 wrote), superseded by a push (PR 2) —
+// and a press on one a page still shows is answered to whoever pressed
+// it, saying why, with no check run or sticky comment changed (issue 11 §8).
+func TestApplyButtonRetired(t *testing.T) {
+	h := setup(t)
+	app := "infra/app.tf"
+	p1 := pr{1, sha(1), change(t, [3]string{app, `"app_web-v1"`, `"app_web-v2"`}), []string{app}}
+	p2 := pr{2, sha(2), change(t, [3]string{"infra/db.tf", `"db_main-v1"`, `"db_main-v2"`}), []string{"infra/db.tf"}}
+	p3 := pr{3, sha(3), change(t, [3]string{app, `"app_web-v1"`, `"app_web-v3"`}), []string{app}}
+	for _, p := range []pr{p1, p2, p3} {
+		h.open(t, p)
+		h.settle()
+		if acts := h.one(t, p.head, "kl plan · infra").Actions; len(acts) != 1 {
+			t.Fatalf("PR %d's plan check run has %d actions, want the Apply button", p.n, len(acts))
+		}
+	}
+	h.comment(t, 1, "alice", "/kl apply")
+	h.settle()
+	if c := h.one(t, sha(1), "kl apply · infra"); c.Conclusion != "success" {
+		t.Fatalf("PR 1's apply: %s %q", c.Conclusion, c.Title)
+	}
+	if acts := h.one(t, sha(1), "kl plan · infra").Actions; len(acts) != 0 {
+		t.Errorf("PR 1's applied plan still has its Apply button: %v", acts)
+	}
+	if acts := h.one(t, sha(3), "kl plan · infra").Actions; len(acts) != 0 {
+		t.Errorf("PR 3's plan, stale since PR 1's commit, still has its Apply button: %v", acts)
+	}
+
+	for _, n := range []int{1, 3} {
+		before, replies := h.checksAndSticky(t, 1, 2, 3), len(h.bodies(n))
+		h.deliver("check_run", githubfake.RequestedAction(repo, fmt.Sprintf("kl:%d:infra", n), sha(n), "alice", "kl-apply"))
+		h.settle()
+		if after := h.checksAndSticky(t, 1, 2, 3); after != before {
+			t.Errorf("PR %d: a press on a stale Apply button changed check runs or sticky comments:\n--- before\n%s\n--- after\n%s", n, before, after)
+		}
+		bodies := h.bodies(n)
+		if len(bodies) != replies+1 {
+			t.Fatalf("PR %d: %d new bot comments after a press on a stale button, want 1 reply", n, len(bodies)-replies)
+		}
+		reply := bodies[len(bodies)-1]
+		want := map[int]string{1: "it was applied already", 3: "it is stale: version 2"}[n]
+		mustContain(t, fmt.Sprintf("the reply to the press on PR %d", n), reply, "@alice", "no longer applicable", want)
+		golden(t, fmt.Sprintf("refusal/pr%d.button.md", n), reply)
+	}
+
+	// A push supersedes PR 2's plan: the old head's button goes, the new one has it.
+	p2.head = sha(12)
+	h.seed(t, p2, false)
+	h.prEvent(t, "pull_request.synchronize.22", p2, false)
+	h.settle()
+	if acts := h.one(t, sha(2), "kl plan · infra").Actions; len(acts) != 0 {
+		t.Errorf("PR 2's superseded plan (old head) still has its Apply button: %v", acts)
+	}
+	if acts := h.one(t, sha(12), "kl plan · infra").Actions; len(acts) != 1 {
+		t.Errorf("PR 2's new plan has %d actions, want the Apply button", len(acts))
+	}
+}

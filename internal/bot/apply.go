@@ -58,6 +58,11 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (JobResult, error) {
 	if a.Trigger == TriggerClose || a.Trigger == TriggerMerge {
 		return b.closed(ctx, x, rows)
 	}
+	if a.Trigger == TriggerButton {
+		if done, err := b.staleButton(ctx, x, rows); done || err != nil {
+			return ResultRefused, err
+		}
+	}
 	var targets []projectRow
 	for _, r := range rows {
 		if r.PlanRun == "" || (a.Project != "" && r.Project != a.Project) {
@@ -219,6 +224,9 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), x.c, x.repo, check); err != nil {
 		return "", err
 	}
+	if plan, err := b.eng.Run(context.WithoutCancel(ctx), r.PlanRun); err == nil && plan.Status != engine.StatusPlanned {
+		b.retireButton(ctx, x.c, x.repo, r, string(plan.Status)) // applied, or closed by the apply's refusal
+	}
 	r.ApplyRun, r.Note = runID, note{}
 	if err := b.db.saveProject(context.WithoutCancel(ctx), r); err != nil {
 		return "", err
@@ -308,6 +316,9 @@ func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (JobRe
 		if err := b.db.saveProject(ctx, r); err != nil {
 			return "", err
 		}
+	}
+	if err := b.retireButtons(ctx, x.c, x.repo, rows); err != nil { // the plans closed unapplied
+		return "", err
 	}
 	if err := b.db.closePR(ctx, x.a.Repo, x.a.PR); err != nil {
 		return "", err

@@ -25,6 +25,7 @@ type Client interface {
 	CreateCheckRun(ctx context.Context, repo github.Repo, run github.CheckRun) (github.CheckRunInfo, error)
 	UpdateCheckRun(ctx context.Context, repo github.Repo, id int64, run github.CheckRun) (github.CheckRunInfo, error)
 	FindCheckRun(ctx context.Context, repo github.Repo, sha, name string) (github.CheckRunInfo, bool, error)
+	RemoveCheckRunActions(ctx context.Context, repo github.Repo, id int64, name string) error
 	UpsertStickyComment(ctx context.Context, repo github.Repo, pr int, key, body string) (github.StickyComment, error)
 	AddReaction(ctx context.Context, repo github.Repo, commentID int64, content string) error
 	GetPermission(ctx context.Context, repo github.Repo, user string) (github.Permission, error)

@@ -104,6 +104,9 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
 	if err := b.supersedeOld(ctx, rows, co, names, a.Project != ""); err != nil {
 		return "", err
 	}
+	if err := b.retireButtons(ctx, c, repo, rows); err != nil { // the superseded plans'
+		return "", err
+	}
 	if len(names) == 0 {
 		if err := b.reportNoneTouched(ctx, c, repo, a.PR, co); err != nil {
 			return "", err

@@ -91,10 +91,18 @@ func (b *Bot) stickyProject(ctx context.Context, r projectRow) (report.StickyPro
 	return p, err
 }
 
-// refresh is the refresh job (RefreshArgs): re-render the sticky comment.
+// refresh is the refresh job (RefreshArgs): remove the Apply buttons of
+// plans the commit made stale (retireButtons), re-render the sticky comment.
 func (b *Bot) refresh(ctx context.Context, a RefreshArgs) (JobResult, error) {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
+		return "", err
+	}
+	rows, err := b.db.projects(ctx, a.Repo, a.PR)
+	if err != nil {
+		return "", err
+	}
+	if err := b.retireButtons(ctx, c, repo, rows); err != nil {
 		return "", err
 	}
 	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)

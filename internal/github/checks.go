@@ -198,6 +198,26 @@ func (c *Client) UpdateCheckRun(ctx context.Context, repo Repo, id int64, run Ch
 	return checkRunInfo(cr), nil
 }
 
+// RemoveCheckRunActions removes every button (requested action) of check
+// run id, named name, leaving the rest of it as it is: it sends "actions":
+// [] (go-github's UpdateCheckRunOptions omits an empty list, which GitHub
+// reads as "keep the actions").
+func (c *Client) RemoveCheckRunActions(ctx context.Context, repo Repo, id int64, name string) error {
+	what := fmt.Sprintf("removing the actions of check run %d %q on %s", id, name, repo)
+	body := struct {
+		Name    string               `json:"name"`
+		Actions []*gh.CheckRunAction `json:"actions"`
+	}{Name: name, Actions: []*gh.CheckRunAction{}}
+	req, err := c.gh.NewRequest("PATCH", fmt.Sprintf("repos/%s/%s/check-runs/%d", repo.Owner, repo.Name, id), body)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := c.gh.Do(ctx, req, nil); err != nil {
+		return fmt.Errorf("%s: %w", what, mapErr(err))
+	}
+	return nil
+}
+
 // FindCheckRun returns the newest check run named name on commit sha, and
 // whether there is one.
 func (c *Client) FindCheckRun(ctx context.Context, repo Repo, sha, name string) (CheckRunInfo, bool, error) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // klbot's own Markdown: what the bot says when it refuses, cannot plan, or
@@ -412,4 +414,59 @@ func (n ClosedUnapplied) Note() string {
 		how = "merged"
 	}
 	return fmt.Sprintf("The pull request was %s without applying plan `%s`: it was superseded.", how, n.PlanRun)
+}
+
+// PlanNotApplicable is a press of a plan check run's Apply button when its
+// plan can no longer be applied: the reply to whoever pressed it (the
+// button is removed when klbot learns it, but a page loaded before shows
+// it still; issue 11 §8). Exactly one of the reasons is set, checked in
+// this order.
+type PlanNotApplicable struct {
+	Project string
+	PlanRun string
+	PlanSHA string // the commit the plan (and the pressed check run) is of
+	HeadSHA string // the pull request's head now
+
+	Status  engine.RunStatus // the plan's status when it is no longer planned (applied, superseded, …)
+	End     *engine.End      // with Status: how the plan ended
+	ByApply string           // with Status applied: the apply run
+	// Stale is the version, committed since the plan, that changed what it
+	// plans to change (its planned target changed: ADR D3).
+	Stale *engine.SincePlanEntry
+	// FencedBy are the crashed apply runs whose fences meet the plan's
+	// footprint (ADR 0035).
+	FencedBy []string
+}
+
+func (n PlanNotApplicable) why() string {
+	switch {
+	case n.Status == engine.StatusApplied:
+		return fmt.Sprintf("it was applied already, by run `%s`", n.ByApply)
+	case n.Status != "":
+		w := fmt.Sprintf("it is %s", n.Status)
+		if e := EndText(n.PlanRun, n.End); e != "" {
+			w += ": " + e
+		}
+		return w
+	case n.HeadSHA != "" && n.HeadSHA != n.PlanSHA:
+		return fmt.Sprintf("it is of commit `%s`, and the pull request's head is now `%s`", shortSHA(n.PlanSHA), shortSHA(n.HeadSHA))
+	case n.Stale != nil:
+		who := "run `" + n.Stale.Run + "`"
+		if n.Stale.PR != nil {
+			who += " of " + n.Stale.PR.String()
+		}
+		return fmt.Sprintf("it is stale: version %d (%s) changed what it plans to change", n.Stale.Serial, who)
+	case len(n.FencedBy) > 0:
+		return fmt.Sprintf("it is fenced: crashed apply run(s) %s fence what it writes or reads", codeListOr(n.FencedBy, ""))
+	}
+	return "it is no longer open"
+}
+
+func (n PlanNotApplicable) markdown(o Options) string {
+	next := fmt.Sprintf(" Plan again with `/kl plan -p %s` and apply that plan.", n.Project)
+	if n.Status == engine.StatusApplied {
+		next = ""
+	}
+	return fmt.Sprintf("%s⛔ Apply button of `%s`: plan `%s` is no longer applicable\n\nNothing was applied: %s.%s\n",
+		o.heading(0), n.Project, n.PlanRun, n.why(), next)
 }
