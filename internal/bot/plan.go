@@ -104,7 +104,15 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
 	if err := b.supersedeOld(ctx, rows, co, names, a.Project != ""); err != nil {
 		return "", err
 	}
-	if err := b.retireButtons(ctx, c, repo, rows); err != nil { // the superseded plans'
+	// The superseded plans of older heads lose their Apply button; a plan
+	// of this head is replaced in its own check run by planProject.
+	var older []projectRow
+	for _, r := range rows {
+		if r.HeadSHA != co.head {
+			older = append(older, r)
+		}
+	}
+	if err := b.retireButtons(ctx, c, repo, older); err != nil {
 		return "", err
 	}
 	if len(names) == 0 {
