@@ -112,20 +112,37 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // FencedError is a reservation request refused because some of its
 // blockers are fences (Blocker.Fenced, ADR 0035): applies whose holders
 // died while their Terraform ran. It unwraps to the *ConflictError (and so
-// to ErrConflict); unlike a live conflict, waiting cannot resolve it.
+// to ErrConflict); unlike a live conflict, waiting cannot resolve it. Its
+// text names, per ADR 0035 decision 2, each fenced run ("run A fences X",
+// never "holds": its holder is dead), when its Terraform started, the
+// addresses, and both commands that lift the fence with the run's id; a
+// live blocker beside it "holds" its addresses.
 type FencedError struct {
 	*ConflictError
 }
 
 func (e *FencedError) Error() string {
-	var runs []string
+	var parts, lifts []string
 	for _, b := range e.Blockers {
-		if b.Fenced {
-			runs = append(runs, b.Run)
+		who := "run " + b.Run
+		if b.PR != nil {
+			who += " (" + b.PR.String() + ")"
 		}
+		addrs := strings.Join(b.Addresses.Strings(), ", ")
+		if !b.Fenced {
+			parts = append(parts, fmt.Sprintf("%s holds %s", who, addrs))
+			continue
+		}
+		started := ""
+		if !b.TerraformStarted.IsZero() {
+			started = ", started at " + b.TerraformStarted.UTC().Format(time.RFC3339)
+		}
+		parts = append(parts, fmt.Sprintf("%s fences %s (its holder died while its Terraform ran%s)", who, addrs, started))
+		lifts = append(lifts, fmt.Sprintf("`kl run recover %s` commits what its Terraform last wrote, or, after checking the real objects, "+
+			"`kl run unfence %s --reason TEXT` lifts the fence", b.Run, b.Run))
 	}
-	return fmt.Sprintf("%s; fenced by %s, whose holder died while Terraform ran: `kl run recover RUN` or `kl run unfence RUN --reason TEXT` lifts a fence",
-		e.ConflictError.Error(), strings.Join(runs, ", "))
+	return fmt.Sprintf("reservations for run %s on state %s refused: %s; %s",
+		e.Run, e.State, strings.Join(parts, "; "), strings.Join(lifts, "; "))
 }
 
 // Unwrap returns the conflict.

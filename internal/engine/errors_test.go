@@ -52,3 +52,33 @@ func TestStatusErrorWords(t *testing.T) {
 		})
 	}
 }
+
+// TestFencedErrorWords: the error of an apply refused over a fence (what
+// kl prints after "kl: ") names the fenced run as fencing, not holding,
+// its addresses, when its Terraform started, and both commands that lift
+// the fence with the run's own id (ADR 0035 decision 2); a live blocker
+// beside it holds its addresses.
+func TestFencedErrorWords(t *testing.T) {
+	t.Parallel()
+	started := time.Date(2026, 12, 1, 22, 45, 28, 0, time.FixedZone("CET", 3600))
+	err := &FencedError{&ConflictError{State: "prod", Run: "B", Blockers: []Blocker{
+		{Run: "A", PR: &PullRequest{Repo: "acme/infra", Number: 7}, Addresses: NewAddressSet("kltest_object.x"), Fenced: true, TerraformStarted: started},
+		{Run: "C", Addresses: NewAddressSet("kltest_object.y")},
+	}}}
+	msg := err.Error()
+	for _, w := range []string{
+		"reservations for run B on state prod refused: ",
+		"run A (acme/infra#7) fences kltest_object.x (its holder died while its Terraform ran, started at 2026-12-01T21:45:28Z)",
+		"run C holds kltest_object.y",
+		"`kl run recover A` commits what its Terraform last wrote, or, after checking the real objects, `kl run unfence A --reason TEXT` lifts the fence",
+	} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("Error() = %q; want %q in it", msg, w)
+		}
+	}
+	for _, d := range []string{"A (acme/infra#7) holds", "RUN", "conflict"} {
+		if strings.Contains(msg, d) {
+			t.Errorf("Error() = %q; must not say %q", msg, d)
+		}
+	}
+}
