@@ -116,3 +116,47 @@ func TestInvalidConfigCheckRun(t *testing.T) {
 		t.Errorf("%d plan runs after an invalid kl.yaml, want 1 (the bootstrap's)", n)
 	}
 }
+
+// TestUnknownInstallationCancelled: deliveries for an installation GitHub
+// does not know (the App was uninstalled, or the id is wrong) get a 404 on
+// POST /app/installations/{id}/access_tokens. That refusal is final: each
+// job is cancelled after one attempt, asks for a token once, and says why
+// in one log line naming the installation — not eight attempts over an
+// hour with nothing saying the installation is gone.
+func TestUnknownInstallationCancelled(t *testing.T) {
+	logs := captureLogs(t)
+	h := setup(t, "KLBOT_LOG_LEVEL=info")
+	p := pr{1, sha(1), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
+	h.seed(t, p, false)
+	const gone = 7
+	opened, err := githubfake.Patch(githubfake.PullRequestEvent("pull_request.opened.0", repo, p.n, p.head), map[string]any{"installation.id": gone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, code, _ := h.deliver("pull_request", opened)
+	if code != http.StatusAccepted {
+		t.Fatalf("opened answered %d, want 202", code)
+	}
+	id := h.fake.AddComment(repo, p.n, "alice", "/kl plan")
+	cmt, err := githubfake.Patch(githubfake.IssueCommentOnPR(repo, p.n, "alice", "/kl plan"), map[string]any{"comment.id": id, "installation.id": gone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, _, _ := h.deliver("issue_comment", cmt)
+	if got, want := strings.Join(h.jobOutcome(), ", "), "klbot_plan cancelled 1, klbot_plan cancelled 1"; got != want {
+		t.Fatalf("jobs: %s, want %s", got, want)
+	}
+	if n := len(h.fake.Requests("POST", "/app/installations/7/access_tokens")); n != 2 {
+		t.Errorf("%d token requests for installation %d, want 2 (one per job)", n, gone)
+	}
+	for _, d := range []sent{d1, d2} {
+		lines := logs.lines(func(l map[string]any) bool {
+			return l["delivery"] == d.id && l["level"] != "INFO" && l["level"] != "DEBUG"
+		})
+		if len(lines) != 1 {
+			t.Errorf("delivery %s: %d warning or error log lines, want one:\n%s", d.id, len(lines), strings.Join(lines, "\n"))
+			continue
+		}
+		mustContain(t, "the log line of delivery "+d.id, lines[0], "job cancelled, not retried", "installation 7", "404")
+	}
+}

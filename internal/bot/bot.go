@@ -199,7 +199,9 @@ func (b *Bot) pullRequest(ctx context.Context, j JobBase) (Client, github.Repo, 
 	if err != nil {
 		return nil, github.Repo{}, github.PullRequest{}, err
 	}
-	b.acknowledge(ctx, c, repo, j.CommentID)
+	if err := b.acknowledge(ctx, c, repo, j.CommentID); err != nil {
+		return nil, github.Repo{}, github.PullRequest{}, err
+	}
 	pr, err := c.GetPullRequest(ctx, repo, j.PR)
 	if err != nil {
 		return nil, github.Repo{}, github.PullRequest{}, err
