@@ -160,3 +160,52 @@ func TestUnknownInstallationCancelled(t *testing.T) {
 		mustContain(t, "the log line of delivery "+d.id, lines[0], "job cancelled, not retried", "installation 7", "404")
 	}
 }
+
+// TestFailedPlanAttemptRetried: a "/kl plan" whose check run cannot be
+// written (GitHub answers 502 to six updates: the transport's four tries,
+// then two of the retry's) fails its first attempt after it superseded
+// the PR's plan and made a new one. The retry plans again and reports it —
+// the superseded plan is no conflict — and it leaves one open plan for the
+// PR, the one its check run and klbot_projects name; a later push plans
+// its head as usual. Before the fix every retry, and every later push,
+// failed with "plan run X is superseded, not open: nothing to close".
+func TestFailedPlanAttemptRetried(t *testing.T) {
+	h := setup(t)
+	p := pr{1, sha(1), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
+	h.open(t, p)
+	h.settle()
+	first := h.planRun(1)
+
+	h.fake.Fail(githubfake.Failure{Method: "PATCH", Path: "/repos/acme/infra/check-runs/*", Status: http.StatusBadGateway, Times: 6})
+	h.comment(t, 1, "alice", "/kl plan")
+	h.settle()
+	if got, want := strings.Join(h.jobOutcome(), ", "), "klbot_plan completed 1, klbot_plan completed 2"; got != want {
+		t.Fatalf("jobs: %s, want %s (the /kl plan done by its second attempt)", got, want)
+	}
+	open := h.count(`SELECT count(*) FROM runs WHERE kind = 'plan' AND status = 'planned'`)
+	now := h.planRun(1)
+	switch {
+	case now == first:
+		t.Fatalf("klbot_projects still names the superseded plan %s", first)
+	case h.runStatus(now) != "planned":
+		t.Errorf("klbot_projects names plan %s, %s; want it open", now, h.runStatus(now))
+	case open != 1:
+		t.Errorf("%d open plans after the retry, want 1 (no orphan of the failed attempt)", open)
+	}
+	c := h.one(t, p.head, "kl plan · infra")
+	if c.Conclusion != "success" || !strings.Contains(c.Summary, now) {
+		t.Errorf("kl plan · infra: %s, summary does not name plan %s:\n%s", c.Conclusion, now, c.Summary)
+	}
+
+	// A later push plans its head and posts its check run.
+	p2 := pr{1, sha(2), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v3"`}), []string{"infra/app.tf"}}
+	h.seed(t, p2, false)
+	h.prEvent(t, "pull_request.synchronize.22", p2, false)
+	h.settle()
+	if c := h.one(t, p2.head, "kl plan · infra"); c.Conclusion != "success" {
+		t.Errorf("kl plan · infra on the pushed head: %s, want success", c.Conclusion)
+	}
+	if n := h.count(`SELECT count(*) FROM runs WHERE kind = 'plan' AND status = 'planned'`); n != 1 {
+		t.Errorf("%d open plans after the push, want 1", n)
+	}
+}
