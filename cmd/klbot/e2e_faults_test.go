@@ -209,3 +209,35 @@ func TestFailedPlanAttemptRetried(t *testing.T) {
 		t.Errorf("%d open plans after the push, want 1", n)
 	}
 }
+
+// TestLastAttemptSaysDiscarded: a job that fails on its last attempt is
+// discarded by River, and its log line says so — not "River retries it".
+// GitHub answers 502 to every GET of the pull request, and the job's max
+// attempts are lowered to 2 while its first attempt runs, so its second
+// attempt is the last.
+func TestLastAttemptSaysDiscarded(t *testing.T) {
+	logs := captureLogs(t)
+	h := setup(t)
+	p := pr{1, sha(1), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
+	h.fake.Fail(githubfake.Failure{Method: "GET", Path: "/repos/acme/infra/pulls/1", Status: http.StatusBadGateway, Times: 100})
+	d := h.open(t, p)
+	waitJob := func(what, query string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); h.count(query) == 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				var jobs string
+				h.scan(&jobs, `SELECT string_agg(kind || ' ' || state || ' ' || attempt || '/' || max_attempts || ' ' || errors::text, '; ') FROM river_job`)
+				t.Fatalf("the plan job: %s did not happen within 20s; jobs: %s", what, jobs)
+			}
+		}
+	}
+	waitJob("lowering max attempts after attempt 1",
+		`WITH u AS (UPDATE river_job SET max_attempts = 2 WHERE kind = 'klbot_plan' AND attempt = 1 RETURNING 1) SELECT count(*) FROM u`)
+	waitJob("discarding", `SELECT count(*) FROM river_job WHERE kind = 'klbot_plan' AND state = 'discarded' AND attempt = 2`)
+	failed := logs.lines(func(l map[string]any) bool { return l["delivery"] == d.id && l["level"] == "ERROR" })
+	if len(failed) != 2 {
+		t.Fatalf("%d error log lines for delivery %s, want 2 (one per attempt):\n%s", len(failed), d.id, strings.Join(failed, "\n"))
+	}
+	mustContain(t, "attempt 1's log line", failed[0], "River retries it")
+	mustContain(t, "the last attempt's log line", failed[1], "last attempt (2 of 2)", "River discards it")
+}
