@@ -116,3 +116,128 @@ func TestInvalidConfigCheckRun(t *testing.T) {
 		t.Errorf("%d plan runs after an invalid kl.yaml, want 1 (the bootstrap's)", n)
 	}
 }
+
+// TestUnknownInstallationCancelled: deliveries for an installation GitHub
+// does not know (the App was uninstalled, or the id is wrong) get a 404 on
+// POST /app/installations/{id}/access_tokens. That refusal is final: each
+// job is cancelled after one attempt, asks for a token once, and says why
+// in one log line naming the installation — not eight attempts over an
+// hour with nothing saying the installation is gone.
+func TestUnknownInstallationCancelled(t *testing.T) {
+	logs := captureLogs(t)
+	h := setup(t, "KLBOT_LOG_LEVEL=info")
+	p := pr{1, sha(1), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
+	h.seed(t, p, false)
+	const gone = 7
+	opened, err := githubfake.Patch(githubfake.PullRequestEvent("pull_request.opened.0", repo, p.n, p.head), map[string]any{"installation.id": gone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, code, _ := h.deliver("pull_request", opened)
+	if code != http.StatusAccepted {
+		t.Fatalf("opened answered %d, want 202", code)
+	}
+	id := h.fake.AddComment(repo, p.n, "alice", "/kl plan")
+	cmt, err := githubfake.Patch(githubfake.IssueCommentOnPR(repo, p.n, "alice", "/kl plan"), map[string]any{"comment.id": id, "installation.id": gone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, _, _ := h.deliver("issue_comment", cmt)
+	if got, want := strings.Join(h.jobOutcome(), ", "), "klbot_plan cancelled 1, klbot_plan cancelled 1"; got != want {
+		t.Fatalf("jobs: %s, want %s", got, want)
+	}
+	if n := len(h.fake.Requests("POST", "/app/installations/7/access_tokens")); n != 2 {
+		t.Errorf("%d token requests for installation %d, want 2 (one per job)", n, gone)
+	}
+	for _, d := range []sent{d1, d2} {
+		lines := logs.lines(func(l map[string]any) bool {
+			return l["delivery"] == d.id && l["level"] != "INFO" && l["level"] != "DEBUG"
+		})
+		if len(lines) != 1 {
+			t.Errorf("delivery %s: %d warning or error log lines, want one:\n%s", d.id, len(lines), strings.Join(lines, "\n"))
+			continue
+		}
+		mustContain(t, "the log line of delivery "+d.id, lines[0], "job cancelled, not retried", "installation 7", "404")
+	}
+}
+
+// TestFailedPlanAttemptRetried: a "/kl plan" whose check run cannot be
+// written (GitHub answers 502 to six updates: the transport's four tries,
+// then two of the retry's) fails its first attempt after it superseded
+// the PR's plan and made a new one. The retry plans again and reports it —
+// the superseded plan is no conflict — and it leaves one open plan for the
+// PR, the one its check run and klbot_projects name; a later push plans
+// its head as usual. Before the fix every retry, and every later push,
+// failed with "plan run X is superseded, not open: nothing to close".
+func TestFailedPlanAttemptRetried(t *testing.T) {
+	h := setup(t)
+	p := pr{1, sha(1), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
+	h.open(t, p)
+	h.settle()
+	first := h.planRun(1)
+
+	h.fake.Fail(githubfake.Failure{Method: "PATCH", Path: "/repos/acme/infra/check-runs/*", Status: http.StatusBadGateway, Times: 6})
+	h.comment(t, 1, "alice", "/kl plan")
+	h.settle()
+	if got, want := strings.Join(h.jobOutcome(), ", "), "klbot_plan completed 1, klbot_plan completed 2"; got != want {
+		t.Fatalf("jobs: %s, want %s (the /kl plan done by its second attempt)", got, want)
+	}
+	open := h.count(`SELECT count(*) FROM runs WHERE kind = 'plan' AND status = 'planned'`)
+	now := h.planRun(1)
+	switch {
+	case now == first:
+		t.Fatalf("klbot_projects still names the superseded plan %s", first)
+	case h.runStatus(now) != "planned":
+		t.Errorf("klbot_projects names plan %s, %s; want it open", now, h.runStatus(now))
+	case open != 1:
+		t.Errorf("%d open plans after the retry, want 1 (no orphan of the failed attempt)", open)
+	}
+	c := h.one(t, p.head, "kl plan · infra")
+	if c.Conclusion != "success" || !strings.Contains(c.Summary, now) {
+		t.Errorf("kl plan · infra: %s, summary does not name plan %s:\n%s", c.Conclusion, now, c.Summary)
+	}
+
+	// A later push plans its head and posts its check run.
+	p2 := pr{1, sha(2), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v3"`}), []string{"infra/app.tf"}}
+	h.seed(t, p2, false)
+	h.prEvent(t, "pull_request.synchronize.22", p2, false)
+	h.settle()
+	if c := h.one(t, p2.head, "kl plan · infra"); c.Conclusion != "success" {
+		t.Errorf("kl plan · infra on the pushed head: %s, want success", c.Conclusion)
+	}
+	if n := h.count(`SELECT count(*) FROM runs WHERE kind = 'plan' AND status = 'planned'`); n != 1 {
+		t.Errorf("%d open plans after the push, want 1", n)
+	}
+}
+
+// TestLastAttemptSaysDiscarded: a job that fails on its last attempt is
+// discarded by River, and its log line says so — not "River retries it".
+// GitHub answers 502 to every GET of the pull request, and the job's max
+// attempts are lowered to 2 while its first attempt runs, so its second
+// attempt is the last.
+func TestLastAttemptSaysDiscarded(t *testing.T) {
+	logs := captureLogs(t)
+	h := setup(t)
+	p := pr{1, sha(1), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
+	h.fake.Fail(githubfake.Failure{Method: "GET", Path: "/repos/acme/infra/pulls/1", Status: http.StatusBadGateway, Times: 100})
+	d := h.open(t, p)
+	waitJob := func(what, query string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); h.count(query) == 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				var jobs string
+				h.scan(&jobs, `SELECT string_agg(kind || ' ' || state || ' ' || attempt || '/' || max_attempts || ' ' || errors::text, '; ') FROM river_job`)
+				t.Fatalf("the plan job: %s did not happen within 20s; jobs: %s", what, jobs)
+			}
+		}
+	}
+	waitJob("lowering max attempts after attempt 1",
+		`WITH u AS (UPDATE river_job SET max_attempts = 2 WHERE kind = 'klbot_plan' AND attempt = 1 RETURNING 1) SELECT count(*) FROM u`)
+	waitJob("discarding", `SELECT count(*) FROM river_job WHERE kind = 'klbot_plan' AND state = 'discarded' AND attempt = 2`)
+	failed := logs.lines(func(l map[string]any) bool { return l["delivery"] == d.id && l["level"] == "ERROR" })
+	if len(failed) != 2 {
+		t.Fatalf("%d error log lines for delivery %s, want 2 (one per attempt):\n%s", len(failed), d.id, strings.Join(failed, "\n"))
+	}
+	mustContain(t, "attempt 1's log line", failed[0], "River retries it")
+	mustContain(t, "the last attempt's log line", failed[1], "last attempt (2 of 2)", "River discards it")
+}

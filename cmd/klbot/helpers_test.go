@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -376,4 +378,41 @@ func (h *harness) noDeadLinks(t *testing.T, prs ...int) {
 			}
 		}
 	}
+}
+
+// logBuffer is klbot's log output (JSON lines) kept for a test.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the log lines for which keep is true of their decoded record.
+func (b *logBuffer) lines(keep func(map[string]any) bool) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(b.buf.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && keep(rec) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// captureLogs sends klbot's logs to a buffer until the test ends. Call it
+// before start (or setup): its cleanup then runs after klbot stopped.
+func captureLogs(t *testing.T) *logBuffer {
+	t.Helper()
+	b := &logBuffer{}
+	prev := logOutput
+	logOutput = b
+	t.Cleanup(func() { logOutput = prev })
+	return b
 }

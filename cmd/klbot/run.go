@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -243,12 +244,15 @@ func openPool(ctx context.Context, dsn string, workers int) (*pgxpool.Pool, erro
 	return pool, nil
 }
 
+// logOutput is where klbot's JSON logs go (tests keep them).
+var logOutput io.Writer = os.Stderr
+
 func newLogger(level string) *slog.Logger {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	return slog.New(slog.NewJSONHandler(logOutput, &slog.HandlerOptions{Level: l}))
 }
 
 func lookup(env []string, key string) string {

@@ -309,7 +309,7 @@ func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (JobRe
 			continue
 		}
 		pr := &engine.PullRequest{Repo: x.a.Repo, Number: x.a.PR}
-		if err := b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByClosedPR, pr, ""); err != nil && !isStatusErr(err) {
+		if err := b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByClosedPR, pr, ""); err != nil && !notOpen(err) {
 			return "", err
 		}
 		r.Note = note{Kind: noteSuperseded, Text: report.ClosedUnapplied{PlanRun: r.PlanRun, Merged: x.pr.Merged}.Note()}

@@ -158,7 +158,7 @@ func (w *worker[T]) Timeout(*river.Job[T]) time.Duration { return w.timeout }
 
 // Work runs the job.
 func (w *worker[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), job.Attempt, func(ctx context.Context) (JobResult, error) {
+	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), attempts{job.Attempt, job.MaxAttempts}, func(ctx context.Context) (JobResult, error) {
 		return w.work(ctx, job.Args)
 	})
 }
@@ -209,14 +209,31 @@ func (b *Bot) client(j JobBase) (Client, github.Repo, error) {
 // may ask for it: 👀 on the command comment (if any), and the pull request
 // as GitHub has it now.
 func (b *Bot) pullRequest(ctx context.Context, c Client, repo github.Repo, j JobBase) (github.PullRequest, error) {
-	b.acknowledge(ctx, c, repo, j.CommentID)
+	if err := b.acknowledge(ctx, c, repo, j.CommentID); err != nil {
+		return github.PullRequest{}, err
+	}
 	return c.GetPullRequest(ctx, repo, j.PR)
 }
 
+// attempts is which run of a job this is (River's attempt, from 1) of how
+// many River allows (its max attempts).
+type attempts struct{ n, max int }
+
+// failed is the log message of a failed attempt: River retries the job,
+// or — on the last attempt — discards it (River: a job that errors on its
+// last attempt is discarded, never run again).
+func (a attempts) failed() string {
+	if a.max > 0 && a.n >= a.max {
+		return fmt.Sprintf("job failed on its last attempt (%d of %d): River discards it, nothing retries it", a.n, a.max)
+	}
+	return "job failed; River retries it"
+}
+
 // runJob wraps a job's work: the per-PR lock, the logger, metrics. An
-// error retrying cannot cure (finalReason) cancels the job.
-func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, work func(ctx context.Context) (JobResult, error)) error {
-	ctx = b.jobContext(ctx, j, kind, attempt)
+// error retrying cannot cure (finalReason) cancels the job; a failure of
+// the last attempt says the job is discarded.
+func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, at attempts, work func(ctx context.Context) (JobResult, error)) error {
+	ctx = b.jobContext(ctx, j, kind, at.n)
 	log := logOf(ctx)
 	start := time.Now()
 	unlock, err := b.db.lockPR(ctx, j.Repo, j.PR)
@@ -232,7 +249,7 @@ func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, attempt int, w
 		return river.JobCancel(err)
 	}
 	if err != nil {
-		log.Error("job failed; River retries it", "err", err)
+		log.Error(at.failed(), "err", err)
 		b.metrics.job(kind, ResultError, time.Since(start))
 		return err
 	}

@@ -12,6 +12,9 @@ import (
 // again, or returns "" when River should retry it (MaxAttempts). GitHub's
 // answers that are final:
 //
+//   - a refused installation token (github.ErrInstallationRefused: 404,
+//     the installation is unknown or was removed; 401, the App's JWT was
+//     refused; 403, the installation is suspended);
 //   - 404: the repository or pull request is gone, or the App's
 //     installation does not cover the repository (GitHub answers 404, not
 //     403, for what the token cannot see);
@@ -27,6 +30,8 @@ func finalReason(err error) string {
 		return ""
 	}
 	switch {
+	case errors.Is(err, github.ErrInstallationRefused):
+		return "GitHub refused the installation's token: the installation is gone or the App cannot act for it"
 	case errors.Is(err, github.ErrNotFound):
 		return "GitHub answered 404: the repository or pull request is gone, or the App's installation does not cover the repository"
 	case errors.Is(err, github.ErrUnauthorized):

@@ -39,7 +39,7 @@ const (
 	ResultOK        JobResult = "ok"        // done
 	ResultRefused   JobResult = "refused"   // a rule refused it; reported, not an error
 	ResultSkipped   JobResult = "skipped"   // nothing to do (closed, superseded, a draft, no project touched)
-	ResultError     JobResult = "error"     // failed; River retries it
+	ResultError     JobResult = "error"     // failed; River retries it (or discards it after its last attempt)
 	ResultCancelled JobResult = "cancelled" // failed for good; not retried
 )
 

@@ -265,7 +265,7 @@ func (b *Bot) supersedeOld(ctx context.Context, rows []projectRow, co *checkout,
 		}
 		if r.PlanRun != "" && r.ApplyRun == "" {
 			pr := &engine.PullRequest{Repo: r.Repo, Number: r.PR}
-			if err := b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByNewerPlan, pr, co.head); err != nil && !isStatusErr(err) {
+			if err := b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByNewerPlan, pr, co.head); err != nil && !notOpen(err) {
 				return err
 			}
 		}
@@ -283,9 +283,14 @@ func (b *Bot) supersedeOld(ctx context.Context, rows []projectRow, co *checkout,
 	return nil
 }
 
-func isStatusErr(err error) bool {
+// notOpen reports whether closing a plan failed only because it is no
+// longer open (engine.Supersede: ErrConflict, "plan run X is superseded,
+// not open"; a *StatusError): superseded by an earlier attempt of the
+// same job that failed later, closed by a later push, or applied. Closing
+// it again is not needed, so supersede-then-plan can run again.
+func notOpen(err error) bool {
 	var se *engine.StatusError
-	return errors.As(err, &se)
+	return errors.As(err, &se) || errors.Is(err, engine.ErrConflict)
 }
 
 // planProject plans one project and reports it in "kl plan · PROJECT".
@@ -332,6 +337,12 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	}
 	b.metrics.run("plan", outcomePlanned)
 	row.PlanRun = out.Run.ID
+	// Recorded before it is reported: if reporting fails, the job's retry
+	// supersedes this plan (supersedeOld) instead of leaving it open and
+	// named by nothing.
+	if err := b.db.saveProject(context.WithoutCancel(ctx), row); err != nil {
+		return err
+	}
 	var md bytes.Buffer
 	if err := report.Plan(&md, out, report.Options{Format: report.Markdown}); err != nil {
 		return err

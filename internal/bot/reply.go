@@ -13,14 +13,21 @@ import (
 )
 
 // acknowledge reacts 👀 to the command comment (a failure is logged, not
-// fatal: the reply says the rest).
-func (b *Bot) acknowledge(ctx context.Context, c Client, repo github.Repo, commentID int64) {
+// fatal: the reply says the rest), except a refused installation token
+// (github.ErrInstallationRefused): returned, since nothing else the job
+// does can succeed.
+func (b *Bot) acknowledge(ctx context.Context, c Client, repo github.Repo, commentID int64) error {
 	if commentID == 0 {
-		return
+		return nil
 	}
-	if err := c.AddReaction(ctx, repo, commentID, "eyes"); err != nil {
+	err := c.AddReaction(ctx, repo, commentID, "eyes")
+	if errors.Is(err, github.ErrInstallationRefused) {
+		return err // final: the job is cancelled, and says why once
+	}
+	if err != nil {
 		logOf(ctx).Warn("reacting to the command comment", "err", err)
 	}
+	return nil
 }
 
 // reply posts (or, on a retry, edits) the answer to the command comment
@@ -127,7 +134,9 @@ func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 			return err
 		}
 	}
-	b.acknowledge(ctx, c, repo, a.CommentID)
+	if err := b.acknowledge(ctx, c, repo, a.CommentID); err != nil {
+		return err
+	}
 	var body string
 	switch a.Command.Name {
 	case CmdWhy:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v62/github"
 )
 
@@ -26,7 +27,57 @@ var (
 	ErrRateLimited = errors.New("rate limited by GitHub")
 	// ErrTooLarge: a download exceeded its size cap.
 	ErrTooLarge = errors.New("too large")
+	// ErrInstallationRefused: GitHub refused the installation token itself
+	// (*InstallationError).
+	ErrInstallationRefused = errors.New("installation token refused by GitHub")
 )
+
+// InstallationError is GitHub refusing an installation token: POST
+// /app/installations/{id}/access_tokens answered 404 (the installation is
+// unknown: the App was uninstalled, or the id is wrong), 401 (the App's
+// JWT was refused: wrong App id or key) or 403 (the installation is
+// suspended). Nothing the App does with that installation can succeed
+// until someone changes it on GitHub, so it is final: no request is sent
+// with that installation (GitHub's REST reference, "Create an
+// installation access token for an app").
+type InstallationError struct {
+	Installation int64
+	Status       int
+	err          error // ghinstallation's *HTTPError
+}
+
+func (e *InstallationError) Error() string {
+	why := "the App cannot act for it"
+	switch e.Status {
+	case http.StatusNotFound:
+		why = "the installation does not exist (the App was uninstalled, or the delivery names another App's installation)"
+	case http.StatusUnauthorized:
+		why = "the App's JSON web token was refused (wrong KLBOT_APP_ID or private key)"
+	case http.StatusForbidden:
+		why = "the installation is suspended"
+	}
+	return fmt.Sprintf("GitHub answered %d to the token request of installation %d: %s", e.Status, e.Installation, why)
+}
+
+// Unwrap returns ghinstallation's error.
+func (e *InstallationError) Unwrap() error { return e.err }
+
+// Is matches ErrInstallationRefused.
+func (e *InstallationError) Is(target error) bool { return target == ErrInstallationRefused }
+
+// installationError returns an *InstallationError when err is
+// ghinstallation's refused token request (401, 403 or 404), else err.
+func installationError(id int64, err error) error {
+	var he *ghinstallation.HTTPError
+	if !errors.As(err, &he) || he.Response == nil {
+		return err
+	}
+	switch he.Response.StatusCode {
+	case http.StatusNotFound, http.StatusUnauthorized, http.StatusForbidden:
+		return &InstallationError{Installation: id, Status: he.Response.StatusCode, err: err}
+	}
+	return err
+}
 
 // APIError is an error answer from GitHub, keeping GitHub's message and
 // its per-field errors. It wraps the go-github error (errors.As reaches

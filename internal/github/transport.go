@@ -248,6 +248,10 @@ func drain(resp *http.Response) {
 // ghinstallation transport — ghinstallation has no way to force a refresh —
 // and retries the request once with the new token; a second 401 is
 // returned as is, never looped on.
+//
+// A token request GitHub refuses (401, 403 or 404 on POST
+// /app/installations/{id}/access_tokens) fails the request with an
+// *InstallationError (ErrInstallationRefused): no API request is sent.
 type installationTransport struct {
 	installationID int64
 	newTransport   func() (*ghinstallation.Transport, error)
@@ -292,8 +296,11 @@ func (t *installationTransport) RoundTrip(req *http.Request) (*http.Response, er
 		return nil, fmt.Errorf("authenticating installation %d: %w", t.installationID, err)
 	}
 	resp, err := itr.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || !rewindable(req) {
-		return resp, err
+	if err != nil {
+		return resp, installationError(t.installationID, err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized || !rewindable(req) {
+		return resp, nil
 	}
 	next, rerr := rewind(req)
 	if rerr != nil {
@@ -306,5 +313,9 @@ func (t *installationTransport) RoundTrip(req *http.Request) (*http.Response, er
 	drain(resp)
 	t.log.LogAttrs(req.Context(), slog.LevelWarn, "github: installation token refused; retrying once with a fresh token",
 		slog.Int64("installation", t.installationID), slog.String("method", req.Method), slog.String("path", req.URL.Path))
-	return fresh.RoundTrip(next)
+	resp, err = fresh.RoundTrip(next)
+	if err != nil {
+		return resp, installationError(t.installationID, err)
+	}
+	return resp, nil
 }
