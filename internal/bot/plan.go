@@ -101,18 +101,7 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := b.supersedeOld(ctx, rows, co, names, a.Project != ""); err != nil {
-		return "", err
-	}
-	// The superseded plans of older heads lose their Apply button; a plan
-	// of this head is replaced in its own check run by planProject.
-	var older []projectRow
-	for _, r := range rows {
-		if r.HeadSHA != co.head {
-			older = append(older, r)
-		}
-	}
-	if err := b.retireButtons(ctx, c, repo, older); err != nil {
+	if err := b.supersedeOlder(ctx, c, repo, rows, co, names, a.Project != ""); err != nil {
 		return "", err
 	}
 	if len(names) == 0 {
@@ -128,6 +117,23 @@ func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
 		}
 	}
 	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)
+}
+
+// supersedeOlder supersedes the plans a new plan of co replaces
+// (supersedeOld), and takes the Apply button off the superseded plans of
+// older heads; a plan of this head is replaced in its own check run by
+// planProject.
+func (b *Bot) supersedeOlder(ctx context.Context, c Client, repo github.Repo, rows []projectRow, co *checkout, names []string, one bool) error {
+	if err := b.supersedeOld(ctx, rows, co, names, one); err != nil {
+		return err
+	}
+	var older []projectRow
+	for _, r := range rows {
+		if r.HeadSHA != co.head {
+			older = append(older, r)
+		}
+	}
+	return b.retireButtons(ctx, c, repo, older)
 }
 
 // checkout lists the changed files, downloads the head's tarball with the
