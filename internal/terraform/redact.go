@@ -2,10 +2,12 @@ package terraform
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -47,11 +49,45 @@ func newMasker(vars map[string]string) masker {
 		}
 		return names[i] < names[j]
 	})
-	pairs := make([]string, 0, 2*len(names))
+	type form struct{ text, name string }
+	var forms []form
+	seen := map[string]bool{}
 	for _, k := range names {
-		pairs = append(pairs, vars[k], "(value of "+k+")")
+		for _, f := range encodings(vars[k]) {
+			if !seen[f] {
+				seen[f] = true
+				forms = append(forms, form{f, k})
+			}
+		}
+	}
+	// Longest first: strings.Replacer tries its pairs in argument order at
+	// each position, so a value that holds another is masked whole.
+	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i].text) > len(forms[j].text) })
+	pairs := make([]string, 0, 2*len(forms))
+	for _, f := range forms {
+		pairs = append(pairs, f.text, "(value of "+f.name+")")
 	}
 	return masker{r: strings.NewReplacer(pairs...)}
+}
+
+// encodings are the forms in which Terraform may print value v: as it is,
+// inside a quoted string (Terraform quotes values in diagnostics as
+// "var.x is \"…\"", escaping quotes, backslashes and control characters as
+// Go and JSON do), and that quoted form once more JSON-escaped (a
+// diagnostic inside -json output read raw). A JSON credential, the usual
+// secret passed as TF_VAR_*, holds quotes: its raw form alone would slip
+// through.
+func encodings(v string) []string {
+	inner := func(q string) string { return q[1 : len(q)-1] }
+	jsonq := func(s string) string {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s) // a string always encodes
+		return inner(strings.TrimSuffix(b.String(), "\n"))
+	}
+	goq := inner(strconv.Quote(v))
+	return []string{v, goq, jsonq(v), jsonq(goq)}
 }
 
 // string masks s.
