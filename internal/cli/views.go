@@ -279,8 +279,8 @@ the fence. When there is nothing to recover, or you have checked the real object
 --reason says what you checked; it is stored with your name and shown in the run's story as
 "fence lifted by ACTOR". What the dead run's Terraform did stays in no version.
 
-Exit status: 0 lifted; 3 refused (the run holds no fence: it is alive, committed, or was
-recovered or unfenced already); 1 any other error (no --reason, an unknown run).`,
+Exit status: 0 lifted; 3 refused (a plan run, or a run that holds no fence: it is alive,
+committed, or was recovered or unfenced already); 1 any other error (no --reason, an unknown run).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
@@ -294,7 +294,9 @@ recovered or unfenced already); 1 any other error (no --reason, an unknown run).
 				return err
 			}
 			if _, err := e.Unfence(cmd.Context(), engine.UnfenceInput{Run: args[0], By: a.actor(), Why: reason}); err != nil {
-				if errors.Is(err, engine.ErrNotFound) {
+				// A run that exists but holds no fence, or is a plan: a
+				// refusal, as kl run recover's (exit 3).
+				if errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrInvalid) {
 					if _, gerr := e.Run(cmd.Context(), args[0]); gerr == nil {
 						return &ExitError{Code: 3, Err: err}
 					}
