@@ -189,6 +189,21 @@ func (e *Engine) Overlaps(ctx context.Context, run Run) ([]Overlap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing open plans of state %s: %w", run.State, err)
 	}
+	// A planned plan a later version already made stale can never commit:
+	// it overlaps nobody (as kl status leaves it out). A plan being
+	// applied is listed whatever its since-plan says.
+	var planned, applying []Run
+	for _, o := range open {
+		if o.Status == StatusPlanned {
+			planned = append(planned, o)
+		} else {
+			applying = append(applying, o)
+		}
+	}
+	if planned, err = e.applicable(ctx, planned); err != nil {
+		return nil, err
+	}
+	open = append(planned, applying...)
 	fp := run.Envelope.Footprint
 	var out []Overlap
 	for _, o := range open {

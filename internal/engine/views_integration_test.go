@@ -172,3 +172,31 @@ func TestDiscardedPlanRefusal(t *testing.T) {
 		t.Errorf("Why = %s, end %+v (%q), %d overlaps; want closed, who and why, no overlaps", y.Verdict, y.Run.End, report.EndText(y.Run.ID, y.Run.End), len(y.Overlaps))
 	}
 }
+
+// TestOverlapsLeaveOutStalePlans: an open plan a later version already
+// made stale (its planned target changed) can never commit, so a new plan
+// does not list it as an overlap (as kl status leaves it out); one still
+// applicable is listed. Found by a fresh-eyes test: `kl plan` said three
+// stale plans "share part of this footprint" and would re-plan it.
+func TestOverlapsLeaveOutStalePlans(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	cfg := config{"x": {Value: "x0"}, "y": {Value: "y0"}}
+	h.base(cfg)
+	a := h.plan(cfg.with(map[string]string{"x": "x1"}))
+	stale := h.plan(cfg.with(map[string]string{"x": "x2"}), actor("bob"))
+	open := h.plan(cfg.with(map[string]string{"y": "y1"}), actor("carol"))
+	h.apply(a.ID) // changes x: stale's planned target
+	c := h.plan(cfg.with(map[string]string{"x": "x3", "y": "y3"}), actor("dave"))
+	ovs, err := h.eng.Overlaps(h.ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range ovs {
+		got = append(got, o.Run)
+	}
+	if len(got) != 1 || got[0] != open.ID {
+		t.Fatalf("overlaps of the new plan = %v; want only the applicable plan %s, not the stale %s", got, open.ID, stale.ID)
+	}
+}
