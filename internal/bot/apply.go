@@ -114,11 +114,20 @@ func planned(rows []projectRow) []string {
 func (b *Bot) applyProject(ctx context.Context, x *applyCtx, r projectRow) (JobResult, error) {
 	a, pr := x.a, x.pr
 	no := x.refusal(r)
+	dropped, err := b.droppedPlan(ctx, r)
+	if err != nil {
+		return "", err
+	}
 	switch {
 	case pr.State != "open":
 		no.Rule, no.PRState = report.BotRuleOpenPR, pr.State
 	case r.Config.ApplyTrigger == klyaml.TriggerMerge:
 		no.Rule = report.BotRuleTrigger
+	case dropped != nil:
+		// The project has nothing at the new head: the refusal goes on
+		// the commit of its plan, where its check runs are.
+		no.Rule, no.PlanClosed, no.Problem, no.PlanSHA = report.BotRuleOpenPlan, true, dropped.Why(), dropped.PlanSHA
+		return b.refuseAt(ctx, x, r, no, dropped.PlanSHA)
 	case a.HeadSHA != "" && a.HeadSHA != pr.HeadSHA:
 		no.Rule, no.ButtonSHA = report.BotRuleHead, a.HeadSHA
 	case r.HeadSHA != pr.HeadSHA:
@@ -264,7 +273,36 @@ func applyOutcome(s engine.RunStatus) (outcome runOutcome, conclusion string) {
 // run on the PR's head (conclusion action_required) and the project's note
 // in the sticky comment, both naming the rule and why.
 func (b *Bot) refuse(ctx context.Context, x *applyCtx, r projectRow, no report.BotRefusal) (JobResult, error) {
-	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: x.pr.HeadSHA, ExternalID: externalID(x.a.PR, r.Project),
+	return b.refuseAt(ctx, x, r, no, x.pr.HeadSHA)
+}
+
+// droppedPlan is r's plan when a push dropped its project (the plan run is
+// superseded as untouched or removed, engine.SupersedeDropped), else nil.
+// A run the store does not have is not dropped: engine.Apply refuses it.
+func (b *Bot) droppedPlan(ctx context.Context, r projectRow) (*report.PlanSuperseded, error) {
+	if r.PlanRun == "" || r.ApplyRun != "" {
+		return nil, nil
+	}
+	run, err := b.eng.Run(ctx, r.PlanRun)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case run.Status != engine.StatusSuperseded || run.End == nil || run.PR == nil:
+		return nil, nil
+	}
+	why := run.End.Superseded
+	if why != engine.SupersededByUntouched && why != engine.SupersededByRemoved {
+		return nil, nil
+	}
+	return &report.PlanSuperseded{Project: r.Project, HeadSHA: run.End.Commit, PlanRun: run.ID, PlanSHA: run.PR.HeadSHA,
+		Gone: why == engine.SupersededByRemoved}, nil
+}
+
+// refuseAt is refuse with the check run on commit sha.
+func (b *Bot) refuseAt(ctx context.Context, x *applyCtx, r projectRow, no report.BotRefusal, sha string) (JobResult, error) {
+	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: sha, ExternalID: externalID(x.a.PR, r.Project),
 		Conclusion: "action_required", Title: no.Title(), Summary: noticeMarkdown(no, report.CheckRunSummaryLimit)}
 	if _, err := b.putCheckRun(ctx, x.c, x.repo, check); err != nil {
 		return "", err

@@ -89,13 +89,13 @@ func parseWords(w []string) Command {
 					return fail("`-p` given twice")
 				}
 				if !klyaml.ValidProjectName(rest[1]) {
-					return fail("%q is not a project name", rest[1])
+					return fail("%s is not a project name", echo(rest[1]))
 				}
 				c.Project, rest = rest[1], rest[2:]
 			case rest[0] == "-p":
 				return fail("`-p` needs a project name: `/kl %s -p PROJECT`", name)
 			default:
-				return fail("unexpected %q after `/kl %s`", rest[0], name)
+				return fail("unexpected %s after `/kl %s`", echo(rest[0]), name)
 			}
 		}
 		switch {
@@ -109,18 +109,33 @@ func parseWords(w []string) Command {
 		c := Command{Name: name}
 		switch {
 		case len(rest) > 1:
-			return fail("unexpected %q after `/kl why %s`", rest[1], rest[0])
+			return fail("unexpected %s after `/kl why %s`", echo(rest[1]), echo(rest[0]))
 		case len(rest) == 1 && !runIDRE.MatchString(rest[0]):
-			return fail("%q is not a run id (26 characters, as in `kl run show RUN`)", rest[0])
+			return fail("%s is not a run id (26 characters, as in `kl run show RUN`)", echo(rest[0]))
 		case len(rest) == 1:
 			c.Run = rest[0]
 		}
 		return c
 	case CmdHelp:
 		if len(rest) > 0 {
-			return fail("unexpected %q after `/kl help`", rest[0])
+			return fail("unexpected %s after `/kl help`", echo(rest[0]))
 		}
 		return Command{Name: CmdHelp}
 	}
-	return fail("unknown command %q", name)
+	return fail("unknown command %s", echo(name))
+}
+
+// MaxEcho is the most characters of a comment's word that a parse error
+// quotes back: a comment holds up to 65,536 characters (shared/GITHUB.md),
+// and an echo of all of them would push the reply's message out of it.
+const MaxEcho = 40
+
+// echo quotes word w for a parse error (%q), cut to MaxEcho characters
+// with "…" and its length in characters when it is longer.
+func echo(w string) string {
+	n := utf8.RuneCountInString(w)
+	if n <= MaxEcho {
+		return fmt.Sprintf("%q", w)
+	}
+	return fmt.Sprintf("%q… (%d characters)", string([]rune(w)[:MaxEcho]), n)
 }

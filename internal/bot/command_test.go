@@ -38,6 +38,7 @@ func TestParseCommand(t *testing.T) {
 		"unfence long":        {"/kl unfence -- " + strings.Repeat("x", MaxReason+1), Command{Name: CmdHelp, Err: "the reason after `--` is 1001 characters; at most 1000"}, true},
 		"recover --":          {"/kl recover -- x", Command{Name: CmdHelp, Err: `unexpected "--" after ` + "`/kl recover`"}, true},
 		"bare":                {"/kl", Command{Name: CmdHelp}, true},
+		"long word":           {"/kl plan " + strings.Repeat("é", 70000), Command{Name: CmdHelp, Err: `unexpected "` + strings.Repeat("é", MaxEcho) + `"… (70000 characters) after ` + "`/kl plan`"}, true},
 		"unknown":             {"/kl destroy", Command{Name: CmdHelp, Err: `unknown command "destroy"`}, true},
 		"uppercase word":      {"/kl APPLY", Command{Name: CmdHelp, Err: `unknown command "APPLY"`}, true},
 		"uppercase prefix":    {"/KL apply", Command{}, false},

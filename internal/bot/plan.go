@@ -269,18 +269,30 @@ func (b *Bot) supersedeOld(ctx context.Context, rows []projectRow, co *checkout,
 		if !newHead && !planned[r.Project] {
 			continue
 		}
+		dropped := !planned[r.Project] && !explicit
+		_, kept := co.config.Project(r.Project)
 		if r.PlanRun != "" && r.ApplyRun == "" {
 			pr := &engine.PullRequest{Repo: r.Repo, Number: r.PR}
-			if err := b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByNewerPlan, pr, co.head); err != nil && !notOpen(err) {
+			var err error
+			switch {
+			case !dropped:
+				err = b.eng.Supersede(ctx, r.PlanRun, engine.SupersededByNewerPlan, pr, co.head)
+			case kept:
+				err = b.eng.SupersedeDropped(ctx, r.PlanRun, engine.SupersededByUntouched, pr, co.head, r.Project)
+			default:
+				err = b.eng.SupersedeDropped(ctx, r.PlanRun, engine.SupersededByRemoved, pr, co.head, r.Project)
+			}
+			if err != nil && !notOpen(err) {
 				return err
 			}
 		}
-		if planned[r.Project] || explicit {
+		if !dropped {
 			continue
 		}
-		_, kept := co.config.Project(r.Project)
-		r.Note = note{Kind: noteSuperseded, Text: report.PlanSuperseded{Project: r.Project, HeadSHA: co.head, PlanRun: r.PlanRun,
-			PlanSHA: r.HeadSHA, Gone: !kept}.Note()}
+		if r.Note.Kind != noteSuperseded { // else dropped by an earlier push: its words stand
+			r.Note = note{Kind: noteSuperseded, Text: report.PlanSuperseded{Project: r.Project, HeadSHA: co.head, PlanRun: r.PlanRun,
+				PlanSHA: r.HeadSHA, Gone: !kept}.Note()}
+		}
 		r.HeadSHA = co.head
 		if err := b.db.saveProject(ctx, r); err != nil {
 			return err

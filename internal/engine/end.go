@@ -126,6 +126,13 @@ const (
 	SupersededByNewerPlan SupersedeReason = "newer-plan"
 	// SupersededByClosedPR: its pull request was closed without applying it.
 	SupersededByClosedPR SupersedeReason = "pr-closed"
+	// SupersededByUntouched: a push to its pull request, at commit
+	// End.Commit, no longer touches its project (End.Project, a kl.yaml
+	// project name): nothing replaced the plan; it is closed.
+	SupersededByUntouched SupersedeReason = "untouched"
+	// SupersededByRemoved: its project (End.Project) is not in kl.yaml at
+	// the pull request's new head End.Commit any more.
+	SupersededByRemoved SupersedeReason = "project-removed"
 )
 
 // Phase is what a run was doing when it was interrupted or its lease ran out.
@@ -233,6 +240,7 @@ type End struct {
 	Superseded SupersedeReason `json:"superseded,omitempty"`
 	PR         *PullRequest    `json:"pr,omitempty"`
 	Commit     string          `json:"commit,omitempty"`
+	Project    string          `json:"project,omitempty"` // SupersededByUntouched, SupersededByRemoved
 	// Legacy is the reason text of a run stored before ends were typed.
 	Legacy string `json:"legacy,omitempty"`
 }

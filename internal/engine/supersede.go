@@ -17,6 +17,22 @@ func (e *Engine) Supersede(ctx context.Context, planRun string, why SupersedeRea
 	return e.closePlan(ctx, planRun, &End{Cause: CauseSuperseded, Superseded: why, PR: pr, Commit: commit})
 }
 
+// SupersedeDropped closes the open plan run of a project that a push to
+// its pull request pr dropped (klbot): the push at commit no longer
+// touches project (SupersededByUntouched), or project is not in kl.yaml at
+// commit any more (SupersededByRemoved). Nothing replaced the plan, so no
+// newer plan is named (issue 11: it was reported as one). As Supersede
+// otherwise; ErrInvalid for another reason or an empty project.
+func (e *Engine) SupersedeDropped(ctx context.Context, planRun string, why SupersedeReason, pr *PullRequest, commit, project string) error {
+	if why != SupersededByUntouched && why != SupersededByRemoved {
+		return Errorf(ErrInvalid, "superseding plan %s: %q is not a reason a push drops a project", planRun, why)
+	}
+	if project == "" {
+		return Errorf(ErrInvalid, "superseding plan %s: the dropped project is required", planRun)
+	}
+	return e.closePlan(ctx, planRun, &End{Cause: CauseSuperseded, Superseded: why, PR: pr, Commit: commit, Project: project})
+}
+
 // Discard closes an open plan run that an operator will not apply (`kl run
 // discard`): like Supersede, with who (by, required) and why (may be "")
 // stored in the run's end (End.By, End.Why) and in its marker

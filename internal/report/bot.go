@@ -381,23 +381,30 @@ func shortSHA(sha string) string {
 	return sha
 }
 
-// PlanSuperseded is a plan that a new commit superseded without planning
-// its project again: Note is the sticky comment's line.
+// PlanSuperseded is a plan that a push to its pull request dropped: the
+// new commit no longer touches its project, or the project left kl.yaml.
+// Nothing replaced the plan; it is closed. Note is the sticky comment's
+// line, Why the words of a refusal to apply it.
 type PlanSuperseded struct {
 	Project string
 	HeadSHA string // the new commit
 	PlanRun string
-	PlanSHA string // the commit the plan was of
+	PlanSHA string // the commit the plan was made at
 	Gone    bool   // the project is not in kl.yaml at HeadSHA any more
+}
+
+// Why says why the plan is closed, without a final period: "the push at
+// `X` no longer touches project b; its plan made at `Y` is closed".
+func (n PlanSuperseded) Why() string {
+	if n.Gone {
+		return fmt.Sprintf("project %s is not in kl.yaml at `%s` any more; its plan made at `%s` is closed", n.Project, shortSHA(n.HeadSHA), shortSHA(n.PlanSHA))
+	}
+	return fmt.Sprintf("the push at `%s` no longer touches project %s; its plan made at `%s` is closed", shortSHA(n.HeadSHA), n.Project, shortSHA(n.PlanSHA))
 }
 
 // Note is PlanSuperseded's line in the sticky comment.
 func (n PlanSuperseded) Note() string {
-	if n.Gone {
-		return fmt.Sprintf("Project %q is not in kl.yaml at `%s` any more: its plan `%s` was superseded.", n.Project, shortSHA(n.HeadSHA), n.PlanRun)
-	}
-	return fmt.Sprintf("Commit `%s` no longer touches this project: its plan `%s` at `%s` was superseded and is not carried forward.",
-		shortSHA(n.HeadSHA), n.PlanRun, shortSHA(n.PlanSHA))
+	return fmt.Sprintf("%s: plan `%s` is not carried forward.", upperFirst(n.Why()), n.PlanRun)
 }
 
 // ClosedUnapplied is an open plan of a pull request closed (or merged)

@@ -109,13 +109,18 @@ func planEndText(end *engine.End) string {
 
 // supersededText says what superseded a plan: "superseded by a newer plan
 // of acme/infra#42 at 0123abc", "acme/infra#42 was closed without applying
-// it", or the caller's own words.
+// it", "the push at 0123abc no longer touches project b", "project b is not
+// in kl.yaml at 0123abc any more", or the caller's own words.
 func supersededText(end *engine.End) string {
 	switch end.Superseded {
 	case engine.SupersededByNewerPlan:
 		return fmt.Sprintf("superseded by a newer plan of %s at %s", end.PR, shortSHA(end.Commit))
 	case engine.SupersededByClosedPR:
 		return fmt.Sprintf("%s was closed without applying it", end.PR)
+	case engine.SupersededByUntouched:
+		return fmt.Sprintf("the push at %s no longer touches project %s", shortSHA(end.Commit), end.Project)
+	case engine.SupersededByRemoved:
+		return fmt.Sprintf("project %s is not in kl.yaml at %s any more", end.Project, shortSHA(end.Commit))
 	}
 	return orWords(end.Why, "something newer replaced it")
 }

@@ -17,7 +17,11 @@ func TestSupersededText(t *testing.T) {
 	}{
 		"newer plan": {&engine.End{Cause: engine.CauseSuperseded, Superseded: engine.SupersededByNewerPlan, PR: pr, Commit: "0123456789abcdef"},
 			"superseded by a newer plan of acme/infra#42 at 0123456"},
-		"closed":       {&engine.End{Cause: engine.CauseSuperseded, Superseded: engine.SupersededByClosedPR, PR: pr}, "acme/infra#42 was closed without applying it"},
+		"closed": {&engine.End{Cause: engine.CauseSuperseded, Superseded: engine.SupersededByClosedPR, PR: pr}, "acme/infra#42 was closed without applying it"},
+		"untouched": {&engine.End{Cause: engine.CauseSuperseded, Superseded: engine.SupersededByUntouched, PR: pr, Commit: "52474a8aaaa", Project: "b"},
+			"the push at 52474a8 no longer touches project b"},
+		"removed": {&engine.End{Cause: engine.CauseSuperseded, Superseded: engine.SupersededByRemoved, PR: pr, Commit: "52474a8aaaa", Project: "b"},
+			"project b is not in kl.yaml at 52474a8 any more"},
 		"own words":    {&engine.End{Cause: engine.CauseSuperseded, Why: "replaced by hand"}, "replaced by hand"},
 		"nothing said": {&engine.End{Cause: engine.CauseSuperseded}, "something newer replaced it"},
 	} {

@@ -37,6 +37,16 @@ type StickyProject struct {
 	Refused   bool   // Note is a refusal: the section is marked ⛔
 }
 
+// planSHA is the commit Plan was made at (its pull request's head then),
+// else HeadSHA: a plan a push dropped stays at its own commit while the
+// bot's row moves to the new head.
+func (p StickyProject) planSHA() string {
+	if p.Plan != nil && p.Plan.PR != nil && p.Plan.PR.HeadSHA != "" {
+		return p.Plan.PR.HeadSHA
+	}
+	return p.HeadSHA
+}
+
 // runID is the project's latest run: its apply run, else its plan run.
 func (p StickyProject) runID() string {
 	switch {
@@ -167,7 +177,7 @@ func (p StickyProject) planSection(o Options, s *stickyRow, t *strings.Builder) 
 	s.status = string(run.Status)
 	if run.Status != engine.StatusPlanned {
 		s.icon = "⏹️"
-		fmt.Fprintf(t, "Plan %s at `%s` is **%s**", runLink(run.ID, o), shortSHA(p.HeadSHA), run.Status)
+		fmt.Fprintf(t, "Plan %s at `%s` is **%s**", runLink(run.ID, o), shortSHA(p.planSHA()), run.Status)
 		if e := EndText(run.ID, run.End); e != "" {
 			t.WriteString(": " + e)
 		}

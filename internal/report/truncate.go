@@ -16,7 +16,8 @@ import (
 // <details> or code fence left open, then appends the note
 // "… N more lines omitted; see `CMD`", where CMD is the command named by
 // the document's "kilolock:more" marker (`kl run show RUN` for run
-// reports). md is returned unchanged when it fits. Only when the summary
+// reports), or "… N more lines omitted" for a document without one (a
+// notice names no run). md is returned unchanged when it fits. Only when the summary
 // alone does not fit is the summary itself cut, line by line; a single
 // line longer than limit is cut at a rune boundary.
 func Truncate(md string, limit int) string {
@@ -30,7 +31,7 @@ func Truncate(md string, limit int) string {
 	if lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	more := "kl run show RUN"
+	more := ""
 	for _, l := range lines {
 		if strings.HasPrefix(l, mdMore) {
 			more = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(l, mdMore)), "-->"))
@@ -38,6 +39,9 @@ func Truncate(md string, limit int) string {
 		}
 	}
 	note := func(n int) string {
+		if more == "" {
+			return fmt.Sprintf("\n… %d more lines omitted\n", n)
+		}
 		return fmt.Sprintf("\n… %d more lines omitted; see `%s`\n", n, more)
 	}
 

@@ -119,3 +119,15 @@ func TestTruncate(t *testing.T) {
 		t.Errorf("Truncate cut inside a rune: %q", got)
 	}
 }
+
+// TestTruncateNoMarker: a document without a "kilolock:more" marker (a
+// notice, a reply) names no command to see the rest (issue 11 defect 6:
+// replies said "see `kl run show RUN`" with a literal RUN).
+func TestTruncateNoMarker(t *testing.T) {
+	t.Parallel()
+	md := strings.Repeat("a line of a notice\n", 100)
+	got := Truncate(md, 200)
+	if len(got) > 200 || !strings.HasSuffix(got, "\n… 91 more lines omitted\n") {
+		t.Errorf("Truncate without a marker = %q, want the first lines and \"… N more lines omitted\"", got)
+	}
+}
