@@ -195,7 +195,11 @@ func fencedEndText(id string, end *engine.End) string {
 	fenced := abbreviate(end.Fenced.Strings(), 8)
 	switch end.Lifted {
 	case "":
-		return fmt.Sprintf("%s; %s stay fenced — no other apply may write or read them — until %s", s, fenced, LiftHint(id))
+		verb, them := "stay", "them"
+		if len(end.Fenced) == 1 {
+			verb, them = "stays", "it"
+		}
+		return fmt.Sprintf("%s; %s %s fenced — no other apply may write or read %s — until %s", s, fenced, verb, them, LiftHint(id))
 	case engine.LiftRecovered:
 		return fmt.Sprintf("%s; the fence on %s was lifted by its recovery", s, fenced)
 	case engine.LiftUnfenced:

@@ -419,15 +419,16 @@ func TestFenceWords(t *testing.T) {
 	}
 	end := leaseEnd()
 	end.Fenced, end.TerraformStarted = engine.AddressSet{"module.net.terraform_data.vpc"}, at(600)
-	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || !strings.Contains(got, lift) || strings.Contains(got, "released") {
+	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || !strings.Contains(got, lift) || strings.Contains(got, "released") ||
+		!strings.Contains(got, "module.net.terraform_data.vpc stays fenced — no other apply may write or read it —") {
 		t.Errorf("fenced run's end = %q", got)
 	}
 	end.Lifted = engine.LiftUnfenced
-	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted without a commit") {
+	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || strings.Contains(got, "fenced — no other apply") || !strings.Contains(got, "lifted without a commit") {
 		t.Errorf("fenced run's end after an unfence = %q", got)
 	}
 	end.Lifted = engine.LiftRecovered
-	if got := EndText(applyA, end); strings.Contains(got, "stay fenced") || !strings.Contains(got, "lifted by its recovery") {
+	if got := EndText(applyA, end); strings.Contains(got, "fenced — no other apply") || !strings.Contains(got, "lifted by its recovery") {
 		t.Errorf("fenced run's end after its recovery = %q", got)
 	}
 	waited := engine.Fact{Kind: engine.FactWaitedFor, Run: applyA, Addresses: engine.AddressSet{"module.net.terraform_data.vpc"}, Waited: engine.Duration(3e9)}
