@@ -43,7 +43,7 @@ func applyDoc(s *engine.RunStory) *doc {
 	d := &doc{tone: v.tone, more: "kl run show " + a.ID,
 		title: words("Apply ", runSpan(a.ID), " of plan ", runSpan(a.PlanRun), " on ", strong(a.State))}
 	d.summary = append(d.summary, para(v.words), applyFields(s, &a))
-	applySections(d, s, &a, "", true)
+	applySections(d, s, &a, "")
 	if s.Version != nil {
 		deviationSections(d, s.Version.Provenance.Deviation)
 	}
@@ -329,11 +329,11 @@ func recoveredWords(m engine.Marker) sentence {
 // applySections adds what an apply decided and committed: refusal or how
 // it ended, since-plan, allowed-because, re-plans and fallbacks, and
 // provenance. a is the apply run of the story; prefix titles its first
-// sections ("Last attempt " for the apply of a plan open again). When
-// sinceSaid, the view's summary has told the since-plan counts, so a
-// "head unchanged" staleness fact is not told twice. The full deviation lists
+// sections ("Last attempt " for the apply of a plan open again). Every fact
+// the apply was allowed by is listed, "head unchanged" too, in every view
+// (kl and GitHub alike). The full deviation lists
 // are left to the caller, to come last.
-func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string, sinceSaid bool) {
+func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string) {
 	rs := refusals(*a, s.Markers, s.SincePlan, s.Replans, s.Plan)
 	told := map[string]bool{}
 	for _, r := range rs {
@@ -347,7 +347,7 @@ func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string, sin
 		d.section(words(toned(toneBad, prefix+endTitle(a.Status))), endFields(s, a))
 	}
 	sincePlanSection(d, s.SincePlan, s.SincePlanLive)
-	if facts := allowedFacts(a.AllowedBecause, sinceSaid); len(facts) > 0 {
+	if facts := a.AllowedBecause; len(facts) > 0 {
 		var l list
 		for _, sen := range allowedWords(facts, lastOf(s.Markers, a.ID, engine.MarkerReserved)) {
 			l = append(l, item{s: sen})
@@ -378,23 +378,6 @@ func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string, sin
 	if v := s.Version; v != nil {
 		d.section(words(fmt.Sprintf("Committed version %d", v.Serial)), provenanceFields(v, s.Markers))
 	}
-}
-
-// allowedFacts returns the facts to list under "Allowed because": all of
-// them, but the "head unchanged" staleness fact when the view has said so
-// already (sinceSaid).
-func allowedFacts(facts []engine.Fact, sinceSaid bool) []engine.Fact {
-	if !sinceSaid {
-		return facts
-	}
-	var out []engine.Fact
-	for _, f := range facts {
-		if f.Kind == engine.FactStalenessPassed && len(f.Serials) == 0 && f.HeadSerial == f.SourceSerial {
-			continue
-		}
-		out = append(out, f)
-	}
-	return out
 }
 
 // sincePlanSection adds the versions committed since the plan, titled

@@ -420,7 +420,7 @@ func (n ClosedUnapplied) Note() string {
 	if n.Merged {
 		how = "merged"
 	}
-	return fmt.Sprintf("The pull request was %s without applying plan `%s`: it was superseded.", how, n.PlanRun)
+	return fmt.Sprintf("The pull request was %s; plan `%s` was never applied and is closed.", how, n.PlanRun)
 }
 
 // PlanNotApplicable is a press of a plan check run's Apply button when its

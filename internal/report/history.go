@@ -13,7 +13,8 @@ import (
 // serials shown and, when older versions exist, the command for the next
 // page — then one block per version, newest first as given: serial, time,
 // producing run with its actor and PR, commit mode, "exact" or the deviation,
-// partial, the why line (the allowed-because facts compressed), the
+// partial, what the version changed (its addresses, the first few named),
+// the why line (the allowed-because facts compressed), the
 // re-plan line and the waited line (ADR D5, D6). The first version says
 // how the state began, as its provenance records it
 // (engine.Provenance.Origin): "init (adopted from file, N resources)" or
@@ -64,6 +65,7 @@ type historyLine struct {
 	tone      tone
 	run       sentence
 	actor     sentence // who created the state (init version)
+	changed   sentence // the addresses the version changed (not for the init version)
 	why       sentence
 	replan    sentence
 	waited    sentence
@@ -97,6 +99,7 @@ func historyOf(h engine.HistoryEntry) historyLine {
 		head = head.add(txt(" · "), toned(toneBad, "partial"))
 	}
 	l.head = head
+	l.changed = changedWords(v.Changed)
 	l.run = who(p.Run, p.Actor, p.PR)
 	if p.PlanRun != "" {
 		l.run = words(l.run, ", plan ", runSpan(p.PlanRun))
@@ -205,6 +208,16 @@ func whyLine(facts []engine.Fact, skipReplan bool) sentence {
 	return join(parts, "; ")
 }
 
+// changedWords says what a version changed: the addresses (the first few
+// named) and how many of each kind, "`a`, `b` (2 resources)"; "nothing"
+// for a version that changed no address.
+func changedWords(set engine.AddressSet) sentence {
+	if len(set) == 0 {
+		return words("nothing")
+	}
+	return words(addrs(set), " ("+countWords(set)+")")
+}
+
 func historyDoc(entries []engine.HistoryEntry, st engine.State) *doc {
 	d := &doc{tone: toneInfo, more: "kl history --state " + st.Name, title: words("History of ", strong(st.Name))}
 	line, _, _ := historyPage(entries, st)
@@ -214,6 +227,7 @@ func historyDoc(entries []engine.HistoryEntry, st engine.State) *doc {
 		var f fields
 		f = f.addField("WARNING", l.warning)
 		f = f.addField("by", l.run)
+		f = f.addField("changed", l.changed)
 		f = f.addField(l.failedKey, l.failed)
 		f = f.addField("tainted", l.tainted)
 		f = f.addField("actor", l.actor)
@@ -246,6 +260,7 @@ type historyEntry struct {
 	Facts    []jFact   `json:"allowed_because"`
 	Replan   *jMarker  `json:"replan,omitempty"`
 	Waited   []jMarker `json:"waited"`
+	Changed  string    `json:"changed,omitempty"` // what the version changed, in words (its addresses: version.changed)
 	Headline string    `json:"text"`
 }
 
@@ -256,7 +271,7 @@ func historyJSON(entries []engine.HistoryEntry, st engine.State) historyDocument
 	for _, h := range entries {
 		l := historyOf(h)
 		e := historyEntry{Version: toVersion(&h.Version), Run: toRun(h.Run), Why: l.why.plain(), Facts: []jFact{},
-			Waited: toMarkers(h.Waited, nil, nil), Headline: l.head.plain()}
+			Waited: toMarkers(h.Waited, nil, nil), Changed: l.changed.plain(), Headline: l.head.plain()}
 		if h.Version.Provenance.Mode == engine.CommitInit {
 			e.Init = h.Version.Provenance.Origin
 		}

@@ -150,7 +150,7 @@ func storyDoc(s *engine.RunStory) *doc {
 	// that Truncate cuts the lists before the story.
 	switch a := storyApply(s); {
 	case a != nil:
-		applySections(d, s, a, "", false)
+		applySections(d, s, a, "")
 	case last != nil:
 		lastAttemptSections(d, s, last)
 		sincePlanSection(d, s.SincePlan, s.SincePlanLive)

@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -324,4 +326,22 @@ func whyPlanLeaseExpired() *engine.Why {
 	m := *end
 	return &engine.Why{Run: r, Plan: &r, Verdict: engine.VerdictFailed,
 		Decisive: []engine.Marker{{Run: planDave, Seq: 1, At: at(700), Kind: engine.MarkerLeaseExpired, End: &m}}}
+}
+
+// TestHistorySaysWhatChanged: every version an apply committed says what
+// it changed, in every format (issue 11 defect 15: `/kl history` did not).
+func TestHistorySaysWhatChanged(t *testing.T) {
+	t.Parallel()
+	for _, f := range []Format{Text, Markdown, JSON} {
+		var b strings.Builder
+		if err := History(&b, prodState(15), historyProd(), Options{Format: f}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(b.String(), "changed"); got < len(historyProd())-1 {
+			t.Errorf("%v: %d mentions of what a version changed, want one per applied version (%d):\n%s", f, got, len(historyProd())-1, b.String())
+		}
+		if !strings.Contains(b.String(), "`module.app.terraform_data.web`") && f == Markdown {
+			t.Errorf("Markdown history names no changed address:\n%s", b.String())
+		}
+	}
 }
