@@ -263,7 +263,14 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 	// Its allowed-because facts are stored right before Terraform starts:
 	// from then on it is in Terraform, held by the gate. (A run the sweep
 	// ends before that stops there: its update fails on its status.)
-	waitFor(t, 30*time.Second, "A to run Terraform", func() bool { return len(h.run(holder).AllowedBecause) > 0 })
+	waitFor(t, 30*time.Second, "A to run Terraform (its apply-started marker: from then on the lapse fences it)", func() bool {
+		for _, m := range h.markers(holder) {
+			if m.Kind == engine.MarkerApplyStarted {
+				return true
+			}
+		}
+		return false
+	})
 	skew.Store(int64(time.Minute))
 	// The sweep in Status expires A — unless A's own keep-alive renewal,
 	// which runs the sweep too, got there first.
@@ -370,7 +377,14 @@ func TestFencedHolderCommits(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 30*time.Second, "A to run Terraform", func() bool { return len(h.run(holder).AllowedBecause) > 0 })
+	waitFor(t, 30*time.Second, "A to run Terraform (its apply-started marker: from then on the lapse fences it)", func() bool {
+		for _, m := range h.markers(holder) {
+			if m.Kind == engine.MarkerApplyStarted {
+				return true
+			}
+		}
+		return false
+	})
 	skew.Store(int64(time.Minute))
 	st, err := h.eng.Status(h.ctx, testState)
 	if err != nil {
