@@ -248,29 +248,7 @@ func TestLeaseLostBeforeCommit(t *testing.T) {
 		err error
 	}
 	doneA := make(chan result, 1)
-	go func() {
-		out, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: a.ID, Actor: "alice"})
-		doneA <- result{out, err}
-	}()
-	var holder string
-	waitFor(t, 30*time.Second, "A to hold its reservations", func() bool {
-		for _, r := range h.reservations() {
-			holder = r.Run
-			return true
-		}
-		return false
-	})
-	// Its allowed-because facts are stored right before Terraform starts:
-	// from then on it is in Terraform, held by the gate. (A run the sweep
-	// ends before that stops there: its update fails on its status.)
-	waitFor(t, 30*time.Second, "A to run Terraform (its apply-started marker: from then on the lapse fences it)", func() bool {
-		for _, m := range h.markers(holder) {
-			if m.Kind == engine.MarkerApplyStarted {
-				return true
-			}
-		}
-		return false
-	})
+	holder := h.applyInTerraform(a.ID, func(out *engine.ApplyOutcome, err error) { doneA <- result{out, err} })
 	skew.Store(int64(time.Minute))
 	// The sweep in Status expires A — unless A's own keep-alive renewal,
 	// which runs the sweep too, got there first.
@@ -364,27 +342,7 @@ func TestFencedHolderCommits(t *testing.T) {
 	a := h.plan(config{"x": {Value: "x1"}, "y": {Value: "y1"}, "z": {Value: "z1", Gate: gate}})
 	done := make(chan error, 1)
 	var out *engine.ApplyOutcome
-	go func() {
-		var err error
-		out, err = h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: a.ID, Actor: "alice"})
-		done <- err
-	}()
-	var holder string
-	waitFor(t, 30*time.Second, "A to hold its reservations", func() bool {
-		for _, r := range h.reservations() {
-			holder = r.Run
-			return true
-		}
-		return false
-	})
-	waitFor(t, 30*time.Second, "A to run Terraform (its apply-started marker: from then on the lapse fences it)", func() bool {
-		for _, m := range h.markers(holder) {
-			if m.Kind == engine.MarkerApplyStarted {
-				return true
-			}
-		}
-		return false
-	})
+	holder := h.applyInTerraform(a.ID, func(o *engine.ApplyOutcome, err error) { out = o; done <- err })
 	skew.Store(int64(time.Minute))
 	st, err := h.eng.Status(h.ctx, testState)
 	if err != nil {
@@ -422,4 +380,31 @@ func TestFencedHolderCommits(t *testing.T) {
 	if rs := h.reservations(); len(rs) != 0 {
 		t.Errorf("reservations left: %v", rs)
 	}
+}
+
+// applyInTerraform applies plan (whose configuration holds a gate) in the
+// background, calling finish with the outcome, and returns the apply run
+// once its Terraform started — its "apply-started" marker, written just
+// before Terraform runs: from then on a lapse of its lease fences its
+// write set (ADR 0035), and the gate holds it in Terraform.
+func (h *harness) applyInTerraform(plan string, finish func(*engine.ApplyOutcome, error)) string {
+	h.t.Helper()
+	go func() { finish(h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: plan, Actor: "alice"})) }()
+	var holder string
+	waitFor(h.t, 30*time.Second, "the apply to hold its reservations", func() bool {
+		for _, r := range h.reservations() {
+			holder = r.Run
+			return true
+		}
+		return false
+	})
+	waitFor(h.t, 30*time.Second, "the apply to run Terraform (its apply-started marker)", func() bool {
+		for _, m := range h.markers(holder) {
+			if m.Kind == engine.MarkerApplyStarted {
+				return true
+			}
+		}
+		return false
+	})
+	return holder
 }
