@@ -330,7 +330,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	b.metrics.run("plan", outcomePlanned)
 	row.PlanRun = out.Run.ID
 	var md bytes.Buffer
-	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, RunURL: b.runURL}); err != nil {
+	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, RunURL: b.runURL, Commands: &report.Commands{Project: p.Name}}); err != nil {
 		return err
 	}
 	check.Summary = report.Truncate(report.PlanHeader(out, applying(p.Name, p))+md.String(), report.CheckRunSummaryLimit)
