@@ -631,17 +631,13 @@ func abbreviate(items []string, n int) string {
 }
 
 // ApplyTitle is the title of an ended apply's `kl apply · P` check run:
-// "Applied: version 5 (serial 4 → 5, snapshot-merge, exact)", or its
+// "Applied: version 5 (planned at serial 3, head was 4; snapshot-merge,
+// exact)" (versionBrief), or its
 // status and end, "Refused: …", at most 120 runes of the end.
 func ApplyTitle(s *engine.RunStory) string {
 	switch {
 	case s.Run.Status == engine.StatusApplied && s.Version != nil:
-		p := s.Version.Provenance
-		match := "exact"
-		if !p.Exact {
-			match = "deviation"
-		}
-		return fmt.Sprintf("Applied: version %d (serial %d → %d, %s, %s)", s.Version.Serial, p.SourceSerial, p.CommittedSerial, p.Mode, match)
+		return "Applied: " + versionBrief(s.Version, s.Markers)
 	case s.Run.Status == engine.StatusRefused:
 		return "Refused: " + clip(EndText(s.Run.ID, s.Run.End), 120)
 	}

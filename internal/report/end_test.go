@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -90,5 +91,27 @@ func TestEndNextStale(t *testing.T) {
 				t.Errorf("endNext = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCommittedSerialWords (issue 11 defect 10): a committed version is
+// told as "planned at serial S, committed version V (head was H)" — never
+// "serial S → V", which reads as two versions committed — in the check run
+// title and the sticky comment's table alike.
+func TestCommittedSerialWords(t *testing.T) {
+	t.Parallel()
+	s := storyAllowedConcurrent()
+	s.Version.Provenance.SourceSerial = 12
+	want := "version 13 (planned at serial 12, head was 12; snapshot-merge, exact)"
+	if got := ApplyTitle(s); got != "Applied: "+want {
+		t.Errorf("ApplyTitle = %q, want %q", got, "Applied: "+want)
+	}
+	var md strings.Builder
+	st := Sticky{Repo: "acme/infra", PR: 42, Projects: []StickyProject{{Applying: Applying{Project: "web"}, State: "acme/infra/prod", Apply: s}}}
+	if err := RenderSticky(&md, st, Options{Format: Markdown}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| "+want+" |") || strings.Contains(md.String(), "→ 13") {
+		t.Errorf("the sticky's table does not say %q:\n%s", want, md.String())
 	}
 }

@@ -17,10 +17,10 @@ func Plan(w io.Writer, out *engine.PlanOutcome, o Options) error {
 	if out == nil {
 		return fmt.Errorf("rendering plan: no plan outcome")
 	}
-	return emit(w, o, func() *doc { return planDoc(out) }, func() any { return planJSON(out) })
+	return emit(w, o, func() *doc { return planDoc(out, o) }, func() any { return planJSON(out) })
 }
 
-func planDoc(out *engine.PlanOutcome) *doc {
+func planDoc(out *engine.PlanOutcome, o Options) *doc {
 	r := out.Run
 	d := &doc{tone: toneInfo, more: "kl run show " + r.ID,
 		title: words("Plan ", runSpan(r.ID), " on ", strong(r.State), ": ", string(r.Status))}
@@ -53,7 +53,7 @@ func planDoc(out *engine.PlanOutcome) *doc {
 		f = f.addField("fenced", fenceWords(fc))
 	}
 	if r.Status == engine.StatusPlanned && len(out.Fences) == 0 {
-		f = f.addField("next", words(code("kl apply "+r.ID)))
+		f = f.addField("next", words(code(o.applyCmd(r.ID))))
 	}
 	d.summary = append(d.summary, f)
 	if blocks := overlapTable(out.Overlaps); blocks != nil {

@@ -93,6 +93,26 @@ type Options struct {
 	// 0 is 3, "###"); its sections are one level below. klbot nests views
 	// in its sticky comment at level 5.
 	HeadingLevel int
+	// Commands, when set, says the views are read on a pull request
+	// where klbot answers comment commands for project Commands.Project:
+	// the next steps they name are those comments (`/kl apply -p app`),
+	// not kl's CLI commands (`kl apply RUN`), which kl's own output keeps.
+	Commands *Commands
+}
+
+// Commands are klbot's pull-request comment commands for one project
+// (klbot's grammar: internal/bot ParseCommand).
+type Commands struct {
+	Project string // the kl.yaml project the view is about
+}
+
+// applyCmd is the command that applies plan run plan: `/kl apply -p P`
+// on a pull request, else `kl apply PLAN`.
+func (o Options) applyCmd(plan string) string {
+	if o.Commands != nil {
+		return "/kl apply -p " + o.Commands.Project
+	}
+	return "kl apply " + plan
 }
 
 // JSON schema identifiers, one per view (docs/json.md). Within a version

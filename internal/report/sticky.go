@@ -148,15 +148,14 @@ func nested(o Options) Options {
 }
 
 // applySection is a project's section after an apply: its status and
-// committed version for the summary table (serial from → to, commit mode,
-// exact or deviation), report.Apply of its story, and the versions
+// committed version for the summary table (versionBrief: planned at,
+// head was, commit mode, exact or deviation), report.Apply of its story, and the versions
 // committed since (live).
 func (p StickyProject) applySection(o Options, s *stickyRow, t *strings.Builder) error {
 	story := p.Apply
 	s.status, s.icon = applyStatus(story.Run.Status)
 	if v := story.Version; v != nil {
-		pv := v.Provenance
-		s.version = fmt.Sprintf("serial %d → %d (%s, %s)", pv.SourceSerial, pv.CommittedSerial, pv.Mode, matchWord(pv))
+		s.version = versionBrief(v, story.Markers)
 	}
 	var md strings.Builder
 	if err := Apply(&md, story, nested(o)); err != nil {

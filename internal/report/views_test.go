@@ -345,3 +345,26 @@ func TestHistorySaysWhatChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanNextOnGitHub (issue 11 defect 9): on a pull request (Options.
+// Commands) the plan's next step is klbot's comment command; kl's own
+// output keeps the CLI command.
+func TestPlanNextOnGitHub(t *testing.T) {
+	t.Parallel()
+	out := &engine.PlanOutcome{Run: planRunA(engine.StatusPlanned, ""), Overlaps: overlapsA()}
+	for name, tc := range map[string]struct {
+		o          Options
+		want, lack string
+	}{
+		"github": {Options{Format: Markdown, Commands: &Commands{Project: "app"}}, "**next:** `/kl apply -p app`", "`kl apply " + out.Run.ID},
+		"kl":     {Options{Format: Text}, "kl apply " + out.Run.ID, "/kl apply"},
+	} {
+		var b strings.Builder
+		if err := Plan(&b, out, tc.o); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) || strings.Contains(b.String(), tc.lack) {
+			t.Errorf("%s: the plan's next step is not %q (or says %q):\n%s", name, tc.want, tc.lack, b.String())
+		}
+	}
+}

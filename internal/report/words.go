@@ -374,6 +374,16 @@ func commitWords(p engine.Provenance, onto int64) sentence {
 		fmt.Sprintf(" (planned at serial %d%s, merged onto head %d)", p.SourceSerial, replanned, onto))
 }
 
+// versionBrief is a committed version in one phrase for titles and
+// tables: "version 13 (planned at serial 12, head was 12; snapshot-merge,
+// exact)" — the serial the plan was made against, the head the commit
+// merged onto (mergedOnto) and how it was committed. Never "serial 12 →
+// 13", which reads as two versions committed (issue 11).
+func versionBrief(v *engine.Version, ms []engine.Marker) string {
+	p := v.Provenance
+	return fmt.Sprintf("version %d (planned at serial %d, head was %d; %s, %s)", v.Serial, p.SourceSerial, mergedOnto(v, ms), p.Mode, matchWord(p))
+}
+
 // mergedOnto returns the head version v was merged onto: the FromSerial of
 // its committed marker among ms, or else the serial before it (a commit
 // writes head+1: engine.Version).
