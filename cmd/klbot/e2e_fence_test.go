@@ -132,11 +132,14 @@ func TestFenceEndToEnd(t *testing.T) {
 		t.Errorf("PR 2's apply over the fence took %s: it waited for a dead holder", took)
 	}
 	mustContain(t, "PR 2's apply check run", c2.Title, "fenced", dead)
+	// On GitHub the next steps are klbot's comments, on the PR of the
+	// crashed apply (issue 11 §9), never kl's CLI commands.
 	mustContain(t, "PR 2's apply check run", rendered(c2.Summary), dead, "fences", "terraform_data.app_web",
-		"kl run recover "+dead, "kl run unfence "+dead+" --reason TEXT")
+		"`/kl recover` on acme/infra#1", "`/kl unfence -- REASON` on acme/infra#1")
 	s2 := h.sticky(t, 2)
 	t.Logf("PR 2's sticky comment:\n%s", s2)
-	mustContain(t, "PR 2's sticky comment", rendered(s2), dead, "fences", "kl run recover "+dead, "kl run unfence "+dead+" --reason TEXT")
+	mustContain(t, "PR 2's sticky comment", rendered(s2), dead, "fences", "`/kl recover` on acme/infra#1", "`/kl unfence -- REASON` on acme/infra#1")
+	mustLack(t, "PR 2's apply check run and sticky comment", rendered(c2.Summary+s2), "kl run recover", "kl run unfence")
 	// No wait lifts a fence, and its holder is dead: words for a live
 	// holder's conflict would be false here.
 	mustLack(t, "PR 2's apply check run and sticky comment", c2.Summary+s2, "reservations conflict", "apply again when it is done", "wait for it")

@@ -225,7 +225,7 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 	outcome, conclusion := applyOutcome(story.Run.Status)
 	b.metrics.run("apply", outcome)
 	var md bytes.Buffer
-	if err := report.Apply(&md, story, report.Options{Format: report.Markdown}); err != nil {
+	if err := report.Apply(&md, story, report.Options{Format: report.Markdown, Commands: commandsOf(a.Repo, a.PR, r.Project)}); err != nil {
 		return "", err
 	}
 	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: pr.HeadSHA, ExternalID: externalID(a.PR, r.Project),

@@ -24,7 +24,6 @@ func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a Re
 		return "", err
 	}
 	var out bytes.Buffer
-	opts := report.Options{Format: report.Markdown}
 	found := false
 	for _, r := range rows {
 		if a.Command.Project != "" && r.Project != a.Command.Project {
@@ -55,6 +54,7 @@ func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a Re
 		if err != nil {
 			return "", err
 		}
+		opts := report.Options{Format: report.Markdown, Commands: commandsOf(a.Repo, a.PR, r.Project)}
 		if err := report.RunStory(&out, s, opts); err != nil {
 			return "", err
 		}

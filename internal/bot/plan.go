@@ -362,7 +362,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 		return err
 	}
 	var md bytes.Buffer
-	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, Commands: &report.Commands{Project: p.Name}}); err != nil {
+	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, Commands: commandsOf(a.Repo, a.PR, p.Name)}); err != nil {
 		return err
 	}
 	check.Summary = report.Truncate(report.PlanHeader(out, applying(p.Name, p))+md.String(), report.CheckRunSummaryLimit)

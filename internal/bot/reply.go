@@ -157,8 +157,7 @@ func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 // why renders report.Why for the run asked for — which must belong to
 // this repository — or for each project's latest run of this PR.
 func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
-	opts := report.Options{Format: report.Markdown}
-	var ids []string
+	var ids, projects []string
 	if a.Command.Run != "" {
 		r, err := b.eng.Run(ctx, a.Command.Run)
 		if errors.Is(err, engine.ErrNotFound) || (err == nil && (r.PR == nil || r.PR.Repo != a.Repo)) {
@@ -167,7 +166,16 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		ids = []string{r.ID}
+		ids, projects = []string{r.ID}, []string{""}
+		rows, err := b.db.projects(ctx, a.Repo, a.PR)
+		if err != nil {
+			return "", err
+		}
+		for _, row := range rows {
+			if row.PlanRun == r.ID || row.ApplyRun == r.ID || (r.PlanRun != "" && row.PlanRun == r.PlanRun) {
+				projects[0] = row.Project // the run is of this project of the PR
+			}
+		}
 	} else {
 		rows, err := b.db.projects(ctx, a.Repo, a.PR)
 		if err != nil {
@@ -175,7 +183,7 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 		}
 		for _, r := range rows {
 			if id := latestRun(r); id != "" {
-				ids = append(ids, id)
+				ids, projects = append(ids, id), append(projects, r.Project)
 			}
 		}
 	}
@@ -183,10 +191,15 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 		return noticeMarkdown(report.NoRunYet{}, 0), nil
 	}
 	var out bytes.Buffer
-	for _, id := range ids {
+	for i, id := range ids {
 		y, err := b.eng.Why(ctx, id)
 		if err != nil {
 			return "", err
+		}
+		opts := report.Options{Format: report.Markdown}
+		if projects[i] != "" {
+			// A run of one of this PR's projects: its next steps are comments here.
+			opts.Commands = commandsOf(a.Repo, a.PR, projects[i])
 		}
 		if err := report.Why(&out, y, opts); err != nil {
 			return "", err
@@ -228,6 +241,12 @@ func (b *Bot) history(ctx context.Context, a ReplyArgs) (string, error) {
 		out.WriteString("\n")
 	}
 	return out.String(), nil
+}
+
+// commandsOf says a view is read on pull request repo#pr about project:
+// its next steps are klbot's comment commands there (issue 11 §9).
+func commandsOf(repo string, pr int, project string) *report.Commands {
+	return &report.Commands{PR: &engine.PullRequest{Repo: repo, Number: pr}, Project: project}
 }
 
 func latestRun(r projectRow) string {

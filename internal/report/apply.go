@@ -245,7 +245,7 @@ func endFields(s *engine.RunStory, a *engine.Run) fields {
 		f = f.addField("committed", words("nothing"))
 	}
 	if rec != nil {
-		f = f.addField("recover", recoverWords(rec))
+		f = f.addField("recover", recoverWords(rec, a.PR))
 	}
 	if m := lastOf(s.Markers, a.ID, engine.MarkerRecovered); m != nil {
 		f = f.addField("recovered", recoveredWords(*m))
@@ -272,7 +272,7 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 		// First commit what Terraform wrote, or the next plan creates it
 		// again.
 		next, _ := replanNext(*a, p)
-		return words("recover first: ", code(recoverCommand(rec.Run)), " commits what Terraform wrote as a partial version (otherwise the next plan creates it again); then ", next)
+		return words("recover first: ", cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: a.PR, self: true}), " commits what Terraform wrote as a partial version (otherwise the next plan creates it again); then ", next)
 	}
 	if p == nil {
 		return nil
@@ -285,7 +285,7 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 			next, _ := replanNext(*a, p)
 			return next
 		}
-		return words("apply the plan again: ", code("kl apply "+p.ID))
+		return words("apply the plan again: ", cmdSpan("kl apply "+p.ID, command{verb: verbApply}))
 	case engine.StatusStale, engine.StatusSuperseded, engine.StatusFailed:
 		next, _ := replanNext(*a, p)
 		return next
@@ -302,12 +302,18 @@ func recoverableOf(rec *engine.Recoverable, a *engine.Run) *engine.Recoverable {
 	return rec
 }
 
+// recoverCommand is kl's command that recovers apply run run (ADR 0035).
 func recoverCommand(run string) string { return "kl run recover " + run }
 
+// unfenceCommand is kl's command that lifts the fence of apply run run
+// without a commit (ADR 0035).
+func unfenceCommand(run string) string { return "kl run unfence " + run + " --reason TEXT" }
+
 // recoverWords: "Terraform had written 2 resources when it stopped: `kl run
-// recover RUN`".
-func recoverWords(rec *engine.Recoverable) sentence {
-	return words(toned(toneBad, "Terraform had written "+countWords(rec.Changed)+" when it stopped"), ": ", code(recoverCommand(rec.Run)))
+// recover RUN`"; pr is the apply's pull request (on it: `/kl recover -p P`).
+func recoverWords(rec *engine.Recoverable, pr *engine.PullRequest) sentence {
+	return words(toned(toneBad, "Terraform had written "+countWords(rec.Changed)+" when it stopped"), ": ",
+		cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: pr, self: true}))
 }
 
 // startedUnseenWords: Terraform ran for an apply that committed nothing,

@@ -47,6 +47,8 @@ type span struct {
 	text string
 	tone tone
 	url  string
+	cmd  *command // a next step: klbot's comment for it on a pull request (commands.go)
+	end  *endRef  // a run's end: its next steps as klbot's comments on a pull request
 }
 
 // sentence is a line of words: the unit a fact, a marker or a since-plan

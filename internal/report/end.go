@@ -17,7 +17,11 @@ import (
 // "terraform apply: …", "its holder h:1 stopped renewing: …". An end
 // stored before ends were typed reads as it was stored; a cause this
 // binary does not know reads as its name.
-func EndText(id string, end *engine.End) string {
+func EndText(id string, end *engine.End) string { return endText(id, end, nil) }
+
+// endText is EndText with its next steps as klbot's comment commands on
+// cm's pull request (nil: kl's commands).
+func endText(id string, end *engine.End, cm *Commands) string {
 	if end == nil {
 		return ""
 	}
@@ -38,7 +42,7 @@ func EndText(id string, end *engine.End) string {
 		}
 		return s
 	case engine.CauseRefusedFenced:
-		return fencedText(end.Blockers)
+		return fencedText(end.Blockers, cm)
 	case engine.CauseRefusedStale:
 		return (&engine.StaleError{PlanRun: end.Plan, Entries: end.Stale, Strict: end.Strict}).Error()
 	case engine.CauseIntentChanged:
@@ -66,18 +70,18 @@ func EndText(id string, end *engine.End) string {
 	case engine.CauseFailed:
 		return failedText(end)
 	case engine.CauseLeaseExpired:
-		return leaseExpiredText(id, end)
+		return leaseExpiredText(id, end, cm)
 	case engine.CauseLeaseLost:
-		return leaseLostText(id, end)
+		return leaseLostText(id, end, cm)
 	}
-	return planEndText(end)
+	return planEndText(end, cm)
 }
 
 // planEndText is EndText for the causes that end plan runs.
-func planEndText(end *engine.End) string {
+func planEndText(end *engine.End, cm *Commands) string {
 	switch end.Cause {
 	case engine.CauseApplyEnded:
-		return fmt.Sprintf("apply run %s: %s", end.Run, EndText(end.Run, end.Then))
+		return fmt.Sprintf("apply run %s: %s", end.Run, endText(end.Run, end.Then, cm))
 	case engine.CauseApplyPartial:
 		return fmt.Sprintf("apply run %s failed part-way; its partial result is version %d: re-plan", end.Run, end.Serial)
 	case engine.CauseApplyLeaseLost:
@@ -90,7 +94,7 @@ func planEndText(end *engine.End) string {
 			s = fmt.Sprintf("apply run %s: lease expired mid-apply (fenced): holder %s stopped renewing while Terraform ran; its lease ran out at %s", end.Run, end.Holder, leaseTime(end.LeaseEnd))
 		}
 		if end.Recoverable {
-			return s + "; " + RecoverHint(end.Run) + ", then re-plan"
+			return s + "; " + recoverHint(end.Run, cm) + ", then re-plan"
 		}
 		return s + ": Terraform may have changed infrastructure; re-plan"
 	case engine.CauseSuperseded:
@@ -181,7 +185,7 @@ func discardWords(end *engine.End) string {
 // fencedEndText is the end of apply run id whose lease ran out while its
 // Terraform ran (ADR 0035): "lease expired mid-apply (fenced): …", what stays
 // fenced, and the two ways to lift it.
-func fencedEndText(id string, end *engine.End) string {
+func fencedEndText(id string, end *engine.End, cm *Commands) string {
 	s := "lease expired mid-apply (fenced)"
 	if end.Holder != (engine.Holder{}) {
 		s += fmt.Sprintf(": its holder %s stopped renewing while Terraform ran", end.Holder)
@@ -199,7 +203,7 @@ func fencedEndText(id string, end *engine.End) string {
 		if len(end.Fenced) == 1 {
 			verb, them = "stays", "it"
 		}
-		return fmt.Sprintf("%s; %s %s fenced — no other apply may write or read %s — until %s", s, fenced, verb, them, LiftHint(id))
+		return fmt.Sprintf("%s; %s %s fenced — no other apply may write or read %s — until %s", s, fenced, verb, them, liftHint(id, ownPR(cm), true, cm))
 	case engine.LiftRecovered:
 		return fmt.Sprintf("%s; the fence on %s was lifted by its recovery", s, fenced)
 	case engine.LiftUnfenced:
@@ -208,16 +212,22 @@ func fencedEndText(id string, end *engine.End) string {
 	return fmt.Sprintf("%s; the fence on %s was lifted", s, fenced)
 }
 
-// LiftHint is how the fence of apply run id is lifted (ADR 0035): recover
-// what its Terraform wrote, or, once the real objects are checked, unfence.
-func LiftHint(id string) string {
-	return fmt.Sprintf("`kl run recover %s` commits what its Terraform last wrote, or, after checking the real objects, `kl run unfence %s --reason TEXT`", id, id)
+// liftHint is how the fence of apply run id is lifted (ADR 0035): recover
+// what its Terraform wrote, or, once the real objects are checked,
+// unfence. pr is the run's pull request (nil: made with kl outside any);
+// self says it is the view's own run; cm nil names kl's commands.
+func liftHint(id string, pr *engine.PullRequest, self bool, cm *Commands) string {
+	c := command{verb: verbRecover, run: id, pr: pr, self: self}
+	u := c
+	u.verb = verbUnfence
+	return commandText(recoverCommand(id), c, cm) + " commits what its Terraform last wrote, or, after checking the real objects, " +
+		commandText(unfenceCommand(id), u, cm)
 }
 
 // fencedText is the refusal of an apply whose write or read set meets
 // fences: each fenced blocker, when its Terraform started, what it fences
 // and how to lift it; then the live blockers, if any.
-func fencedText(bs []engine.Blocker) string {
+func fencedText(bs []engine.Blocker, cm *Commands) string {
 	var parts, live []string
 	for _, b := range bs {
 		if !b.Fenced {
@@ -233,7 +243,7 @@ func fencedText(bs []engine.Blocker) string {
 			started = " at " + leaseTime(b.TerraformStarted)
 		}
 		parts = append(parts, fmt.Sprintf("%s fences %s: its holder died while its Terraform ran (started%s), so what the real objects are is unknown; %s",
-			who, abbreviate(b.Addresses.Strings(), 8), orWords(started, " earlier"), LiftHint(b.Run)))
+			who, abbreviate(b.Addresses.Strings(), 8), orWords(started, " earlier"), liftHint(b.Run, b.PR, false, cm)))
 	}
 	s := "fenced: " + strings.Join(parts, "; ")
 	if len(live) > 0 {
@@ -242,10 +252,29 @@ func fencedText(bs []engine.Blocker) string {
 	return s
 }
 
-// RecoverHint is what the end of an apply run that stopped without
-// committing after Terraform started says to do.
-func RecoverHint(run string) string {
-	return fmt.Sprintf("Terraform had started applying: `kl run recover %s` commits what it last wrote", run)
+// liftWords is liftHint as a sentence of command spans, for a run of pull
+// request pr (nil: made with kl) that is not the view's own.
+func liftWords(id string, pr *engine.PullRequest) sentence {
+	return words(cmdSpan(recoverCommand(id), command{verb: verbRecover, run: id, pr: pr}),
+		" commits what its Terraform last wrote, or, after checking the real objects, ",
+		cmdSpan(unfenceCommand(id), command{verb: verbUnfence, run: id, pr: pr}))
+}
+
+// recoverHint is what the end of apply run run, which stopped without
+// committing after Terraform started, says to do; run is the view's own
+// (of cm's pull request; cm nil names kl's command).
+func recoverHint(run string, cm *Commands) string {
+	c := command{verb: verbRecover, run: run, pr: ownPR(cm), self: true}
+	return "Terraform had started applying: " + commandText(recoverCommand(run), c, cm) + " commits what it last wrote"
+}
+
+// ownPR is the pull request of a view's own run: the one the view is read
+// on (cm), nil for kl's views.
+func ownPR(cm *Commands) *engine.PullRequest {
+	if cm == nil {
+		return nil
+	}
+	return cm.PR
 }
 
 // leaseTime renders a lease end: UTC, to the second.
@@ -259,9 +288,9 @@ var phaseWords = map[engine.Phase]string{
 	engine.PhaseTerraformApply: "terraform apply ran",
 }
 
-func leaseExpiredText(id string, end *engine.End) string {
+func leaseExpiredText(id string, end *engine.End, cm *Commands) string {
 	if len(end.Fenced) > 0 {
-		return fencedEndText(id, end)
+		return fencedEndText(id, end, cm)
 	}
 	var s string
 	switch {
@@ -275,17 +304,17 @@ func leaseExpiredText(id string, end *engine.End) string {
 		if s != "" {
 			s += "; "
 		}
-		s += RecoverHint(id)
+		s += recoverHint(id, cm)
 	}
 	return orWords(s, "its holder stopped renewing: its lease ran out")
 }
 
-func leaseLostText(id string, end *engine.End) string {
+func leaseLostText(id string, end *engine.End, cm *Commands) string {
 	s := "lease lost before commit: merged only addresses unchanged at the head since the plan and not held by another run"
 	if end.TerraformDone {
 		s = "lease lost before commit: Terraform finished, but the reservations had expired; merged only addresses unchanged at the head since the plan and not held by another run"
 	}
-	if t := EndText(id, end.Then); t != "" {
+	if t := endText(id, end.Then, cm); t != "" {
 		s += "; " + t
 	}
 	if len(end.Lost) > 0 {

@@ -115,7 +115,7 @@ func historyOf(h engine.HistoryEntry) historyLine {
 		switch h.Run.Status {
 		case engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
 			// The key names the status; the value does not say it again.
-			e := endWords(h.Run.Status, EndText(h.Run.ID, h.Run.End), toneBad)
+			e := endWordsOf(h.Run.Status, h.Run.ID, h.Run.End, toneBad)
 			l.failedKey = e[0].text
 			l.failed = words(toned(toneBad, strings.TrimPrefix(strings.TrimPrefix(e[1:].plain(), ":"), " ")))
 		}

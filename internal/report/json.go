@@ -499,5 +499,5 @@ func toRecoverable(r *engine.Recoverable) *jRecoverable {
 		return nil
 	}
 	return &jRecoverable{Run: r.Run, Artifact: r.Artifact, BaseSerial: r.BaseSerial, Changed: strs(r.Changed),
-		Text: recoverWords(r).plain(), NextCommand: recoverCommand(r.Run)}
+		Text: recoverWords(r, nil).plain(), NextCommand: recoverCommand(r.Run)}
 }

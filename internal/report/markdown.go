@@ -46,6 +46,9 @@ func codeSpan(s string) string {
 }
 
 func (p mdPainter) span(s span) string {
+	if alt, ok := p.o.Commands.painted(s); ok {
+		return p.sentence(alt)
+	}
 	switch s.kind {
 	case kCode, kMark:
 		return codeSpan(s.text)

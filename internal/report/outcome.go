@@ -225,7 +225,7 @@ func replanStatusWords(rp *engine.Run) sentence {
 		}
 		return s
 	}
-	return words(toned(statusTone(rp.Status), string(rp.Status)), reasonSuffix(EndText(rp.ID, rp.End)))
+	return words(toned(statusTone(rp.Status), string(rp.Status)), endSuffix(rp.ID, rp.End))
 }
 
 // changedIn names the read-changed versions a re-plan went over: "version
@@ -285,7 +285,7 @@ func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans 
 		r.words = words(strongT(toneBad, "intent changed"), ": re-plan ", runSpan(m.Other), head,
 			" plans something else for ", addrs(m.Addresses))
 		if rp == nil || rp.Status == engine.StatusPlanned {
-			r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", code(r.nextCmd))
+			r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", cmdSpan(r.nextCmd, command{verb: verbApplyReplan}))
 			r.words = words(r.words, "; review and apply ", runSpan(m.Other), " (", code(r.nextCmd), ")")
 		} else {
 			r.nextCmd = ""
@@ -332,7 +332,7 @@ func reviewReplanRefusal(r *refusal, m engine.Marker, rp *engine.Run, head strin
 			" needs "+r.unreserved)
 	}
 	if rp == nil || rp.Status == engine.StatusPlanned {
-		r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", code(r.nextCmd))
+		r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", cmdSpan(r.nextCmd, command{verb: verbApplyReplan}))
 		r.words = words(r.words, "; review and apply ", runSpan(m.Other), " (", code(r.nextCmd), ")")
 		return
 	}
@@ -396,7 +396,7 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 			out = append(out, refusal{rule: ruleConflict, run: m.Other, pr: m.OtherPR, addrs: m.Addresses, plan: a.PlanRun,
 				policy:  "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
 				words:   words(strongT(toneBad, conflictWords(a.End)), ": ", who(m.Other, "", m.OtherPR), " holds ", addrs(m.Addresses)),
-				next:    words("apply again when it is done, or wait for it: ", code(cmd)),
+				next:    words("apply again when it is done, or wait for it: ", cmdSpan(cmd, command{verb: verbApplyWait})),
 				nextCmd: cmd})
 		}
 		return out
@@ -419,7 +419,7 @@ func fenceRefusals(a engine.Run) []refusal {
 			out = append(out, refusal{rule: ruleConflict, run: b.Run, pr: b.PR, addrs: b.Addresses, plan: a.PlanRun,
 				policy:  "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
 				words:   words(strongT(toneBad, "reservations conflict"), ": ", who(b.Run, b.Actor, b.PR), " holds ", addrs(b.Addresses)),
-				next:    words("apply again when it is done, or wait for it: ", code(cmd)),
+				next:    words("apply again when it is done, or wait for it: ", cmdSpan(cmd, command{verb: verbApplyWait})),
 				nextCmd: cmd})
 			continue
 		}
@@ -431,7 +431,9 @@ func fenceRefusals(a engine.Run) []refusal {
 			policy: "an apply whose holder died while its Terraform ran fences its write set → refuse at once: no wait lifts a fence, only its recovery or an unfence",
 			words: words(strongT(toneBad, "fenced"), ": ", who(b.Run, b.Actor, b.PR), " fences ", addrs(b.Addresses),
 				": its holder died while its Terraform ran (started "+started+"), so what the real objects are is unknown"),
-			next:    words("recover it: ", code("kl run recover "+b.Run), " commits what its Terraform last wrote; or, after checking the real objects, ", code("kl run unfence "+b.Run+" --reason TEXT"), "; then apply again"),
+			next: words("recover it: ", cmdSpan(recoverCommand(b.Run), command{verb: verbRecover, run: b.Run, pr: b.PR}),
+				" commits what its Terraform last wrote; or, after checking the real objects, ",
+				cmdSpan(unfenceCommand(b.Run), command{verb: verbUnfence, run: b.Run, pr: b.PR}), "; then apply again"),
 			nextCmd: "kl run recover " + b.Run})
 	}
 	return out
@@ -499,9 +501,9 @@ func shellWord(s string) string {
 // hold the plan's envelope and the command has a placeholder).
 func replanNext(a engine.Run, plan *engine.Run) (sentence, string) {
 	cmd := replanCommand(a, plan)
-	s := words("re-plan: ", code(cmd))
+	s := words("re-plan: ", cmdSpan(cmd, command{verb: verbReplan}))
 	if prOf(a, plan) != nil {
-		s = words("re-plan on the PR's current head: ", code(cmd))
+		s = words("re-plan on the PR's current head: ", cmdSpan(cmd, command{verb: verbReplan}))
 	}
 	if plan == nil || plan.Envelope == nil {
 		// The directory is a placeholder: no command to hand a machine.
@@ -587,7 +589,7 @@ func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) 
 		// The provenance names each address the head kept.
 		end.Lost, end.NoChange = nil, false
 	}
-	s := endWords(a.Status, EndText(a.ID, &end), toneBad)
+	s := endWordsOf(a.Status, a.ID, &end, toneBad)
 	s[0] = strongT(toneBad, s[0].text)
 	if a.CommittedSerial == 0 {
 		return s

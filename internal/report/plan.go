@@ -27,7 +27,7 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 	env := r.Envelope
 	if env == nil {
 		d.tone = toneBad
-		d.summary = append(d.summary, para(words(strongT(toneBad, string(r.Status)), reasonSuffix(EndText(r.ID, r.End)))))
+		d.summary = append(d.summary, para(words(strongT(toneBad, string(r.Status)), endSuffix(r.ID, r.End))))
 		return d
 	}
 	var f fields
@@ -67,7 +67,7 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 // this plan is refused until `kl run recover A` … (ADR 0035)".
 func fenceWords(f engine.Fence) sentence {
 	return words(toned(toneBad, "run "+f.Run), prSuffix(f.PR), " fences ", addrs(f.Addresses),
-		": its holder died while its Terraform ran; an apply of this plan is refused until "+LiftHint(f.Run))
+		": its holder died while its Terraform ran; an apply of this plan is refused until ", liftWords(f.Run, f.PR))
 }
 
 // prSuffix is " (owner/repo#N)" for a pull request, nothing without one.

@@ -101,9 +101,16 @@ type Options struct {
 }
 
 // Commands are klbot's pull-request comment commands for one project
-// (klbot's grammar: internal/bot ParseCommand).
+// (klbot's grammar: internal/bot ParseCommand). A view read on pull
+// request PR about project Project names, for each next step, the comment
+// that does it there: `/kl apply -p app`, `/kl plan -p app`, `/kl recover
+// -p app`, `/kl unfence -p app -- REASON` — or, for a run of another pull
+// request, the comment on that one ("`/kl recover` on acme/infra#4"). A
+// run made with kl outside any pull request keeps kl's command: no comment
+// reaches it (issue 11 §9).
 type Commands struct {
-	Project string // the kl.yaml project the view is about
+	PR      *engine.PullRequest // the pull request the view is read on; nil: any
+	Project string              // the kl.yaml project the view is about
 }
 
 // applyCmd is the command that applies plan run plan: `/kl apply -p P`

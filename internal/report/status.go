@@ -123,7 +123,7 @@ func fencedWords(f engine.FencedRun) sentence {
 	if !f.TerraformStarted.IsZero() {
 		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
 	}
-	return words(s, "; it fences ", heldWords(w), " — "+LiftHint(f.Run.ID))
+	return words(s, "; it fences ", heldWords(w), " — ", liftWords(f.Run.ID, f.Run.PR))
 }
 
 // fencedIn reports whether run id is among st's fenced runs.

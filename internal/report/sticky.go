@@ -73,7 +73,10 @@ func RenderSticky(w io.Writer, s Sticky, o Options) error {
 	fmt.Fprintf(&head, "%sKilolock · %s#%d\n\n| project | state | status | version | run |\n| --- | --- | --- | --- | --- |\n",
 		o.heading(0), s.Repo, s.PR)
 	for _, p := range s.Projects {
-		sec, err := stickySection(p, o)
+		// The comment is read on the pull request: next steps are klbot's comments.
+		po := o
+		po.Commands = &Commands{PR: &engine.PullRequest{Repo: s.Repo, Number: s.PR}, Project: p.Project}
+		sec, err := stickySection(p, po)
 		if err != nil {
 			return err
 		}
@@ -177,7 +180,7 @@ func (p StickyProject) planSection(o Options, s *stickyRow, t *strings.Builder) 
 	if run.Status != engine.StatusPlanned {
 		s.icon = "⏹️"
 		fmt.Fprintf(t, "Plan %s at `%s` is **%s**", runLink(run.ID, o), shortSHA(p.planSHA()), run.Status)
-		if e := EndText(run.ID, run.End); e != "" {
+		if e := endText(run.ID, run.End, o.Commands); e != "" {
 			t.WriteString(": " + e)
 		}
 		t.WriteString(".\n")

@@ -81,7 +81,7 @@ func openPlanNext(p engine.Run, sp *engine.SincePlan) (sentence, string) {
 // lastAttemptWords names the last attempt at a plan and how it ended:
 // "run A (PR, alice), refused: reservations conflict: …".
 func lastAttemptWords(a engine.Run) sentence {
-	return words(who(a.ID, a.Actor, a.PR), ", ", endWords(a.Status, EndText(a.ID, a.End), statusTone(a.Status)))
+	return words(who(a.ID, a.Actor, a.PR), ", ", endWordsOf(a.Status, a.ID, a.End, statusTone(a.Status)))
 }
 
 // storyVerdict is the first line of a story: the apply's verdict, or for a
@@ -96,7 +96,7 @@ func storyVerdict(s *engine.RunStory) verdict {
 		if r.Status == engine.StatusFailed || r.Status == engine.StatusStale || r.Status == engine.StatusInterrupted {
 			t = toneBad
 		}
-		return verdict{string(r.Status), t, words(strongT(t, string(r.Status)), reasonSuffix(EndText(r.ID, r.End)))}
+		return verdict{string(r.Status), t, words(strongT(t, string(r.Status)), endSuffix(r.ID, r.End))}
 	}
 	t, w := pendingWords(r, lastAttempt(r, s.Apply), s.SincePlan)
 	return verdict{"pending", t, w}

@@ -15,7 +15,10 @@ const ansiBold = "1"
 
 // textPainter styles spans for a terminal: plain text, or ANSI colour when
 // the output is a TTY.
-type textPainter struct{ color bool }
+type textPainter struct {
+	color bool
+	cm    *Commands // Options.Commands: next steps as klbot's comments
+}
 
 func (p textPainter) sgr(codes, s string) string {
 	if !p.color || codes == "" || s == "" {
@@ -25,6 +28,9 @@ func (p textPainter) sgr(codes, s string) string {
 }
 
 func (p textPainter) span(s span) string {
+	if alt, ok := p.cm.painted(s); ok {
+		return p.sentence(alt)
+	}
 	codes := ansi[s.tone]
 	if s.kind == kStrong {
 		codes = joinCodes(ansiBold, codes)
@@ -64,7 +70,7 @@ const textIndent = "  "
 // renderText lays a doc out for a terminal: the title, the summary
 // indented below it, then each section's title with its blocks indented.
 func renderText(d *doc, o Options) string {
-	p := textPainter{color: o.Color}
+	p := textPainter{color: o.Color, cm: o.Commands}
 	var b strings.Builder
 	b.WriteString(p.sgr(joinCodes(ansiBold, ansi[d.tone]), d.title.plain()))
 	b.WriteString("\n")

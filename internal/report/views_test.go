@@ -368,3 +368,54 @@ func TestPlanNextOnGitHub(t *testing.T) {
 		}
 	}
 }
+
+// TestNextStepsOnGitHub (issue 11 defect 9): every next step a view read
+// on a pull request names — re-plan, apply again, recover, unfence, the
+// bound of a wait — is klbot's comment there; a run of another pull
+// request is recovered from that one, a run made with kl keeps kl's
+// command; kl's own output keeps its CLI commands.
+func TestNextStepsOnGitHub(t *testing.T) {
+	t.Parallel()
+	gh := func(project string) Options {
+		return Options{Format: Markdown, Commands: &Commands{PR: pr(42), Project: project}}
+	}
+	fenced := func(b engine.Blocker) *engine.RunStory {
+		s := storyRefusedConflict()
+		s.Run.End = &engine.End{Cause: engine.CauseRefusedFenced, Blockers: []engine.Blocker{b}}
+		return s
+	}
+	other := engine.Blocker{Run: "01J2ZP0E41N000000000APPLY0", PR: pr(44), Addresses: set("module.net.terraform_data.vpc"), Fenced: true}
+	byKL := engine.Blocker{Run: "01J2ZP0E41N000000000APPLY0", Addresses: set("module.net.terraform_data.vpc"), Fenced: true}
+	for name, tc := range map[string]struct {
+		story      *engine.RunStory
+		o          Options
+		want, lack []string
+	}{
+		"stale on github": {storyRefusedStale(), gh("app"), []string{"re-plan on the PR's current head: `/kl plan -p app`"}, []string{"kl plan --state"}},
+		"stale in kl":     {storyRefusedStale(), Options{Format: Text}, []string{"kl plan --state"}, []string{"/kl plan"}},
+		"conflict on github": {storyRefusedConflict(), gh("app"),
+			[]string{"`/kl apply -p app` (it waits for reservations up to klbot's `KLBOT_APPLY_WAIT`)"}, []string{"kl apply --wait"}},
+		"lease expired on github": {storyLeaseExpiredRecoverable(), gh("app"), []string{"`/kl recover -p app`"}, []string{"kl run recover"}},
+		"lease expired in kl":     {storyLeaseExpiredRecoverable(), Options{Format: Text}, []string{"kl run recover"}, []string{"/kl recover"}},
+		"fenced by another PR": {fenced(other), gh("app"),
+			[]string{"`/kl recover` on acme/infra#44", "`/kl unfence -- REASON` on acme/infra#44"}, []string{"kl run recover", "kl run unfence", "-p app"}},
+		"fenced by a kl run": {fenced(byKL), gh("app"),
+			[]string{"`kl run recover 01J2ZP0E41N000000000APPLY0`", "`kl run unfence 01J2ZP0E41N000000000APPLY0 --reason TEXT`"}, []string{"/kl recover"}},
+	} {
+		var b strings.Builder
+		if err := Apply(&b, tc.story, tc.o); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.ReplaceAll(b.String(), `\_`, "_")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: lacks %q:\n%s", name, w, got)
+			}
+		}
+		for _, l := range tc.lack {
+			if strings.Contains(got, l) {
+				t.Errorf("%s: says %q:\n%s", name, l, got)
+			}
+		}
+	}
+}

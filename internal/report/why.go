@@ -171,12 +171,12 @@ func whyDoc(y *engine.Why) *doc {
 		next, _ := openPlanNext(y.Run, y.SincePlan)
 		d.summary = append(d.summary, fields{{"next", next}})
 	case neverPlanned(y), y.Verdict == engine.VerdictClosed:
-		d.summary = append(d.summary, fields{{"next", words("it can never be applied: plan again, ", code(replanCommand(y.Run, nil)))}})
+		d.summary = append(d.summary, fields{{"next", words("it can never be applied: plan again, ", cmdSpan(replanCommand(y.Run, nil), command{verb: verbReplan}))}})
 	}
 	// What Terraform wrote that no version holds (t is the apply, or the
 	// last attempt of a plan open again).
 	if rec := recoverableOf(y.Recoverable, &t); rec != nil {
-		d.summary = append(d.summary, fields{{"recover", recoverWords(rec)}, {"not committed", addrs(rec.Changed)}})
+		d.summary = append(d.summary, fields{{"recover", recoverWords(rec, t.PR)}, {"not committed", addrs(rec.Changed)}})
 	}
 	rs := refusals(t, whyMarkers(y), y.SincePlan, nil, whyPlan(y))
 	for _, r := range rs {

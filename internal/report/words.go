@@ -173,10 +173,10 @@ func overlapConsequence(how string) sentence {
 		return words(strong(howBothWrite), ": they never apply at once; once one has committed, the other is refused as stale (planned target changed) and must re-plan.")
 	case howYouWrite:
 		return words(strong(howYouWrite), ": they never apply at once (the second waits for the first's reservations, up to ",
-			code("kl apply --wait"), "). If yours commits first, its apply re-plans against the head and applies that re-plan only if its intent is unchanged and it changes nothing more.")
+			cmdSpan("kl apply --wait", command{verb: verbWaitBound}), "). If yours commits first, its apply re-plans against the head and applies that re-plan only if its intent is unchanged and it changes nothing more.")
 	case howItWrites:
 		return words(strong(howItWrites), ": they never apply at once (the second waits for the first's reservations, up to ",
-			code("kl apply --wait"), "). If it commits first, your apply re-plans against the head and applies that re-plan only if your intent is unchanged and it changes nothing more.")
+			cmdSpan("kl apply --wait", command{verb: verbWaitBound}), "). If it commits first, your apply re-plans against the head and applies that re-plan only if your intent is unchanged and it changes nothing more.")
 	}
 	return nil
 }
