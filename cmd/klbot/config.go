@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -59,9 +60,16 @@ type config struct {
 	// environment that reach Terraform (default none): every pull
 	// request's code can read them. Parsed into tfVars by loadConfig.
 	TFVars string `env:"KLBOT_TF_VARS"`
+	// RepoConfig is the path of the server-side repository configuration
+	// (optional; docs/kl-yaml.md "Safety keys"): per repository, the safety
+	// keys of its pull requests and the ones their kl.yaml may change.
+	// Parsed into repoConfig by loadConfig.
+	RepoConfig string `env:"KLBOT_REPO_CONFIG"`
 
 	// tfVars is TFVars parsed: full names (TF_VAR_region), each once.
 	tfVars []string
+	// repoConfig is RepoConfig parsed (nil when unset).
+	repoConfig *klyaml.ServerConfig
 }
 
 // loadConfig reads and checks the environment; every error names the
@@ -113,6 +121,9 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, err
 	}
 	cfg.tfVars = vars
+	if cfg.repoConfig, err = readRepoConfig(cfg.RepoConfig); err != nil {
+		return cfg, nil, err
+	}
 	key := []byte(cfg.PrivateKey)
 	if cfg.PrivateKeyFile != "" {
 		b, err := os.ReadFile(cfg.PrivateKeyFile)
@@ -122,6 +133,35 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		key = b
 	}
 	return cfg, key, nil
+}
+
+// readRepoConfig reads KLBOT_REPO_CONFIG's file (klyaml.ParseServer): nil
+// for an empty path. Errors name the variable and the path: a missing or
+// unreadable file, one that is not a regular file or is over
+// klyaml.MaxBytes, and every problem of an invalid one with its line.
+func readRepoConfig(path string) (*klyaml.ServerConfig, error) {
+	if path == "" {
+		return nil, nil
+	}
+	what := "KLBOT_REPO_CONFIG=" + path
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: reading the server-side repository config: %w", what, err)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: not a regular file: want the YAML file of the server-side repository config", what)
+	case fi.Size() > klyaml.MaxBytes:
+		return nil, fmt.Errorf("%s: %d bytes, larger than %d", what, fi.Size(), klyaml.MaxBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the server-side repository config: %w", what, err)
+	}
+	rc, err := klyaml.ParseServer(data, filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return rc, nil
 }
 
 // keyVar names the variable the key came from, for errors.

@@ -130,7 +130,7 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 		return c, nil
 	}, pool, log, bot.NewMetrics(reg), bot.Options{
 		ApplyWait: cfg.ApplyWait, DefaultTrigger: klyaml.Trigger(cfg.ApplyTrigger), WorkDir: checkouts, PublicURL: cfg.PublicURL,
-		AllowForkPRs: cfg.AllowForkPRs,
+		AllowForkPRs: cfg.AllowForkPRs, RepoConfig: cfg.repoConfig,
 	})
 	workers := river.NewWorkers()
 	b.AddWorkers(workers)

@@ -39,6 +39,10 @@ func TestRunConfigErrors(t *testing.T) {
 	if err := os.WriteFile(tf, []byte("#!/bin/sh\necho '{\"terraform_version\":\"1.5.7\"}'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	badRepoConfig := filepath.Join(t.TempDir(), "repos.yaml")
+	if err := os.WriteFile(badRepoConfig, []byte("repos:\n  - id: acme/infra\n    allowed_overrides: [workflow]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := baseEnv(t, fake, key, "postgres://127.0.0.1:1/none", "127.0.0.1:0", tf)
 	without := func(env []string, names ...string) []string {
 		var out []string
@@ -80,7 +84,11 @@ func TestRunConfigErrors(t *testing.T) {
 		"TF_VARS glob":            {append(base, "KLBOT_TF_VARS=TF_VAR_*"), `KLBOT_TF_VARS: "TF_VAR_*": patterns are not accepted`},
 		"TF_VARS reserved":        {append(base, "KLBOT_TF_VARS=TF_VAR_count"), `KLBOT_TF_VARS: TF_VAR_count: "count" is reserved by Terraform`},
 		"TF_VARS empty entry":     {append(base, "KLBOT_TF_VARS=TF_VAR_a,,TF_VAR_b"), `KLBOT_TF_VARS="TF_VAR_a,,TF_VAR_b": an empty entry`},
-		"unreachable database":    {base, "KLBOT_DATABASE_URL"},
+		"repo config missing":     {append(base, "KLBOT_REPO_CONFIG=/nonexistent/repos.yaml"), "KLBOT_REPO_CONFIG=/nonexistent/repos.yaml: reading the server-side repository config: stat /nonexistent/repos.yaml: no such file"},
+		"repo config a directory": {append(base, "KLBOT_REPO_CONFIG=/"), "KLBOT_REPO_CONFIG=/: not a regular file"},
+		"repo config invalid": {append(base, "KLBOT_REPO_CONFIG="+badRepoConfig), "KLBOT_REPO_CONFIG=" + badRepoConfig +
+			`: invalid repos.yaml: repos.yaml:3: repos entry "acme/infra": allowed_overrides: "workflow" is not a safety key: want apply_requirements or apply_trigger`},
+		"unreachable database": {base, "KLBOT_DATABASE_URL"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -17,13 +17,19 @@ type applyCtx struct {
 	c    Client
 	repo github.Repo
 	pr   github.PullRequest
+	// noApply: the rules of an apply cannot be read (Bot.applyRules), so
+	// nothing applies; on merge, the plans are closed unapplied.
+	noApply bool
 }
 
 // apply is the apply job (ApplyArgs). For a comment or the button, the
 // actor's write permission is checked first: without it the refusal goes
 // to the commenter only (Bot.mayWrite), never into a check run or the
 // sticky comment (issue 11 §1). For "close" it supersedes the pull
-// request's open plans. Otherwise, for each target project (the one asked
+// request's open plans. Otherwise the rules of the apply are read again
+// from the safety keys' base (Bot.applyRules, ADR 0040: the default branch
+// may have changed since the plan; when it cannot be read, nothing
+// applies); then, for each target project (the one asked
 // for, or every project of the PR; on merge those with apply_trigger merge)
 // it checks the bot's rules — open PR, the project's apply trigger, a
 // plan for the PR's current head, that plan still open, and the project's
@@ -55,6 +61,15 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (JobResult, error) {
 		return "", err
 	}
 	x := &applyCtx{a: a, c: c, repo: repo, pr: pr}
+	if a.Trigger != TriggerClose { // the rules of an apply, read again (ADR 0040)
+		ok := false
+		if rows, ok, err = b.applyRules(ctx, x, rows); err != nil {
+			return "", err
+		}
+		if x.noApply = !ok; x.noApply && a.Trigger != TriggerMerge {
+			return ResultRefused, nil
+		}
+	}
 	if a.Trigger == TriggerClose || a.Trigger == TriggerMerge {
 		return b.closed(ctx, x, rows)
 	}
@@ -323,7 +338,7 @@ func (b *Bot) closed(ctx context.Context, x *applyCtx, rows []projectRow) (JobRe
 		if r.PlanRun == "" || r.ApplyRun != "" {
 			continue
 		}
-		if x.a.Trigger == TriggerMerge && r.Config.ApplyTrigger == klyaml.TriggerMerge {
+		if x.a.Trigger == TriggerMerge && r.Config.ApplyTrigger == klyaml.TriggerMerge && !x.noApply {
 			var res JobResult
 			var err error
 			switch held, rerr := b.requirementsHold(ctx, x, r, true); {

@@ -33,6 +33,7 @@ type Client interface {
 	ListPullRequestFiles(ctx context.Context, repo github.Repo, number int) ([]github.PullRequestFile, error)
 	ListReviews(ctx context.Context, repo github.Repo, number int) (github.Reviews, error)
 	DownloadTarball(ctx context.Context, repo github.Repo, ref string) ([]byte, error)
+	GetFile(ctx context.Context, repo github.Repo, path, ref string, max int64) (github.File, error)
 }
 
 // Installations hands out the Client of an installation (a GitHub App's
@@ -47,6 +48,11 @@ type Options struct {
 	// DefaultTrigger is the apply trigger of a repository without kl.yaml
 	// and of projects that set none (KLBOT_APPLY_TRIGGER; default comment).
 	DefaultTrigger klyaml.Trigger
+	// RepoConfig is the server-side repository configuration
+	// (KLBOT_REPO_CONFIG; nil: none): for a repository it has entries for,
+	// the base of the safety keys instead of the default branch's kl.yaml
+	// (ADR 0040).
+	RepoConfig *klyaml.ServerConfig
 	// WorkDir is where per-job repository checkouts are made (KLBOT_WORKDIR;
 	// default the OS temp dir). They hold the repository: removed after each job.
 	WorkDir string

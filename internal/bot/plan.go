@@ -28,7 +28,8 @@ type checkout struct {
 // plan is the plan job (PlanArgs): read the pull request (a push whose head
 // moved on is superseded: stop), check the commenter's permission for a
 // "/kl plan", list the changed files, download and extract the head's
-// tarball, read kl.yaml (invalid → a failing "kl config" check run), supersede
+// tarball, read kl.yaml (invalid, or loosening a safety key of its base,
+// ADR 0040 → a failing "kl config" check run), supersede
 // older plans of the pull request, plan every touched project (or the one
 // asked for) with one "kl plan · PROJECT" check run each, and update the
 // sticky comment.
@@ -138,8 +139,10 @@ func (b *Bot) supersedeOlder(ctx context.Context, c Client, repo github.Repo, ro
 
 // checkout lists the changed files, downloads the head's tarball with the
 // installation token and extracts it safely into a temp dir of its own,
-// then reads kl.yaml. An invalid kl.yaml is reported as a failing "kl
-// config" check run and leaves co.config nil. The caller removes the
+// then reads kl.yaml and merges its safety keys with their base (withBase,
+// ADR 0040). An invalid kl.yaml, one loosening a safety key, or a base that
+// cannot be used is reported as a failing "kl config" check run and leaves
+// co.config nil. The caller removes the
 // parent of co.root.
 func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr github.PullRequest) (*checkout, error) {
 	co := &checkout{pr: pr, head: pr.HeadSHA}
@@ -182,7 +185,16 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 		return nil, err
 	}
 	if problem != nil {
-		problem.Title, problem.HeadSHA = "kl.yaml is invalid", pr.HeadSHA
+		problem.Title = "kl.yaml is invalid"
+	} else {
+		cfg, problem, err = b.withBase(ctx, c, repo, cfg) // the safety keys' base (ADR 0040)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	if problem != nil {
+		problem.HeadSHA = pr.HeadSHA
 		return co, b.reportConfig(ctx, c, repo, pr.Number, *problem)
 	}
 	co.config = cfg

@@ -4,9 +4,13 @@
 // which files, and what an apply needs.
 //
 // Its one job is to turn the file's bytes into a Config or into every
-// problem with its line (Parse, Error), and to say which projects a set
-// of changed files touches (Select, Project.Touches). It does no I/O, and
-// knows nothing of GitHub or of the engine's runs. The rules it implements:
+// problem with its line (Parse, Error), to say which projects a set of
+// changed files touches (Select, Project.Touches), and to hold a pull
+// request's kl.yaml to the base of its safety keys — the default branch's
+// kl.yaml (BaseOf) or klbot's server-side file KLBOT_REPO_CONFIG
+// (ParseServer, ServerConfig.Base) — at plan (Merge) and at apply
+// (Tighten), ADR 0040. It does no I/O, and knows nothing of GitHub or of
+// the engine's runs. The rules it implements:
 //
 //   - strict YAML: one document, unknown keys are errors, a key set twice
 //     is an error, top-level keys starting with "x-" are ignored (a place
@@ -25,7 +29,13 @@
 //     for any number of directories, relative to the project's dir
 //     ("../modules/**" reaches a sibling);
 //   - every problem is reported as "kl.yaml:LINE: what", in line order,
-//     LINE being the line of the offending key or value.
+//     LINE being the line of the offending key or value;
+//   - the safety keys (SafetyKeys: apply_requirements, apply_trigger) a
+//     pull request's kl.yaml leaves out are its base's; one it sets may be
+//     as tight or tighter (apply_requirements a superset, apply_trigger
+//     comment → merge), or anything where KLBOT_REPO_CONFIG's
+//     allowed_overrides lists it; a looser one is a problem naming the
+//     key, both values and where the base's came from.
 //
 // A repository without kl.yaml has Default: one project in the root.
 package klyaml

@@ -42,6 +42,26 @@ type Config struct {
 	// Default is true when the repository has no kl.yaml and Projects is the
 	// default project.
 	Default bool
+
+	// top holds the top-level rules (apply_trigger, apply_requirements)
+	// with their defaults: a project's, unless it sets its own.
+	top Project
+	// sites is the line of each key the file sets, by project name ("":
+	// the top level); empty for Default. Merge tells a key a pull request
+	// sets from one it leaves to its base by it.
+	sites map[siteKey]int
+}
+
+// siteKey is a key of a project ("" for the top level) of kl.yaml.
+type siteKey struct{ project, key string }
+
+// site is the line kl.yaml sets key for project on — the project's own
+// key, else the top level's — or 0 when it sets none.
+func (c *Config) site(project, key string) int {
+	if line := c.sites[siteKey{project, key}]; line > 0 {
+		return line
+	}
+	return c.sites[siteKey{"", key}]
 }
 
 // Project is one kl.yaml project with the top-level defaults applied.
@@ -61,13 +81,21 @@ type Project struct {
 	ApplyRequirements []Requirement `json:"apply_requirements"`
 }
 
-// Error is an invalid kl.yaml: each problem as "kl.yaml:LINE: what".
+// Error is an invalid kl.yaml (or KLBOT_REPO_CONFIG file, or a pull
+// request's kl.yaml loosening a safety key: Merge): each problem as
+// "kl.yaml:LINE: what".
 type Error struct {
+	// File is the file's name as in Problems ("" is kl.yaml).
+	File     string
 	Problems []string
 }
 
 func (e *Error) Error() string {
-	return "invalid " + File + ": " + strings.Join(e.Problems, "; ")
+	name := e.File
+	if name == "" {
+		name = File
+	}
+	return "invalid " + name + ": " + strings.Join(e.Problems, "; ")
 }
 
 // Default is the configuration of a repository without kl.yaml: one
@@ -75,12 +103,10 @@ func (e *Error) Error() string {
 // planned when a .tf or .tfvars file changes, applied by trigger (""
 // is comment), no extra requirements.
 func Default(repo string, trigger Trigger) *Config {
-	if trigger == "" {
-		trigger = TriggerComment
-	}
-	return &Config{Version: 1, Default: true, Projects: []Project{{
+	top := defaultRules(trigger)
+	return &Config{Version: 1, Default: true, top: top, Projects: []Project{{
 		Name: "default", Dir: ".", State: repo, Workspace: "default",
-		WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: []Requirement{},
+		WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger, ApplyRequirements: []Requirement{},
 	}}}
 }
 

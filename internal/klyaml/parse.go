@@ -53,29 +53,53 @@ var (
 // value ("dir:" with nothing) is the same as leaving the key out.
 // Anchors, aliases and merge keys ("<<") work as in YAML.
 func Parse(data []byte, defaultTrigger Trigger) (*Config, error) {
-	doc, second, err := decodeYAML(data)
+	root, p, err := parseDocument(data, File, "version: 1 and projects")
 	if err != nil {
-		return nil, &Error{Problems: []string{syntaxProblem(data, err)}}
-	}
-	p := &parser{budget: maxPairs}
-	if second > 0 {
-		p.bad(second, "a second YAML document starts here (---): kl.yaml is one document; remove this line or what follows it")
+		return nil, err
 	}
 	var cfg *Config
-	if doc == nil || len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
-		p.bad(1, "the file is empty: want at least version: 1 and projects")
-	} else {
-		cfg = p.config(resolve(doc.Content[0]), defaultTrigger)
+	if root != nil {
+		cfg = p.config(root, defaultTrigger)
 	}
-	if len(p.problems) > 0 {
-		sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].line < p.problems[j].line })
-		out := make([]string, len(p.problems))
-		for i, pr := range p.problems {
-			out[i] = fmt.Sprintf("%s:%d: %s", File, pr.line, pr.msg)
-		}
-		return nil, &Error{Problems: out}
+	if err := p.err(File); err != nil {
+		return nil, err
 	}
+	cfg.sites = p.sites
 	return cfg, nil
+}
+
+// parseDocument decodes data, the file name (as in messages), as one YAML
+// document: its root (aliases resolved; nil when the file is empty, which
+// is a problem: want says what it should hold) and a parser holding the
+// problems found so far, or the *Error of a YAML syntax error.
+func parseDocument(data []byte, name, want string) (*yaml.Node, *parser, error) {
+	doc, second, err := decodeYAML(data)
+	if err != nil {
+		return nil, nil, &Error{File: name, Problems: []string{syntaxProblem(data, err, name)}}
+	}
+	p := &parser{budget: maxPairs, sites: map[siteKey]int{}}
+	if second > 0 {
+		p.bad(second, "a second YAML document starts here (---): %s is one document; remove this line or what follows it", name)
+	}
+	if doc == nil || len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
+		p.bad(1, "the file is empty: want at least %s", want)
+		return nil, p, nil
+	}
+	return resolve(doc.Content[0]), p, nil
+}
+
+// err is the parser's problems as an *Error, in line order, each
+// "NAME:LINE: what" (name: the file's name); nil when there are none.
+func (p *parser) err(name string) error {
+	if len(p.problems) == 0 {
+		return nil
+	}
+	sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].line < p.problems[j].line })
+	out := make([]string, len(p.problems))
+	for i, pr := range p.problems {
+		out[i] = fmt.Sprintf("%s:%d: %s", name, pr.line, pr.msg)
+	}
+	return &Error{File: name, Problems: out}
 }
 
 // decodeYAML decodes every YAML document of data: the first (nil when
@@ -109,7 +133,8 @@ const (
 	maxSyntaxProbeBytes = 4 << 20 // 4 decodes of a 1 MiB kl.yaml (MaxBytes), about 2 s
 )
 
-// syntaxProblem rewrites a YAML syntax error as "kl.yaml:LINE: what".
+// syntaxProblem rewrites a YAML syntax error of the file name as
+// "NAME:LINE: what" (kl.yaml:LINE: what).
 // yaml.v3's own "line N" cannot be used as LINE: it is the line where the
 // enclosing construct (a block mapping or list, a scalar) starts when
 // there is one, else the problem's, and for a parser error (not a
@@ -123,7 +148,7 @@ const (
 // fail like a later line of it does (docs/kl-yaml.md says so). When the
 // errors differ, or the search is too long, the message says "on this
 // line or a later one".
-func syntaxProblem(data []byte, err error) string {
+func syntaxProblem(data []byte, err error, name string) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	from := 1
 	if sm := lineRE.FindStringSubmatch(msg); sm != nil {
@@ -133,7 +158,7 @@ func syntaxProblem(data []byte, err error) string {
 		}
 	}
 	later := func(line int) string {
-		return fmt.Sprintf("%s:%d: YAML syntax error on this line or a later one: %s", File, line, msg)
+		return fmt.Sprintf("%s:%d: YAML syntax error on this line or a later one: %s", name, line, msg)
 	}
 	// ends[k-1] is the end of line k (after its newline).
 	var ends []int
@@ -157,7 +182,7 @@ func syntaxProblem(data []byte, err error) string {
 		case perr == nil:
 			continue
 		case perr.Error() == err.Error():
-			return fmt.Sprintf("%s:%d: %s", File, k, msg)
+			return fmt.Sprintf("%s:%d: %s", name, k, msg)
 		default:
 			return later(k)
 		}
@@ -175,7 +200,8 @@ const maxPairs = 100_000
 // its line.
 type parser struct {
 	problems []lineProblem
-	budget   int // pairs left to expand (maxPairs)
+	budget   int             // pairs left to expand (maxPairs)
+	sites    map[siteKey]int // the line of each key set, by project (Config.sites)
 }
 
 type lineProblem struct {
@@ -206,17 +232,9 @@ func (p *parser) config(root *yaml.Node, defaultTrigger Trigger) *Config {
 	if f, ok := top["plan_drafts"]; ok {
 		cfg.PlanDrafts = p.bool(f, "plan_drafts")
 	}
-	topTrigger := defaultTrigger
-	if topTrigger == "" {
-		topTrigger = TriggerComment
-	}
-	if f, ok := top["apply_trigger"]; ok {
-		topTrigger = p.trigger(f, "", topTrigger)
-	}
-	topReqs := []Requirement{}
-	if f, ok := top["apply_requirements"]; ok {
-		topReqs = p.requirements(f, "", topReqs)
-	}
+	cfg.top = defaultRules(defaultTrigger)
+	p.rules(top, "", &cfg.top)
+	p.site("", top)
 	f, ok := top["projects"]
 	switch {
 	case !ok:
@@ -232,7 +250,7 @@ func (p *parser) config(root *yaml.Node, defaultTrigger Trigger) *Config {
 	seen := map[string]int{}         // project name → line
 	states := map[string]stateUser{} // state → its first project
 	for i, item := range f.val.Content {
-		cfg.Projects = append(cfg.Projects, p.project(resolve(item), i+1, topTrigger, topReqs, seen, states))
+		cfg.Projects = append(cfg.Projects, p.project(resolve(item), i+1, cfg.top, seen, states))
 	}
 	return cfg
 }
@@ -248,8 +266,8 @@ type stateUser struct {
 // project walks the i-th (from 1) item of projects. A project is named
 // in messages as project "NAME", or "project I (no name)" when it has
 // none.
-func (p *parser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requirement, seen map[string]int, states map[string]stateUser) Project {
-	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: trigger, ApplyRequirements: reqs}
+func (p *parser) project(n *yaml.Node, i int, top Project, seen map[string]int, states map[string]stateUser) Project {
+	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger, ApplyRequirements: top.ApplyRequirements}
 	if n.Kind != yaml.MappingNode {
 		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
 		return pr
@@ -270,13 +288,43 @@ func (p *parser) project(n *yaml.Node, i int, trigger Trigger, reqs []Requiremen
 	if f, ok := fs["when_modified"]; ok {
 		pr.WhenModified = p.globs(f, where)
 	}
-	if f, ok := fs["apply_trigger"]; ok {
-		pr.ApplyTrigger = p.trigger(f, where, trigger)
-	}
-	if f, ok := fs["apply_requirements"]; ok {
-		pr.ApplyRequirements = p.requirements(f, where, reqs)
+	p.rules(fs, where, &pr)
+	if pr.Name != "" {
+		p.site(pr.Name, fs)
 	}
 	return pr
+}
+
+// defaultRules are the rules of the apply before kl.yaml says any:
+// apply_trigger defaultTrigger (KLBOT_APPLY_TRIGGER; "" is comment), no
+// apply_requirements.
+func defaultRules(defaultTrigger Trigger) Project {
+	if defaultTrigger == "" {
+		defaultTrigger = TriggerComment
+	}
+	return Project{ApplyTrigger: defaultTrigger, ApplyRequirements: []Requirement{}}
+}
+
+// rules reads the keys that say how a project's plan is applied — those
+// the top level, a project and a KLBOT_REPO_CONFIG entry share, the
+// safety keys among them (safetyKeys) — from fs into pr, whose values are
+// kept where a key is absent or invalid. where starts messages
+// (`project "a": `).
+func (p *parser) rules(fs map[string]field, where string, pr *Project) {
+	if f, ok := fs["apply_trigger"]; ok {
+		pr.ApplyTrigger = p.trigger(f, where, pr.ApplyTrigger)
+	}
+	if f, ok := fs["apply_requirements"]; ok {
+		pr.ApplyRequirements = p.requirements(f, where, pr.ApplyRequirements)
+	}
+}
+
+// site records the line of each key of fs, set for project ("" for the
+// top level).
+func (p *parser) site(project string, fs map[string]field) {
+	for k, f := range fs {
+		p.sites[siteKey{project, k}] = f.key.Line
+	}
 }
 
 // projectName reads the i-th project's name into pr, checking it against

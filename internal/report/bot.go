@@ -240,7 +240,8 @@ func (n NoSuchProject) markdown(o Options) string {
 }
 
 // ConfigProblem is a commit klbot did not plan because its checkout or its
-// kl.yaml was refused: the failing "kl config" check run.
+// kl.yaml was refused — or loosens a safety key of its base (ADR 0040) —:
+// the failing "kl config" check run.
 type ConfigProblem struct {
 	Title   string // "kl.yaml is invalid", "the repository archive was refused"
 	HeadSHA string
@@ -248,12 +249,22 @@ type ConfigProblem struct {
 	// Problem, when set instead, is the one problem, said as a sentence.
 	Problems []string
 	Problem  string
+	// OnDefaultBranch: the problems are those of the default branch's
+	// kl.yaml, the base of the safety keys (ADR 0040): klbot neither plans
+	// nor applies the commit until the default branch is fixed.
+	OnDefaultBranch bool
 }
 
 func (n ConfigProblem) markdown(o Options) string {
 	problems := n.Problem
 	if problems == "" {
 		problems = "- " + strings.Join(n.Problems, "\n- ")
+	}
+	if n.OnDefaultBranch {
+		return fmt.Sprintf("%s⛔ %s\n\nklbot neither plans nor applies commit `%s`: the rules of an apply (its safety keys, "+
+			"docs/kl-yaml.md) come from the default branch's kl.yaml, and klbot cannot read it:\n\n%s\n\n"+
+			"Fix kl.yaml on the default branch, then push again or comment `/kl plan`; the format is in docs/kl-yaml.md.\n",
+			o.heading(0), n.Title, shortSHA(n.HeadSHA), problems)
 	}
 	return fmt.Sprintf("%s⛔ %s\n\nklbot did not plan commit `%s`:\n\n%s\n\nFix it and push again; the format is in docs/kl-yaml.md.\n",
 		o.heading(0), n.Title, shortSHA(n.HeadSHA), problems)

@@ -56,6 +56,11 @@ func botNotices() map[string]BotNotice {
 		"no-such-project":          NoSuchProject{Project: "web", Projects: []string{"infra", "dns"}},
 		"config-invalid": ConfigProblem{Title: "kl.yaml is invalid", HeadSHA: botSHA,
 			Problems: []string{"kl.yaml:1: version 2: want version: 1", `kl.yaml:4: unknown field "dirr" in a project (see docs/kl-yaml.md)`}},
+		"config-default-branch": ConfigProblem{Title: "the default branch's kl.yaml is invalid", HeadSHA: botSHA, OnDefaultBranch: true,
+			Problems: []string{"kl.yaml:1: version 2: want version: 1"}},
+		"config-loosens": ConfigProblem{Title: "kl.yaml loosens a safety key", HeadSHA: botSHA,
+			Problems: []string{`kl.yaml:2: project "infra": apply_requirements [] loosens [approved] set by the default branch's kl.yaml (line 2): ` +
+				"a pull request may add to the list, not leave out what its base has; change it on the default branch first"}},
 		"config-archive": ConfigProblem{Title: "the repository archive was refused", HeadSHA: botSHA,
 			Problem: `extracting repository archive: entry "x/../evil": name holds "..": unsafe repository archive`},
 		"fork-not-planned": ForkNotPlanned{HeadSHA: botSHA, HeadRepo: "mallory/infra", Repo: "acme/infra"},

@@ -24,7 +24,8 @@
 // Stateful: check runs (create, get, update, list for a ref), issue
 // comments (create, update, delete, list with Link pagination), reactions,
 // pull requests (get, list, files), reviews, collaborator permission,
-// tarballs (302 to a link valid 5 minutes) and commit statuses. Faults:
+// tarballs (302 to a link valid 5 minutes), file contents (SetFile; without
+// ref, the default branch "main") and commit statuses. Faults:
 // FailNext / Fail (status, headers, optionally after the request took
 // effect) and ExpireTokens. Every request is logged (Requests).
 //

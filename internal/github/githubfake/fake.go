@@ -19,7 +19,7 @@ const maxBody = 30 << 20
 
 // Fake is a GitHub REST API server for tests. Create it with New; seed it
 // with AddRepo, AddInstallation, NewAppKey, AddToken, AddPR, SetDraft,
-// AddComment, SetPermission, AddReview and SetTarball; point clients at APIURL; read
+// AddComment, SetPermission, AddReview, SetTarball and SetFile; point clients at APIURL; read
 // what happened with Requests, CheckRuns, Comments and Reactions. All
 // methods are safe for concurrent use.
 type Fake struct {
@@ -67,7 +67,8 @@ type repo struct {
 	prs         map[int]*PR
 	permissions map[string]string // login → role
 	reviews     map[int][]Review
-	tarballs    map[string][]byte // ref → .tar.gz
+	tarballs    map[string][]byte            // ref → .tar.gz
+	files       map[string]map[string][]byte // ref → path → content (SetFile)
 }
 
 type tarLink struct {

@@ -184,10 +184,6 @@ func (f *Fake) serveInternal(w http.ResponseWriter, r *http.Request, p string) {
 	_, _ = w.Write(l.data)
 }
 
-func (f *Fake) getContent(w http.ResponseWriter, r *http.Request, c *call) {
-	notFound(w) // the fake holds no file contents; tarballs carry the tree
-}
-
 func (f *Fake) createStatus(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -24,7 +24,7 @@ func (f *Fake) repoLocked(fullName string) *repo {
 		panic(fmt.Sprintf("githubfake: repository %q is not owner/name", fullName))
 	}
 	r := &repo{id: f.id(), owner: owner, name: name, prs: map[int]*PR{}, permissions: map[string]string{},
-		reviews: map[int][]Review{}, tarballs: map[string][]byte{}}
+		reviews: map[int][]Review{}, tarballs: map[string][]byte{}, files: map[string]map[string][]byte{}}
 	f.repos[key] = r
 	return r
 }
