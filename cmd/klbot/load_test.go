@@ -283,9 +283,10 @@ func serveLoad(b *testing.B, h http.Handler) string {
 // configuration's defaults (KLBOT_WORKERS=4: a pool of 14 connections),
 // migrations, the Bot as the webhook's Sink with its River client, the
 // routes, JSON logs at info (formatted, then discarded) — on dsn, and
-// serves it, with the baseline beside it. The River client is never started: no worker takes a job,
-// so the figure is the endpoint's alone. GitHub is never called; the
-// fake only gives the App a key and a base URL.
+// serves it, with the baseline beside it. The River client is never
+// started: no worker takes a job, so the figure is the endpoint's alone.
+// GitHub is never called; the fake only gives the App a key and a base
+// URL.
 func startLoadKlbot(b *testing.B, dsn string) (klbotURL, baselineURL string) {
 	b.Helper()
 	ctx := b.Context()
