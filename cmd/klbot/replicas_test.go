@@ -67,14 +67,25 @@ func startReplicas(t *testing.T, fake *githubfake.Fake, key []byte, dsn, tfBin s
 	return hs
 }
 
-// deliverToAll POSTs delivery d to every replica at the same moment (the
-// requests are built first and released together) and returns the status
-// each answered, in replica order.
+// deliverToAll POSTs delivery d to every replica at the same moment and
+// returns the status each answered, in replica order.
 func deliverToAll(t *testing.T, d sent, hs ...*harness) []int {
+	t.Helper()
+	ds := make([]sent, len(hs))
+	for i := range ds {
+		ds[i] = d
+	}
+	return deliverAtOnce(t, hs, ds)
+}
+
+// deliverAtOnce POSTs ds[i] to replica hs[i], all at the same moment (the
+// requests are built first and released together), and returns the
+// status each answered.
+func deliverAtOnce(t *testing.T, hs []*harness, ds []sent) []int {
 	t.Helper()
 	reqs := make([]*http.Request, len(hs))
 	for i, h := range hs {
-		req, err := githubfake.WebhookRequest(h.url+"/webhook", d.event, d.id, secret, d.body)
+		req, err := githubfake.WebhookRequest(h.url+"/webhook", ds[i].event, ds[i].id, secret, ds[i].body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +115,7 @@ func deliverToAll(t *testing.T, d sent, hs ...*harness) []int {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("delivery %s (%s) to replica %d: %v", d.id, d.event, i, err)
+			t.Fatalf("delivery %s (%s) to replica %d: %v", ds[i].id, ds[i].event, i, err)
 		}
 	}
 	return codes
@@ -190,9 +201,9 @@ func noDuplicateCheckRuns(t *testing.T, fake *githubfake.Fake) int {
 //  1. both start at once on a fresh schema (River's migrations race);
 //  2. PR 1's opening is delivered to both replicas at the same moment:
 //     one answers 202 (enqueued), the other 200 (duplicate);
-//  3. five more PRs' openings are spread over both, and PR 2's
-//     ready_for_review for the same head (GitHub sends both for one push)
-//     reaches the other replica: 200, no second plan;
+//  3. five more PRs' openings are spread over both; PR 2's push comes as
+//     opened and ready_for_review for one head (GitHub sends both for one
+//     push), one to each replica at the same moment: one 202, one 200;
 //  4. every PR gets exactly one plan, one `kl plan · infra` check run and
 //     one sticky comment, and both replicas' workers ran plan jobs;
 //  5. `/kl apply` on every PR (disjoint write sets), spread over both,
@@ -232,12 +243,18 @@ func TestTwoReplicas(t *testing.T) {
 		t.Errorf("PR 1's opening sent to both replicas at once answered %v, want one 202 and one 200", codes)
 	}
 
-	// --- 3. The other openings, spread over both. ---
-	for _, p := range prs[1:] {
-		replica(p.n).open(t, p)
+	// --- 3. The other openings, spread over both; PR 2's push comes as
+	// two deliveries (opened, ready_for_review) reaching both at once. ---
+	a.seed(t, prs[1], false)
+	push2 := []sent{
+		{event: "pull_request", id: "delivery-both-push-2a", body: githubfake.PullRequestEvent("pull_request.opened.0", repo, 2, prs[1].head)},
+		{event: "pull_request", id: "delivery-both-push-2b", body: githubfake.PullRequestEvent("pull_request.ready_for_review.15", repo, 2, prs[1].head)},
 	}
-	if _, code, _ := replica(3).deliver("pull_request", githubfake.PullRequestEvent("pull_request.ready_for_review.15", repo, 2, prs[1].head)); code != http.StatusOK {
-		t.Errorf("PR 2's ready_for_review for the head its opening planned, sent to the other replica, answered %d, want 200", code)
+	if codes := deliverAtOnce(t, hs, push2); !slices.Equal(sorted(codes), []int{http.StatusOK, http.StatusAccepted}) {
+		t.Errorf("PR 2's opened and ready_for_review for one head, one to each replica at once, answered %v, want one 202 and one 200", codes)
+	}
+	for _, p := range prs[2:] {
+		replica(p.n).open(t, p)
 	}
 	a.settle()
 
