@@ -14,6 +14,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/terraform"
 )
@@ -50,8 +51,8 @@ type config struct {
 	PublicURL string `env:"KLBOT_PUBLIC_URL"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"KLBOT_LOG_LEVEL, default=info"`
-	// ShutdownTimeout bounds the graceful stop on SIGTERM: running jobs get
-	// this long to finish, then they are cancelled and handed back to the queue.
+	// ShutdownTimeout bounds the stop on SIGTERM (at least 1s): the process
+	// exits within it, spent as bot.PlanShutdown says (ADR 0043).
 	ShutdownTimeout time.Duration `env:"KLBOT_SHUTDOWN_TIMEOUT, default=5m"`
 	// AllowForkPRs plans pull requests from forks on push (default false:
 	// a plan runs the pull request's code with klbot's credentials).
@@ -104,8 +105,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, fmt.Errorf("KLBOT_LEASE=%s: want at least 3s", cfg.Lease)
 	case cfg.ApplyWait < 0:
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_WAIT=%s: want 0 or more", cfg.ApplyWait)
-	case cfg.ShutdownTimeout < 0:
-		return cfg, nil, fmt.Errorf("KLBOT_SHUTDOWN_TIMEOUT=%s: want 0 or more (0: cancel running jobs at once on SIGTERM)", cfg.ShutdownTimeout)
+	case cfg.ShutdownTimeout < bot.MinShutdownTimeout:
+		return cfg, nil, fmt.Errorf("KLBOT_SHUTDOWN_TIMEOUT=%s: want at least %s (the time to stop Terraform and record what it did; ADR 0043)", cfg.ShutdownTimeout, bot.MinShutdownTimeout)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {

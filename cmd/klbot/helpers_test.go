@@ -265,8 +265,9 @@ func tarball(t *testing.T, commit string, files map[string]string) []byte {
 }
 
 // bootstrap creates state name with the resources of the configuration in
-// dir applied (serial 1), through the engine on the same database.
-func bootstrap(t *testing.T, dsn, tfBin, name string, files map[string]string) {
+// dir applied (serial 1), through the engine on the same database; env is
+// added to Terraform's environment.
+func bootstrap(t *testing.T, dsn, tfBin, name string, files map[string]string, env ...string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, dsn)
@@ -284,7 +285,7 @@ func bootstrap(t *testing.T, dsn, tfBin, name string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
-	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: t.TempDir(), Binary: tfBin, Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}})
+	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: t.TempDir(), Binary: tfBin, Env: append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,7 +319,7 @@ func startLoadKlbot(b *testing.B, dsn string) (klbotURL, baselineURL string) {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	sink, _, err := newBot(cfg, engine.New(store, nil, log), app, p, b.TempDir(), log, reg)
+	sink, _, err := newBot(cfg, engine.New(store, nil, log), app, p, b.TempDir(), log, reg, bot.NewStopper())
 	if err != nil {
 		b.Fatal(err)
 	}

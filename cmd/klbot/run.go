@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/engine"
@@ -34,9 +35,9 @@ import (
 // run is klbot: it reads the environment, migrates the database (Kilolock's
 // goose migrations, then River's), starts the River workers and serves
 // POST /webhook, /healthz, /readyz and /metrics on KLBOT_LISTEN until ctx
-// ends; then it stops accepting webhooks and gives running jobs
-// KLBOT_SHUTDOWN_TIMEOUT to finish before cancelling them (River hands
-// them back to the queue). It only wires; the work is internal/bot's.
+// ends; then it stops accepting webhooks and jobs and ends within
+// KLBOT_SHUTDOWN_TIMEOUT (bot.Shutdown, ADR 0043). It only wires; the work
+// is internal/bot's.
 func run(ctx context.Context, args []string, env []string) error {
 	if len(args) > 1 {
 		return fmt.Errorf("klbot takes no arguments (got %q): it is configured through KLBOT_* variables, see docs/klbot.md", strings.Join(args[1:], " "))
@@ -61,7 +62,8 @@ func run(ctx context.Context, args []string, env []string) error {
 	if len(unset) > 0 {
 		log.Warn("KLBOT_TF_VARS lists variables that are not set", "variables", unset)
 	}
-	runner, tfBin, err := newRunner(ctx, cfg, tfEnv, filepath.Join(workDir, "runs"), log)
+	shutdown := bot.PlanShutdown(cfg.ShutdownTimeout)
+	runner, tfBin, err := newRunner(ctx, cfg, tfEnv, filepath.Join(workDir, "runs"), shutdown.Interrupt, log)
 	if err != nil {
 		return err
 	}
@@ -69,12 +71,12 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return fmt.Errorf("KLBOT_DATABASE_URL: %w", err)
 	}
-	defer store.Close()
+	defer closeWithin(shutdown.Close/2, func() { store.Close() })
 	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.Workers)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closeWithin(shutdown.Close/2, pool.Close)
 	if err := bot.MigrateRiver(ctx, pool); err != nil {
 		return err
 	}
@@ -83,7 +85,8 @@ func run(ctx context.Context, args []string, env []string) error {
 	eng.Lease = cfg.Lease
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	b, rc, err := newBot(cfg, eng, app, pool, filepath.Join(workDir, "checkouts"), log, reg)
+	stopper := bot.NewStopper()
+	b, rc, err := newBot(cfg, eng, app, pool, filepath.Join(workDir, "checkouts"), log, reg, stopper)
 	if err != nil {
 		return err
 	}
@@ -92,13 +95,15 @@ func run(ctx context.Context, args []string, env []string) error {
 		return fmt.Errorf("KLBOT_WEBHOOK_SECRET: %w", err)
 	}
 	srv := &http.Server{Handler: routes(hook, pool, reg), ReadHeaderTimeout: 10 * time.Second}
-	return serve(ctx, cfg, srv, rc, log, tfBin)
+	return serve(ctx, cfg, srv, rc, stopper, log, tfBin)
 }
 
 // newRunner finds the Terraform binary (KLBOT_TERRAFORM, else terraform or
 // tofu on PATH), checks that it is Terraform or OpenTofu, and returns a
-// Runner working under workRoot, with the binary's path.
-func newRunner(ctx context.Context, cfg config, env []string, workRoot string, log *slog.Logger) (*terraform.Runner, string, error) {
+// Runner working under workRoot that kills a Terraform still running
+// interrupt after interrupting it (bot.ShutdownPlan.Interrupt), with the
+// binary's path.
+func newRunner(ctx context.Context, cfg config, env []string, workRoot string, interrupt time.Duration, log *slog.Logger) (*terraform.Runner, string, error) {
 	tfBin, err := terraform.FindBinaryNamed("KLBOT_TERRAFORM", func(k string) string {
 		if k == "KLBOT_TERRAFORM" {
 			return cfg.Terraform
@@ -111,7 +116,7 @@ func newRunner(ctx context.Context, cfg config, env []string, workRoot string, l
 	if err := terraform.CheckVersion(ctx, tfBin, env); err != nil {
 		return nil, "", fmt.Errorf("KLBOT_TERRAFORM=%s is not Terraform or OpenTofu: %w", tfBin, err)
 	}
-	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: workRoot, Binary: tfBin, Env: env, Logger: log})
+	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: workRoot, Binary: tfBin, Env: env, Logger: log, InterruptGrace: interrupt})
 	if err != nil {
 		return nil, "", fmt.Errorf("KLBOT_WORKDIR: %w", err)
 	}
@@ -119,9 +124,11 @@ func newRunner(ctx context.Context, cfg config, env []string, workRoot string, l
 }
 
 // newBot returns the bot, with its River workers registered on a River
-// client of pool (not started) that runs at most cfg.Workers jobs at once;
-// pull requests are checked out below checkouts.
-func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool, checkouts string, log *slog.Logger, reg *prometheus.Registry) (*bot.Bot, *river.Client[pgx.Tx], error) {
+// client of pool (not started) that runs at most cfg.Workers jobs at once,
+// each through stopper (the shutdown's interrupts); pull requests are
+// checked out below checkouts.
+func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool, checkouts string, log *slog.Logger, reg *prometheus.Registry,
+	stopper *bot.Stopper) (*bot.Bot, *river.Client[pgx.Tx], error) {
 	b := bot.New(eng, func(id int64) (bot.Client, error) {
 		c, err := app.Installation(id)
 		if err != nil {
@@ -141,6 +148,7 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 		MaxAttempts:          bot.MaxAttempts,
 		JobTimeout:           -1, // each worker sets its own Timeout
 		RescueStuckJobsAfter: cfg.ApplyWait + 4*time.Hour,
+		Middleware:           []rivertype.Middleware{stopper},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the job queue: %w", err)
@@ -150,9 +158,9 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 }
 
 // serve listens on KLBOT_LISTEN, starts the job queue rc and serves srv
-// until ctx ends or serving fails; then it shuts srv down (10 s) and stops
-// the queue (stopQueue, KLBOT_SHUTDOWN_TIMEOUT). tfBin is logged.
-func serve(ctx context.Context, cfg config, srv *http.Server, rc *river.Client[pgx.Tx], log *slog.Logger, tfBin string) error {
+// until ctx ends or serving fails; then, within KLBOT_SHUTDOWN_TIMEOUT, it
+// shuts srv down and stops the queue (stopQueue). tfBin is logged.
+func serve(ctx context.Context, cfg config, srv *http.Server, rc *river.Client[pgx.Tx], stopper *bot.Stopper, log *slog.Logger, tfBin string) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("KLBOT_LISTEN: %w", err)
@@ -170,35 +178,45 @@ func serve(ctx context.Context, cfg config, srv *http.Server, rc *river.Client[p
 	case <-ctx.Done():
 	case serveErr = <-served:
 	}
-	log.Info("klbot stopping: no new webhooks; letting running jobs finish", "timeout", cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_ = srv.Shutdown(sctx)
-	cancel()
-	if err := stopQueue(rc, cfg.ShutdownTimeout, log); err != nil && serveErr == nil {
+	start := time.Now()
+	plan := bot.PlanShutdown(cfg.ShutdownTimeout)
+	log.Info("klbot stopping: no new webhooks or jobs; interrupting plans now, applies if still running in "+plan.Finish.String(), "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithDeadline(context.Background(), start.Add(min(10*time.Second, plan.Timeout-plan.Close)))
+	defer cancel()
+	closed := make(chan struct{})
+	go func() { _ = srv.Shutdown(sctx); close(closed) }()
+	if err := stopQueue(start, rc, stopper, plan, log); err != nil && serveErr == nil {
 		serveErr = err
 	}
+	<-closed
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
 	return serveErr
 }
 
-// stopQueue stops River softly (running jobs finish) within timeout, then
-// cancels what still runs: those jobs end interrupted (the engine commits
-// what Terraform wrote) and River hands them back to the queue.
-func stopQueue(rc *river.Client[pgx.Tx], timeout time.Duration, log *slog.Logger) error {
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := rc.Stop(sctx); err == nil {
-		return nil
+// stopQueue stops the job queue rc within plan from start (SIGTERM):
+// plans and the other jobs are interrupted at once, applies once
+// plan.Finish is over, their Terraform killed plan.Interrupt later
+// (bot.Shutdown, ADR 0043).
+func stopQueue(start time.Time, rc *river.Client[pgx.Tx], stopper *bot.Stopper, plan bot.ShutdownPlan, log *slog.Logger) error {
+	err := bot.Shutdown(start, rc, stopper, plan, log)
+	if err != nil {
+		log.Error("klbot stopped with jobs still running", "err", err)
 	}
-	log.Warn("jobs still running after the shutdown timeout: cancelling them; River retries them later")
-	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer hcancel()
-	if err := rc.StopAndCancel(hctx); err != nil {
-		return fmt.Errorf("stopping the job queue: %w", err)
+	return err
+}
+
+// closeWithin calls close and waits for it at most d: a pool whose
+// connections a job still holds (a shutdown that ran out of time) would
+// block until that job returns.
+func closeWithin(d time.Duration, close func()) {
+	done := make(chan struct{}, 1)
+	go func() { close(); done <- struct{}{} }()
+	select {
+	case <-done:
+	case <-time.After(d):
 	}
-	return nil
 }
 
 // routes serves the webhook, the probes and the metrics.

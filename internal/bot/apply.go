@@ -111,7 +111,7 @@ func (b *Bot) apply(ctx context.Context, a ApplyArgs) (JobResult, error) {
 			result = res
 		}
 	}
-	return result, b.updateSticky(ctx, c, repo, a.PR)
+	return result, b.updateSticky(context.WithoutCancel(ctx), c, repo, a.PR) // an interrupted apply is reported too
 }
 
 func planned(rows []projectRow) []string {
@@ -248,7 +248,8 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), x.c, x.repo, check); err != nil {
 		return "", err
 	}
-	if plan, err := b.eng.Run(context.WithoutCancel(ctx), r.PlanRun); err == nil && plan.Status != engine.StatusPlanned {
+	plan, perr := b.eng.Run(context.WithoutCancel(ctx), r.PlanRun)
+	if perr == nil && plan.Status != engine.StatusPlanned {
 		b.retireButton(ctx, x.c, x.repo, r, string(plan.Status)) // applied, or closed by the apply's refusal
 	}
 	r.ApplyRun, r.Note = runID, note{}
@@ -260,8 +261,12 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 			logOf(ctx).Warn("enqueuing refreshes of other pull requests", "err", err)
 		}
 	}
-	if err != nil && ctx.Err() != nil {
-		return "", err // interrupted (shutdown): reported; River hands the job back
+	if err != nil && ctx.Err() != nil && (perr != nil || plan.Status == engine.StatusPlanned) {
+		// Interrupted (shutdown) before Terraform ran: the plan is open
+		// again and River hands the job back. Once Terraform ran, the
+		// job is done: its partial version (or fence) is reported, and
+		// what comes next is a person's call (ADR 0043).
+		return "", err
 	}
 	if outcome == outcomeRefused {
 		return ResultRefused, nil

@@ -25,6 +25,9 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if terraformKilled(applyErr) {
+		return a.fenceKilled(ctx, applyErr) // what it wrote is not what it did
+	}
 	// From here on ctx may be cancelled (Ctrl-C): finish with a context that
 	// is not, so that what Terraform wrote is committed and reservations are
 	// released exactly once.

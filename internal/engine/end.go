@@ -267,6 +267,11 @@ type TerraformFailure struct {
 	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
 	Stderr      string       `json:"stderr,omitempty"`
 	Cause       string       `json:"cause,omitempty"`
+	// Killed: Terraform did not exit by itself but was killed (SIGKILL),
+	// after an interrupt it did not stop within its grace (klbot's
+	// shutdown, ADR 0043) or by the system; what it last wrote may not
+	// hold what it did.
+	Killed bool `json:"killed,omitempty"`
 }
 
 // Diagnostic is one Terraform diagnostic (its -json "diagnostic" message).

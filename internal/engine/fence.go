@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Fences (ADR 0035). When the lease of an apply runs out after its
@@ -120,4 +121,61 @@ func (e *Engine) fencesOver(ctx context.Context, plan Run) ([]Fence, error) {
 		out[i].Addresses = out[i].Addresses.Union(NewAddressSet(met...))
 	}
 	return out, nil
+}
+
+// terraformKilled reports whether a Terraform apply that returned applyErr
+// was killed (TerraformFailure.Killed: it did not stop within its
+// interrupt grace, or the system killed it) instead of exiting by itself.
+func terraformKilled(applyErr error) bool {
+	var tf TerraformFailer
+	return errors.As(applyErr, &tf) && tf.TerraformFailure() != nil && tf.TerraformFailure().Killed
+}
+
+// giveUpLease is how short a lease an apply whose Terraform was killed
+// renews itself for before the lease sweep (fenceKilled).
+const giveUpLease = time.Millisecond
+
+// fenceKilled ends an apply whose Terraform was killed (terraformKilled)
+// as a dead holder's, by the fence rule (ADR 0035, ADR 0043): killed in the
+// middle of its resource operations, Terraform persisted nothing of them,
+// and a provider may have finished one after — what it last wrote is not
+// what the real objects are. So nothing is committed and nothing released:
+// the run stops renewing its leases, gives them up (renewed for
+// giveUpLease), and the lease sweep fences its write set, ends it
+// lease-expired with End.Fenced and recoverable (`kl run recover` commits
+// the checkpoint the Runner stored of what Terraform last wrote) and fails
+// its plan. The run's end keeps why as Then (the interrupted end, with
+// Terraform killed). If the store fails here, the leases still run out by
+// themselves (nothing renews them) and any later sweep fences the run the
+// same way. The error says what happened; out holds the run.
+func (a *applier) fenceKilled(ctx context.Context, applyErr error) (*ApplyOutcome, error) {
+	e := a.e
+	a.ka.Stop()
+	bctx, cancel := background(ctx)
+	defer cancel()
+	killed := terraformEnd(ctx, applyErr)
+	if err := e.Store.AddMarkers(bctx, a.run.ID, Marker{Kind: MarkerFailed, End: killed}); err != nil {
+		e.log().Error("recording the kill of terraform apply", "run", a.run.ID, "err", err)
+	}
+	for _, renew := range []func(context.Context, string, time.Duration) error{e.Store.Renew, e.Store.RenewRun} {
+		if err := renew(bctx, a.run.ID, giveUpLease); err != nil && !errors.Is(err, ErrLeaseLost) {
+			e.log().Error("giving up the lease of a killed apply (it lapses by itself)", "run", a.run.ID, "err", err)
+		}
+	}
+	time.Sleep(2 * giveUpLease)
+	e.expireLeases(bctx)
+	run, err := e.Store.UpdateRun(bctx, a.run.ID, []RunStatus{StatusLeaseExpired}, func(r *Run) error {
+		if r.End != nil && r.End.Then == nil {
+			r.End.Then = killed
+		}
+		return nil
+	})
+	if err != nil {
+		e.log().Error("recording why the killed apply's lease ended", "run", a.run.ID, "err", err)
+		if run, err = e.Store.GetRun(bctx, a.run.ID); err != nil {
+			run = a.run
+		}
+	}
+	return &ApplyOutcome{Run: run}, fmt.Errorf("applying run %s: terraform was killed mid-apply: its write set is fenced until `kl run recover %s` or `kl run unfence %s`: %w",
+		a.run.ID, a.run.ID, a.run.ID, applyErr)
 }

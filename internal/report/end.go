@@ -148,12 +148,20 @@ func interruptedText(end *engine.End) string {
 		command = end.Terraform.Command
 	}
 	switch {
+	case killedEnd(end):
+		return "interrupted during terraform " + command + ", which did not stop in time and was killed: nothing committed, and what it did is not known (its write set is fenced)"
 	case end.Serial > 0:
 		return "interrupted during terraform " + command + ": committed what Terraform wrote"
 	case end.Then != nil:
 		return "interrupted during terraform " + command + ": nothing committed" + detail
 	}
 	return "interrupted during terraform " + command + " before it changed anything: nothing committed"
+}
+
+// killedEnd reports whether end is an interruption whose Terraform was
+// killed (engine.TerraformFailure.Killed).
+func killedEnd(end *engine.End) bool {
+	return end != nil && end.Terraform != nil && end.Terraform.Killed
 }
 
 // interruptedDetail names what an interrupted run was doing, from the
@@ -187,7 +195,19 @@ func discardWords(end *engine.End) string {
 // fenced, and the two ways to lift it.
 func fencedEndText(id string, end *engine.End, cm *Commands) string {
 	s := "lease expired mid-apply (fenced)"
-	if end.Holder != (engine.Holder{}) {
+	switch {
+	case killedEnd(end.Then):
+		// The holder lived: it gave the lease up once its Terraform was
+		// killed (engine fenceKilled, ADR 0043).
+		how := "was killed (SIGKILL)"
+		if end.Then.Cause == engine.CauseInterrupted {
+			how = "did not stop in time after an interrupt and was killed"
+		}
+		s += fmt.Sprintf(": Terraform %s, so its holder %s gave up the lease", how, end.Holder)
+		if !end.TerraformStarted.IsZero() {
+			s += " (Terraform started " + leaseTime(end.TerraformStarted) + ")"
+		}
+	case end.Holder != (engine.Holder{}):
 		s += fmt.Sprintf(": its holder %s stopped renewing while Terraform ran", end.Holder)
 		if !end.TerraformStarted.IsZero() {
 			s += " (started " + leaseTime(end.TerraformStarted) + ")"

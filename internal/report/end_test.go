@@ -58,6 +58,11 @@ func TestInterruptedText(t *testing.T) {
 			"interrupted during terraform apply before it changed anything: nothing committed"},
 		"in init of the apply": {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply, Terraform: &engine.TerraformFailure{Command: "init"}},
 			"interrupted during terraform init before it changed anything: nothing committed"},
+		// ADR 0043: a Terraform that did not stop within its grace was
+		// killed; what it did is not known, so nothing says "before it
+		// changed anything".
+		"terraform killed": {&engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply, Terraform: &engine.TerraformFailure{Command: "apply", Killed: true}},
+			"interrupted during terraform apply, which did not stop in time and was killed: nothing committed, and what it did is not known (its write set is fenced)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -423,6 +423,18 @@ func TestFenceWords(t *testing.T) {
 		!strings.Contains(got, "module.net.terraform_data.vpc stays fenced — no other apply may write or read it —") {
 		t.Errorf("fenced run's end = %q", got)
 	}
+	// A holder that lived gave its lease up after its Terraform was killed
+	// (ADR 0043): the end says so, not that the holder stopped renewing.
+	killed := *end
+	killed.Then = &engine.End{Cause: engine.CauseInterrupted, Phase: engine.PhaseTerraformApply, Terraform: &engine.TerraformFailure{Command: "apply", Killed: true}}
+	if got := EndText(applyA, &killed); !strings.HasPrefix(got, "lease expired mid-apply (fenced): Terraform did not stop in time after an interrupt and was killed, so its holder "+holder.String()+" gave up the lease") ||
+		strings.Contains(got, "stopped renewing") || !strings.Contains(got, lift) {
+		t.Errorf("killed run's end = %q", got)
+	}
+	killed.Then = &engine.End{Cause: engine.CauseTerraformFailed, Terraform: &engine.TerraformFailure{Command: "apply", Killed: true}}
+	if got := EndText(applyA, &killed); !strings.Contains(got, "Terraform was killed (SIGKILL), so its holder") || strings.Contains(got, "interrupt") {
+		t.Errorf("end of a run whose Terraform the system killed = %q", got)
+	}
 	end.Lifted = engine.LiftUnfenced
 	if got := EndText(applyA, end); !strings.HasPrefix(got, "lease expired mid-apply (fenced)") || strings.Contains(got, "fenced — no other apply") || !strings.Contains(got, "lifted without a commit") {
 		t.Errorf("fenced run's end after an unfence = %q", got)

@@ -57,11 +57,15 @@ func (d Diagnostic) logAttrs() []any {
 // warning blocks (see cleanStderr). Err is the cause: the command's
 // *exec.ExitError, another failure to run it, or the context's error when
 // the run was cancelled (errors.Is(err, context.Canceled) holds then).
+// Killed is set when Terraform did not exit by itself but was killed with
+// SIGKILL — RunnerOptions.InterruptGrace ran out after the interrupt, or
+// the system killed it: what it last wrote may not hold what it did.
 type CommandError struct {
 	Command     string // "init", "plan", "show", "apply"
 	Diagnostics []Diagnostic
 	Stderr      string
 	Err         error
+	Killed      bool
 }
 
 // Error renders "terraform COMMAND: DIAGNOSTIC; …" (or "terraform COMMAND:
@@ -101,7 +105,7 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // (engine.TerraformFailer): the command, its diagnostics or stderr, and the
 // cause's text where Error says it (not the exit status alone).
 func (e *CommandError) TerraformFailure() *engine.TerraformFailure {
-	f := &engine.TerraformFailure{Command: e.Command, Stderr: e.Stderr}
+	f := &engine.TerraformFailure{Command: e.Command, Stderr: e.Stderr, Killed: e.Killed}
 	for _, d := range e.Diagnostics {
 		f.Diagnostics = append(f.Diagnostics, engine.Diagnostic(d))
 	}
@@ -116,12 +120,20 @@ func (e *CommandError) TerraformFailure() *engine.TerraformFailure {
 var _ engine.TerraformFailer = (*CommandError)(nil)
 
 // runCommand runs one Terraform command through f with its stderr captured
-// and turns a failure into a *CommandError (see commandError).
+// and turns a failure into a *CommandError (see commandError). After an
+// interrupted or killed command, what Terraform left running in its
+// process group (providers, provisioner commands) is killed
+// (killLeftovers): a provider call that ignores Terraform's stop would go
+// on after Terraform, holding Terraform's output open (measured: ADR
+// 0043).
 func runCommand(ctx context.Context, tf *tfexec.Terraform, command string, stream *uiStream, f func() error) error {
 	var stderr tailBuffer
 	tf.SetStderr(&stderr)
 	err := f()
 	tf.SetStderr(nil)
+	if err != nil && (ctx.Err() != nil || killedBySIGKILL(err)) {
+		killLeftovers(err)
+	}
 	return commandError(ctx, command, err, stream, stderr.String())
 }
 
@@ -148,6 +160,7 @@ func commandError(ctx context.Context, command string, err error, stream *uiStre
 	if errors.As(err, &exit) {
 		ce.Err = exit
 	}
+	ce.Killed = killedBySIGKILL(err)
 	if cerr := ctx.Err(); cerr != nil {
 		ce.Err = fmt.Errorf("interrupted: %w", cerr)
 	}

@@ -63,6 +63,16 @@ type RunnerOptions struct {
 	// Logger receives the runner's logs (nil: discarded). Terraform-exec's
 	// own command log goes to it at debug level.
 	Logger *slog.Logger
+	// InterruptGrace is how long a Terraform command has to end after its
+	// context is cancelled — terraform-exec then sends SIGINT — before it
+	// is killed (SIGKILL) and its output pipes are closed (exec.Cmd's
+	// WaitDelay). 0 means terraform-exec's default, 60 s; negative is
+	// engine.ErrInvalid. It bounds two waits (measured: ADR 0043):
+	// an apply that finishes its resource operations in flight first, and
+	// a provider Terraform left behind holding its output open. A killed
+	// apply's error says so (CommandError.Killed): the engine fences it.
+	// klbot sets it from KLBOT_SHUTDOWN_TIMEOUT (ADR 0043).
+	InterruptGrace time.Duration
 }
 
 // Runner runs Terraform through terraform-exec for one run at a time in an
@@ -88,6 +98,9 @@ type Runner struct {
 	// mask masks vars' values in logs and errors (redact.go).
 	mask masker
 
+	// grace is RunnerOptions.InterruptGrace (0: terraform-exec's default).
+	grace time.Duration
+
 	versionMu sync.Mutex
 	version   string
 }
@@ -107,13 +120,17 @@ type Runner struct {
 // through this program as a shim (shim.go): their names are logged at info,
 // their values masked in the Runner's logs and errors (redact.go).
 //
-// Errors: an empty WorkRoot (engine.ErrInvalid); a WorkRoot that is not a
-// directory or cannot be created; an empty Binary, or one that is missing,
-// a directory or not executable (ErrNoBinary).
+// Errors: an empty WorkRoot or a negative InterruptGrace
+// (engine.ErrInvalid); a WorkRoot that is not a directory or cannot be
+// created; an empty Binary, or one that is missing, a directory or not
+// executable (ErrNoBinary).
 func NewRunner(opts RunnerOptions) (*Runner, error) {
 	if opts.WorkRoot == "" {
 		return nil, engine.Errorf(engine.ErrInvalid, "creating terraform runner: RunnerOptions.WorkRoot is empty "+
 			"(it is the parent of the per-run work dirs, e.g. .kl/runs)")
+	}
+	if opts.InterruptGrace < 0 {
+		return nil, engine.Errorf(engine.ErrInvalid, "creating terraform runner: RunnerOptions.InterruptGrace is %s: want 0 (terraform-exec's 60 s) or more", opts.InterruptGrace)
 	}
 	bin, err := resolveBinary(opts.Binary)
 	if err != nil {
@@ -152,7 +169,8 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 		}
 		removeStaleWorkDirs(root, stale, time.Now(), log)
 	}
-	return &Runner{workRoot: root, binary: bin, env: env, keep: opts.KeepWorkDirs, log: log, shim: shim, vars: vars, mask: mask}, nil
+	return &Runner{workRoot: root, binary: bin, env: env, keep: opts.KeepWorkDirs, log: log, shim: shim, vars: vars, mask: mask,
+		grace: opts.InterruptGrace}, nil
 }
 
 // runnerShim logs, once, the variables that do not reach Terraform
@@ -522,8 +540,8 @@ func (r *Runner) init(ctx context.Context, tf *tfexec.Terraform, w workDir, rep 
 
 // newTF returns a fresh terraform-exec handle for one call (PlanJSON and
 // ApplyJSON mutate it) working in the root module copy, with the run's
-// environment (terraformEnv); with TF_VAR_* in vars to pass, its
-// executable is the shim (shim.go).
+// environment (terraformEnv) and the interrupt grace; with TF_VAR_* in
+// vars to pass, its executable is the shim (shim.go).
 func (r *Runner) newTF(w workDir, vars map[string]string, log *slog.Logger) (*tfexec.Terraform, error) {
 	env, _, _ := terraformEnv(r.env, w.Data)
 	exe := r.binary
@@ -538,6 +556,11 @@ func (r *Runner) newTF(w workDir, vars map[string]string, log *slog.Logger) (*tf
 	}
 	if err := tf.SetEnv(env); err != nil {
 		return nil, fmt.Errorf("preparing terraform environment: %w", err)
+	}
+	if r.grace > 0 {
+		if err := tf.SetWaitDelay(r.grace); err != nil {
+			return nil, fmt.Errorf("preparing terraform: %w", err)
+		}
 	}
 	tf.SetLogger(slog.NewLogLogger(log.Handler(), slog.LevelDebug))
 	return tf, nil

@@ -683,6 +683,9 @@ func TestNewRunner(t *testing.T) {
 		"missing Binary":        {opts: RunnerOptions{WorkRoot: dir, Binary: filepath.Join(dir, "nope")}, wantErr: ErrNoBinary, want: filepath.Join(dir, "nope") + ": no such file"},
 		"Binary not executable": {opts: RunnerOptions{WorkRoot: dir, Binary: notExe}, wantErr: ErrNoBinary, want: "not executable"},
 		"Binary is a directory": {opts: RunnerOptions{WorkRoot: dir, Binary: dir}, wantErr: ErrNoBinary, want: "is a directory"},
+		"negative InterruptGrace": {
+			opts: RunnerOptions{WorkRoot: dir, Binary: exe, InterruptGrace: -time.Second}, wantErr: engine.ErrInvalid, want: "InterruptGrace is -1s",
+		},
 		"Binary name not on PATH": {
 			opts: RunnerOptions{WorkRoot: dir, Binary: "kilolock-no-such-terraform"}, wantErr: ErrNoBinary, want: "not found on PATH",
 		},

@@ -46,19 +46,25 @@ type rule struct {
 
 // api is the fake cloud API: a directory of object files. Every call waits
 // delay first (a cloud API's latency), returning early with ctx's error when
-// ctx ends. Writes are atomic (a temp file renamed into place), so
+// ctx ends — unless ignoreStop (EnvIgnoreStop): then it waits the whole
+// delay, as a call without a deadline does. Writes are atomic (a temp file renamed into place), so
 // concurrent calls for different objects — Terraform's parallelism — never
 // see a half-written file.
 type api struct {
-	dir string
+	dir        string
+	ignoreStop bool
 }
 
 // idPattern is what an id the API hands out looks like (and what Get and
 // Delete accept: an import of "../x" reads no other file).
 var idPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
-// wait sleeps d, or until ctx ends (its error).
-func wait(ctx context.Context, d time.Duration) error {
+// wait sleeps d, or until ctx ends (its error) unless the API ignores
+// Terraform's stop.
+func (a api) wait(ctx context.Context, d time.Duration) error {
+	if a.ignoreStop {
+		ctx = context.WithoutCancel(ctx)
+	}
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -74,7 +80,7 @@ func wait(ctx context.Context, d time.Duration) error {
 
 // create stores o under a new id and returns it with ID and CreatedAt set.
 func (a api) create(ctx context.Context, o object, delay time.Duration) (object, error) {
-	if err := wait(ctx, delay); err != nil {
+	if err := a.wait(ctx, delay); err != nil {
 		return object{}, err
 	}
 	var b [8]byte
@@ -98,7 +104,7 @@ func (a api) update(ctx context.Context, o object, delay time.Duration) (object,
 
 // get reads the object id; errNotFound when there is none.
 func (a api) get(ctx context.Context, id string, delay time.Duration) (object, error) {
-	if err := wait(ctx, delay); err != nil {
+	if err := a.wait(ctx, delay); err != nil {
 		return object{}, err
 	}
 	if !idPattern.MatchString(id) {
@@ -121,7 +127,7 @@ func (a api) get(ctx context.Context, id string, delay time.Duration) (object, e
 // delete removes the object id; one already gone is no error (a delete is
 // idempotent, as most cloud APIs make it).
 func (a api) delete(ctx context.Context, id string, delay time.Duration) error {
-	if err := wait(ctx, delay); err != nil {
+	if err := a.wait(ctx, delay); err != nil {
 		return err
 	}
 	if !idPattern.MatchString(id) {

@@ -39,6 +39,12 @@ const (
 	// EnvAPIDir is the fake cloud API's directory when the provider block
 	// sets no api_dir.
 	EnvAPIDir = "KLTEST_API_DIR"
+	// EnvIgnoreStop, set to "1", makes every API call wait its whole delay
+	// whatever Terraform's stop (an interrupt, SIGINT): a cloud API call
+	// without a deadline, which an interrupted Terraform waits for.
+	// Otherwise a call returns as soon as Terraform stops the provider
+	// (terraform-plugin-framework cancels the call's context).
+	EnvIgnoreStop = "KLTEST_IGNORE_STOP"
 )
 
 // MaxSchemaVersion is the highest schema version the provider knows.
@@ -126,7 +132,7 @@ func (p *kltest) Configure(ctx context.Context, req provider.ConfigureRequest, r
 		resp.Diagnostics.AddError("Cannot create the API directory", err.Error())
 		return
 	}
-	pd := &providerData{api: api{dir: dir}}
+	pd := &providerData{api: api{dir: dir, ignoreStop: os.Getenv(EnvIgnoreStop) == "1"}}
 	resp.ResourceData = pd
 	resp.DataSourceData = pd
 }
