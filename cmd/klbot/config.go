@@ -51,6 +51,10 @@ type config struct {
 	PublicURL string `env:"KLBOT_PUBLIC_URL"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"KLBOT_LOG_LEVEL, default=info"`
+	// ReconcileInterval is how often klbot compares its tables with GitHub
+	// and the engine (ADR 0042): closed pull requests whose delivery was
+	// missed, applies whose replica died, runs recovered on the CLI.
+	ReconcileInterval time.Duration `env:"KLBOT_RECONCILE_INTERVAL, default=5m"`
 	// ShutdownTimeout bounds the stop on SIGTERM (at least 1s): the process
 	// exits within it, spent as bot.PlanShutdown says (ADR 0043).
 	ShutdownTimeout time.Duration `env:"KLBOT_SHUTDOWN_TIMEOUT, default=5m"`
@@ -105,6 +109,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, fmt.Errorf("KLBOT_LEASE=%s: want at least 3s", cfg.Lease)
 	case cfg.ApplyWait < 0:
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_WAIT=%s: want 0 or more", cfg.ApplyWait)
+	case cfg.ReconcileInterval < time.Second:
+		return cfg, nil, fmt.Errorf("KLBOT_RECONCILE_INTERVAL=%s: want at least 1s (River runs periodic jobs at most once a second)", cfg.ReconcileInterval)
 	case cfg.ShutdownTimeout < bot.MinShutdownTimeout:
 		return cfg, nil, fmt.Errorf("KLBOT_SHUTDOWN_TIMEOUT=%s: want at least %s (the time to stop Terraform and record what it did; ADR 0043)", cfg.ShutdownTimeout, bot.MinShutdownTimeout)
 	}

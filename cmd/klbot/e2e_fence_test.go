@@ -222,6 +222,11 @@ func TestFenceEndToEnd(t *testing.T) {
 	t.Logf("PR 1's sticky comment at the end:\n%s", s1)
 	if r, err := st.GetRun(ctx, dead); err == nil && r.CommittedSerial != 0 {
 		mustLack(t, "PR 1's sticky comment after the recovery", rendered(s1), "`kl run recover "+dead+"` commits")
+		// The apply check run says what the engine made of the crashed run
+		// (ADR 0042), not that recovery is pending.
+		c1 := h.one(t, p1.head, "kl apply · infra")
+		mustContain(t, "PR 1's apply check run after /kl recover", c1.Title, fmt.Sprintf("Recovered: version %d", r.CommittedSerial))
+		mustContain(t, "PR 1's apply check run after /kl recover", rendered(c1.Summary), dead, "recovered")
 	}
 	if p, err := st.GetRun(ctx, plan1); err != nil || p.End == nil || p.End.Cause != engine.CauseApplyRecovered {
 		t.Errorf("PR 1's plan %s after the recovery: %v, end %+v; want its end to name the recovery (%s)", plan1, err, p.End, engine.CauseApplyRecovered)

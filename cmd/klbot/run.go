@@ -95,6 +95,8 @@ func run(ctx context.Context, args []string, env []string) error {
 		return fmt.Errorf("KLBOT_WEBHOOK_SECRET: %w", err)
 	}
 	srv := &http.Server{Handler: routes(hook, pool, reg), ReadHeaderTimeout: 10 * time.Second}
+	stopSweep := b.StartWorkDirSweep(ctx, cfg.ReconcileInterval) // what crashed runs left here (ADR 0042)
+	defer stopSweep()
 	return serve(ctx, cfg, srv, rc, stopper, log, tfBin)
 }
 
@@ -149,6 +151,7 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 		JobTimeout:           -1, // each worker sets its own Timeout
 		RescueStuckJobsAfter: cfg.ApplyWait + 4*time.Hour,
 		Middleware:           []rivertype.Middleware{stopper},
+		PeriodicJobs:         b.AddReconcile(workers, cfg.ReconcileInterval), // ADR 0042
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the job queue: %w", err)

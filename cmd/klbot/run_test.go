@@ -77,6 +77,8 @@ func TestRunConfigErrors(t *testing.T) {
 		"negative shutdown":       {append(base, "KLBOT_SHUTDOWN_TIMEOUT=-1s"), "KLBOT_SHUTDOWN_TIMEOUT=-1s: want at least 1s"},
 		"no shutdown time":        {append(base, "KLBOT_SHUTDOWN_TIMEOUT=0"), "KLBOT_SHUTDOWN_TIMEOUT=0s: want at least 1s"},
 		"bad fork switch":         {append(base, "KLBOT_ALLOW_FORK_PRS=maybe"), "KLBOT_ALLOW_FORK_PRS"},
+		"reconcile too often":     {append(base, "KLBOT_RECONCILE_INTERVAL=500ms"), "KLBOT_RECONCILE_INTERVAL=500ms: want at least 1s"},
+		"bad reconcile interval":  {append(base, "KLBOT_RECONCILE_INTERVAL=often"), "KLBOT_RECONCILE_INTERVAL"},
 		"terraform not terraform": {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/bin/true"), "KLBOT_TERRAFORM=/bin/true is not Terraform or OpenTofu"},
 		"terraform missing":       {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/nonexistent/terraform"), `resolving KLBOT_TERRAFORM="/nonexistent/terraform"`},
 		"bad log level":           {append(base, "KLBOT_LOG_LEVEL=loud"), "KLBOT_LOG_LEVEL"},

@@ -256,6 +256,9 @@ func (b *Bot) runApply(ctx context.Context, x *applyCtx, r projectRow) (JobResul
 	if err := b.db.saveProject(context.WithoutCancel(ctx), r); err != nil {
 		return "", err
 	}
+	if err := b.db.noteApplyReported(context.WithoutCancel(ctx), r, story.Run); err != nil { // the reconcile job reports changes since
+		return "", err
+	}
 	if story.Version != nil {
 		if err := b.refreshOthers(ctx, r, story.Version.Serial); err != nil {
 			logOf(ctx).Warn("enqueuing refreshes of other pull requests", "err", err)

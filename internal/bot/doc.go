@@ -13,6 +13,10 @@
 //	                          → "kl apply · PROJECT" check run → sticky comment → refresh of other PRs
 //	klbot_reply    reply.go   "/kl why", "/kl history", "/kl help": a reply comment of its own
 //	klbot_refresh  sticky.go  re-render an open PR's sticky comment after another run committed
+//	klbot_reconcile reconcile.go  periodic (River's leader): lease sweep → ended applies reported → closed PRs closed
+//
+// Each replica also removes the work dirs its crashed runs left
+// (workdir.go) when it starts and every reconcile interval (ADR 0042).
 //
 // Jobs of one pull request run one at a time across replicas (an advisory
 // lock, db.go); every write to GitHub is idempotent on a retry: check runs

@@ -16,7 +16,9 @@ import (
 // holding a fence (unfence) — is recovered or unfenced by the commenter,
 // who needs write permission (as for plan and apply; checked before, by
 // Bot.answer with Bot.mayWrite). The reply is each
-// run's story after it, or why it was refused.
+// run's story after it, or why it was refused; the project's "kl apply ·
+// PROJECT" check run and the sticky comment are rewritten from the run as
+// the engine left it (reportApplyRun, ADR 0042).
 func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a ReplyArgs) (string, error) {
 	cmd := "/kl " + a.Command.Name
 	rows, err := b.db.projects(ctx, a.Repo, a.PR)
@@ -48,6 +50,11 @@ func (b *Bot) fenceCommand(ctx context.Context, c Client, repo github.Repo, a Re
 			out.WriteString(noticeMarkdown(report.FenceRefused{Command: cmd, Project: r.Project, Run: id, Problem: err.Error()}, 0))
 			continue
 		case err != nil:
+			return "", err
+		}
+		// The apply check run said the run crashed: it says now what the
+		// engine made of it (recovered: the version; unfenced: by whom).
+		if err := b.reportApplyRun(ctx, c, repo, r, id); err != nil {
 			return "", err
 		}
 		s, err := b.eng.RunStory(context.WithoutCancel(ctx), id)

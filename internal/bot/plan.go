@@ -366,6 +366,7 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 		return b.db.saveProject(ctx, row)
 	}
 	b.metrics.run("plan", outcomePlanned)
+	out.Overlaps = b.openOverlaps(ctx, out.Overlaps) // not with the plan of a pull request closed meanwhile (ADR 0042)
 	row.PlanRun = out.Run.ID
 	// Recorded before it is reported: if reporting fails, the job's retry
 	// supersedes this plan (supersedeOld) instead of leaving it open and

@@ -194,7 +194,7 @@ func TestKilledApplyRecover(t *testing.T) {
 	// kl status lists it first, fenced, with the commands (ADR 0035).
 	var st statusDoc
 	k.jsonOf(&st, "status")
-	if got := st.fences(apply); !slices.Equal(got, []string{"terraform_data.fast", "terraform_data.slow"}) || !strings.Contains(st.Fenced[0].Text, lift) {
+	if got := st.fences(apply); !slices.Equal(got, []string{"terraform_data.fast", "terraform_data.slow"}) || !strings.Contains(st.Fenced[0].Text, strings.ReplaceAll(lift, "`", "")) { // JSON text: code spans plain
 		t.Errorf("kl status: fenced %+v; want %s fencing fast and slow, with the commands", st.Fenced, apply)
 	}
 	// B is refused at once, naming the fence (ADR 0035); a plan made now

@@ -70,6 +70,9 @@ type Engine struct {
 	LockMode LockMode
 	// Now returns the current time (time.Now if nil).
 	Now func() time.Time
+
+	// live are the runs calls of this process work on (RemoveLeftWorkDirs).
+	live liveRuns
 }
 
 // New returns an Engine with this process as holder and default timings.

@@ -26,6 +26,7 @@ type keepAlive struct {
 	mu       sync.Mutex
 	runs     []string // runs whose own lease it renews
 	reserved string   // run whose reservations it renews; "" until reserved
+	all      []string // every run added: live in this process until Stop (Engine.live)
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -49,12 +50,20 @@ func (e *Engine) keepAlive(ctx context.Context, run string) *keepAlive {
 func (k *keepAlive) Stop() {
 	k.stop()
 	<-k.done
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, id := range k.all {
+		k.e.live.done(id)
+	}
+	k.all = nil
 }
 
 // add renews run's own lease now and with the others from then on.
 func (k *keepAlive) add(ctx context.Context, run string) {
+	k.e.live.add(run)
 	k.mu.Lock()
 	k.runs = append(k.runs, run)
+	k.all = append(k.all, run)
 	k.mu.Unlock()
 	k.renewRun(ctx, run)
 }

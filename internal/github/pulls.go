@@ -33,7 +33,8 @@ type PullRequest struct {
 	State     string // open or closed
 	Draft     bool
 	Merged    bool
-	Mergeable *bool // nil while GitHub is still computing it
+	MergedBy  string // login of who merged it; "" when GitHub names nobody
+	Mergeable *bool  // nil while GitHub is still computing it
 	HeadSHA   string
 	HeadRef   string
 	HeadRepo  string // owner/name of the head repository; "" when GitHub gives none (a deleted fork)
@@ -52,7 +53,7 @@ func (c *Client) GetPullRequest(ctx context.Context, repo Repo, number int) (Pul
 	}
 	headRepo := p.GetHead().GetRepo().GetFullName()
 	return PullRequest{
-		Number: p.GetNumber(), State: p.GetState(), Draft: p.GetDraft(), Merged: p.GetMerged(), Mergeable: p.Mergeable,
+		Number: p.GetNumber(), State: p.GetState(), Draft: p.GetDraft(), Merged: p.GetMerged(), MergedBy: p.GetMergedBy().GetLogin(), Mergeable: p.Mergeable,
 		HeadSHA: p.GetHead().GetSHA(), HeadRef: p.GetHead().GetRef(), HeadRepo: headRepo,
 		Fork:    isFork(headRepo, repo),
 		BaseRef: p.GetBase().GetRef(), BaseSHA: p.GetBase().GetSHA(), Author: p.GetUser().GetLogin(), HTMLURL: p.GetHTMLURL(),

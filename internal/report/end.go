@@ -681,12 +681,18 @@ func abbreviate(items []string, n int) string {
 
 // ApplyTitle is the title of an ended apply's `kl apply · P` check run:
 // "Applied: version 5 (planned at serial 3, head was 4; snapshot-merge,
-// exact)" (versionBrief), or its
-// status and end, "Refused: …", at most 120 runes of the end.
+// exact)" (versionBrief); for a crashed apply recovered since (a
+// "recovered" marker), "Recovered: version 6 (…); lease expired mid-apply
+// (fenced)"; or its status and end, "Refused: …", at most 120 runes of the
+// end.
 func ApplyTitle(s *engine.RunStory) string {
 	switch {
 	case s.Run.Status == engine.StatusApplied && s.Version != nil:
 		return "Applied: " + versionBrief(s.Version, s.Markers)
+	case s.Version != nil && lastOf(s.Markers, s.Run.ID, engine.MarkerRecovered) != nil:
+		// A crashed apply `kl run recover` committed (ADR 0042): the
+		// version first, then how it had ended.
+		return "Recovered: " + versionBrief(s.Version, s.Markers) + "; " + endShort(s.Run.ID, s.Run.End)
 	case s.Run.Status == engine.StatusRefused:
 		return "Refused: " + clip(EndText(s.Run.ID, s.Run.End), 120)
 	}

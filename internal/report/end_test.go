@@ -120,3 +120,18 @@ func TestCommittedSerialWords(t *testing.T) {
 		t.Errorf("the sticky's table does not say %q:\n%s", want, md.String())
 	}
 }
+
+// TestRecoveredApplyTitle (issue 11 defect 14): once `kl run recover`
+// committed what a crashed apply's Terraform wrote, the apply check run's
+// title says so first — the version — and then how the apply had ended;
+// before, it kept saying only that the lease expired.
+func TestRecoveredApplyTitle(t *testing.T) {
+	t.Parallel()
+	want := "Recovered: version 13 (planned at serial 12, head was 12; snapshot-merge, deviation); its holder ci-runner-7:4242 stopped renewing"
+	if got := ApplyTitle(storyRecovered()); got != want {
+		t.Errorf("ApplyTitle of a recovered apply = %q, want %q", got, want)
+	}
+	if got := ApplyTitle(storyLeaseExpiredRecoverable()); !strings.HasPrefix(got, "Lease-expired: its holder ci-runner-7:4242 stopped renewing") {
+		t.Errorf("ApplyTitle of a crashed apply not recovered yet = %q, want the lease expiry", got)
+	}
+}

@@ -18,13 +18,16 @@ func (f *Fake) prFields(rp *repo, pr *PR) map[string]any {
 	if pr.Mergeable != nil {
 		mergeable = *pr.Mergeable
 	}
-	var mergedAt any
+	var mergedAt, mergedBy any
 	if pr.Merged {
 		mergedAt = ts(f.now())
 	}
+	if pr.Merged && pr.MergedBy != "" {
+		mergedBy = userFields(pr.MergedBy)
+	}
 	return map[string]any{
 		"id": rp.id*1000 + int64(pr.Number), "number": pr.Number, "title": pr.Title, "state": pr.State,
-		"draft": pr.Draft, "merged": pr.Merged, "merged_at": mergedAt, "mergeable": mergeable,
+		"draft": pr.Draft, "merged": pr.Merged, "merged_at": mergedAt, "merged_by": mergedBy, "mergeable": mergeable,
 		"url":      fmt.Sprintf("%s/repos/%s/pulls/%d", f.apiBase(), full, pr.Number),
 		"html_url": fmt.Sprintf("%s/%s/pull/%d", f.htmlBase(), full, pr.Number),
 		"user":     userFields(pr.Author),

@@ -85,7 +85,8 @@ type PR struct {
 	State     string // open or closed
 	Draft     bool
 	Merged    bool
-	Mergeable *bool // nil: GitHub has not computed it yet
+	MergedBy  string // login of who merged it (Merged); "" for none
+	Mergeable *bool  // nil: GitHub has not computed it yet
 	HeadSHA   string
 	HeadRef   string
 	HeadRepo  string // owner/name of the head repository; "" = the same repository (not a fork)
