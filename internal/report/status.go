@@ -108,7 +108,12 @@ func statusDoc(st *engine.Status, o Options) *doc {
 			if p.Envelope != nil {
 				serial = words(fmt.Sprint(p.Envelope.SourceSerial))
 			}
-			t.rows = append(t.rows, []sentence{{runSpan(p.ID)}, words(p.State), words(p.Actor), pr, serial, whatWords(p)})
+			what := whatWords(p)
+			for _, f := range fencesOver(st, p) {
+				what = words(what, "; ", toned(toneBad, "fenced"), " by ", runSpan(f.Run.ID),
+					": an apply is refused until it is lifted (above)")
+			}
+			t.rows = append(t.rows, []sentence{{runSpan(p.ID)}, words(p.State), words(p.Actor), pr, serial, what})
 		}
 		d.section(words(fmt.Sprintf("Open plans (%d)", len(st.OpenPlans))), t)
 	}
@@ -124,6 +129,34 @@ func fencedWords(f engine.FencedRun) sentence {
 		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
 	}
 	return words(s, "; it fences ", heldWords(w), " — ", liftWords(f.Run.ID, f.Run.PR))
+}
+
+// fencesOver is the fenced runs of st whose fences meet what open plan p
+// reserves (its write or read set): an apply of p is refused at once
+// until each is lifted (ADR 0035), so kl status must not list p as
+// simply applicable.
+func fencesOver(st *engine.Status, p engine.Run) []engine.FencedRun {
+	if p.Envelope == nil {
+		return nil
+	}
+	var reserved engine.AddressSet
+	for _, r := range p.Envelope.Reservations {
+		reserved = append(reserved, r.Address)
+	}
+	var out []engine.FencedRun
+	for _, f := range st.Fenced {
+		if f.Run.State != p.State {
+			continue
+		}
+		var fenced engine.AddressSet
+		for _, r := range f.Fences {
+			fenced = append(fenced, r.Address)
+		}
+		if len(reserved.Overlapping(fenced)) > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // fencedIn reports whether run id is among st's fenced runs.

@@ -419,3 +419,38 @@ func TestNextStepsOnGitHub(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOpenPlanOverFence (issue 10 leftover): an open plan whose
+// reservations meet a crashed apply's fence is not listed as simply
+// applicable: kl status says its apply is refused until the fence is
+// lifted, and a plan clear of it says nothing of the kind.
+func TestStatusOpenPlanOverFence(t *testing.T) {
+	t.Parallel()
+	st := statusWaiter()
+	open := st.OpenPlans[0]
+	clear := planRunA(engine.StatusPlanned, "")
+	clear.ID, clear.Envelope = "01J2ZP0C1EAR0000000000PLAN", nil
+	st.OpenPlans = append(st.OpenPlans, clear)
+	dead := engine.Run{ID: applyE, Kind: engine.KindApply, State: stateName, Actor: "erin", Status: engine.StatusLeaseExpired, PR: pr(44)}
+	st.Fenced = []engine.FencedRun{{Run: dead, Fences: []engine.Reservation{
+		{State: stateName, Address: open.Envelope.Reservations[0].Address, Mode: engine.ModeWrite, Run: applyE, FencedAt: at(300)}}}}
+	var b strings.Builder
+	if err := Status(&b, st, Options{Format: Text}); err != nil {
+		t.Fatal(err)
+	}
+	var planLine, clearLine string
+	for _, l := range strings.Split(b.String(), "\n") {
+		switch {
+		case strings.Contains(l, open.ID):
+			planLine = l
+		case strings.Contains(l, clear.ID):
+			clearLine = l
+		}
+	}
+	if want := "fenced by " + applyE + ": an apply is refused until it is lifted"; !strings.Contains(planLine, want) {
+		t.Errorf("open plan over the fence: %q lacks %q:\n%s", planLine, want, b.String())
+	}
+	if strings.Contains(clearLine, "fenced") {
+		t.Errorf("a plan clear of the fence reads fenced: %q", clearLine)
+	}
+}
