@@ -90,9 +90,14 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 			return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
 				"it stopped before it held its reservations, so Terraform never ran: nothing to recover; its plan %s is as it was", run.PlanRun)}
 		}
+		then := "then re-plan"
+		if run.End != nil && len(run.End.Fenced) > 0 && run.End.Lifted == "" {
+			// No recovery lifts this fence; until it is lifted, any apply there is refused.
+			then = "then lift its fence: kl run unfence " + id + " --reason TEXT"
+		}
 		return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
-			"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, then re-plan",
-			id, ArtifactApplyResult, ArtifactApplyCheckpoint)}
+			"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, %s",
+			id, ArtifactApplyResult, ArtifactApplyCheckpoint, then)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: %w", id, err)

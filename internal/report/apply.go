@@ -274,6 +274,17 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 		next, _ := replanNext(*a, p)
 		return words("recover first: ", cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: a.PR, self: true}), " commits what Terraform wrote as a partial version (otherwise the next plan creates it again); then ", next)
 	}
+	if a.End != nil && len(a.End.Fenced) > 0 && a.End.Lifted == "" && a.CommittedSerial == 0 {
+		// Fenced, and Kilolock saw nothing Terraform wrote: no recovery
+		// lifts the fence, and until it is lifted every apply there —
+		// a re-plan's too — is refused (ADR 0035).
+		lift := words("check the real objects (Terraform started; Kilolock saw nothing it wrote), then lift the fence: ",
+			cmdSpan(unfenceCommand(a.ID), command{verb: verbUnfence, run: a.ID, pr: a.PR, self: true}))
+		if next, _ := replanNext(*a, p); p != nil && p.Status != engine.StatusPlanned {
+			return words(lift, "; then ", next)
+		}
+		return lift
+	}
 	if p == nil {
 		return nil
 	}

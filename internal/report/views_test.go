@@ -454,3 +454,31 @@ func TestStatusOpenPlanOverFence(t *testing.T) {
 		t.Errorf("a plan clear of the fence reads fenced: %q", clearLine)
 	}
 }
+
+// TestFencedNothingToRecoverNext (issue 10 leftover): a fenced apply whose
+// Terraform wrote nothing Kilolock saw cannot be recovered, and until its
+// fence is lifted a re-plan's apply is refused too: its next step is the
+// unfence (after checking the real objects), then the re-plan — never a
+// bare "re-plan".
+func TestFencedNothingToRecoverNext(t *testing.T) {
+	t.Parallel()
+	s := storyLeaseExpiredUnseen()
+	end := *s.Run.End
+	end.Fenced, end.Recoverable, end.TerraformStarted = set(web), false, at(600.15)
+	s.Run.End = &end
+	for name, tc := range map[string]struct {
+		o    Options
+		want string
+	}{
+		"kl":     {Options{Format: Text}, "then lift the fence: kl run unfence " + applyA + " --reason TEXT; then re-plan"},
+		"github": {Options{Format: Markdown, Commands: &Commands{PR: pr(42), Project: "app"}}, "then lift the fence: `/kl unfence -p app -- REASON`; then re-plan"},
+	} {
+		var b strings.Builder
+		if err := Apply(&b, s, tc.o); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.ReplaceAll(b.String(), `\_`, "_"); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: the next step lacks %q:\n%s", name, tc.want, got)
+		}
+	}
+}
