@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 // PlanInput is one `kl plan` (or klbot's plan on push).
@@ -35,6 +37,9 @@ type PlanOutcome struct {
 	// Fences are the fences of crashed applies this plan's footprint meets
 	// (ADR 0035): its apply is refused until they are lifted.
 	Fences []Fence
+	// Diff is what the plan does per resource instance and attribute
+	// (PlanResult.Diff, ADR 0044); nil when none was made.
+	Diff *plandiff.Diff
 }
 
 // Overlap is another open plan sharing part of this plan's footprint.
@@ -116,7 +121,7 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PlanOutcome{Run: run, Overlaps: overlaps, Fences: fences}, nil
+	return &PlanOutcome{Run: run, Overlaps: overlaps, Fences: fences, Diff: res.Diff}, nil
 }
 
 // validateTarget accepts what terraform plan -target accepts: a resource or
