@@ -45,13 +45,17 @@ func diffCountsWords(c plandiff.Counts) sentence {
 
 // destructiveFlag is "⚠ 1 to destroy, 2 to replace", or "" when the plan
 // destroys nothing.
-func destructiveFlag(c plandiff.Counts) string {
+func destructiveFlag(c plandiff.Counts) string { return flagWords(c.Destroy, c.Replace) }
+
+// flagWords is "⚠ 1 to destroy, 2 to replace" (either part left out when
+// zero), or "" for none.
+func flagWords(destroy, replace int) string {
 	var parts []string
-	if c.Destroy > 0 {
-		parts = append(parts, fmt.Sprintf("%d to destroy", c.Destroy))
+	if destroy > 0 {
+		parts = append(parts, fmt.Sprintf("%d to destroy", destroy))
 	}
-	if c.Replace > 0 {
-		parts = append(parts, fmt.Sprintf("%d to replace", c.Replace))
+	if replace > 0 {
+		parts = append(parts, fmt.Sprintf("%d to replace", replace))
 	}
 	if len(parts) == 0 {
 		return ""
