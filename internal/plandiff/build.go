@@ -313,15 +313,20 @@ func (b *builder) resource(rc *tfjson.ResourceChange) (Resource, bool) {
 }
 
 // attributes diffs a resource's top-level attributes: all of them created
-// (create, read) or deleted (delete: after is null), or changed; and for
-// an object that stays, its unchanged id and name as context (Terraform
-// shows them to identify the object).
+// (create, read) or deleted (delete: after is null), none changed (forget:
+// after is null too, but the object stays), or changed; and for an object
+// that stays, its unchanged id and name as context (Terraform shows them
+// to identify the object).
 func (b *builder) attributes(a Action, bs, as side) ([]Node, int) {
 	switch a {
 	case Create, Read:
 		bs = side{v: map[string]any{}, present: true}
 	case Delete:
 		as = side{v: map[string]any{}, present: true}
+	case Forget:
+		// Terraform writes after: null; the object stays as it is, only
+		// out of the state.
+		as = side{v: bs.v, present: true, sens: bs.sens}
 	}
 	changes, unchanged := b.objectChildren(bs, as)
 	if a == Create || a == Read || a == Delete {

@@ -68,6 +68,7 @@ resource "terraform_data" "secret" { input = var.secret }
 resource "terraform_data" "copy" { input = terraform_data.secret.output }
 resource "terraform_data" "gone" { input = "bye" }
 resource "terraform_data" "old" { input = "moving" }
+resource "terraform_data" "kept" { input = "keep the object" }
 resource "terraform_data" "rep" {
   input            = "r"
   triggers_replace = ["v${var.gen}"]
@@ -109,6 +110,12 @@ moved {
   to   = terraform_data.renamed
 }
 resource "terraform_data" "renamed" { input = "moving" }
+removed {
+  from = terraform_data.kept
+  lifecycle {
+    destroy = false
+  }
+}
 resource "terraform_data" "rep" {
   input            = "r"
   triggers_replace = ["v${var.gen}"]
@@ -138,7 +145,8 @@ output "new" { value = terraform_data.fresh.output }
 
 // providerV1 and providerV2 use the test provider: its schema marks
 // kltest_object's secret sensitive (the variable is not), settings is a
-// nested attribute with a map, rule a list of blocks.
+// nested attribute with a map, rule a list of blocks; the data source
+// reads a (its secret sensitive too), during apply once a changes.
 const providerV1 = testprovider.RequiredProvidersBlock + `
 variable "api_key" { type = string }
 resource "kltest_object" "a" {
@@ -154,6 +162,7 @@ resource "kltest_object" "a" {
   }
 }
 resource "kltest_object" "b" { name = "b" }
+data "kltest_object" "a" { id = kltest_object.a.id }
 `
 
 const providerV2 = testprovider.RequiredProvidersBlock + `
@@ -178,6 +187,7 @@ resource "kltest_object" "c" {
   name   = "c"
   secret = var.api_key
 }
+data "kltest_object" "a" { id = kltest_object.a.id }
 `
 
 var scenarios = []scenario{

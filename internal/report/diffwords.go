@@ -86,7 +86,7 @@ func resourceHeadline(r plandiff.Resource) (subject, verb string, notes []string
 	case plandiff.Replace:
 		verb = replaceVerb(r.Reason)
 	case plandiff.Forget:
-		verb = "will no longer be managed by Terraform"
+		verb = "will no longer be managed by Terraform, but will not be destroyed"
 	case plandiff.NoOp:
 		switch {
 		case r.Import != nil:
@@ -97,7 +97,9 @@ func resourceHeadline(r plandiff.Resource) (subject, verb string, notes []string
 	default:
 		verb = "will be changed (Terraform's actions: " + string(r.Action) + ")"
 	}
-	if n := reasonNote(r); n != "" {
+	if r.Action == plandiff.Forget {
+		notes = append(notes, "(destroy = false is set in the configuration)")
+	} else if n := reasonNote(r); n != "" {
 		notes = append(notes, n)
 	}
 	if r.Import != nil && r.Action != plandiff.NoOp {
