@@ -305,8 +305,11 @@ func (b *builder) resource(rc *tfjson.ResourceChange) (Resource, bool) {
 		as.v = map[string]any{}
 	}
 	r.Changes, r.Unchanged = b.attributes(r.Action, bs, as)
-	r.ReplacePaths = replacePaths(ch.ReplacePaths)
-	for _, p := range r.ReplacePaths {
+	for _, p := range replacePaths(ch.ReplacePaths) {
+		if b.secretPath(p) {
+			continue // a map key that is a secret would show it
+		}
+		r.ReplacePaths = append(r.ReplacePaths, p)
 		markForcing(r.Changes, p)
 	}
 	return r, true
@@ -418,6 +421,16 @@ func toPath(steps []any) Path {
 		}
 	}
 	return path
+}
+
+// secretPath reports whether a step of p is a key equal to a secret.
+func (b *builder) secretPath(p Path) bool {
+	for _, s := range p {
+		if !s.IsIndex && (b.sec.leaf(s.Key) || b.local.leaf(s.Key)) {
+			return true
+		}
+	}
+	return false
 }
 
 // markForcing sets ForcesReplacement on the deepest node along p.

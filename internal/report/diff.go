@@ -282,7 +282,7 @@ func (p textPainter) diffText(b *strings.Builder, d *plandiff.Diff) {
 		if blk.verb == "" {
 			b.WriteString(textIndent + p.sgr(ansiBold, blk.subject+":") + "\n")
 		} else {
-			verb := blk.verb
+			verb := inert(blk.verb)
 			if blk.destructive {
 				verb = p.sgr(joinCodes(ansiBold, ansi[toneBad]), verb)
 			}
