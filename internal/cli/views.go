@@ -157,7 +157,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 	cmd.AddCommand(discard, a.recoverCommand(), a.unfenceCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "show RUN",
-		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance",
+		Short: "The run's story: envelope, markers in time order, allowed-because, since-plan, provenance, and the plan's diff",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := a.engine(cmd.Context(), false)
@@ -167,6 +167,14 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			s, err := e.RunStory(cmd.Context(), args[0])
 			if err != nil {
 				return err
+			}
+			if s.Plan != nil {
+				// The whole diff: what klbot's Markdown cuts to GitHub's
+				// limits points here (ADR 0044). A plan that failed, or
+				// one an older kl made, has none.
+				if s.Diff, err = e.PlanDiff(cmd.Context(), s.Plan.ID); err != nil && !errors.Is(err, engine.ErrNotFound) {
+					return err
+				}
 			}
 			return report.RunStory(a.io.Out, s, a.reportOptions())
 		},

@@ -39,6 +39,11 @@ const (
 	ArtifactPlanFile = "plan.tfplan"
 	ArtifactConfig   = "config.tar.gz"
 	ArtifactIntent   = "intent.json"
+	// ArtifactDiff is the plan's diff (plandiff.Marshal): what it does
+	// per resource instance and attribute, sensitive values masked (ADR
+	// 0044). It holds no secret, but is kept with the plan's other
+	// artifacts: it is large, and read only to be shown.
+	ArtifactDiff = "diff.json"
 	// ArtifactApplyResult (apply run) is the state Terraform left when it
 	// returned, stored before the commit.
 	ArtifactApplyResult = "apply-result.tfstate"

@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 // PlanInput is one `kl plan` (or klbot's plan on push).
@@ -35,6 +38,9 @@ type PlanOutcome struct {
 	// Fences are the fences of crashed applies this plan's footprint meets
 	// (ADR 0035): its apply is refused until they are lifted.
 	Fences []Fence
+	// Diff is what the plan does per resource instance and attribute
+	// (PlanResult.Diff, ADR 0044); nil when none was made.
+	Diff *plandiff.Diff
 }
 
 // Overlap is another open plan sharing part of this plan's footprint.
@@ -116,7 +122,7 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PlanOutcome{Run: run, Overlaps: overlaps, Fences: fences}, nil
+	return &PlanOutcome{Run: run, Overlaps: overlaps, Fences: fences, Diff: res.Diff}, nil
 }
 
 // validateTarget accepts what terraform plan -target accepts: a resource or
@@ -144,7 +150,17 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 	if err != nil {
 		return Run{}, fmt.Errorf("encoding intent of run %s: %w", run.ID, err)
 	}
-	for name, data := range map[string][]byte{ArtifactPlanFile: res.PlanFile, ArtifactConfig: res.Config, ArtifactIntent: intent} {
+	artifacts := map[string][]byte{ArtifactPlanFile: res.PlanFile, ArtifactConfig: res.Config, ArtifactIntent: intent}
+	if res.Diff != nil {
+		if artifacts[ArtifactDiff], err = plandiff.Marshal(res.Diff); err != nil {
+			return Run{}, fmt.Errorf("encoding diff of run %s: %w", run.ID, err)
+		}
+	}
+	for _, name := range []string{ArtifactPlanFile, ArtifactConfig, ArtifactIntent, ArtifactDiff} {
+		data, ok := artifacts[name]
+		if !ok {
+			continue
+		}
 		if err := e.Store.PutArtifact(ctx, run.ID, name, data); err != nil {
 			e.failRun(ctx, run.ID, Failed(StepStoreArtifact, err).withArtifact(name))
 			return Run{}, fmt.Errorf("storing %s of run %s: %w", name, run.ID, err)
@@ -248,4 +264,29 @@ func (e *Engine) failRun(ctx context.Context, id string, end *End) {
 	if err != nil {
 		e.log().Error("recording failure of run", "run", id, "cause", end.Cause, "step", end.Step, "err", err)
 	}
+}
+
+// PlanDiff returns the diff of plan run id (ArtifactDiff, ADR 0044).
+// ErrNotFound when the run is unknown, is not a plan, or has no diff: it
+// failed before Terraform planned, or an older kl planned it.
+func (e *Engine) PlanDiff(ctx context.Context, id string) (*plandiff.Diff, error) {
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if run.Kind != KindPlan {
+		return nil, Errorf(ErrNotFound, "run %s is an apply run: its plan %s has the diff", id, run.PlanRun)
+	}
+	b, err := e.Store.GetArtifact(ctx, id, ArtifactDiff)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, Errorf(ErrNotFound, "plan %s has no stored diff (it failed before Terraform planned, or an older kl made it)", id)
+		}
+		return nil, fmt.Errorf("reading diff of plan %s: %w", id, err)
+	}
+	d, err := plandiff.Unmarshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("reading diff of plan %s: %w", id, err)
+	}
+	return d, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 // The run-centric view (`kl run show`, ADR D6) and since-plan now.
@@ -36,6 +38,9 @@ type RunStory struct {
 	// holds yet (it stopped without committing): `kl run recover` commits
 	// it (Engine.Recover).
 	Recoverable *Recoverable `json:"recoverable,omitempty"`
+	// Diff is the diff of Plan (ADR 0044) when the caller loaded it with
+	// Engine.PlanDiff (`kl run show` does); RunStory leaves it nil.
+	Diff *plandiff.Diff `json:"-"`
 }
 
 // RunStory assembles the story of run id, after the lease sweep (a run

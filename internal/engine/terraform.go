@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 // Terraform runs the Terraform (or OpenTofu) binary for one run at a time in
@@ -74,6 +76,11 @@ type PlanResult struct {
 	Lineage          string // of the snapshot planned against
 	Serial           int64
 	TerraformVersion string
+
+	// Diff is what the plan does per resource instance and attribute,
+	// sensitive values masked (ADR 0044); nil when the Terraform
+	// implementation makes none (then none is stored or shown).
+	Diff *plandiff.Diff
 }
 
 // ApplyRequest is one apply of a saved plan against the snapshot it was

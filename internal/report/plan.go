@@ -12,12 +12,25 @@ import (
 // replacements), change summary (per resource instance), write set and
 // read set (per resource address) with the widened prefixes and why,
 // reservation counts, the open plans it overlaps and how (DESIGN.md plan
-// step 4), and the command that applies it.
+// step 4), and the command that applies it; with out.Diff, the text and
+// JSON carry the plan's diff (ADR 0044) — the text right after the
+// envelope, Markdown not at all (DiffMarkdown, within the caller's budget).
 func Plan(w io.Writer, out *engine.PlanOutcome, o Options) error {
 	if out == nil {
 		return fmt.Errorf("rendering plan: no plan outcome")
 	}
-	return emit(w, o, func() *doc { return planDoc(out, o) }, func() any { return planJSON(out) })
+	return emit(w, o, func() *doc {
+		d := planDoc(out, o)
+		if o.Format == Text && out.Diff != nil {
+			// Right after the envelope in brief, before the address lists
+			// (issue 12 §2); Markdown callers place DiffMarkdown themselves.
+			rest := d.body
+			d.body = nil
+			diffSection(d, words("Diff"), out.Diff)
+			d.body = append(d.body, rest...)
+		}
+		return d
+	}, func() any { return planJSON(out) })
 }
 
 func planDoc(out *engine.PlanOutcome, o Options) *doc {
@@ -87,6 +100,7 @@ type planDocument struct {
 	Overlaps  []jOverlap  `json:"overlaps"`
 	Fences    []jFence    `json:"fences"`
 	Next      string      `json:"next,omitempty"`
+	Diff      *jDiff      `json:"diff,omitempty"`
 }
 
 // jFence is a fence a plan was made over (engine.Fence).
@@ -98,7 +112,7 @@ type jFence struct {
 }
 
 func planJSON(out *engine.PlanOutcome) planDocument {
-	j := planDocument{Schema: SchemaPlan, Run: toRun(&out.Run), Envelope: toEnvelope(out.Run.Envelope), Overlaps: toOverlaps(out.Overlaps)}
+	j := planDocument{Schema: SchemaPlan, Run: toRun(&out.Run), Envelope: toEnvelope(out.Run.Envelope), Overlaps: toOverlaps(out.Overlaps), Diff: toDiff(out.Diff)}
 	if env := out.Run.Envelope; env != nil {
 		s := toSummary(env.Summary)
 		fp := toFootprint(env.Footprint, env.Reservations)

@@ -16,13 +16,20 @@ import (
 // committed — refusal with the offending version, its producing run and
 // address, or the allowed-because facts, the since-plan classification
 // (stored, or live for an open plan) and the provenance of the committed
-// version (ADR D2, D3, D5).
+// version (ADR D2, D3, D5). With s.Diff, the text ends with the plan's
+// diff and the JSON carries it (ADR 0044).
 func RunStory(w io.Writer, s *engine.RunStory, o Options) error {
 	if s == nil {
 		return fmt.Errorf("rendering run story: no story")
 	}
 	s = prepared(s)
-	return emit(w, o, func() *doc { return storyDoc(s) }, func() any { return storyJSON(s) })
+	return emit(w, o, func() *doc {
+		d := storyDoc(s)
+		if o.Format == Text && s.Diff != nil && s.Plan != nil {
+			diffSection(d, words("Diff of plan ", runSpan(s.Plan.ID)), s.Diff)
+		}
+		return d
+	}, func() any { return storyJSON(s) })
 }
 
 // storyApply returns the apply run a story is told by, if any: the run
@@ -224,6 +231,7 @@ type storyDocument struct {
 	Overlaps       []jOverlap    `json:"overlaps"`
 	NextCommand    string        `json:"next_command,omitempty"`
 	Recoverable    *jRecoverable `json:"recoverable,omitempty"`
+	Diff           *jDiff        `json:"diff,omitempty"`
 }
 
 func storyJSON(s *engine.RunStory) storyDocument {
@@ -248,5 +256,6 @@ func storyJSON(s *engine.RunStory) storyDocument {
 		_, j.NextCommand = openPlanNext(r, s.SincePlan)
 	}
 	j.SincePlan = toSincePlan(s.SincePlan, plan, s.SincePlanLive, s.SincePlanLive)
+	j.Diff = toDiff(s.Diff)
 	return j
 }

@@ -137,6 +137,8 @@ func (p textPainter) block(b *strings.Builder, blk block, ind string) {
 			parts[i] = p.span(markSpan(m)) + " " + m.label + " (" + m.meaning + ")"
 		}
 		line(p.sgr(ansi[toneDim], "legend: ") + strings.Join(parts, p.sgr(ansi[toneDim], "  ·  ")))
+	case diffBody:
+		p.diffText(b, v.d) // Terraform's own columns, not ind
 	}
 }
 

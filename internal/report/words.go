@@ -108,6 +108,8 @@ func addrs(set engine.AddressSet) sentence {
 // summaryWords is a plan's change summary, counted per resource instance
 // (engine.PlanSummary): "+2 ~1 -0 ±1, 1 moved, 1 imported, 1 forgotten,
 // 2 outputs changed". Moves and imports are counted besides their action.
+// A plan that destroys anything is flagged: "… — ⚠ 1 to replace" (issue
+// 12: destructive changes are flagged in every summary line).
 func summaryWords(s engine.PlanSummary) sentence {
 	if s.Empty() {
 		return words("no changes")
@@ -135,6 +137,9 @@ func summaryWords(s engine.PlanSummary) sentence {
 	}
 	if s.Targets {
 		out = out.add(txt(" (targeted: not the whole configuration)"))
+	}
+	if flag := flagWords(s.Destroy, s.Replace); flag != "" {
+		out = out.add(txt(" — "), strongT(toneBad, flag))
 	}
 	return out
 }

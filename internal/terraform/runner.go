@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 var (
@@ -293,7 +294,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.planResult(ctx, tf, w, raw, archive)
+	res, err := r.planResult(ctx, tf, w, raw, archive, req.Snapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -390,10 +391,17 @@ func showPlan(ctx context.Context, tf *tfexec.Terraform, w workDir, rep *progres
 }
 
 // planResult derives the PlanResult from the plan JSON raw and the saved
-// plan file in w: footprint, intent and summary from the JSON, lineage and
-// serial from the plan file's tfstate entry, the digest of the plan file.
-func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir, raw, archive []byte) (*engine.PlanResult, error) {
+// plan file in w: footprint, intent, summary and diff from the JSON (the
+// diff masks what snapshot, the state planned against, marks sensitive,
+// and the TF_VAR_* values as the masker does: plandiff.Build), lineage
+// and serial from the plan file's tfstate entry, the digest of the plan
+// file.
+func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir, raw, archive, snapshot []byte) (*engine.PlanResult, error) {
 	plan, err := ParsePlanJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	diff, err := plandiff.Build(plan, plandiff.Options{PriorState: snapshot, Secrets: slices.Collect(maps.Values(r.vars))})
 	if err != nil {
 		return nil, err
 	}
@@ -429,6 +437,7 @@ func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir
 		Footprint:        fp,
 		Intent:           intent,
 		Summary:          Summarize(plan),
+		Diff:             diff,
 		Lineage:          info.Lineage,
 		Serial:           info.Serial,
 		TerraformVersion: tfVersion,

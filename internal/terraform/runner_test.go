@@ -234,6 +234,10 @@ func TestPlanApply(t *testing.T) {
 	if len(plan.Intent.Changes) == 0 {
 		t.Error("empty intent")
 	}
+	// The diff (ADR 0044) is made from the same plan JSON.
+	if plan.Diff == nil || plan.Diff.Counts().Add != 2 || len(plan.Diff.Resources) != 2 {
+		t.Errorf("Diff = %+v; want the 2 creates", plan.Diff)
+	}
 	if got := strings.Join(planProgress.phases(), ","); got != "init,plan,show" {
 		t.Errorf("plan progress phases = %s, want init,plan,show", got)
 	}
