@@ -86,18 +86,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	}
 	lo, err := e.leftover(ctx, run, plan)
 	if errors.Is(err, ErrNotFound) {
-		if e.neverReserved(ctx, id) {
-			return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
-				"it stopped before it held its reservations, so Terraform never ran: nothing to recover; its plan %s is as it was", run.PlanRun)}
-		}
-		then := "then re-plan"
-		if run.End != nil && len(run.End.Fenced) > 0 && run.End.Lifted == "" {
-			// No recovery lifts this fence; until it is lifted, any apply there is refused.
-			then = "then lift its fence: kl run unfence " + id + " --reason TEXT"
-		}
-		return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
-			"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, %s",
-			id, ArtifactApplyResult, ArtifactApplyCheckpoint, then)}
+		return nil, e.nothingSeen(ctx, run)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: %w", id, err)
@@ -318,3 +307,23 @@ func (e *Engine) recoveredPlan(ctx context.Context, a Run, serial int64) {
 // extraArtifact is the Marker.Extra key of the artifact a "recovered"
 // marker committed from.
 const extraArtifact = "artifact"
+
+// nothingSeen is the refusal of recovering apply run, whose Terraform left
+// no state Kilolock saw: it never ran (never reserved), or it ran and
+// wrote no artifact. A fenced run's fence is then lifted only by an
+// unfence, after checking the real objects (ADR 0035); until then any
+// apply there — a re-plan's too — is refused, so the refusal says so.
+func (e *Engine) nothingSeen(ctx context.Context, run Run) error {
+	id := run.ID
+	if e.neverReserved(ctx, id) {
+		return &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
+			"it stopped before it held its reservations, so Terraform never ran: nothing to recover; its plan %s is as it was", run.PlanRun)}
+	}
+	then := "then re-plan"
+	if run.End != nil && len(run.End.Fenced) > 0 && run.End.Lifted == "" {
+		then = "then lift its fence: kl run unfence " + id + " --reason TEXT"
+	}
+	return &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
+		"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, %s",
+		id, ArtifactApplyResult, ArtifactApplyCheckpoint, then)}
+}
