@@ -3,8 +3,8 @@ package bot
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,15 +210,16 @@ func (b *Bot) writing(ctx context.Context, repo github.Repo, pr int, fn func(ctx
 	return l.writing(ctx, fn)
 }
 
-// abandon completes the in-progress check runs the job leaves behind: as
-// failures saying why when the job failed for good (err), else as not
-// reached by this job.
+// abandon completes the in-progress check runs the job leaves behind —
+// every one it made, in this attempt or an earlier one, and did not
+// complete: as failures saying why when the job failed for good (err),
+// else as not reached by this job.
 func (jr *jobRun) abandon(ctx context.Context, c Client, repo github.Repo, err error) {
 	jr.mu.Lock()
-	var left []*liveCheck
-	for _, lc := range jr.live {
-		if lc.id != 0 && !jr.st.Done[lc.key] {
-			left = append(left, lc)
+	left := map[string]int64{}
+	for key, id := range jr.st.Checks {
+		if !jr.st.Done[key] {
+			left[key] = id
 		}
 	}
 	jr.mu.Unlock()
@@ -227,12 +228,21 @@ func (jr *jobRun) abandon(ctx context.Context, c Client, repo github.Repo, err e
 	if err != nil {
 		n.Reason, n.Err, conclusion = report.GaveUp, err.Error(), "failure"
 	}
-	for _, lc := range left {
-		n.Check = lc.run.Name
-		run := lc.run
-		run.Conclusion, run.Title, run.Summary = conclusion, n.Title(), noticeMarkdown(n, report.CheckRunSummaryLimit)
-		if _, werr := jr.b.putCheckRun(context.WithoutCancel(ctx), c, repo, run); werr != nil && !errors.Is(werr, context.Canceled) {
-			logOf(ctx).Warn("completing a check run the job left in progress", "check", lc.run.Name, "err", werr)
+	ctx = context.WithoutCancel(ctx)
+	for key, id := range left {
+		sha, name, _ := strings.Cut(key, " ")
+		n.Check = name
+		run := github.CheckRun{Name: name, HeadSHA: sha, Conclusion: conclusion, Title: n.Title(), Summary: noticeMarkdown(n, report.CheckRunSummaryLimit)}
+		werr := jr.b.writing(ctx, repo, jr.base.PR, func(ctx context.Context) error {
+			_, err := c.UpdateCheckRun(ctx, repo, id, run)
+			return err
+		})
+		if werr != nil {
+			logOf(ctx).Warn("completing a check run the job left in progress", "check", name, "err", werr)
+			continue
 		}
+		jr.mu.Lock()
+		jr.st.Done[key] = true
+		jr.mu.Unlock()
 	}
 }

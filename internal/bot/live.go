@@ -57,14 +57,25 @@ func (jr *jobRun) liveFor(sha, name, ext, project string, asked report.LiveJob) 
 }
 
 // liveOf is the job's live check run for a final report of run, if the
-// job has one that is not completed yet.
+// job has one that is not completed yet — made by this attempt or an
+// earlier one (the job state's Checks).
 func (jr *jobRun) liveOf(run github.CheckRun) *liveCheck {
 	jr.mu.Lock()
 	defer jr.mu.Unlock()
-	lc := jr.live[checkKey(run.HeadSHA, run.Name)]
-	if lc == nil || jr.st.Done[lc.key] {
+	key := checkKey(run.HeadSHA, run.Name)
+	if jr.st.Done[key] {
 		return nil
 	}
+	if lc := jr.live[key]; lc != nil {
+		return lc
+	}
+	id, ok := jr.st.Checks[key]
+	if !ok {
+		return nil
+	}
+	lc := &liveCheck{key: key, run: github.CheckRun{Name: run.Name, HeadSHA: run.HeadSHA, ExternalID: run.ExternalID}, id: id,
+		shown: jr.st.Shown[key].What, last: jr.st.Shown[key].At}
+	jr.live[key] = lc
 	return lc
 }
 
