@@ -97,8 +97,9 @@ func TestDraftPlannedWhenReady(t *testing.T) {
 	h.prEvent(t, "pull_request.opened.0", p2, true)
 	h.prEvent(t, "pull_request.ready_for_review.15", p2, false)
 	h.settle()
-	if c := h.one(t, p2.head, "kl plan · infra"); c.Conclusion != "success" || c.Updates != 0 {
-		t.Errorf("PR 2's plan check run: conclusion %q after %d updates, want success reported once", c.Conclusion, c.Updates)
+	// Reported once: created in progress, completed by one update.
+	if c := h.one(t, p2.head, "kl plan · infra"); c.Conclusion != "success" || c.Updates != 1 {
+		t.Errorf("PR 2's plan check run: conclusion %q after %d updates, want success reported once (created in progress, completed)", c.Conclusion, c.Updates)
 	}
 	if n := h.planRuns(); n != 3 {
 		t.Errorf("%d plan runs after PR 2, want 3 (PR 2 planned once)", n)
@@ -107,9 +108,11 @@ func TestDraftPlannedWhenReady(t *testing.T) {
 
 // TestRerunPlanCheckRun: the Re-run of a plan check run (check_run
 // rerequested, GitHub's payload) plans that project again at the head:
-// the new plan supersedes the old one and the one check run on the head
-// reports it. A redelivery changes nothing; the Re-run of a check run on a
-// head the pull request moved away from plans nothing.
+// the new plan supersedes the old one and a new check run of the name on
+// the head reports it, in progress first (GitHub does not put the
+// completed one back in progress); the old one loses its Apply button. A
+// redelivery changes nothing; the Re-run of a check run on a head the
+// pull request moved away from plans nothing.
 func TestRerunPlanCheckRun(t *testing.T) {
 	h := setup(t)
 	p := pr{1, sha(1), change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`}), []string{"infra/app.tf"}}
@@ -136,9 +139,16 @@ func TestRerunPlanCheckRun(t *testing.T) {
 	if st := h.runStatus(fresh); st != "planned" {
 		t.Errorf("the new plan %s is %s, want planned", fresh, st)
 	}
-	c := h.one(t, p.head, "kl plan · infra")
+	crs := h.checkRuns(p.head, "kl plan · infra")
+	if len(crs) != 2 {
+		t.Fatalf("%d check runs \"kl plan · infra\" on the head after the re-run, want 2 (the push's and the re-run's)", len(crs))
+	}
+	if o := crs[0]; o.Status != "completed" || len(o.Actions) != 0 || !strings.Contains(o.Summary, old) {
+		t.Errorf("the push's plan check run after the re-run: %s, %d actions; want completed, reporting %s, without its Apply button", o.Status, len(o.Actions), old)
+	}
+	c := h.shown(t, p.head, "kl plan · infra")
 	if c.Conclusion != "success" || c.Updates != 1 {
-		t.Errorf("plan check run after the re-run: conclusion %q, %d updates; want success, updated once", c.Conclusion, c.Updates)
+		t.Errorf("plan check run after the re-run: conclusion %q, %d updates; want success, created in progress and completed once", c.Conclusion, c.Updates)
 	}
 	if !strings.Contains(c.Summary, fresh) || strings.Contains(c.Summary, old) {
 		t.Errorf("the plan check run should report the new plan %s, not the old %s:\n%s", fresh, old, c.Summary)
@@ -170,10 +180,13 @@ func TestRerunPlanCheckRun(t *testing.T) {
 	if n := h.planRuns(); n != plans {
 		t.Errorf("a re-run of an old head's check run made %d plan runs, want none", n-plans)
 	}
-	// Updated twice: by the re-run at its head, and by the push that
+	// Updated twice: completed by the re-run, and by the push that
 	// superseded its plan (its Apply button removed, issue 11 §8); the
 	// re-run of the old head leaves it alone.
-	if c := h.one(t, p.head, "kl plan · infra"); c.Updates != 2 || len(c.Actions) != 0 {
+	if c := h.shown(t, p.head, "kl plan · infra"); c.Updates != 2 || len(c.Actions) != 0 {
 		t.Errorf("the old head's check run was updated %d times and has %d actions, want 2 and none (left alone by the re-run)", c.Updates, len(c.Actions))
+	}
+	if n := len(h.checkRuns(p.head, "kl plan · infra")); n != 2 {
+		t.Errorf("the re-run of the old head's check run made a check run: %d on the old head, want 2", n)
 	}
 }

@@ -162,9 +162,11 @@ func TestUnknownInstallationCancelled(t *testing.T) {
 }
 
 // TestFailedPlanAttemptRetried: a "/kl plan" whose check run cannot be
-// written (GitHub answers 502 to six updates: the transport's four tries,
-// then two of the retry's) fails its first attempt after it superseded
-// the PR's plan and made a new one. The retry plans again and reports it —
+// written (GitHub answers 502 to ten updates: the transport's four tries
+// of taking the Apply button off the push's plan check run — logged, not
+// fatal —, four of completing the job's own check run, then two of the
+// retry's) fails its first attempt after it superseded the PR's plan and
+// made a new one. The retry plans again and reports it —
 // the superseded plan is no conflict — and it leaves one open plan for the
 // PR, the one its check run and klbot_projects name; a later push plans
 // its head as usual. Before the fix every retry, and every later push,
@@ -176,7 +178,7 @@ func TestFailedPlanAttemptRetried(t *testing.T) {
 	h.settle()
 	first := h.planRun(1)
 
-	h.fake.Fail(githubfake.Failure{Method: "PATCH", Path: "/repos/acme/infra/check-runs/*", Status: http.StatusBadGateway, Times: 6})
+	h.fake.Fail(githubfake.Failure{Method: "PATCH", Path: "/repos/acme/infra/check-runs/*", Status: http.StatusBadGateway, Times: 10})
 	h.comment(t, 1, "alice", "/kl plan")
 	h.settle()
 	if got, want := strings.Join(h.jobOutcome(), ", "), "klbot_plan completed 1, klbot_plan completed 2"; got != want {
@@ -192,7 +194,10 @@ func TestFailedPlanAttemptRetried(t *testing.T) {
 	case open != 1:
 		t.Errorf("%d open plans after the retry, want 1 (no orphan of the failed attempt)", open)
 	}
-	c := h.one(t, p.head, "kl plan · infra")
+	if n := len(h.checkRuns(p.head, "kl plan · infra")); n != 2 {
+		t.Errorf("%d check runs \"kl plan · infra\" on the head, want 2: the push's, and one of the /kl plan job (its retry completes the same)", n)
+	}
+	c := h.shown(t, p.head, "kl plan · infra")
 	if c.Conclusion != "success" || !strings.Contains(c.Summary, now) {
 		t.Errorf("kl plan · infra: %s, summary does not name plan %s:\n%s", c.Conclusion, now, c.Summary)
 	}

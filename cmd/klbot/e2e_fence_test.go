@@ -197,7 +197,7 @@ func TestFenceEndToEnd(t *testing.T) {
 	}
 	h.comment(t, 2, "alice", "/kl apply")
 	h.settle()
-	c2 = h.one(t, p2.head, "kl apply · infra")
+	c2 = h.shown(t, p2.head, "kl apply · infra") // a new one: the refusal's is completed
 	if c2.Conclusion != "success" {
 		t.Errorf("PR 2's apply after the unfence: conclusion %q, want success:\n%s", c2.Conclusion, c2.Summary)
 	}

@@ -269,7 +269,7 @@ func TestReplicaKilledMidApply(t *testing.T) {
 		t.Fatalf("handing the dead replica's apply job back: %v (%d rows); want its one running job", err, tag.RowsAffected())
 	}
 	b.settle()
-	c = b.one(t, p1.head, "kl apply · infra")
+	c = b.shown(t, p1.head, "kl apply · infra")
 	mustContain(t, "the apply check run after the retry", rendered(c.Summary), dead, "recovered", version)
 	if got := b.count(`SELECT count(*) FROM runs WHERE kind = 'apply' AND plan_run = $1`, plan1); got != 1 {
 		t.Errorf("plan %s has %d apply runs after the retry; want the dead one only", plan1, got)

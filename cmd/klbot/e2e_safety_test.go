@@ -82,7 +82,7 @@ func TestPRCannotLoosenSafetyKeys(t *testing.T) {
 	h.fake.AddReview(repo, 1, "bob", "APPROVED")
 	h.comment(t, 1, "alice", "/kl apply")
 	h.settle()
-	if c := h.one(t, p1.head, "kl apply · infra"); c.Conclusion != "success" {
+	if c := h.shown(t, p1.head, "kl apply · infra"); c.Conclusion != "success" {
 		t.Fatalf("PR 1 approved: apply %s %q", c.Conclusion, c.Title)
 	}
 

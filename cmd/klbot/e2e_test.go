@@ -140,6 +140,25 @@ func (h *harness) one(t *testing.T, head, name string) githubfake.CheckRun {
 	return crs[0]
 }
 
+// shown returns the check run named name on head that GitHub shows — the
+// newest: each job makes its own check run once the last one of the name
+// is completed (GitHub does not put a completed check run back in
+// progress) — failing when there is none, or when an older one of the
+// name is still in progress (a job left it behind).
+func (h *harness) shown(t *testing.T, head, name string) githubfake.CheckRun {
+	t.Helper()
+	crs := h.checkRuns(head, name)
+	if len(crs) == 0 {
+		t.Fatalf("no check run %q on %s", name, head[:7])
+	}
+	for _, c := range crs[:len(crs)-1] {
+		if c.Status != "completed" {
+			t.Errorf("an older check run %q on %s (id %d) is still %s: %q", name, head[:7], c.ID, c.Status, c.Title)
+		}
+	}
+	return crs[len(crs)-1]
+}
+
 // sticky returns the one sticky comment of pull request n.
 func (h *harness) sticky(t *testing.T, n int) string {
 	t.Helper()

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -135,9 +137,7 @@ func (b *Bot) SetRiver(c *river.Client[pgx.Tx]) { b.river = c }
 func (b *Bot) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &worker[PlanArgs]{b: b, timeout: b.opts.PlanTimeout, work: b.plan})
 	river.AddWorker(w, &worker[ApplyArgs]{b: b, timeout: b.opts.ApplyTimeout, work: b.apply})
-	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: func(ctx context.Context, a ReplyArgs) (JobResult, error) {
-		return ResultOK, b.answer(ctx, a)
-	}})
+	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: b.answer})
 	river.AddWorker(w, &worker[RefreshArgs]{b: b, timeout: 5 * time.Minute, work: b.refresh})
 }
 
@@ -150,13 +150,14 @@ type jobArgs interface {
 // base returns the request keys every job carries (jobArgs).
 func (j JobBase) base() JobBase { return j }
 
-// worker runs one kind of job through runJob (the per-PR lock, the
-// logger, metrics), bounded by timeout; work returns the job's result.
+// worker runs one kind of job through runJob (the job's attempt state and
+// locks, the logger, metrics), bounded by timeout; work returns the job's
+// result.
 type worker[T jobArgs] struct {
 	river.WorkerDefaults[T]
 	b       *Bot
 	timeout time.Duration
-	work    func(ctx context.Context, args T) (JobResult, error)
+	work    func(ctx context.Context, jr *jobRun, args T) (JobResult, error)
 }
 
 // Timeout bounds one run of the job.
@@ -164,8 +165,9 @@ func (w *worker[T]) Timeout(*river.Job[T]) time.Duration { return w.timeout }
 
 // Work runs the job.
 func (w *worker[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	return w.b.runJob(ctx, job.Args.Kind(), job.Args.base(), attempts{job.Attempt, job.MaxAttempts}, func(ctx context.Context) (JobResult, error) {
-		return w.work(ctx, job.Args)
+	at := attempts{job.Attempt, job.MaxAttempts}
+	return w.b.runJob(ctx, job.JobRow, job.Args.base(), at, func(ctx context.Context, jr *jobRun) (JobResult, error) {
+		return w.work(ctx, jr, job.Args)
 	})
 }
 
@@ -235,21 +237,41 @@ func (a attempts) failed() string {
 	return "job failed; River retries it"
 }
 
-// runJob wraps a job's work: the per-PR lock, the logger, metrics. An
-// error retrying cannot cure (finalReason) cancels the job; a failure of
-// the last attempt says the job is discarded.
-func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, at attempts, work func(ctx context.Context) (JobResult, error)) error {
+// runJob wraps a job's work: its attempt (state kept across attempts in
+// River's metadata, the advisory locks it takes by try-lock), the logger,
+// metrics. Work that must wait — for another job of the pull request or
+// for reservations (queuedError) — snoozes the job (River's JobSnooze:
+// no worker is held, and in River 0.51 a snooze does not count against
+// MaxAttempts, ADR 0041). An error retrying cannot cure (finalReason)
+// cancels the job; a failure of the last attempt says the job is
+// discarded; both complete the check runs it left in progress.
+func (b *Bot) runJob(ctx context.Context, row *rivertype.JobRow, j JobBase, at attempts, work func(ctx context.Context, jr *jobRun) (JobResult, error)) error {
+	kind := row.Kind
 	ctx = b.jobContext(ctx, j, kind, at.n)
 	log := logOf(ctx)
 	start := time.Now()
-	unlock, err := b.db.lockPR(ctx, j.Repo, j.PR)
+	ctx, jr, err := b.newJobRun(ctx, row.ID, kind, j, row.Metadata)
 	if err != nil {
 		b.metrics.job(kind, ResultError, time.Since(start))
 		return err
 	}
-	defer unlock()
-	result, err := work(ctx)
-	if why := finalReason(err); why != "" {
+	defer jr.end()
+	result, err := work(ctx, jr)
+	var q *queuedError
+	if errors.As(err, &q) {
+		d := jr.snoozeFor()
+		log.Info("job snoozed: "+q.why, "again_in", d, "snoozes", jr.snoozes+1)
+		b.metrics.job(kind, ResultSnoozed, time.Since(start))
+		return river.JobSnooze(d)
+	}
+	why := finalReason(err)
+	last := err != nil && at.max > 0 && at.n >= at.max
+	if why != "" || last {
+		if c, repo, cerr := b.client(j); cerr == nil {
+			jr.abandon(ctx, c, repo, err)
+		}
+	}
+	if why != "" {
 		log.Warn("job cancelled, not retried: "+why, "err", err)
 		b.metrics.job(kind, ResultCancelled, time.Since(start))
 		return river.JobCancel(err)
@@ -262,7 +284,10 @@ func (b *Bot) runJob(ctx context.Context, kind string, j JobBase, at attempts, w
 	if result == "" {
 		result = ResultOK
 	}
-	log.Info("job done", "result", result, "took", time.Since(start).Round(time.Millisecond))
+	if c, repo, cerr := b.client(j); cerr == nil {
+		jr.abandon(ctx, c, repo, nil) // check runs shown while queued for what no longer applies
+	}
+	log.Info("job done", "result", result, "took", time.Since(jr.st.Started).Round(time.Millisecond))
 	b.metrics.job(kind, result, time.Since(start))
 	return nil
 }

@@ -21,10 +21,16 @@ import (
 // (notApplicable).
 func (b *Bot) retireButton(ctx context.Context, c Client, repo github.Repo, r projectRow, why string) {
 	name := PlanCheckName(r.Project)
-	id, ok, err := b.db.checkRunID(ctx, repo.String(), r.HeadSHA, name)
-	if err == nil && ok {
-		err = c.RemoveCheckRunActions(context.WithoutCancel(ctx), repo, id, name)
-	}
+	var ok bool
+	err := b.writing(ctx, repo, r.PR, func(ctx context.Context) error {
+		var id int64
+		var err error
+		id, ok, err = b.db.checkRunID(ctx, repo.String(), r.HeadSHA, name)
+		if err == nil && ok {
+			err = c.RemoveCheckRunActions(context.WithoutCancel(ctx), repo, id, name)
+		}
+		return err
+	})
 	if err != nil {
 		logOf(ctx).Warn("removing the Apply button of a plan no longer applicable", "project", r.Project, "plan", r.PlanRun, "why", why, "err", err)
 		return

@@ -23,7 +23,29 @@ func ApplyCheckName(project string) string { return "kl apply · " + project }
 // klbot already made one — recorded in klbot_check_runs, or found on
 // GitHub with the same external id after a crash between create and
 // record — updates it: a retried job never makes a second check run.
+//
+// A check run the job shows in progress (live.go) is completed instead:
+// the same check run, by id. Either way the write holds the pull
+// request's writer lock.
 func (b *Bot) putCheckRun(ctx context.Context, c Client, repo github.Repo, run github.CheckRun) (github.CheckRunInfo, error) {
+	if jr := jobOf(ctx); jr != nil && jr.base.Repo == repo.String() {
+		if lc := jr.liveOf(run); lc != nil {
+			return jr.complete(ctx, c, repo, lc, run)
+		}
+	}
+	pr, _, _ := parseExternalID(run.ExternalID)
+	var info github.CheckRunInfo
+	err := b.writing(ctx, repo, pr, func(ctx context.Context) error {
+		var err error
+		info, err = b.putCheckRunLocked(ctx, c, repo, run)
+		return err
+	})
+	return info, err
+}
+
+// putCheckRunLocked is putCheckRun's create-or-update, the writer lock
+// held.
+func (b *Bot) putCheckRunLocked(ctx context.Context, c Client, repo github.Repo, run github.CheckRun) (github.CheckRunInfo, error) {
 	full := repo.String()
 	id, ok, err := b.db.checkRunID(ctx, full, run.HeadSHA, run.Name)
 	if err != nil {

@@ -225,35 +225,6 @@ func (d db) closePR(ctx context.Context, repo string, pr int) error {
 	return nil
 }
 
-// prLockClass is the first key of the per-pull-request advisory lock ("kb").
-const prLockClass = 0x6b62
-
-// lockPR serializes klbot's jobs for one pull request across replicas (a
-// session advisory lock on a dedicated connection, held until unlock): the
-// sticky comment, the check-run records and the project rows of a PR are
-// written by one job at a time (github.UpsertStickyComment asks its callers
-// to serialize per PR). The lock dies with the connection if the process
-// does.
-func (d db) lockPR(ctx context.Context, repo string, pr int) (unlock func(), err error) {
-	conn, err := d.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("locking %s#%d: %w", repo, pr, err)
-	}
-	key := fmt.Sprintf("%s#%d", repo, pr)
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, prLockClass, key); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("locking %s#%d: %w", repo, pr, err)
-	}
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, prLockClass, key); err != nil {
-			conn.Conn().Close(ctx) //nolint:errcheck // closing the session drops the lock
-		}
-		conn.Release()
-	}, nil
-}
-
 // claimRefusalReply decides whether a refusal of login on pull request
 // (repo, pr) gets a reply (klbot_refusal_replies): true, and the row set
 // to key and now, when klbot has not replied to login on that pull

@@ -18,9 +18,14 @@
 // Each replica also removes the work dirs its crashed runs left
 // (workdir.go) when it starts and every reconcile interval (ADR 0042).
 //
-// Jobs of one pull request run one at a time across replicas (an advisory
-// lock, db.go); every write to GitHub is idempotent on a retry: check runs
-// are recorded per (repo, head SHA, name) in klbot_check_runs, comments are
+// Jobs of one pull request take turns by what they touch, across replicas,
+// with advisory locks taken by try-lock (lock.go, ADR 0041); a job that
+// must wait — for another job, or for reservations (its apply parked,
+// turns.go) — is snoozed, holding no worker, and keeps what it did in its
+// River metadata (jobrun.go). Its check runs are in progress while it runs
+// and completed with the run's story (live.go). Every write to GitHub is
+// idempotent on a retry: a job's check runs are kept in its metadata and
+// recorded per (repo, head SHA, name) in klbot_check_runs, comments are
 // upserted sticky comments. A refusal by a rule is reported and the job
 // succeeds; a transient failure returns an error and River retries the job
 // with backoff. The repository configuration is kl.yaml, read by

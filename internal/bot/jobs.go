@@ -41,6 +41,8 @@ const (
 	ResultSkipped   JobResult = "skipped"   // nothing to do (closed, superseded, a draft, no project touched)
 	ResultError     JobResult = "error"     // failed; River retries it (or discards it after its last attempt)
 	ResultCancelled JobResult = "cancelled" // failed for good; not retried
+	ResultSnoozed   JobResult = "snoozed"   // an attempt that waited (queued, or for reservations); the job runs again
+	ResultJoined    JobResult = "joined"    // the command joined a job already doing it; answered so
 )
 
 // Keys of push plans (PlanArgs.Key), from the delivery's pull_request.draft.

@@ -9,7 +9,7 @@ import (
 // Metrics are klbot's Prometheus metrics (served on /metrics):
 //
 //	klbot_deliveries_total{event, outcome}   deliveries Accept handled: enqueued, duplicate, ignored
-//	klbot_jobs_total{kind, result}           jobs finished: ok, refused, skipped, error (retried), cancelled (a final GitHub error)
+//	klbot_jobs_total{kind, result}           job attempts ended: ok, refused, skipped, joined, error (retried), cancelled (a final GitHub error), snoozed (it waits; runs again)
 //	klbot_job_duration_seconds{kind}         job run time, seconds
 //	klbot_runs_total{kind, outcome}          Kilolock runs klbot made: plan planned/refused/failed, apply applied/refused/interrupted/failed
 type Metrics struct {
@@ -26,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klbot_deliveries_total",
 			Help: "Webhook deliveries accepted by klbot's sink, by event and outcome (enqueued, duplicate, ignored)."}, []string{"event", "outcome"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klbot_jobs_total",
-			Help: "klbot jobs finished, by kind and result (ok, refused, skipped, error: retried by River, cancelled: a final GitHub error)."}, []string{"kind", "result"}),
+			Help: "klbot job attempts ended, by kind and result (ok, refused, skipped, joined: the command joined a running job, error: retried by River, cancelled: a final GitHub error, snoozed: it waits for another job or for reservations, and runs again)."}, []string{"kind", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "klbot_job_duration_seconds",
 			Help: "Run time of klbot jobs, in seconds.", Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}}, []string{"kind"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "klbot_runs_total",

@@ -23,6 +23,17 @@ type checkout struct {
 	files  []string // changed files, repository-relative (renames: both names)
 	root   string   // the extracted repository
 	config *klyaml.Config
+	// names are the projects to plan, in order; touched their changed
+	// files (preparePlan).
+	names   []string
+	touched map[string][]string
+}
+
+// remove deletes the checkout (nil: nothing).
+func (co *checkout) remove() {
+	if co != nil && co.root != "" {
+		os.RemoveAll(filepath.Dir(co.root))
+	}
 }
 
 // plan is the plan job (PlanArgs): read the pull request (a push whose head
@@ -34,6 +45,15 @@ type checkout struct {
 // asked for) with one "kl plan · PROJECT" check run each, and update the
 // sticky comment.
 //
+// What needs no lock comes first, once (the first attempt): the permission,
+// 👀, the pull request, the checkout and the projects it will plan. Then
+// the job takes the pull request's lock, exclusive (a plan supersedes the
+// plans of older heads), by try-lock: while another job of the pull request
+// holds it, or an apply of it is parked waiting for reservations, the job's
+// "kl plan · PROJECT" check runs say it is queued behind them and the job
+// is snoozed (ADR 0041); a later attempt reads the pull request again and
+// checks out its head once it has the lock.
+//
 // Drafts are decided by the pull request as fetched (the key only says what
 // the delivery saw): a push job stops when the pull request is a draft and
 // kl.yaml has plan_drafts: false; a KeyDraft job stops when the pull
@@ -42,78 +62,132 @@ type checkout struct {
 // re-runs plan drafts too. Left to "/kl plan": a pull request converted to
 // a draft before its KeyPush job ran and made ready again at the same head
 // (that ready_for_review is a Duplicate).
-func (b *Bot) plan(ctx context.Context, a PlanArgs) (JobResult, error) {
-	log := logOf(ctx)
+func (b *Bot) plan(ctx context.Context, jr *jobRun, a PlanArgs) (JobResult, error) {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
 		return "", err
 	}
-	if a.Trigger == TriggerComment {
+	first := !jr.st.Authorized
+	if first && a.Trigger == TriggerComment {
 		if ok, err := b.mayWrite(ctx, c, repo, a.JobBase, "/kl plan"); err != nil || !ok {
 			return ResultRefused, err
 		}
 	}
-	pr, err := b.pullRequest(ctx, c, repo, a.JobBase)
-	if err != nil {
+	var co *checkout
+	defer func() { co.remove() }()
+	if first {
+		pr, err := b.pullRequest(ctx, c, repo, a.JobBase)
+		if err != nil {
+			return "", err
+		}
+		jr.st.Authorized, jr.st.Head = true, pr.HeadSHA
+		var res JobResult
+		if co, res, err = b.preparePlan(ctx, c, repo, a, pr); co == nil || err != nil {
+			return res, err
+		}
+		jr.st.Names = co.names
+	}
+	lives := b.planLives(jr, a, jr.st.Head, jr.st.Names)
+	if err := jr.lock(ctx, lockSet{Exclusive: true}, jr.queuedShow(ctx, c, repo, lives)); err != nil {
 		return "", err
 	}
-	if pr.State != "open" {
+	if err := b.parkedApplies(ctx, jr, c, repo, lives); err != nil {
+		return "", err
+	}
+	if co == nil { // a later attempt: the pull request as it is now
+		pr, err := c.GetPullRequest(ctx, repo, a.PR)
+		if err != nil {
+			return "", err
+		}
+		var res JobResult
+		if co, res, err = b.preparePlan(ctx, c, repo, a, pr); co == nil || err != nil {
+			return res, err
+		}
+	}
+	return b.planLocked(ctx, jr, c, repo, a, co)
+}
+
+// preparePlan is what a plan job does before its lock: the pull request's
+// state and head (closed, moved on, a draft planned by the
+// ready_for_review's job, a fork not planned on push), the checkout, and
+// the projects to plan. It returns a nil checkout, with the job's result,
+// when there is nothing to plan.
+func (b *Bot) preparePlan(ctx context.Context, c Client, repo github.Repo, a PlanArgs, pr github.PullRequest) (*checkout, JobResult, error) {
+	log := logOf(ctx)
+	switch {
+	case pr.State != "open":
 		log.Info("pull request is closed: not planning")
-		return ResultSkipped, nil
-	}
-	if a.HeadSHA != "" && pr.HeadSHA != a.HeadSHA {
+		return nil, ResultSkipped, nil
+	case a.HeadSHA != "" && pr.HeadSHA != a.HeadSHA:
 		log.Info("superseded: the pull request's head moved on", "job_head", a.HeadSHA, "head", pr.HeadSHA)
-		return ResultSkipped, nil
-	}
-	if a.Key == KeyDraft && !pr.Draft {
+		return nil, ResultSkipped, nil
+	case a.Key == KeyDraft && !pr.Draft:
 		log.Info("ready for review since the delivery: the ready_for_review delivery's job plans it")
-		return ResultSkipped, nil
-	}
-	if pr.Fork && a.Trigger == TriggerPush && !b.opts.AllowForkPRs {
+		return nil, ResultSkipped, nil
+	case pr.Fork && a.Trigger == TriggerPush && !b.opts.AllowForkPRs:
 		// Before the checkout: nothing of the fork's is fetched or run.
 		log.Info("pull request from a fork: not planned on push (KLBOT_ALLOW_FORK_PRS)", "head_repo", pr.HeadRepo)
-		return ResultSkipped, b.reportFork(ctx, c, repo, pr)
+		return nil, ResultSkipped, b.reportFork(ctx, c, repo, pr)
 	}
 	co, err := b.checkout(ctx, c, repo, pr)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	defer os.RemoveAll(filepath.Dir(co.root))
 	if co.config == nil { // invalid kl.yaml, reported
-		return ResultRefused, nil
+		co.remove()
+		return nil, ResultRefused, nil
 	}
 	if pr.Draft && !co.config.PlanDrafts && a.Trigger == TriggerPush {
+		co.remove()
 		log.Info("draft pull request: not planned (kl.yaml plan_drafts: false)")
-		return ResultSkipped, nil
+		return nil, ResultSkipped, nil
 	}
-	var names []string
-	touched := map[string][]string{}
+	co.touched = map[string][]string{}
 	if a.Project != "" {
 		p, ok := co.config.Project(a.Project)
 		if !ok {
-			return ResultRefused, b.replyNotice(ctx, c, repo, a.JobBase, report.NoSuchProject{Project: a.Project, Projects: co.config.Names()})
+			co.remove()
+			return nil, ResultRefused, b.replyNotice(ctx, c, repo, a.JobBase, report.NoSuchProject{Project: a.Project, Projects: co.config.Names()})
 		}
-		names, touched[p.Name] = []string{p.Name}, p.Touches(co.files)
+		co.names, co.touched[p.Name] = []string{p.Name}, p.Touches(co.files)
 	} else {
 		sel := klyaml.Select(co.config, co.files)
-		names, touched = sel.Order, sel.Touched
+		co.names, co.touched = sel.Order, sel.Touched
 	}
+	return co, "", nil
+}
+
+// planLives are the plan job's in-progress check runs: "kl plan ·
+// PROJECT" on head for each of names.
+func (b *Bot) planLives(jr *jobRun, a PlanArgs, head string, names []string) []*liveCheck {
+	asked := report.LiveJob{Kind: report.JobPlan, Ask: jobAsk(a.Trigger), Project: a.Project, Actor: a.Actor, HeadSHA: a.HeadSHA}
+	var out []*liveCheck
+	for _, n := range names {
+		out = append(out, jr.liveFor(head, PlanCheckName(n), externalID(a.PR, n), n, asked))
+	}
+	return out
+}
+
+// planLocked is the plan job once it holds its lock: supersede the older
+// plans, plan each project of co, update the sticky comment.
+func (b *Bot) planLocked(ctx context.Context, jr *jobRun, c Client, repo github.Repo, a PlanArgs, co *checkout) (JobResult, error) {
 	rows, err := b.db.projects(ctx, a.Repo, a.PR)
 	if err != nil {
 		return "", err
 	}
-	if err := b.supersedeOlder(ctx, c, repo, rows, co, names, a.Project != ""); err != nil {
+	if err := b.supersedeOlder(ctx, c, repo, rows, co, co.names, a.Project != ""); err != nil {
 		return "", err
 	}
-	if len(names) == 0 {
+	if len(co.names) == 0 {
 		if err := b.reportNoneTouched(ctx, c, repo, a.PR, co); err != nil {
 			return "", err
 		}
 		return ResultSkipped, b.updateSticky(ctx, c, repo, a.PR)
 	}
-	for _, name := range names {
+	lives := b.planLives(jr, a, co.head, co.names)
+	for i, name := range co.names {
 		p, _ := co.config.Project(name)
-		if err := b.planProject(ctx, c, repo, a, co, p, touched[name]); err != nil {
+		if err := b.planProject(ctx, jr, c, repo, a, co, p, co.touched[name], lives[i]); err != nil {
 			return "", err
 		}
 	}
@@ -324,7 +398,10 @@ func notOpen(err error) bool {
 }
 
 // planProject plans one project and reports it in "kl plan · PROJECT".
-func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a PlanArgs, co *checkout, p klyaml.Project, files []string) error {
+//
+// lc is its in-progress check run: shown planning while Terraform runs,
+// completed by the report.
+func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github.Repo, a PlanArgs, co *checkout, p klyaml.Project, files []string, lc *liveCheck) error {
 	log := logOf(ctx).With("project", p.Name, "state", p.State)
 	row := projectRow{Repo: a.Repo, PR: a.PR, Project: p.Name, State: p.State, Installation: a.Installation,
 		HeadSHA: co.head, Config: p, Open: true}
@@ -344,6 +421,9 @@ func (b *Bot) planProject(ctx context.Context, c Client, repo github.Repo, a Pla
 	actor := a.Actor
 	if actor == "" {
 		actor = co.pr.Author
+	}
+	if err := jr.show(ctx, c, repo, lc, func(n *report.InProgress) { n.Phase, n.Behind = report.LivePlanning, nil }); err != nil {
+		return err
 	}
 	out, err := b.eng.Plan(ctx, engine.PlanInput{
 		State: p.State, Dir: filepath.Join(co.root, filepath.FromSlash(p.Dir)), ScopeDir: p.Dir, Actor: actor,

@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
 	"github.com/kilolock/kilolock/internal/klyaml"
-	"github.com/kilolock/kilolock/internal/report"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -277,19 +275,16 @@ func (b *Bot) reportApplyRun(ctx context.Context, c Client, repo github.Repo, r 
 	if err != nil {
 		return err
 	}
-	_, conclusion := applyOutcome(story.Run.Status)
-	var md bytes.Buffer
-	if err := report.Apply(&md, story, report.Options{Format: report.Markdown}); err != nil {
-		return err
-	}
 	sha := r.HeadSHA
 	if story.Run.PR != nil && story.Run.PR.HeadSHA != "" {
 		sha = story.Run.PR.HeadSHA
 	} else if story.Plan != nil && story.Plan.PR != nil && story.Plan.PR.HeadSHA != "" {
 		sha = story.Plan.PR.HeadSHA
 	}
-	check := github.CheckRun{Name: ApplyCheckName(r.Project), HeadSHA: sha, ExternalID: externalID(r.PR, r.Project),
-		Conclusion: conclusion, Title: report.ApplyTitle(story), Summary: report.Truncate(md.String(), report.CheckRunSummaryLimit)}
+	check, err := applyCheck(story, r.Repo, r.PR, r.Project, sha)
+	if err != nil {
+		return err
+	}
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), c, repo, check); err != nil {
 		return err
 	}

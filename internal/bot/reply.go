@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -39,8 +40,10 @@ func (b *Bot) reply(ctx context.Context, c Client, repo github.Repo, j JobBase, 
 		head = "@" + j.Actor + " "
 	}
 	body = report.Truncate(head+"\n\n"+body, report.CommentLimit-200)
-	_, err := c.UpsertStickyComment(ctx, repo, j.PR, key, body)
-	return err
+	return b.writing(ctx, repo, j.PR, func(ctx context.Context) error {
+		_, err := c.UpsertStickyComment(ctx, repo, j.PR, key, body)
+		return err
+	})
 }
 
 // mayWrite checks that j's actor has write permission for cmd ("/kl
@@ -120,22 +123,34 @@ func noticeMarkdown(n report.BotNotice, limit int) string {
 
 // answer is the reply job: "/kl why", "/kl history", "/kl recover", "/kl
 // unfence", "/kl help" and commands that do not parse (the help text with
-// what was wrong).
-func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
+// what was wrong). "/kl recover" and "/kl unfence" change the pull
+// request's applies: they hold its lock exclusive (ADR 0041), and while
+// another job holds it the reply says what they are queued behind.
+func (b *Bot) answer(ctx context.Context, jr *jobRun, a ReplyArgs) (JobResult, error) {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
-		return err
+		return "", err
 	}
+	first := !jr.st.Authorized
+	fence := a.Command.Name == CmdRecover || a.Command.Name == CmdUnfence
 	switch {
 	case a.Command.Err != "":
-		return b.refuseCommenter(ctx, c, repo, a.JobBase, reactBadCommand, noticeMarkdown(report.Help{Problem: a.Command.Err}, 0))
-	case a.Command.Name == CmdRecover || a.Command.Name == CmdUnfence:
+		return ResultRefused, b.refuseCommenter(ctx, c, repo, a.JobBase, reactBadCommand, noticeMarkdown(report.Help{Problem: a.Command.Err}, 0))
+	case fence && first:
 		if ok, err := b.mayWrite(ctx, c, repo, a.JobBase, "/kl "+a.Command.Name); err != nil || !ok {
-			return err
+			return ResultRefused, err
 		}
 	}
-	if err := b.acknowledge(ctx, c, repo, a.CommentID); err != nil {
-		return err
+	if first {
+		if err := b.acknowledge(ctx, c, repo, a.CommentID); err != nil {
+			return "", err
+		}
+		jr.st.Authorized = true
+	}
+	if fence {
+		if err := jr.lock(ctx, lockSet{Exclusive: true}, b.queuedReply(ctx, jr, c, repo, a)); err != nil {
+			return "", err
+		}
 	}
 	var body string
 	switch a.Command.Name {
@@ -149,9 +164,24 @@ func (b *Bot) answer(ctx context.Context, a ReplyArgs) error {
 		body = noticeMarkdown(report.Help{Problem: a.Command.Err}, 0)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	return b.reply(ctx, c, repo, a.JobBase, body)
+	return ResultOK, b.reply(ctx, c, repo, a.JobBase, body)
+}
+
+// queuedReply is lock's show for a command answered by a reply: the reply
+// says, once, what the command is queued behind (the answer replaces it).
+func (b *Bot) queuedReply(ctx context.Context, jr *jobRun, c Client, repo github.Repo, a ReplyArgs) func([]report.LiveJob) error {
+	return func(behind []report.LiveJob) error {
+		if jr.st.Replied {
+			return nil
+		}
+		n := report.InProgress{Check: "/kl " + a.Command.Name, Project: a.Command.Project, Phase: report.LiveQueued, Behind: behind,
+			Asked:   report.LiveJob{Kind: report.JobKind(a.Command.Name), Ask: report.AskComment, Project: a.Command.Project, Actor: a.Actor},
+			Started: jr.st.Started, Now: time.Now().UTC(), Reply: true}
+		jr.st.Replied = true
+		return b.replyNotice(ctx, c, repo, a.JobBase, n)
+	}
 }
 
 // why renders report.Why for the run asked for — which must belong to

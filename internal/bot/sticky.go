@@ -16,20 +16,26 @@ const StickyKey = "pr"
 // updateSticky composes the sticky comment from the latest plan and apply
 // of every project of the pull request (so that one project's update never
 // loses another's section) and upserts it (key "pr", edited in place).
+//
+// It holds the pull request's writer lock from reading the rows to the
+// upsert, so that of two jobs of one pull request the later write is
+// composed from the later rows (ADR 0041).
 func (b *Bot) updateSticky(ctx context.Context, c Client, repo github.Repo, pr int) error {
-	rows, err := b.db.projects(ctx, repo.String(), pr)
-	if err != nil {
+	return b.writing(ctx, repo, pr, func(ctx context.Context) error {
+		rows, err := b.db.projects(ctx, repo.String(), pr)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		body, err := b.composeSticky(ctx, repo.String(), pr, rows)
+		if err != nil {
+			return err
+		}
+		_, err = c.UpsertStickyComment(context.WithoutCancel(ctx), repo, pr, StickyKey, body)
 		return err
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	body, err := b.composeSticky(ctx, repo.String(), pr, rows)
-	if err != nil {
-		return err
-	}
-	_, err = c.UpsertStickyComment(context.WithoutCancel(ctx), repo, pr, StickyKey, body)
-	return err
+	})
 }
 
 // composeSticky reads, for every project of the pull request, its latest
@@ -93,7 +99,7 @@ func (b *Bot) stickyProject(ctx context.Context, r projectRow) (report.StickyPro
 
 // refresh is the refresh job (RefreshArgs): remove the Apply buttons of
 // plans the commit made stale (retireButtons), re-render the sticky comment.
-func (b *Bot) refresh(ctx context.Context, a RefreshArgs) (JobResult, error) {
+func (b *Bot) refresh(ctx context.Context, _ *jobRun, a RefreshArgs) (JobResult, error) {
 	c, repo, err := b.client(a.JobBase)
 	if err != nil {
 		return "", err

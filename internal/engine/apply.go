@@ -27,6 +27,27 @@ type ApplyInput struct {
 	Progress func(Progress)
 	// OnWait, if set, is called when the apply starts waiting on blockers.
 	OnWait func([]Blocker)
+	// OnReserved, if set, is called with the apply run's id once it holds
+	// its reservations (its "reserved" marker is stored), from the apply's
+	// goroutine.
+	OnReserved func(run string)
+	// Park makes a wait for other runs' reservations end the call instead
+	// of blocking it (klbot: no worker is held while an apply waits, ADR
+	// 0041): on a conflict before the wait's deadline the run records its
+	// "waited" markers as it would, stays waiting with the plan claimed —
+	// its lease extended to the deadline plus Lease, since nobody renews
+	// it meanwhile — and Apply returns a *ParkedError (in a *RunError).
+	// Continue it with Resume.
+	Park bool
+	// Resume continues apply run Resume, parked by an earlier Apply with
+	// Park, instead of starting one: PlanRun must be its plan and it must
+	// still be waiting (else a *StatusError, or ErrInvalid for another
+	// plan's run). The wait keeps its start — its first "waited" marker —
+	// so the deadline is that start plus Wait, however many calls the wait
+	// spans, and the markers already written are not written again. Past
+	// the deadline without the reservations, the apply is refused as a
+	// wait that ran out in one call is.
+	Resume string
 }
 
 // ApplyOutcome is a finished apply run with the version it committed.
@@ -64,6 +85,9 @@ type ApplyOutcome struct {
 // *ConflictError, *StaleError, ErrIntentChanged (and the re-plan refusals
 // that are one: ErrBehindHead, ErrOutsideFootprint, ErrBeyondReservations).
 func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error) {
+	if in.Resume != "" {
+		return e.resume(ctx, in)
+	}
 	plan, err := e.getRun(ctx, in.PlanRun)
 	if err != nil {
 		return nil, err
@@ -243,6 +267,9 @@ type applier struct {
 	sp    SincePlan
 	// started: the run recorded "apply-started"; Terraform may have run.
 	started bool
+	// wait is the wait for reservations so far: nil until reserve starts
+	// one; rebuilt from the markers of a resumed run (ApplyInput.Resume).
+	wait *waiting
 }
 
 func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {

@@ -18,19 +18,22 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 	if e.LockMode == LockWholeState {
 		want = []Reservation{{Address: AllAddresses, Mode: ModeWrite}}
 	}
-	w := waiting{started: e.now(), firstSeen: map[string]time.Time{}}
+	if a.wait == nil {
+		a.wait = &waiting{started: e.now(), firstSeen: map[string]time.Time{}}
+	}
+	w := a.wait
 	deadline := w.started.Add(a.in.Wait)
 	for {
 		res, err := e.Store.Acquire(ctx, AcquireRequest{State: a.state.Name, Run: a.run.ID, Holder: e.Holder, Reservations: want, Lease: e.lease()})
 		if err == nil {
-			return res, a.reserved(ctx, res, w)
+			return res, a.reserved(ctx, res, *w)
 		}
 		var ce *ConflictError
 		if !errors.As(err, &ce) {
 			err = leaseLost(a.run.ID, err)
 			return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepAcquire, err), fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err))
 		}
-		fresh := a.blockedBy(ce, &w)
+		fresh := a.blockedBy(ce, w)
 		if fenced(ce.Blockers) {
 			// No wait frees a fence: only a recovery or an unfence of the
 			// dead run does (ADR 0035).
@@ -43,6 +46,9 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 				end.Waited = Duration(e.now().Sub(w.started).Round(100 * time.Millisecond))
 			}
 			return AcquireResult{}, a.fail(ctx, StatusPlanned, end, fmt.Errorf("run %s: %w", a.run.ID, ce), fresh...)
+		}
+		if a.in.Park {
+			return AcquireResult{}, a.park(ctx, ce, fresh, deadline)
 		}
 		if err := a.recordWait(ctx, ce, fresh); err != nil {
 			return AcquireResult{}, err
@@ -97,6 +103,9 @@ func (a *applier) reserved(ctx context.Context, res AcquireResult, w waiting) er
 	}, m); err != nil {
 		err = leaseLost(a.run.ID, err)
 		return a.fail(ctx, StatusPlanned, Failed(StepRecordReservations, err), fmt.Errorf("recording reservations of run %s: %w", a.run.ID, err))
+	}
+	if a.in.OnReserved != nil {
+		a.in.OnReserved(a.run.ID)
 	}
 	return nil
 }

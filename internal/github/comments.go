@@ -47,7 +47,7 @@ func StickyMarker(key string) (string, error) {
 // created before failing is found and edited, never duplicated.
 //
 // Two concurrent calls for one PR and key can each create a comment:
-// callers serialize per PR (klbot's job queue does).
+// callers serialize per PR (klbot holds the pull request's writer lock).
 func (c *Client) UpsertStickyComment(ctx context.Context, repo Repo, pr int, key, body string) (StickyComment, error) {
 	what := fmt.Sprintf("updating the sticky %q comment on %s#%d", key, repo, pr)
 	marker, err := StickyMarker(key)

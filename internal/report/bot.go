@@ -438,8 +438,10 @@ func (n ClosedUnapplied) Note() string {
 // plan can no longer be applied: the reply to whoever pressed it (the
 // button is removed when klbot learns it, but a page loaded before shows
 // it still; issue 11 §8). Exactly one of the reasons is set, checked in
-// this order.
+// this order. It answers a "/kl apply" of a plan applied already too
+// (Comment), leaving the apply's check run as it is.
 type PlanNotApplicable struct {
+	Comment bool // asked by a "/kl apply" comment, not the Apply button
 	Project string
 	PlanRun string
 	PlanSHA string // the commit the plan (and the pressed check run) is of
@@ -485,6 +487,10 @@ func (n PlanNotApplicable) markdown(o Options) string {
 	if n.Status == engine.StatusApplied {
 		next = ""
 	}
-	return fmt.Sprintf("%s⛔ Apply button of `%s`: plan `%s` is no longer applicable\n\nNothing was applied: %s.%s\n",
-		o.heading(0), n.Project, n.PlanRun, n.why(), next)
+	asked := "Apply button of `" + n.Project + "`"
+	if n.Comment {
+		asked = "`/kl apply -p " + n.Project + "`"
+	}
+	return fmt.Sprintf("%s⛔ %s: plan `%s` is no longer applicable\n\nNothing was applied: %s.%s\n",
+		o.heading(0), asked, n.PlanRun, n.why(), next)
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 const (
@@ -24,7 +26,7 @@ func botRefusal(rule BotRule) BotRefusal {
 // testdata/bot/.
 func botNotices() map[string]BotNotice {
 	with := func(r BotRefusal, f func(*BotRefusal)) BotRefusal { f(&r); return r }
-	return map[string]BotNotice{
+	m := map[string]BotNotice{
 		"refused-open-pr": with(botRefusal(BotRuleOpenPR), func(r *BotRefusal) { r.PRState = "closed" }),
 		"refused-trigger": with(botRefusal(BotRuleTrigger), func(r *BotRefusal) { r.AskedBy = AskedByButton }),
 		"refused-write":   with(botRefusal(BotRuleWrite), func(r *BotRefusal) { r.Actor, r.Permission = "mallory", "read" }),
@@ -75,6 +77,51 @@ func botNotices() map[string]BotNotice {
 		"why-no-run-yet":     NoRunYet{},
 		"history-no-project": NoProjectHere{Project: "web", Projects: []string{"infra", "dns"}},
 		"history-none-yet":   NoProjectHere{},
+	}
+	for name, n := range liveNotices() {
+		m[name] = n
+	}
+	return m
+}
+
+// liveNotices are klbot's words while a job runs (live.go), one golden
+// file each under testdata/bot/.
+func liveNotices() map[string]BotNotice {
+	applyJob := LiveJob{Kind: JobApply, Ask: AskComment, Project: "infra", Actor: "alice", Started: at(-30)}
+	parked := LiveJob{Project: "dns", Actor: "bob", Run: applyB, Waiting: true}
+	blocker := engine.Blocker{Run: applyB, Actor: "bob", PR: &engine.PullRequest{Repo: "acme/infra", Number: 43},
+		Addresses: engine.NewAddressSet("module.app.aws_instance.web", "module.app.aws_lb.main")}
+	live := func(check string, asked LiveJob, phase LivePhase, f func(*InProgress)) InProgress {
+		n := InProgress{Check: check, Project: "infra", Asked: asked, Phase: phase, Started: at(0), Now: at(42.4)}
+		if f != nil {
+			f(&n)
+		}
+		return n
+	}
+	plan := LiveJob{Kind: JobPlan, Ask: AskComment, Actor: "bob"}
+	apply := LiveJob{Kind: JobApply, Ask: AskButton, Project: "infra", Actor: "alice"}
+	return map[string]BotNotice{
+		"live-queued": live("kl plan · infra", plan, LiveQueued, func(n *InProgress) { n.Behind = []LiveJob{applyJob} }),
+		"live-queued-two": live("kl plan · infra", LiveJob{Kind: JobPlan, Ask: AskPush, HeadSHA: botSHA}, LiveQueued, func(n *InProgress) {
+			n.Behind = []LiveJob{applyJob, parked}
+		}),
+		"live-waiting": live("kl apply · infra", apply, LiveWaiting, func(n *InProgress) {
+			n.PlanRun, n.Run, n.WaitingOn, n.WaitSince, n.WaitUntil = planA, applyA, []engine.Blocker{blocker}, at(1), at(601)
+		}),
+		"live-planning": live("kl plan · infra", LiveJob{Kind: JobPlan, Ask: AskRerequest, Project: "infra", Actor: "bob"}, LivePlanning, nil),
+		"live-applying": live("kl apply · infra", LiveJob{Kind: JobApply, Ask: AskMerge, Actor: "carol"}, LiveApplying, func(n *InProgress) {
+			n.PlanRun, n.Run, n.Step, n.Done, n.Total = planA, applyA, "apply", 3, 20
+		}),
+		"live-reply": live("/kl recover", LiveJob{Kind: JobRecover, Ask: AskComment, Actor: "alice"}, LiveQueued, func(n *InProgress) {
+			n.Behind, n.Reply = []LiveJob{{Kind: JobPlan, Ask: AskPush, HeadSHA: botHeadSHA, Started: at(-5)}}, true
+		}),
+		"joined": Joined{Command: "`/kl apply`", Rest: []string{"web"}, Joined: []JoinedProject{
+			{Project: "infra", Job: applyJob, Run: applyA, Check: "kl apply · infra"},
+			{Project: "dns", Job: parked, Run: applyB, Check: "kl apply · dns"}}},
+		"joined-all": Joined{Command: "the Apply button", Joined: []JoinedProject{{Project: "infra", Job: applyJob, Check: "kl apply · infra"}}},
+		"not-finished-gave-up": NotFinished{Check: "kl apply · infra", Reason: GaveUp,
+			Err: "reporting \"kl apply · infra\": GitHub answered 403: Resource not accessible by integration"},
+		"not-finished-not-reached": NotFinished{Check: "kl apply · infra", Reason: NotReached},
 	}
 }
 

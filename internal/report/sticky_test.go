@@ -3,7 +3,9 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,6 +128,12 @@ func TestGoldenCheckRuns(t *testing.T) {
 		PlanFailed{Project: "app", State: stateName, CheckRun: "kl plan · app"}.Title(),
 	} {
 		b.WriteString("- " + title + "\n")
+	}
+	b.WriteString("\n## check runs in progress, and left by their job\n\n")
+	for _, name := range slices.Sorted(maps.Keys(liveNotices())) {
+		if n, ok := liveNotices()[name].(interface{ Title() string }); ok {
+			b.WriteString("- " + name + ": " + n.Title() + "\n")
+		}
 	}
 	golden(t, filepath.Join("bot", "check-runs.md"), b.String())
 }

@@ -10,7 +10,12 @@ import (
 // checkRunRules are GitHub's rules the OpenAPI description does not
 // encode: head_sha must name a commit (the fake takes any 40-hex SHA;
 // GitHub answers "No commit found for SHA: …"), nobody but GitHub sets
-// conclusion "stale", and status "completed" needs a conclusion.
+// conclusion "stale", status "completed" needs a conclusion, and a
+// completed check run does not go back to queued or in_progress — apps
+// make a new check run of the name instead, which GitHub shows in its
+// place (lyft/atlantis#265, Mergifyio/mergify#1989; what GitHub answers is
+// not documented: the fake refuses it with a 422 so that a client relying
+// on it fails a test).
 func checkRunRules(c *call, current *CheckRun) []FieldError {
 	var errs []FieldError
 	if sha, ok := c.str("head_sha"); ok && !isSHA(sha) {
@@ -20,8 +25,12 @@ func checkRunRules(c *call, current *CheckRun) []FieldError {
 	if concl == "stale" {
 		errs = append(errs, FieldError{Field: "conclusion", Code: "invalid", Message: "Only GitHub can set a conclusion of stale."})
 	}
-	if status, _ := c.str("status"); status == "completed" && !hasConcl && (current == nil || current.Conclusion == "") {
+	status, _ := c.str("status")
+	if status == "completed" && !hasConcl && (current == nil || current.Conclusion == "") {
 		errs = append(errs, FieldError{Field: "conclusion", Code: "missing_field", Message: "\"conclusion\" wasn't supplied."})
+	}
+	if current != nil && current.Status == "completed" && (status == "queued" || status == "in_progress") {
+		errs = append(errs, FieldError{Field: "status", Code: "invalid", Message: "A completed check run cannot go back to " + status + "."})
 	}
 	return errs
 }
