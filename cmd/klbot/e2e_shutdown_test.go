@@ -148,6 +148,11 @@ func testShutdownHungPlan(t *testing.T, bin string) {
 	if plan.Status != engine.StatusInterrupted || plan.End == nil || plan.End.Cause != engine.CauseInterrupted {
 		t.Errorf("the hung plan %s ended %s (%+v), want interrupted", plan.ID, plan.Status, plan.End)
 	}
+	// The interrupted job is handed back, not failed (issue 11 §14: logs
+	// say what becomes of a job).
+	logs := p.logs.String()
+	mustContain(t, "klbot's log", logs, "job interrupted by the shutdown: River hands it back")
+	mustLack(t, "klbot's log", logs, "job failed; River retries it")
 	noneAlive(t, left)
 
 	// The rolling restart: the next replica plans the push (River retries

@@ -276,6 +276,13 @@ func (b *Bot) runJob(ctx context.Context, row *rivertype.JobRow, j JobBase, at a
 		b.metrics.job(kind, ResultCancelled, time.Since(start))
 		return river.JobCancel(err)
 	}
+	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		// Not a failure: this replica stops, and River hands the job to
+		// another (ADR 0043).
+		log.Info("job interrupted by the shutdown: River hands it back", "err", err)
+		b.metrics.job(kind, ResultError, time.Since(start))
+		return err
+	}
 	if err != nil {
 		log.Error(at.failed(), "err", err)
 		b.metrics.job(kind, ResultError, time.Since(start))
