@@ -469,6 +469,7 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() && len(out.Fences) == 0 {
 		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}
 	}
+	onRevert(&check, out, p) // on_revert (ADR 0046)
 	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
 		return err
 	}

@@ -55,6 +55,9 @@ func PlanTitle(out *engine.PlanOutcome) string {
 	if n := len(out.Fences); n > 0 {
 		t += fmt.Sprintf(", fenced by %d crashed apply run(s)", n)
 	}
+	if rt := RevertTitle(env.Reverts); rt != "" {
+		t += ", " + rt
+	}
 	return t
 }
 

@@ -69,6 +69,12 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 		f = f.addField("next", words(code(o.applyCmd(r.ID))))
 	}
 	d.summary = append(d.summary, f)
+	if rs := env.Reverts; len(rs) > 0 {
+		if d.tone != toneBad {
+			d.tone = toneWarn
+		}
+		d.summary = append(d.summary, revertBlocks(rs)...)
+	}
 	if blocks := overlapTable(out.Overlaps); blocks != nil {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(out.Overlaps))), blocks...)
 	}

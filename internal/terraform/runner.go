@@ -438,6 +438,7 @@ func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir
 		Intent:           intent,
 		Summary:          Summarize(plan),
 		Diff:             diff,
+		Planned:          plandiff.PlannedOf(plan),
 		Lineage:          info.Lineage,
 		Serial:           info.Serial,
 		TerraformVersion: tfVersion,
