@@ -93,27 +93,55 @@ func RevertTitle(rs []engine.Revert) string {
 	return fmt.Sprintf("⚠ would undo %d earlier changes", len(rs))
 }
 
-// RevertRefusedHeader is the quote that opens a `kl plan · P` check run
-// whose project has `on_revert: fail` (kl.yaml, ADR 0046) when the plan
-// would undo an earlier change: it cannot be applied.
-func RevertRefusedHeader(project string) string {
-	return fmt.Sprintf("> ⛔ This plan would undo earlier changes (below) and project `%s` has `on_revert: fail` (kl.yaml): "+
-		"it cannot be applied. Bring the branch up to date with its base and push; the new plan is checked again.\n\n", project)
+// RevertRefusedSummary is summary — a `kl plan · P` check run's, made of
+// PlanHeader(out, a) and Plan's Markdown of out with o — for a project
+// with `on_revert: fail` (kl.yaml, ADR 0046) whose plan would undo an
+// earlier change: it opens with why the plan cannot be applied in place of
+// how to apply it, and its "next" says what to do instead of `/kl apply`.
+// Both replaced parts are what this package wrote; a summary without them
+// (cut, or laid out otherwise) only gets the opening line.
+func RevertRefusedSummary(summary string, out *engine.PlanOutcome, a Applying, o Options) string {
+	head := fmt.Sprintf("> ⛔ This plan would undo earlier changes (below) and project `%s` has `on_revert: fail` (kl.yaml): "+
+		"it cannot be applied. Bring the branch up to date with its base and push; the new plan is checked again.\n\n", a.Project)
+	body := strings.TrimPrefix(summary, PlanHeader(out, a))
+	p := mdPainter{o: o}
+	var next, instead strings.Builder
+	p.block(&next, fields{{"next", words(code(o.applyCmd(out.Run.ID)))}})
+	p.block(&instead, fields{{"next", words("bring the branch up to date with its base and push (", code("on_revert: fail"), ")")}})
+	return head + strings.Replace(body, next.String(), instead.String(), 1)
+}
+
+// revertShort is one revert without its details: "version 4's change to
+// `terraform_data.a` (PR acme/infra#21, by alice)".
+func revertShort(rv engine.Revert) sentence {
+	s := words(fmt.Sprintf("version %d's", rv.Serial))
+	switch rv.Kind {
+	case engine.RevertCreation:
+		s = s.add(txt(" creation of "))
+	case engine.RevertRemoval:
+		s = s.add(txt(" removal of "))
+	default:
+		s = s.add(txt(" change to "))
+	}
+	return words(s, code(rv.Address), revertBy(rv))
 }
 
 // RevertRefusedWhy says why an apply is refused by on_revert: fail, in
-// Markdown without a final period (BotRefusal.Why).
+// Markdown without a final period (BotRefusal.Why): "project `infra` has
+// `on_revert: fail` (kl.yaml) and plan `P` would undo version 2's change
+// to `terraform_data.a` (PR acme/infra#21, by alice); bring …".
 func RevertRefusedWhy(project, plan string, rs []engine.Revert) string {
+	p := mdPainter{}
 	var parts []string
 	for i, rv := range rs {
 		if i == 3 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(rs)-i))
+			parts = append(parts, fmt.Sprintf("%d more", len(rs)-i))
 			break
 		}
-		parts = append(parts, strings.TrimSuffix(strings.TrimPrefix(revertWords(rv).plain(), "⚠ "), ". Is the branch behind the base?"))
+		parts = append(parts, p.sentence(revertShort(rv)))
 	}
-	return fmt.Sprintf("project `%s` has `on_revert: fail` (kl.yaml) and plan `%s` %s: bring the branch up to date with its base and push",
-		project, plan, strings.Join(parts, "; "))
+	return fmt.Sprintf("project `%s` has `on_revert: fail` (kl.yaml) and plan `%s` would undo %s; bring the branch up to date with its base and push, and apply the new plan",
+		project, plan, strings.Join(parts, ", "))
 }
 
 type jRevert struct {
