@@ -47,6 +47,7 @@ func TestPlanSaysWhatItWouldUndo(t *testing.T) {
 		t.Errorf("PR 22 (on_revert: warn): plan %s %q with %d actions; want neutral, the title saying so, the Apply button", c.Conclusion, c.Title, len(c.Actions))
 	}
 	golden(t, "revert/pr22.plan.warn.md", c.Summary)
+	mustContain(t, "PR 22's sticky comment", h.sticky(t, 22), undo)
 	if c := h.one(t, p23.head, "kl plan · infra"); strings.Contains(c.Summary, "would undo") || strings.Contains(c.Title, "undo") {
 		t.Errorf("PR 23 changes dns_a alone and is told it would undo something: %q\n%s", c.Title, c.Summary)
 	}

@@ -310,6 +310,8 @@ var (
 	durRE     = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
 	holderRE  = regexp.MustCompile(`[\w.-]+:\d+ \(holder\)`)
 	commentRE = regexp.MustCompile(`reply-\d+`)
+	// uuidRE: a terraform_data id, random per run (a diff shows it).
+	uuidRE = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 )
 
 // normalize replaces what changes between runs: run ids (RUN-1, RUN-2, … in
@@ -328,6 +330,7 @@ func normalize(s string) string {
 	s = urlRE.ReplaceAllString(s, "https://github.test")
 	s = durRE.ReplaceAllString(s, "DURATION")
 	s = holderRE.ReplaceAllString(s, "HOST:PID (holder)")
+	s = uuidRE.ReplaceAllString(s, "UUID")
 	return commentRE.ReplaceAllString(s, "reply-ID")
 }
 

@@ -80,6 +80,16 @@ func revertBlocks(rs []engine.Revert) []block {
 	return out
 }
 
+// stickyReverts writes a plan's reverts into its sticky comment section,
+// one paragraph each (revertBlocks).
+func stickyReverts(t *strings.Builder, rs []engine.Revert, o Options) {
+	for _, b := range revertBlocks(rs) {
+		if pa, ok := b.(para); ok {
+			t.WriteString("\n" + mdPainter{o: o}.sentence(sentence(pa)) + "\n")
+		}
+	}
+}
+
 // RevertTitle is a check-run title's part for a plan that would undo
 // earlier changes: "⚠ would undo version 4's change" or "⚠ would undo 3
 // earlier changes"; "" for none.

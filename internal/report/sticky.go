@@ -194,6 +194,7 @@ func (p StickyProject) planSection(o Options, s *stickyRow, t *strings.Builder) 
 	} else {
 		fmt.Fprintf(t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", p.Project, p.PlanCheck)
 	}
+	stickyReverts(t, env.Reverts, o) // ADR 0046
 	if p.SincePlan != nil && len(p.SincePlan.Entries) == 0 {
 		fmt.Fprintf(t, "\nNo version committed since this plan (serial %d is still the head).\n", env.SourceSerial)
 		return nil
