@@ -189,3 +189,31 @@ func TestCompare(t *testing.T) {
 		t.Errorf("terraform_data.c's created attributes = %+v, want id, input and output, input \"c0\" (unwrapped)", c)
 	}
 }
+
+// TestCompareSecretOfAnotherResource: a secret the state marks in a
+// resource not asked for still masks its copy in one asked for.
+func TestCompareSecretOfAnotherResource(t *testing.T) {
+	t.Parallel()
+	const one, two = "other-secret-one", "other-secret-two"
+	doc := func(v string) []byte {
+		return []byte(`{"version":4,"serial":1,"lineage":"l","outputs":{},"resources":[` +
+			`{"mode":"managed","type":"terraform_data","name":"s","provider":"p","instances":[{"attributes":` + tdAttrs("i1", v, v) +
+			`,"sensitive_attributes":[[{"type":"get_attr","value":"input"}]]}]},` +
+			`{"mode":"managed","type":"terraform_data","name":"copy","provider":"p","instances":[{"attributes":` + tdAttrs("i2", v, v) +
+			`,"sensitive_attributes":[]}]}]}`)
+	}
+	only := []string{"terraform_data.copy"}
+	x, err := ReadSnapshot(doc(one), only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := ReadSnapshot(doc(two), only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := Compare(x, y, only)
+	got, _ := json.Marshal(rs)
+	if len(rs) != 1 || strings.Contains(string(got), one) || strings.Contains(string(got), two) {
+		t.Fatalf("Compare of the copy = %s; want one resource, the secret masked", got)
+	}
+}

@@ -81,21 +81,28 @@ func ReadSnapshot(raw []byte, resources []string) (*Snapshot, error) {
 }
 
 func (s *Snapshot) readResource(r *tfstate.Resource, want map[string]bool) error {
+	addr := r.Address()
+	if !want[addr] && !mayMark(r.Raw) {
+		return nil // no sensitive_attributes path in it, and not asked for
+	}
 	insts, err := r.Instances()
 	if err != nil {
 		return fmt.Errorf("reading snapshot: %w", err)
 	}
-	addr := r.Address()
 	for _, raw := range insts {
 		var inst stateInstance
 		if err := json.Unmarshal(raw, &inst); err != nil {
 			return fmt.Errorf("reading snapshot: an instance of %s: %w", addr, err)
 		}
 		m := markOfPaths(inst.SensitiveAttributes)
+		read := want[addr] && inst.Deposed == ""
+		if m == nil && !read {
+			continue // no secret, and not asked for: not decoded
+		}
 		attrs := decode(inst.Attributes)
 		dyn := unwrapDynamic(attrs)
 		s.sec.addMarked(attrs, m)
-		if !want[addr] || inst.Deposed != "" {
+		if !read {
 			continue
 		}
 		ia := instanceAddress(r, inst.IndexKey)
@@ -234,6 +241,14 @@ func (b *builder) snapshotOutput(name string, x, y *Snapshot) []Node {
 		return nil
 	}
 	return ns
+}
+
+// mayMark reports whether a state entry's JSON may hold a
+// sensitive_attributes path: every step of one is {"type":"get_attr",…}
+// or {"type":"index",…}, so an entry with neither word (and no \u escape
+// that could spell one) holds none.
+func mayMark(raw []byte) bool {
+	return bytes.Contains(raw, []byte(`"get_attr"`)) || bytes.Contains(raw, []byte(`"index"`)) || bytes.Contains(raw, []byte(`\u`))
 }
 
 // unwrapDynamic replaces, in a state instance's attributes, each top-level
