@@ -148,7 +148,10 @@ func shortSHA(s string) string {
 // CreateCheckRun creates a check run on run.HeadSHA. A 5xx or network
 // failure is retried; when run.ExternalID is set, a retry first looks for
 // a check run the failed attempt may have created (same name, head SHA
-// and external id) and returns it instead of creating a second one.
+// and external id, and newer than any of them before the first attempt:
+// one request more, so that an older check run of the same name — the
+// plan of an earlier job on this head — is never taken for it) and
+// returns it instead of creating a second one.
 func (c *Client) CreateCheckRun(ctx context.Context, repo Repo, run CheckRun) (CheckRunInfo, error) {
 	what := fmt.Sprintf("creating check run %q on %s@%s", run.Name, repo, shortSHA(run.HeadSHA))
 	if err := run.validate(true); err != nil {
@@ -158,6 +161,16 @@ func (c *Client) CreateCheckRun(ctx context.Context, repo Repo, run CheckRun) (C
 		ExternalID: optString(run.ExternalID), Status: optString(run.Status), Conclusion: optString(run.Conclusion),
 		StartedAt: optTime(run.StartedAt), CompletedAt: optTime(run.CompletedAt), Output: c.output(run), Actions: actions(run)}
 	var info CheckRunInfo
+	var before int64 // the newest such check run before the first attempt
+	if run.ExternalID != "" {
+		prior, ok, err := c.findCheckRun(ctx, repo, run.HeadSHA, run.Name, run.ExternalID)
+		if err != nil {
+			return CheckRunInfo{}, fmt.Errorf("%s: looking for earlier ones: %w", what, mapErr(err))
+		}
+		if ok {
+			before = prior.ID
+		}
+	}
 	err := c.retryWrite(ctx, func() error {
 		cr, _, err := c.gh.Checks.CreateCheckRun(ctx, repo.Owner, repo.Name, opts)
 		if err == nil {
@@ -169,10 +182,11 @@ func (c *Client) CreateCheckRun(ctx context.Context, repo Repo, run CheckRun) (C
 			return false, nil
 		}
 		found, ok, err := c.findCheckRun(ctx, repo, run.HeadSHA, run.Name, run.ExternalID)
-		if ok {
+		if ok && found.ID > before { // made by the failed attempt, not an earlier job
 			info = found
+			return true, nil
 		}
-		return ok, err
+		return false, err
 	})
 	if err != nil {
 		return CheckRunInfo{}, fmt.Errorf("%s: %w", what, mapErr(err))

@@ -47,6 +47,15 @@ func cmdSpan(cli string, c command) span {
 // that one: "`/kl recover` on acme/infra#4" (which acts on each of its
 // projects, klbot's fence commands).
 func (cm *Commands) say(c command) (sentence, bool) {
+	s, ok := cm.sayHere(c)
+	if ok && cm.Of != nil && c.verb != verbWaitBound && c.verb != verbRecover && c.verb != verbUnfence {
+		s = words(s, " on "+cm.Of.String())
+	}
+	return s, ok
+}
+
+// sayHere is say without the pull request the comment is made on.
+func (cm *Commands) sayHere(c command) (sentence, bool) {
 	project := " -p " + cm.Project
 	switch c.verb {
 	case verbApply:

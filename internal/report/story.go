@@ -80,9 +80,9 @@ func openPlanNext(p engine.Run, sp *engine.SincePlan) (sentence, string) {
 	}
 	cmd := "kl apply " + p.ID
 	if p.ReplanOf != "" {
-		return words("review and apply ", runSpan(p.ID), ": ", code(cmd)), cmd
+		return words("review and apply ", runSpan(p.ID), ": ", cmdSpan(cmd, command{verb: verbApplyReplan})), cmd
 	}
-	return words(code(cmd)), cmd
+	return words(cmdSpan(cmd, command{verb: verbApply})), cmd
 }
 
 // lastAttemptWords names the last attempt at a plan and how it ended:
