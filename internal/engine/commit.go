@@ -25,6 +25,11 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What Terraform said it did is kept whatever comes next (a kill, a
+	// failure, a commit), with a context a Ctrl-C does not cancel.
+	lctx, lcancel := background(ctx)
+	a.storeApplyLog(lctx, res)
+	lcancel()
 	if terraformKilled(applyErr) {
 		return a.fenceKilled(ctx, applyErr) // what it wrote is not what it did
 	}

@@ -103,10 +103,15 @@ type ApplyRequest struct {
 }
 
 // ApplyResult is the state Terraform wrote. Changed counts resources
-// Terraform reported as done.
+// Terraform reported as done. Log is what Terraform said it did (ADR
+// 0047), sensitive values masked — also when the apply failed or was
+// interrupted; nil when Terraform's apply did not run (init failed) or
+// the implementation reads no UI stream. The engine keeps it as the run's
+// ArtifactApplyLog.
 type ApplyResult struct {
 	State   []byte
 	Changed int
+	Log     *ApplyLog
 }
 
 // PlanFileInfo is what a saved plan file says about its base snapshot.

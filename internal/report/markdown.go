@@ -155,5 +155,9 @@ func (p mdPainter) block(b *strings.Builder, blk block) {
 			parts[i] = p.span(markSpan(m)) + " " + mdEscaper.Replace(m.label) + " (" + mdEscaper.Replace(m.meaning) + ")"
 		}
 		b.WriteString("<sub>legend: " + strings.Join(parts, " · ") + "</sub>\n")
+	case diagList:
+		p.diagnostics(b, v)
+	case resourceList:
+		p.resources(b, v)
 	}
 }

@@ -139,6 +139,10 @@ func (p textPainter) block(b *strings.Builder, blk block, ind string) {
 		line(p.sgr(ansi[toneDim], "legend: ") + strings.Join(parts, p.sgr(ansi[toneDim], "  ·  ")))
 	case diffBody:
 		p.diffText(b, v.d) // Terraform's own columns, not ind
+	case diagList:
+		p.diagnostics(line, v)
+	case resourceList:
+		p.resources(line, v)
 	}
 }
 

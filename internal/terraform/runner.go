@@ -358,6 +358,7 @@ func runPlan(ctx context.Context, tf *tfexec.Terraform, opts []tfexec.PlanOption
 			tf.SetStdout(nil)
 			return err
 		})
+		stream.logWarnings()
 	} else {
 		err = runCommand(ctx, tf, "plan", nil, func() error {
 			_, err := tf.Plan(ctx, opts...)
@@ -463,6 +464,13 @@ func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir
 // resource completed or errored, at most every 2 s, only changed bytes,
 // once more at the end), from a goroutine of its own (checkpointer).
 //
+// Log is what Terraform's UI stream said it did (engine.ApplyLog, ADR
+// 0047): per resource instance, every diagnostic, the totals line — also
+// after a failure or an interrupt. The values the plan and the states mark
+// sensitive, and the TF_VAR_* values, are masked in its diagnostics and in
+// the *CommandError's (maskApply: a `terraform show -json` of the saved
+// plan, run only when there are diagnostics or stderr to mask).
+//
 // Terraform gets only the TF_VAR_* of the root module's ephemeral
 // variables (applyVars): the saved plan holds every other value.
 //
@@ -530,6 +538,11 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 		tf.SetStdout(nil)
 		return err
 	})
+	// Terraform quotes sensitive values in its diagnostics: mask them
+	// before they are logged, kept in the apply log or in the run's end.
+	r.maskApply(ctx, tf, w, req.Snapshot, stream, err, log)
+	stream.logWarnings()
+	res.Log = stream.applyLog()
 	res.Changed = len(stream.applied)
 	log.Debug("terraform apply done", "elapsed", time.Since(t), "applied", len(stream.applied), "errored", len(stream.errored))
 	return err
