@@ -310,11 +310,13 @@ var (
 	durRE     = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
 	holderRE  = regexp.MustCompile(`[\w.-]+:\d+ \(holder\)`)
 	commentRE = regexp.MustCompile(`reply-\d+`)
+	uuidRE    = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 )
 
 // normalize replaces what changes between runs: run ids (RUN-1, RUN-2, … in
-// order of first appearance), times, plan digests, the fake's URL, and
-// durations. Serials stay.
+// order of first appearance), times, plan digests, the fake's URL,
+// durations, and UUIDs (the ids terraform_data objects get, in a plan's
+// diff). Serials stay.
 func normalize(s string) string {
 	ids := map[string]string{}
 	s = ulidRE.ReplaceAllStringFunc(s, func(id string) string {
@@ -328,6 +330,7 @@ func normalize(s string) string {
 	s = urlRE.ReplaceAllString(s, "https://github.test")
 	s = durRE.ReplaceAllString(s, "DURATION")
 	s = holderRE.ReplaceAllString(s, "HOST:PID (holder)")
+	s = uuidRE.ReplaceAllString(s, "UUID")
 	return commentRE.ReplaceAllString(s, "reply-ID")
 }
 
