@@ -21,7 +21,10 @@ const (
 // CheckRun is what klbot writes to a check run. Empty fields are not sent
 // (on update they stay as they were), except Name, which GitHub requires
 // and go-github v62 always sends on update (UpdateCheckRunOptions.Name has
-// no omitempty). Title and Summary go together: output needs both.
+// no omitempty). Title and Summary go together: output needs both. The
+// output is sent whole: with a Title, an empty Text is sent too, so an
+// update clears the text an earlier output had (a plan's diff blocks,
+// ADR 0044, must not outlive its report).
 type CheckRun struct {
 	Name       string // required, create and update
 	HeadSHA    string // required on create; ignored on update
@@ -122,7 +125,7 @@ func (c *Client) output(r CheckRun) *gh.CheckRunOutput {
 		return nil
 	}
 	return &gh.CheckRunOutput{Title: &r.Title, Summary: gh.String(c.fit(r.Summary, MaxCheckRunOutput)),
-		Text: optString(c.fit(r.Text, MaxCheckRunOutput))}
+		Text: gh.String(c.fit(r.Text, MaxCheckRunOutput))}
 }
 
 func actions(r CheckRun) []*gh.CheckRunAction {
