@@ -427,7 +427,7 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	out, err := b.eng.Plan(ctx, engine.PlanInput{
 		State: p.State, Dir: filepath.Join(co.root, filepath.FromSlash(p.Dir)), ScopeDir: p.Dir, Actor: actor,
 		PR:        &engine.PullRequest{Repo: a.Repo, Number: a.PR, HeadSHA: co.head, URL: co.pr.HTMLURL},
-		CommitSHA: co.head, ChangedFiles: files,
+		CommitSHA: co.head, ChangedFiles: files, Options: a.Options,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -101,7 +101,8 @@ func (a *applier) runTerraform(ctx context.Context, base []byte) (res *ApplyResu
 	}
 	a.started = true
 	res, applyErr = a.e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base,
-		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx)})
+		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx),
+		Parallelism: a.pf.run.Envelope.Scope.Options.Parallelism, Vars: a.pf.vars})
 	return res, applyErr, nil
 }
 

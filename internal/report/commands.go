@@ -32,6 +32,9 @@ type command struct {
 	run  string
 	pr   *engine.PullRequest
 	self bool // run is the view's own (of its project): `-p PROJECT` names it
+	// options are, for verbReplan, the plan options the re-plan repeats
+	// (ADR 0045): `/kl plan -p P -- -destroy`.
+	options engine.PlanOptions
 }
 
 // cmdSpan is the code span of command c, whose CLI form is cli.
@@ -65,6 +68,12 @@ func (cm *Commands) sayHere(c command) (sentence, bool) {
 	case verbWaitBound:
 		return words("klbot's ", code("KLBOT_APPLY_WAIT")), true
 	case verbReplan:
+		if len(c.options.Vars) > 0 {
+			return nil, false // no comment carries a -var: kl's command stays
+		}
+		if f := c.options.Flags(); len(f) > 0 {
+			return words(code("/kl plan" + project + " -- " + strings.Join(f, " "))), true
+		}
 		return words(code("/kl plan" + project)), true
 	case verbApplyReplan:
 		// klbot applies the project's plan of the pull request's head, not

@@ -180,7 +180,7 @@ const maskTimeout = 30 * time.Second
 
 // maskApply masks, in what an apply's stream and error hold, the values the
 // plan and the states mark sensitive (sensitiveMasker), then the TF_VAR_*
-// values (the Runner's masker): in the stream's diagnostics — what the
+// and -var values (base: the apply's masker): in the stream's diagnostics — what the
 // apply log keeps and the warnings logged — and in the *CommandError in
 // err (its diagnostics and stderr: what the run's end keeps). Terraform
 // quotes such values in clear (a failed local-exec provisioner's command
@@ -188,14 +188,14 @@ const maskTimeout = 30 * time.Second
 // only when there is something to mask. When the values cannot be read,
 // every diagnostic's detail is dropped (Withheld) and the stderr too:
 // nothing is kept that may hold one.
-func (r *Runner) maskApply(ctx context.Context, tf *tfexec.Terraform, w workDir, snapshot []byte, stream *uiStream, err error, log *slog.Logger) {
+func (r *Runner) maskApply(ctx context.Context, tf *tfexec.Terraform, w workDir, snapshot []byte, stream *uiStream, err error, base masker, log *slog.Logger) {
 	var ce *CommandError
 	errors.As(err, &ce)
 	if len(stream.diags) == 0 && (ce == nil || ce.Stderr == "") {
 		return
 	}
 	sens, merr := r.sensitiveMasker(ctx, tf, w, snapshot, log)
-	mask := func(s string) string { return sens.string(r.mask.string(s)) }
+	mask := func(s string) string { return sens.string(base.string(s)) }
 	if merr != nil {
 		log.Warn("reading which values are sensitive failed: the details of Terraform's diagnostics are withheld", "error", merr)
 	}
