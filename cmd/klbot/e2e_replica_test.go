@@ -256,7 +256,12 @@ func TestReplicaKilledMidApply(t *testing.T) {
 	t.Logf("the apply check run after the recovery (%s, %q):\n%s", c.Conclusion, c.Title, c.Summary)
 	mustContain(t, "the apply check run after the recovery", rendered(c.Summary), "recovered", version)
 	mustContain(t, "the apply check run after the recovery", c.Title, "Recovered: "+version, "lease expired mid-apply (fenced)")
+	// The sticky comment is updated after the check run: wait for it.
 	s1 := rendered(b.sticky(t, 1))
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s1, version) && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		s1 = rendered(b.sticky(t, 1))
+	}
 	t.Logf("PR 1's sticky comment after the recovery:\n%s", s1)
 	mustContain(t, "PR 1's sticky comment after the recovery", s1, "recovered", version)
 	mustLack(t, "PR 1's sticky comment after the recovery", s1, "`kl run recover "+dead+"` commits")
