@@ -228,13 +228,19 @@ func mapping(kv ...any) *yaml.Node {
 }
 
 // e2eConfig is the root module the action plans: terraform_data resources
-// (no provider download), one with an instance key holding a comma.
-const e2eConfig = `resource "terraform_data" "web" {
+// (no provider download), one with an instance key holding a comma, one
+// whose input is a sensitive variable (TF_VAR_db_password: e2ePassword).
+const e2eConfig = `variable "db_password" {
+  type      = string
+  sensitive = true
+}
+
+resource "terraform_data" "web" {
   input = "v1"
 }
 
 resource "terraform_data" "db" {
-  input = "db"
+  input = var.db_password
 }
 
 resource "terraform_data" "m" {
@@ -243,11 +249,17 @@ resource "terraform_data" "m" {
 }
 `
 
+// e2ePassword is the value of the sensitive variable of e2eConfig, which
+// no summary, check run, comment or log may show.
+const e2ePassword = "action-s3cr3t-pw-5510"
+
 // TestActionRuns uses the action four times on one pull request of a
 // GitHub fake, as a workflow would — with the repository as the action's
 // path (it builds kl from it), a temp SQLite store, real Terraform:
 //
-//  1. plan, creating the state, with targets split on commas and lines;
+//  1. plan, creating the state, with targets split on commas and lines:
+//     the job summary, the check run and the comment show its diff (ADR
+//     0044), the sensitive variable's value masked;
 //  2. apply of that plan (plan-run = the first run-id output);
 //  3. plan again: no changes;
 //  4. apply of the first plan again: kl refuses before storing a run.
@@ -317,7 +329,7 @@ func TestActionRuns(t *testing.T) {
 		"GITHUB_WORKSPACE="+work, "GITHUB_REPOSITORY="+repo, "GITHUB_SHA="+merge,
 		"GITHUB_EVENT_NAME=pull_request", "GITHUB_EVENT_PATH="+event, "GITHUB_ACTOR=octocat",
 		"GITHUB_API_URL="+r.github["api_url"], "GITHUB_SERVER_URL="+fake.URL(), "GITHUB_RUN_ID=9001",
-		"TF_CLI_CONFIG_FILE=/dev/null", "CHECKPOINT_DISABLE=1")
+		"TF_CLI_CONFIG_FILE=/dev/null", "CHECKPOINT_DISABLE=1", "TF_VAR_db_password="+e2ePassword)
 
 	planName, applyName := "kl plan · acme/prod", "kl apply · acme/prod"
 	checkRuns := func(t *testing.T, want int) map[string]githubfake.CheckRun {
@@ -360,6 +372,14 @@ func TestActionRuns(t *testing.T) {
 				t.Errorf("the log shows the store outside an add-mask command: %q", line)
 			}
 		}
+		noPassword(t, "the action's log", res.log)
+		noPassword(t, "the job summary", res.summary)
+		for _, c := range fake.CheckRuns(repo) {
+			noPassword(t, "check run "+c.Name, c.Title+c.Summary+c.Text)
+		}
+		for _, c := range fake.Comments(repo, pr) {
+			noPassword(t, "the comment", c.Body)
+		}
 		return res
 	}
 
@@ -382,8 +402,26 @@ func TestActionRuns(t *testing.T) {
 		if cr.Conclusion != "success" || cr.ExternalID != plan1 || !strings.Contains(cr.Summary, "Plan `"+plan1+"`") {
 			t.Errorf("plan check run = %+v", cr)
 		}
-		if c := comment(t, 0); !strings.Contains(c.Body, "Plan `"+plan1+"`") {
+		c := comment(t, 0)
+		if !strings.Contains(c.Body, "Plan `"+plan1+"`") {
 			t.Errorf("comment does not tell plan %s:\n%s", plan1, c.Body)
+		}
+		// The diff (ADR 0044): its summary line, then one block per
+		// resource instance (its summary is HTML: a quote is &#34;), the
+		// sensitive input masked.
+		blocks := []string{"**Diff:** 3 to add\n", "\n#### Diff by resource instance\n",
+			"<details><summary><code>terraform_data.web</code> will be created</summary>", "\n+     input  = \"v1\"\n",
+			"<details><summary><code>terraform_data.db</code> will be created</summary>", "\n+     input  = (sensitive value)\n",
+			"<details><summary><code>terraform_data.m[&#34;a,b&#34;]</code> will be created</summary>", "\n+     input  = \"a,b\"\n"}
+		for what, md := range map[string]string{"the job summary": res.summary, "the plan check run": cr.Summary + cr.Text, "the comment": c.Body} {
+			for _, want := range blocks {
+				if !strings.Contains(md, want) {
+					t.Errorf("%s does not show the diff's %q:\n%s", what, want, md)
+				}
+			}
+		}
+		if !strings.Contains(cr.Text, "```diff\n+ resource \"terraform_data\" \"web\" {\n") {
+			t.Errorf("the plan check run's text does not hold the blocks:\n%s", cr.Text)
 		}
 	})
 	if plan1 == "" {
@@ -420,8 +458,14 @@ func TestActionRuns(t *testing.T) {
 		if !strings.Contains(res.log, "state acme/prod exists") {
 			t.Errorf("create-state did not find the existing state")
 		}
-		if pc := checkRuns(t, 2)[planName]; pc.Updates != 1 || pc.Conclusion != "neutral" || pc.ExternalID != res.outputs["run-id"] {
+		pc := checkRuns(t, 2)[planName]
+		if pc.Updates != 1 || pc.Conclusion != "neutral" || pc.ExternalID != res.outputs["run-id"] {
 			t.Errorf("plan check run = %+v, want updated once to neutral for %s", pc, res.outputs["run-id"])
+		}
+		// The first plan's blocks are gone with its report: this plan has
+		// no diff to show.
+		if pc.Text != "" {
+			t.Errorf("the plan check run of a plan with no changes holds a text:\n%s", pc.Text)
 		}
 		comment(t, 2)
 	})
@@ -437,6 +481,14 @@ func TestActionRuns(t *testing.T) {
 		checkRuns(t, 2)
 		comment(t, 2)
 	})
+}
+
+// noPassword fails the test when s shows e2ePassword.
+func noPassword(t *testing.T, what, s string) {
+	t.Helper()
+	if strings.Contains(s, e2ePassword) {
+		t.Errorf("%s shows the sensitive variable's value:\n%s", what, s)
+	}
 }
 
 // TestFindGo runs the action's "Find Go" step against Go versions on PATH:

@@ -112,6 +112,16 @@ func TestOverlapWithClosedPR(t *testing.T) {
 	h.open(t, p1)
 	h.settle()
 	plan1 := h.planRun(1)
+	// The reconcile round run when the replica becomes River's leader
+	// must be over before PR 1 closes, or (on a loaded machine, a late
+	// leader) it — not the overlap check — closes PR 1's plan.
+	deadline := time.Now().Add(60 * time.Second)
+	for h.count(`SELECT count(*) FROM river_job WHERE kind = 'klbot_reconcile' AND state = 'completed'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no reconcile round completed within 60 s of the start")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	h.closeOnFake(p1, false, "")
 
 	h.open(t, p2)

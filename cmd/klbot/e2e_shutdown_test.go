@@ -5,9 +5,6 @@ import (
 	"context"
 	"net/http"
 	"os/exec"
-	"path"
-	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -90,7 +87,7 @@ func TestShutdownBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds klbot and stops it mid-Terraform three times (-short)")
 	}
-	bin := buildBinary(t, "github.com/kilolock/kilolock/cmd/klbot")
+	bin := buildPackage(t, "github.com/kilolock/kilolock/cmd/klbot")
 	t.Run("hung plan", func(t *testing.T) { testShutdownHungPlan(t, bin) })
 	t.Run("apply interrupted", func(t *testing.T) { testShutdownApply(t, bin, false) })
 	t.Run("apply killed", func(t *testing.T) { testShutdownApply(t, bin, true) })
@@ -442,28 +439,4 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// buildBinary builds package pkg into a temporary directory of t, with
-// -race when this test binary has it.
-func buildBinary(t *testing.T, pkg string) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go on PATH to build " + pkg)
-	}
-	bin := filepath.Join(t.TempDir(), path.Base(pkg))
-	args := []string{"build", "-o", bin}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				args = append(args, "-race")
-			}
-		}
-	}
-	out, err := exec.Command(goBin, append(args, pkg)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
 }

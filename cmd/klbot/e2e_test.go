@@ -189,8 +189,8 @@ func mustContain(t *testing.T, what, body string, subs ...string) {
 // was created, a secondary rate limit, expired installation tokens), applies
 // of disjoint PRs by comment and by the Apply button, a stale refusal, a
 // re-plan refusal, a permission refusal (a reply only), an old-head refusal, a redelivery,
-// and a merge-time apply. Every check-run summary and comment body is
-// compared with its golden file.
+// and a merge-time apply. Every check-run summary and text and comment
+// body is compared with its golden file.
 func TestEndToEnd(t *testing.T) {
 	h := setup(t, "KLBOT_PUBLIC_URL="+publicURL)
 	fake := h.fake
@@ -384,8 +384,11 @@ func TestEndToEnd(t *testing.T) {
 	label[sha(16)] = "pr6-new-head"
 	for _, c := range fake.CheckRuns(repo) {
 		name := strings.NewReplacer(" · ", "-", " ", "-").Replace(c.Name)
-		golden(t, fmt.Sprintf("e2e/%s.%s.md", label[c.HeadSHA], name),
-			fmt.Sprintf("conclusion: %s\ntitle: %s\nactions: %d\n\n%s", c.Conclusion, c.Title, len(c.Actions), c.Summary))
+		body := fmt.Sprintf("conclusion: %s\ntitle: %s\nactions: %d\n\n%s", c.Conclusion, c.Title, len(c.Actions), c.Summary)
+		if c.Text != "" {
+			body += "\n---- text ----\n" + c.Text
+		}
+		golden(t, fmt.Sprintf("e2e/%s.%s.md", label[c.HeadSHA], name), body)
 	}
 	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
 		var bodies []string

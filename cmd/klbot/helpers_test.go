@@ -307,16 +307,16 @@ var (
 	timeRE    = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 	digestRE  = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
 	urlRE     = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
-	durRE     = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
+	durRE     = regexp.MustCompile(`(<|&lt;)?\b\d+(\.\d+)?(ms|µs|s)\b`) // "<1ms" too (in Markdown "&lt;1ms")
+	uuidRE    = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 	holderRE  = regexp.MustCompile(`[\w.-]+:\d+ \(holder\)`)
 	commentRE = regexp.MustCompile(`reply-\d+`)
-	// uuidRE: a terraform_data id, random per run (a diff shows it).
-	uuidRE = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 )
 
 // normalize replaces what changes between runs: run ids (RUN-1, RUN-2, … in
-// order of first appearance), times, plan digests, the fake's URL, and
-// durations. Serials stay.
+// order of first appearance), times, plan digests, the fake's URL,
+// durations, and UUIDs (the ids Terraform gives terraform_data objects).
+// Serials stay.
 func normalize(s string) string {
 	ids := map[string]string{}
 	s = ulidRE.ReplaceAllStringFunc(s, func(id string) string {
@@ -329,8 +329,8 @@ func normalize(s string) string {
 	s = digestRE.ReplaceAllString(s, "sha256:DIGEST")
 	s = urlRE.ReplaceAllString(s, "https://github.test")
 	s = durRE.ReplaceAllString(s, "DURATION")
-	s = holderRE.ReplaceAllString(s, "HOST:PID (holder)")
 	s = uuidRE.ReplaceAllString(s, "UUID")
+	s = holderRE.ReplaceAllString(s, "HOST:PID (holder)")
 	return commentRE.ReplaceAllString(s, "reply-ID")
 }
 

@@ -213,7 +213,10 @@ func (b *Bot) applyTargets(ctx context.Context, jr *jobRun, x *applyCtx, targets
 	}
 	if len(targets) == 0 {
 		if len(jr.st.Applied) > 0 {
-			return ResultOK, nil
+			// An earlier attempt applied them and failed after (writing
+			// the sticky comment, say): what it failed to write, this one
+			// writes.
+			return ResultOK, b.updateSticky(context.WithoutCancel(ctx), x.c, x.repo, x.a.PR)
 		}
 		return ResultJoined, nil
 	}
@@ -272,7 +275,7 @@ func planned(rows []projectRow) []string {
 // the job is resumed: its rules held when it started.
 func (b *Bot) applyProject(ctx context.Context, jr *jobRun, x *applyCtx, r projectRow) (JobResult, error) {
 	if p, ok := jr.st.Parked[r.Project]; ok {
-		return b.runApply(ctx, jr, x, r, p)
+		return b.resumeOrAbandon(ctx, jr, x, r, p)
 	}
 	a, pr := x.a, x.pr
 	no := x.refusal(r)
@@ -304,6 +307,32 @@ func (b *Bot) applyProject(ctx context.Context, jr *jobRun, x *applyCtx, r proje
 		}
 		return b.runApply(ctx, jr, x, r, parkedApply{})
 	}
+	return b.refuse(ctx, x, r, no)
+}
+
+// resumeOrAbandon goes on with target r's parked apply p — unless, while
+// it waited, its pull request was closed or pushed to (x.pr is read again
+// on every attempt after the first): an apply is allowed only for an open
+// pull request and a plan of its head, at its start and so at its resume.
+// Then the parked run ends without applying (engine.AbandonParked:
+// interrupted while waiting, its plan handed back for the push's plan or
+// the close to supersede) and the refusal names the rule.
+func (b *Bot) resumeOrAbandon(ctx context.Context, jr *jobRun, x *applyCtx, r projectRow, p parkedApply) (JobResult, error) {
+	no := x.refusal(r)
+	switch {
+	case x.pr.State != "open":
+		no.Rule, no.PRState = report.BotRuleOpenPR, x.pr.State
+	case r.HeadSHA != x.pr.HeadSHA:
+		no.Rule = report.BotRuleHead
+	default:
+		return b.runApply(ctx, jr, x, r, p)
+	}
+	var se *engine.StatusError
+	if err := b.eng.AbandonParked(ctx, p.Run); err != nil && !errors.As(err, &se) {
+		return "", err
+	}
+	delete(jr.st.Parked, r.Project)
+	logOf(ctx).Info("parked apply abandoned: its pull request moved on while it waited", "project", r.Project, "run", p.Run, "rule", no.Rule)
 	return b.refuse(ctx, x, r, no)
 }
 

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/klyaml"
+	"github.com/kilolock/kilolock/internal/planopts"
 )
 
 // CommandPrefix starts a klbot command in a pull request comment.
@@ -35,7 +37,10 @@ type Command struct {
 	Project string `json:"project,omitempty"` // -p PROJECT (plan, apply, history)
 	Run     string `json:"run,omitempty"`     // why RUN
 	Reason  string `json:"reason,omitempty"`  // unfence -- REASON
-	Err     string `json:"err,omitempty"`
+	// Options are plan's Terraform options after "--" (planopts, Comment:
+	// no -var; ADR 0045).
+	Options engine.PlanOptions `json:"options,omitzero"`
+	Err     string             `json:"err,omitempty"`
 }
 
 var runIDRE = regexp.MustCompile(`^[0-9A-Z]{26}$`) // a ULID (engine.NewRunID), upper case
@@ -46,7 +51,7 @@ var runIDRE = regexp.MustCompile(`^[0-9A-Z]{26}$`) // a ULID (engine.NewRunID), 
 // no quotes, no escapes, so `;`, `&&`, `$(…)` or a quoted name are just words
 // that fail to parse. Grammar (every other word is an error):
 //
-//	/kl plan [-p PROJECT]
+//	/kl plan [-p PROJECT] [-- OPTIONS…]
 //	/kl apply [-p PROJECT]
 //	/kl why [RUN]
 //	/kl history [-p PROJECT]
@@ -55,7 +60,12 @@ var runIDRE = regexp.MustCompile(`^[0-9A-Z]{26}$`) // a ULID (engine.NewRunID), 
 //	/kl help
 //
 // After unfence's "--", every word is the reason (joined by single spaces):
-// what the commenter checked on the real objects (ADR 0035).
+// what the commenter checked on the real objects (ADR 0035). After plan's
+// "--", the words are Terraform's plan options (planopts.Parse from
+// planopts.Comment: -destroy, -refresh-only, -refresh=false,
+// -parallelism=N), parsed strictly; a -var anywhere in the line is refused
+// without quoting any of its words (planopts.VarInComment), since its
+// value would be public in the pull request and its edit history.
 //
 // ok is false when no line is a command; the bot then ignores the comment.
 func ParseCommand(body string) (cmd Command, ok bool) {
@@ -77,6 +87,9 @@ func parseWords(w []string) Command {
 		return Command{Name: CmdHelp}
 	}
 	name, rest := w[0], w[1:]
+	if name == CmdPlan && planopts.HasVar(rest) {
+		return fail("`/kl plan`: -var is refused: %s", planopts.VarInComment)
+	}
 	switch name {
 	case CmdPlan, CmdApply, CmdHistory, CmdRecover, CmdUnfence:
 		c := Command{Name: name}
@@ -84,6 +97,12 @@ func parseWords(w []string) Command {
 			switch {
 			case rest[0] == "--" && name == CmdUnfence:
 				c.Reason, rest = strings.Join(rest[1:], " "), nil
+			case rest[0] == "--" && name == CmdPlan:
+				opts, _, err := planopts.Parse(rest[1:], planopts.Comment)
+				if err != nil {
+					return fail("`/kl plan -- …`: %v", err)
+				}
+				c.Options, rest = opts, nil
 			case rest[0] == "-p" && len(rest) >= 2:
 				if c.Project != "" {
 					return fail("`-p` given twice")

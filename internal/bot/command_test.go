@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/planopts"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -54,6 +57,16 @@ func TestParseCommand(t *testing.T) {
 		"shell substitution":  {"/kl apply -p $(whoami)", Command{Name: CmdHelp, Err: `"$(whoami)" is not a project name`}, true},
 		"quoted project":      {`/kl apply -p "infra"`, Command{Name: CmdHelp, Err: `"\"infra\"" is not a project name`}, true},
 		"backtick":            {"/kl plan -p `id`", Command{Name: CmdHelp, Err: "\"`id`\" is not a project name"}, true},
+		"plan -- options": {"/kl plan -p app -- -destroy -refresh=false -parallelism=3",
+			Command{Name: CmdPlan, Project: "app", Options: engine.PlanOptions{Destroy: true, NoRefresh: true, Parallelism: 3}}, true},
+		"plan -- refresh-only": {"/kl plan -- -refresh-only", Command{Name: CmdPlan, Options: engine.PlanOptions{RefreshOnly: true}}, true},
+		"plan -- nothing":      {"/kl plan --", Command{Name: CmdPlan}, true},
+		"plan -- -state": {"/kl plan -- -state=x",
+			Command{Name: CmdHelp, Err: "`/kl plan -- …`: -state is refused: Kilolock owns the state: every run plans against a snapshot of the head version in a work dir of its own, and an apply commits the state's next version"}, true},
+		"plan -- unknown": {"/kl plan -- -frob",
+			Command{Name: CmdHelp, Err: "`/kl plan -- …`: unknown option -frob: Kilolock passes -destroy, -refresh-only, -refresh=false, -parallelism=N to terraform plan"}, true},
+		"plan -- -p after": {"/kl plan -- -destroy -p app", Command{Name: CmdHelp, Err: "`/kl plan -- …`: unknown option -p: Kilolock passes -destroy, -refresh-only, -refresh=false, -parallelism=N to terraform plan"}, true},
+		"apply --":         {"/kl apply -- -destroy", Command{Name: CmdHelp, Err: `unexpected "--" after ` + "`/kl apply`"}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -65,5 +78,33 @@ func TestParseCommand(t *testing.T) {
 				t.Fatalf("ParseCommand(%q) (-want +got):\n%s", tc.body, d)
 			}
 		})
+	}
+}
+
+// TestParseCommandVar: a -var in a "/kl plan" comment is refused with a
+// reason, and the refusal quotes none of the comment's words — not the
+// value, nor the variable's name — wherever the -var is.
+func TestParseCommandVar(t *testing.T) {
+	t.Parallel()
+	const secret = "hunter2-super-SECRET"
+	for _, body := range []string{
+		"/kl plan -- -var x=" + secret,
+		"/kl plan -- -destroy -var=x=" + secret,
+		"/kl plan -- --var x=" + secret + " -state=y",
+		"/kl plan -p app -var=x=" + secret,
+		"/kl plan -var x=" + secret + " --",
+		"/kl plan -- -var " + secret,
+	} {
+		got, ok := ParseCommand(body)
+		if !ok || got.Name != CmdHelp {
+			t.Fatalf("ParseCommand(%q) = %+v, %t; want a refusal", body, got, ok)
+		}
+		want := "`/kl plan`: -var is refused: " + planopts.VarInComment
+		if got.Err != want {
+			t.Errorf("ParseCommand(%q).Err = %q, want %q", body, got.Err, want)
+		}
+		if strings.Contains(got.Err, secret) || strings.Contains(got.Err, "x=") {
+			t.Errorf("ParseCommand(%q).Err = %q quotes the comment", body, got.Err)
+		}
 	}
 }

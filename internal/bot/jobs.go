@@ -2,6 +2,8 @@ package bot
 
 import (
 	"github.com/riverqueue/river"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // Job kinds (River's kind column).
@@ -70,6 +72,9 @@ type PlanArgs struct {
 	Key     string     `json:"key" river:"unique"`
 	Trigger JobTrigger `json:"trigger"`
 	Project string     `json:"project,omitempty"`
+	// Options are the Terraform plan options of a "/kl plan -- …" (ADR
+	// 0045): every project the job plans is planned with them.
+	Options engine.PlanOptions `json:"options,omitzero"`
 }
 
 // Kind is KindPlan.

@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -428,7 +427,7 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	out, err := b.eng.Plan(ctx, engine.PlanInput{
 		State: p.State, Dir: filepath.Join(co.root, filepath.FromSlash(p.Dir)), ScopeDir: p.Dir, Actor: actor,
 		PR:        &engine.PullRequest{Repo: a.Repo, Number: a.PR, HeadSHA: co.head, URL: co.pr.HTMLURL},
-		CommitSHA: co.head, ChangedFiles: files,
+		CommitSHA: co.head, ChangedFiles: files, Options: a.Options,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -454,11 +453,13 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	if err := b.db.saveProject(context.WithoutCancel(ctx), row); err != nil {
 		return err
 	}
-	var md bytes.Buffer
-	if err := report.Plan(&md, out, report.Options{Format: report.Markdown, Commands: commandsOf(a.Repo, a.PR, p.Name)}); err != nil {
+	// The view and the diff's summary and destructive changes in the
+	// summary, the per-resource blocks in the text (ADR 0044).
+	gp, err := report.NewGitHubPlan(out, report.PlanHeader(out, applying(p.Name, p)), report.Options{Commands: commandsOf(a.Repo, a.PR, p.Name)})
+	if err != nil {
 		return err
 	}
-	check.Summary = report.Truncate(report.PlanHeader(out, applying(p.Name, p))+md.String(), report.CheckRunSummaryLimit)
+	check.Summary, check.Text = gp.CheckRun()
 	check.Title, check.Conclusion = report.PlanTitle(out), "success"
 	if len(out.Overlaps) > 0 {
 		check.Conclusion = "neutral"

@@ -188,6 +188,8 @@ func (b *Bot) queuedReply(ctx context.Context, jr *jobRun, c Client, repo github
 // this repository — or for each project's latest run of this PR.
 func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 	var ids, projects []string
+	var other *engine.PullRequest // the pull request of the run asked for, when not this one
+	var of []projectRow
 	if a.Command.Run != "" {
 		r, err := b.eng.Run(ctx, a.Command.Run)
 		if errors.Is(err, engine.ErrNotFound) || (err == nil && (r.PR == nil || r.PR.Repo != a.Repo)) {
@@ -202,8 +204,22 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 			return "", err
 		}
 		for _, row := range rows {
-			if row.PlanRun == r.ID || row.ApplyRun == r.ID || (r.PlanRun != "" && row.PlanRun == r.PlanRun) {
-				projects[0] = row.Project // the run is of this project of the PR
+			// A run of this PR on a project's state is of that project (an
+			// older plan or apply of it too): its next steps are comments here.
+			if row.PlanRun == r.ID || row.ApplyRun == r.ID || (r.PlanRun != "" && row.PlanRun == r.PlanRun) ||
+				(r.PR != nil && r.PR.Number == a.PR && projects[0] == "" && row.State == r.State) {
+				projects[0] = row.Project
+			}
+		}
+		if r.PR != nil && r.PR.Number != a.PR {
+			// Another pull request's run: its comments are made there.
+			if of, err = b.db.projects(ctx, a.Repo, r.PR.Number); err != nil {
+				return "", err
+			}
+			for _, row := range of {
+				if row.State == r.State {
+					projects[0], other = row.Project, r.PR
+				}
 			}
 		}
 	} else {
@@ -230,6 +246,7 @@ func (b *Bot) why(ctx context.Context, a ReplyArgs) (string, error) {
 		if projects[i] != "" {
 			// A run of one of this PR's projects: its next steps are comments here.
 			opts.Commands = commandsOf(a.Repo, a.PR, projects[i])
+			opts.Commands.Of = other
 		}
 		if err := report.Why(&out, y, opts); err != nil {
 			return "", err

@@ -129,7 +129,7 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 		base.Actor, base.CommentID = e.GetComment().GetUser().GetLogin(), e.GetComment().GetID()
 		switch cmd.Name {
 		case CmdPlan:
-			return []river.JobArgs{PlanArgs{JobBase: base, Key: d.ID, Trigger: TriggerComment, Project: cmd.Project}}, nil
+			return []river.JobArgs{PlanArgs{JobBase: base, Key: d.ID, Trigger: TriggerComment, Project: cmd.Project, Options: cmd.Options}}, nil
 		case CmdApply:
 			return []river.JobArgs{ApplyArgs{JobBase: base, Trigger: TriggerComment, Project: cmd.Project}}, nil
 		}

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -40,10 +41,11 @@ func (b *Bot) updateSticky(ctx context.Context, c Client, repo github.Repo, pr i
 
 // composeSticky reads, for every project of the pull request, its latest
 // apply's story (and, when it committed a version, its plan's live
-// since-plan) or its latest plan (and, while open, its live since-plan),
-// and renders the comment with report.RenderSticky: a summary table, one
-// section per project with the bot's note, cut to report.CommentLimit
-// (less room for the sticky marker) keeping the summary.
+// since-plan) or its latest plan (and, while open, its live since-plan
+// and its diff), and renders the comment with report.RenderSticky: a
+// summary table, one section per project with the bot's note, fitted to
+// report.CommentLimit (less room for the sticky marker) keeping the
+// summary, the projects' diffs sharing the room left (ADR 0044).
 func (b *Bot) composeSticky(ctx context.Context, repo string, pr int, rows []projectRow) (string, error) {
 	s := report.Sticky{Repo: repo, PR: pr}
 	for _, r := range rows {
@@ -62,9 +64,9 @@ func (b *Bot) composeSticky(ctx context.Context, repo string, pr int, rows []pro
 }
 
 // stickyProject is what the sticky comment shows of one project, read
-// from the engine: its apply run's story, else its plan run, and the
-// live since-plan the section lists (an open plan's, or that of an apply
-// that committed a version).
+// from the engine: its apply run's story, else its plan run (and, while
+// open, its diff), and the live since-plan the section lists (an open
+// plan's, or that of an apply that committed a version).
 func (b *Bot) stickyProject(ctx context.Context, r projectRow) (report.StickyProject, error) {
 	p := report.StickyProject{Applying: applying(r.Project, r.Config), State: r.State, HeadSHA: r.HeadSHA,
 		Note: r.Note.Text, Refused: r.Note.Kind == noteRefused}
@@ -87,6 +89,11 @@ func (b *Bot) stickyProject(ctx context.Context, r projectRow) (report.StickyPro
 		p.Plan = &run
 		if run.Status == engine.StatusPlanned {
 			live = run.ID
+			// The open plan's diff (ADR 0044); a plan an older kl made
+			// has none.
+			if p.Diff, err = b.eng.PlanDiff(ctx, run.ID); err != nil && !errors.Is(err, engine.ErrNotFound) {
+				return p, err
+			}
 		}
 	}
 	if live == "" {

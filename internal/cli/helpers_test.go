@@ -148,10 +148,18 @@ func (k *kit) refused(wantErr string, args ...string) string {
 	return r.out
 }
 
-// jsonOf runs kl --json and decodes stdout into v.
+// jsonOf runs kl --json and decodes stdout into v. --json goes before a
+// "--" among args: what follows it is Terraform's (kl plan -- OPTIONS).
 func (k *kit) jsonOf(v any, args ...string) {
 	k.t.Helper()
-	out := k.ok(append(args, "--json")...)
+	withJSON := append(append([]string(nil), args...), "--json")
+	for i, a := range args {
+		if a == "--" {
+			withJSON = append(append(append([]string(nil), args[:i]...), "--json"), args[i:]...)
+			break
+		}
+	}
+	out := k.ok(withJSON...)
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		k.t.Fatalf("kl %s --json: decoding: %v\n%s", strings.Join(args, " "), err, out)
 	}

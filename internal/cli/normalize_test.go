@@ -25,8 +25,9 @@ var (
 	// A ULID: 26 characters of Crockford's base32 (no I, L, O, U).
 	reULID = regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{26}\b`)
 	reUUID = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
-	// A Go duration as time.Duration.String prints it: 1h2m3.5s, 250ms, 0s.
-	reDuration = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|us|ms|s)\b`)
+	// A Go duration as time.Duration.String prints it: 1h2m3.5s, 250ms, 0s;
+	// and "<1ms" (internal/report's words for less than a millisecond).
+	reDuration = regexp.MustCompile(`<?\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|us|ms|s)\b`)
 	// JSON durations in milliseconds ("waited_ms": 1234).
 	reMillis = regexp.MustCompile(`("[a-z_]+_ms": )\d+`)
 	// The Terraform version: goldens must not depend on the binary found
@@ -107,8 +108,8 @@ func TestNormalize(t *testing.T) {
 		},
 		"relative ages": {"created TIME (3s ago), (58m ago), (2h ago), (3d ago), (in the future)", "created TIME (AGE), (AGE), (AGE), (AGE), (AGE)"},
 		"durations": {
-			"waited 4.8s, 250ms, 1m30.5s, 2h0m0s, 0s, 3µs; \"waited_ms\": 4812",
-			"waited DURATION, DURATION, DURATION, DURATION, DURATION, DURATION; \"waited_ms\": DURATION",
+			"waited 4.8s, 250ms, 1m30.5s, 2h0m0s, 0s, 3µs, <1ms; \"waited_ms\": 4812",
+			"waited DURATION, DURATION, DURATION, DURATION, DURATION, DURATION, DURATION; \"waited_ms\": DURATION",
 		},
 		"digests": {
 			"sha256:89166dfe48e1d048d9c6a0db97f2d4ffa22631f4e4ca2a00f695cefa5ecef00e",

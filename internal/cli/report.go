@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/plandiff"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
@@ -62,10 +63,12 @@ func (a *app) reportGitHubCommand() *cobra.Command {
 GitHub Actions step (or anywhere with a token):
 
   - its Markdown report (the apply report for an apply run; the plan report for an open
-    or failed plan, the run story for a plan applied or gone stale since) is appended to
-    the job summary, cut to GitHub's 1 MiB per step with the summary kept;
+    or failed plan, with the plan's diff, the run story for a plan applied or gone stale
+    since) is appended to the job summary, cut to GitHub's 1 MiB per step with the summary,
+    the diff's summary line and its destructive changes kept;
   - ONE check run on the commit, named "kl plan · STATE" or "kl apply · STATE" (or
-    --check-name), found again by name and commit so that a second report updates it;
+    --check-name), found again by name and commit so that a second report updates it (a
+    plan's per-resource diff blocks go in its text);
     conclusion success (applied, planned), neutral (a plan with no changes),
     action_required (refused, stale, superseded), failure (failed, interrupted);
   - ONE sticky comment per state on the pull request, edited in place, when a pull
@@ -164,20 +167,65 @@ func ghTitle(r engine.Run) string {
 
 // runReport renders the run's report in format f: the apply report for an
 // apply run; for a plan, the plan report while it is open or when it
-// failed, else its story (applied since, stale, superseded).
-func runReport(s *engine.RunStory, f report.Format) (string, error) {
+// failed (with diff, the plan's diff: ADR 0044), else its story (applied
+// since, stale, superseded).
+func runReport(s *engine.RunStory, diff *plandiff.Diff, f report.Format) (string, error) {
 	var b strings.Builder
 	o := report.Options{Format: f}
 	var err error
 	switch r := s.Run; {
 	case r.Kind == engine.KindApply:
 		err = report.Apply(&b, s, o)
-	case r.Status == engine.StatusPlanned || r.Status == engine.StatusPlanning || r.Status == engine.StatusFailed:
-		err = report.Plan(&b, &engine.PlanOutcome{Run: r, Overlaps: s.Overlaps}, o)
+	case planView(r):
+		err = report.Plan(&b, &engine.PlanOutcome{Run: r, Overlaps: s.Overlaps, Diff: diff}, o)
 	default:
 		err = report.RunStory(&b, s, o)
 	}
 	return b.String(), err
+}
+
+// planView tells a plan run whose report is its plan view (runReport).
+func planView(r engine.Run) bool {
+	return r.Kind == engine.KindPlan &&
+		(r.Status == engine.StatusPlanned || r.Status == engine.StatusPlanning || r.Status == engine.StatusFailed)
+}
+
+// ghMarkdown is the run's Markdown report, fitted to each place `kl
+// report github` writes it: one document (the job summary, the comment),
+// or a check run's summary and text. A plan's view with its diff is a
+// report.GitHubPlan (the check run's text holds the per-resource blocks);
+// any other report is md, cut by report.Truncate.
+type ghMarkdown struct {
+	md   string
+	plan *report.GitHubPlan
+}
+
+// newGHMarkdown renders story's Markdown report (runReport), a plan's
+// view with diff as a report.GitHubPlan.
+func newGHMarkdown(story *engine.RunStory, diff *plandiff.Diff) (ghMarkdown, error) {
+	if planView(story.Run) {
+		gp, err := report.NewGitHubPlan(&engine.PlanOutcome{Run: story.Run, Overlaps: story.Overlaps, Diff: diff}, "", report.Options{})
+		return ghMarkdown{plan: gp}, err
+	}
+	md, err := runReport(story, nil, report.Markdown)
+	return ghMarkdown{md: md}, err
+}
+
+// document is the report as one document of at most limit bytes.
+func (g ghMarkdown) document(limit int) string {
+	if g.plan != nil {
+		return g.plan.Document(limit)
+	}
+	return report.Truncate(g.md, limit)
+}
+
+// checkRun is the report as a check run's summary and text (the client
+// cuts either to GitHub's 65,535 characters).
+func (g ghMarkdown) checkRun() (summary, text string) {
+	if g.plan != nil {
+		return g.plan.CheckRun()
+	}
+	return g.md, ""
 }
 
 // stickyKey is the sticky comment key of a state: "action:STATE", cut to
@@ -247,13 +295,19 @@ func (a *app) reportGitHub(ctx context.Context, args []string, f ghReportFlags) 
 	if err != nil {
 		return err
 	}
-	md, err := runReport(story, report.Markdown)
+	var diff *plandiff.Diff // an open plan's (ADR 0044); none from an older kl
+	if planView(story.Run) {
+		if diff, err = e.PlanDiff(ctx, id); err != nil && !errors.Is(err, engine.ErrNotFound) {
+			return err
+		}
+	}
+	md, err := newGHMarkdown(story, diff)
 	if err != nil {
 		return err
 	}
 	var text string // the same report for the log of the step that reports
 	if !a.jsonOut {
-		if text, err = runReport(story, report.Text); err != nil {
+		if text, err = runReport(story, diff, report.Text); err != nil {
 			return err
 		}
 	}
@@ -297,7 +351,7 @@ func reportRunID(args []string, f ghReportFlags, stdin io.Reader) (string, error
 // writeJobFiles appends the report to the job summary (a full summary is a
 // warning) and the outputs run-id, kind, status, conclusion and
 // committed-serial to $GITHUB_OUTPUT.
-func (a *app) writeJobFiles(f ghReportFlags, md string, run engine.Run, res *ghReportResult) error {
+func (a *app) writeJobFiles(f ghReportFlags, md ghMarkdown, run engine.Run, res *ghReportResult) error {
 	if f.summaryFile != "" {
 		n, err := appendSummary(f.summaryFile, md)
 		switch {
@@ -324,7 +378,7 @@ func (a *app) writeJobFiles(f ghReportFlags, md string, run engine.Run, res *ghR
 // issue_comment, into t. It returns the writes GitHub refused for want of
 // permission (403) apart from the other errors, and tries the comment even
 // when the check run failed.
-func (a *app) writeGitHub(ctx context.Context, c *github.Client, f ghReportFlags, t *ghTarget, run engine.Run, md string, res *ghReportResult) (denied, failed []error) {
+func (a *app) writeGitHub(ctx context.Context, c *github.Client, f ghReportFlags, t *ghTarget, run engine.Run, md ghMarkdown, res *ghReportResult) (denied, failed []error) {
 	keep := func(err error) {
 		if forbidden(err) {
 			denied = append(denied, err)
@@ -349,7 +403,8 @@ func (a *app) writeGitHub(ctx context.Context, c *github.Client, f ghReportFlags
 	}
 	status, conclusion := ghConclusion(run)
 	cr := github.CheckRun{Name: name, HeadSHA: t.sha, ExternalID: run.ID, DetailsURL: a.workflowRunURL(),
-		Status: status, Conclusion: conclusion, Title: ghTitle(run), Summary: md}
+		Status: status, Conclusion: conclusion, Title: ghTitle(run)}
+	cr.Summary, cr.Text = md.checkRun()
 	if conclusion != "" {
 		cr.CompletedAt = time.Now()
 	}
@@ -450,7 +505,7 @@ func (a *app) workflowRunURL() string {
 // commentBody is the report, cut so that a footer naming the workflow run
 // and the commit fits in a comment (report.CommentLimit, less the sticky
 // marker).
-func (a *app) commentBody(md string, t ghTarget) string {
+func (a *app) commentBody(md ghMarkdown, t ghTarget) string {
 	footer := "\n<sub>Reported by `kl report github`"
 	if u := a.workflowRunURL(); u != "" {
 		footer += " from [workflow run " + a.getenv("GITHUB_RUN_ID") + "](" + u + ")"
@@ -460,7 +515,7 @@ func (a *app) commentBody(md string, t ghTarget) string {
 	}
 	footer += ".</sub>\n"
 	const markerRoom = 200 // "<!-- kilolock:sticky:KEY -->\n", KEY ≤ 100
-	return report.Truncate(md, report.CommentLimit-markerRoom-len(footer)) + footer
+	return md.document(report.CommentLimit-markerRoom-len(footer)) + footer
 }
 
 // errSummaryFull: the step's job summary has no room left for the report.

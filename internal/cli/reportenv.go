@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/kilolock/kilolock/internal/github"
-	"github.com/kilolock/kilolock/internal/report"
 )
 
 // ghTarget is where a report goes on GitHub.
@@ -139,11 +138,12 @@ func runIDFrom(path string, stdin io.Reader) (string, error) {
 // minSummaryRoom is the least room worth a report: its title and verdict.
 const minSummaryRoom = 256
 
-// appendSummary appends md to the job summary file, cut with
-// report.Truncate so that the file stays within StepSummaryLimit, and
+// appendSummary appends md to the job summary file, fitted so that the
+// file stays within StepSummaryLimit (ghMarkdown.document: a plan's diff
+// is cut last, ADR 0044), and
 // returns the bytes written; errSummaryFull when the step filled it
 // already.
-func appendSummary(path, md string) (int, error) {
+func appendSummary(path string, md ghMarkdown) (int, error) {
 	var have int64
 	if fi, err := os.Stat(path); err == nil {
 		have = fi.Size()
@@ -153,7 +153,7 @@ func appendSummary(path, md string) (int, error) {
 		return 0, fmt.Errorf("appending to the job summary %s: it holds %d bytes and GitHub shows at most %d per step: %w",
 			path, have, StepSummaryLimit, errSummaryFull)
 	}
-	body := "\n" + report.Truncate(md, room)
+	body := "\n" + md.document(room)
 	if err := appendFile(path, body); err != nil {
 		return 0, fmt.Errorf("appending to the job summary %s: %w", path, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/planopts"
 	"github.com/kilolock/kilolock/internal/report"
 	"github.com/kilolock/kilolock/internal/terraform"
 )
@@ -23,7 +24,7 @@ func (a *app) planCommand() *cobra.Command {
 	var in engine.PlanInput
 	var pr string
 	cmd := &cobra.Command{
-		Use:   "plan --state NAME [-C DIR] [--target ADDR]...",
+		Use:   "plan --state NAME [-C DIR] [--target ADDR]... [-- TERRAFORM OPTIONS]",
 		Short: "Plan DIR against the head of state NAME and store the plan run with its envelope",
 		Long: `Plan runs terraform init/plan/show in an isolated work dir against the head version of
 the state, stores the saved plan (server-side: it holds secrets) and the envelope — source
@@ -31,9 +32,19 @@ serial, scope, write set, read set, reservation set, plan digest — and lists t
 plans whose footprints overlap this one.
 
 Terraform runs in DIR (-C, like terraform -chdir): a relative --var-file path is relative
-to DIR, not to the current directory.`,
-		Args: cobra.NoArgs,
+to DIR, not to the current directory.
+
+After --, Terraform's own plan options, spelt as for terraform plan: -destroy,
+-refresh-only, -refresh=false, -parallelism=N (it bounds the apply too) and
+-var NAME=VALUE. They are kept in the plan's scope and every re-plan repeats them; a -var
+value is kept with the plan's secrets, never printed, and never on a command line.
+Options Kilolock cannot honour (-state, -lock=false, -chdir, …) are refused with the reason.`,
+		Args: planArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if in.Options, in.Vars, err = planopts.Parse(args, planopts.CLI); err != nil {
+				return err
+			}
 			return a.plan(cmd.Context(), in, pr)
 		},
 	}
@@ -47,6 +58,16 @@ to DIR, not to the current directory.`,
 	cmd.Flags().StringVar(&pr, "pr", "", "pull request this plan is for, OWNER/REPO#N, or \"actions\" for the pull request of the GitHub Actions event (recorded in the envelope and named in every report)")
 	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit SHA the configuration is at, 7-40 hex characters (recorded in the envelope)")
 	return cmd
+}
+
+// planArgs accepts kl plan's arguments: none, or Terraform's plan options
+// after "--" (planopts). A word before "--" is refused without being
+// quoted: it may be a -var value typed without the "--".
+func planArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+		return errors.New("kl plan takes no arguments: Terraform's plan options go after --, e.g. kl plan --state NAME -- -destroy -var NAME=VALUE")
+	}
+	return nil
 }
 
 // plan is kl plan: it checks in and the --pr value pr before a run is

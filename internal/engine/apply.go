@@ -204,6 +204,7 @@ type planFiles struct {
 	planFile []byte
 	config   []byte
 	intent   Intent
+	vars     []Var // the plan's -var values (ArtifactVars)
 }
 
 // loadPlan reads and verifies a plan run's artifacts: the saved plan's
@@ -251,7 +252,17 @@ func (e *Engine) loadPlan(ctx context.Context, plan Run, st State) (*planFiles, 
 	if err := json.Unmarshal(raw, &intent); err != nil {
 		return nil, Errorf(ErrInvalid, "intent of plan %s: %v", plan.ID, err)
 	}
-	return &planFiles{run: plan, planFile: planFile, config: config, intent: intent}, nil
+	pf := &planFiles{run: plan, planFile: planFile, config: config, intent: intent}
+	if len(env.Scope.Options.Vars) > 0 {
+		raw, err := get(ArtifactVars)
+		if err != nil {
+			return nil, err
+		}
+		if pf.vars, err = UnmarshalVars(raw); err != nil {
+			return nil, Errorf(ErrInvalid, "plan %s: %v", plan.ID, err)
+		}
+	}
+	return pf, nil
 }
 
 // applier carries one apply through its steps.

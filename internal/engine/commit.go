@@ -25,6 +25,11 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What Terraform said it did is kept whatever comes next (a kill, a
+	// failure, a commit), with a context a Ctrl-C does not cancel.
+	lctx, lcancel := background(ctx)
+	a.storeApplyLog(lctx, res)
+	lcancel()
 	if terraformKilled(applyErr) {
 		return a.fenceKilled(ctx, applyErr) // what it wrote is not what it did
 	}
@@ -96,7 +101,8 @@ func (a *applier) runTerraform(ctx context.Context, base []byte) (res *ApplyResu
 	}
 	a.started = true
 	res, applyErr = a.e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base,
-		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx)})
+		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx),
+		Parallelism: a.pf.run.Envelope.Scope.Options.Parallelism, Vars: a.pf.vars})
 	return res, applyErr, nil
 }
 

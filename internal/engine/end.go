@@ -274,14 +274,28 @@ type TerraformFailure struct {
 	Killed bool `json:"killed,omitempty"`
 }
 
-// Diagnostic is one Terraform diagnostic (its -json "diagnostic" message).
+// Diagnostic is one Terraform diagnostic (its -json "diagnostic" message):
+// severity ("error", "warning"), Terraform's summary and detail, the
+// resource instance it is about (Address, when Terraform names one) and
+// where in the configuration: File and the range's start Line and Column,
+// its end EndLine and EndColumn (1-based, as Terraform counts), and
+// Context, the block it is in as Terraform names it (`resource
+// "terraform_data" "a"`, `check "health"`; its snippet's context). The
+// snippet's code and the values of its expressions are not kept: they can
+// hold values. Withheld says the adapter dropped Detail because it could
+// not tell which values to mask in it (ADR 0047).
 type Diagnostic struct {
-	Severity string `json:"severity"`
-	Summary  string `json:"summary"`
-	Detail   string `json:"detail,omitempty"`
-	Address  string `json:"address,omitempty"`
-	File     string `json:"file,omitempty"`
-	Line     int    `json:"line,omitempty"`
+	Severity  string `json:"severity"`
+	Summary   string `json:"summary"`
+	Detail    string `json:"detail,omitempty"`
+	Address   string `json:"address,omitempty"`
+	File      string `json:"file,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Column    int    `json:"column,omitempty"`
+	EndLine   int    `json:"end_line,omitempty"`
+	EndColumn int    `json:"end_column,omitempty"`
+	Context   string `json:"context,omitempty"`
+	Withheld  bool   `json:"withheld,omitempty"`
 }
 
 // String renders Terraform's diagnostic as Terraform's own words with

@@ -44,6 +44,10 @@ const (
 	// 0044). It holds no secret, but is kept with the plan's other
 	// artifacts: it is large, and read only to be shown.
 	ArtifactDiff = "diff.json"
+	// ArtifactVars is the plan's -var values (MarshalVars), present when
+	// its scope names -var options: secrets, read by its re-plans and its
+	// apply (ADR 0045).
+	ArtifactVars = "vars.json"
 	// ArtifactApplyResult (apply run) is the state Terraform left when it
 	// returned, stored before the commit.
 	ArtifactApplyResult = "apply-result.tfstate"

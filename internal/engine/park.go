@@ -129,3 +129,29 @@ func (a *applier) rebuildWait(ms []Marker) *waiting {
 	}
 	return w
 }
+
+// AbandonParked ends parked apply run id without resuming it, as an apply
+// interrupted while it waited: nothing applied, no reservation held, its
+// plan handed back (planned) for what comes next — a push's plan
+// supersedes it, a close closes it. klbot calls it when the apply's pull
+// request was closed, or its head moved on, while the apply waited: the
+// rules an apply must meet (open pull request, a plan of its head) are
+// checked before it resumes, as before it started (issue 11 review).
+// A *StatusError when the run no longer waits (it was resumed, or the
+// lease sweep ended it).
+func (e *Engine) AbandonParked(ctx context.Context, id string) error {
+	run, err := e.getRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	if run.Kind != KindApply || run.Status != StatusWaiting {
+		return &StatusError{Run: id, Status: run.Status, Want: []RunStatus{StatusWaiting}}
+	}
+	plan, err := e.getRun(ctx, run.PlanRun)
+	if err != nil {
+		return err
+	}
+	a := &applier{e: e, run: run, plan: plan}
+	a.abortWith(ctx, StatusInterrupted, &End{Cause: CauseInterrupted, Phase: PhaseWaiting}, StatusPlanned, nil)
+	return nil
+}

@@ -18,10 +18,16 @@ type PlanInput struct {
 	// ScopeDir, when set, is the directory recorded in the envelope's scope
 	// instead of Dir's absolute path (klbot: the project's directory inside
 	// the repository, not the job's temporary checkout).
-	ScopeDir     string
-	Targets      []string // -target addresses, recorded in the scope (Terraform's JSON does not list them)
-	Replace      []string // -replace instance addresses (forced replacement)
-	VarFiles     []string
+	ScopeDir string
+	Targets  []string // -target addresses, recorded in the scope (Terraform's JSON does not list them)
+	Replace  []string // -replace instance addresses (forced replacement)
+	VarFiles []string
+	// Options are the Terraform plan options (ADR 0045), stored in the
+	// envelope's scope; Options.Vars is set from Vars (VarNames).
+	Options PlanOptions
+	// Vars are the -var values: secrets, kept only in the plan's
+	// ArtifactVars and handed to Terraform only through its environment.
+	Vars         []Var
 	Actor        string
 	PR           *PullRequest
 	CommitSHA    string
@@ -75,6 +81,10 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 			return nil, Errorf(ErrInvalid, "--replace %q: want a resource instance address", r)
 		}
 	}
+	in.Options.Vars = VarNames(in.Vars)
+	if err := errors.Join(in.Options.Check(), CheckVars(in.Vars)); err != nil {
+		return nil, err
+	}
 	dir := in.Dir
 	if dir == "" {
 		dir = "."
@@ -102,15 +112,17 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	if in.ScopeDir != "" {
 		scopeDir = in.ScopeDir
 	}
-	scope := Scope{Dir: scopeDir, Targets: in.Targets, Replace: in.Replace, ChangedFiles: in.ChangedFiles, VarFiles: in.VarFiles, Workspace: "default"}
+	scope := Scope{Dir: scopeDir, Targets: in.Targets, Replace: in.Replace, ChangedFiles: in.ChangedFiles, VarFiles: in.VarFiles, Workspace: "default",
+		Options: in.Options}
 	res, err := e.Terraform.Plan(ctx, PlanRequest{
-		Run: run.ID, Dir: dir, Targets: in.Targets, VarFiles: in.VarFiles, Replace: in.Replace, Snapshot: snapshot, Progress: in.Progress,
+		Run: run.ID, Dir: dir, Targets: in.Targets, VarFiles: in.VarFiles, Replace: in.Replace, Options: in.Options, Vars: in.Vars,
+		Snapshot: snapshot, Progress: in.Progress,
 	})
 	if err != nil {
 		e.failRun(ctx, run.ID, Failed(StepPlan, err))
 		return nil, fmt.Errorf("planning run %s on state %s: %w", run.ID, st.Name, err)
 	}
-	run, err = e.storePlan(ctx, run, st, scope, res, in.PR, in.CommitSHA, "")
+	run, err = e.storePlan(ctx, run, st, scope, res, in.Vars, in.PR, in.CommitSHA, "")
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +151,10 @@ func validateTarget(t string) error {
 	return fmt.Errorf("want a resource, instance or module address")
 }
 
-// storePlan stores a finished plan's artifacts and envelope and marks it
+// storePlan stores a finished plan's artifacts — with vars, the -var
+// values it was made with, as ArtifactVars — and envelope and marks it
 // planned. replanOf names the reviewed plan when this is a re-plan.
-func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, res *PlanResult, pr *PullRequest, sha, replanOf string) (Run, error) {
+func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, res *PlanResult, vars []Var, pr *PullRequest, sha, replanOf string) (Run, error) {
 	if res.Lineage != st.Lineage {
 		e.failRun(ctx, run.ID, &End{Cause: CauseFailed, Step: StepCheckLineage, Lineage: res.Lineage, StateLineage: st.Lineage})
 		return Run{}, Errorf(ErrInvalid, "plan %s was made against lineage %s, but state %s has lineage %s", run.ID, res.Lineage, st.Name, st.Lineage)
@@ -156,7 +169,12 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 			return Run{}, fmt.Errorf("encoding diff of run %s: %w", run.ID, err)
 		}
 	}
-	for _, name := range []string{ArtifactPlanFile, ArtifactConfig, ArtifactIntent, ArtifactDiff} {
+	if len(vars) > 0 {
+		if artifacts[ArtifactVars], err = MarshalVars(vars); err != nil {
+			return Run{}, fmt.Errorf("encoding -var values of run %s: %w", run.ID, err)
+		}
+	}
+	for _, name := range []string{ArtifactPlanFile, ArtifactConfig, ArtifactIntent, ArtifactDiff, ArtifactVars} {
 		data, ok := artifacts[name]
 		if !ok {
 			continue

@@ -83,25 +83,27 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 		defer a.ka.remove(rp.ID)
 	}
 	env := a.plan.Envelope
-	res, err := e.Terraform.Plan(ctx, replanRequest(rp.ID, a.pf.config, env.Scope, snapshot, a.in.Progress))
+	res, err := e.Terraform.Plan(ctx, replanRequest(rp.ID, a.pf, env.Scope, snapshot, a.in.Progress))
 	if err != nil {
 		e.failRun(ctx, rp.ID, Failed(StepPlan, err))
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepReplan, err).withRun(rp.ID), fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err))
 	}
-	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, env.PR, env.CommitSHA, a.plan.ID); err != nil {
+	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, env.PR, env.CommitSHA, a.plan.ID); err != nil {
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepStoreReplan, err), err)
 	}
 	return rp, res, st.HeadSerial, nil
 }
 
 // replanRequest is the PlanRequest of re-plan run against snapshot: the
-// reviewed plan's configuration archive (config, which holds its var
-// files) and every option of its scope, so that the re-plan differs from
-// the reviewed plan only in the state it is made against.
-func replanRequest(run string, config []byte, scope Scope, snapshot []byte, progress func(Progress)) PlanRequest {
+// reviewed plan's configuration archive (pf.config, which holds its var
+// files), its -var values (pf.vars) and every option of its scope —
+// targets, replacements and its Terraform plan options (ADR 0045) — so
+// that the re-plan differs from the reviewed plan only in the state it is
+// made against.
+func replanRequest(run string, pf *planFiles, scope Scope, snapshot []byte, progress func(Progress)) PlanRequest {
 	return PlanRequest{
-		Run: run, Config: config, Targets: scope.Targets, VarFiles: scope.VarFiles, Replace: scope.Replace,
-		Snapshot: snapshot, Progress: progress,
+		Run: run, Config: pf.config, Targets: scope.Targets, VarFiles: scope.VarFiles, Replace: scope.Replace,
+		Options: scope.Options, Vars: pf.vars, Snapshot: snapshot, Progress: progress,
 	}
 }
 
@@ -175,7 +177,7 @@ func (a *applier) takeReplan(ctx context.Context, rp Run, res *PlanResult, head 
 	if err != nil {
 		return a.fail(ctx, StatusPlanned, Failed(StepClaimReplan, err).withRun(rp.ID), fmt.Errorf("claiming re-plan %s for apply run %s: %w", rp.ID, a.run.ID, err))
 	}
-	a.pf = &planFiles{run: claimed, planFile: res.PlanFile, config: res.Config, intent: res.Intent}
+	a.pf = &planFiles{run: claimed, planFile: res.PlanFile, config: res.Config, intent: res.Intent, vars: a.pf.vars}
 	a.facts = append(a.facts, Fact{Kind: FactReplanApplied, Run: rp.ID, Serials: facts.Versions, SourceSerial: a.plan.Envelope.SourceSerial, HeadSerial: head})
 	unchanged := false
 	sum := a.sp.Summary()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -41,6 +42,10 @@ type RunStory struct {
 	// Diff is the diff of Plan (ADR 0044) when the caller loaded it with
 	// Engine.PlanDiff (`kl run show` does); RunStory leaves it nil.
 	Diff *plandiff.Diff `json:"-"`
+	// ApplyLog is what Terraform said it did in the story's apply run (Run,
+	// or Apply of a plan; ADR 0047): nil when there is none, Terraform
+	// did not apply, or an older kl ran it.
+	ApplyLog *ApplyLog `json:"apply_log,omitempty"`
 }
 
 // RunStory assembles the story of run id, after the lease sweep (a run
@@ -92,6 +97,11 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 	}
 	if apply != nil {
 		s.Recoverable = e.recoverableOf(ctx, *apply, s.Plan)
+		l, err := e.applyLogOf(ctx, apply.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		s.ApplyLog = l
 	}
 	if apply != nil && apply.CommittedSerial > 0 {
 		v, err := e.Store.GetVersion(ctx, apply.State, apply.CommittedSerial)

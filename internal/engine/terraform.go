@@ -60,7 +60,14 @@ type PlanRequest struct {
 	VarFiles []string
 	// Replace forces replacement of these instance addresses
 	// (terraform plan -replace).
-	Replace  []string
+	Replace []string
+	// Options are the plan options (-destroy, -refresh-only,
+	// -refresh=false, -parallelism; ADR 0045); Options.Vars must name the
+	// variables of Vars (VarNames), else ErrInvalid.
+	Options PlanOptions
+	// Vars are the plan's -var values, secrets: handed to Terraform only
+	// through its environment, masked in logs and errors (ADR 0045).
+	Vars     []Var
 	Snapshot []byte // Terraform state v4 of the source version
 	Progress func(Progress)
 }
@@ -96,6 +103,14 @@ type ApplyRequest struct {
 	Config   []byte // PlanResult.Config of the plan
 	Snapshot []byte
 	Progress func(Progress)
+	// Parallelism is the plan's -parallelism (PlanOptions.Parallelism),
+	// which bounds the apply's operations too (ADR 0045); 0: Terraform's
+	// default.
+	Parallelism int
+	// Vars are the plan's -var values (ArtifactVars). A saved plan holds
+	// every variable's value, so Terraform is given only those of the
+	// root module's ephemeral variables, which it does not save.
+	Vars []Var
 	// Checkpoint, if set, is handed the run's state file as Terraform
 	// rewrites it while it applies: after a resource completed or failed,
 	// at most every few seconds, only when the bytes changed, and once more
@@ -108,10 +123,15 @@ type ApplyRequest struct {
 }
 
 // ApplyResult is the state Terraform wrote. Changed counts resources
-// Terraform reported as done.
+// Terraform reported as done. Log is what Terraform said it did (ADR
+// 0047), sensitive values masked — also when the apply failed or was
+// interrupted; nil when Terraform's apply did not run (init failed) or
+// the implementation reads no UI stream. The engine keeps it as the run's
+// ArtifactApplyLog.
 type ApplyResult struct {
 	State   []byte
 	Changed int
+	Log     *ApplyLog
 }
 
 // PlanFileInfo is what a saved plan file says about its base snapshot.

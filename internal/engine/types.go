@@ -263,6 +263,11 @@ type Scope struct {
 	ChangedFiles []string `json:"changed_files,omitempty"`
 	Workspace    string   `json:"workspace,omitempty"`
 	VarFiles     []string `json:"var_files,omitempty"`
+	// Options are the Terraform plan options the plan was made with
+	// (ADR 0045): -destroy, -refresh-only, -refresh=false, -parallelism,
+	// and the names of its -var options (their values are in the plan's
+	// ArtifactVars only).
+	Options PlanOptions `json:"options,omitzero"`
 }
 
 // Lane is the execution path of a run (DESIGN.md "lane").
@@ -310,21 +315,25 @@ type Slice struct {
 
 // PlanSummary counts a plan's changes by kind.
 type PlanSummary struct {
-	Add     int  `json:"add"`
-	Change  int  `json:"change"`
-	Destroy int  `json:"destroy"`
-	Replace int  `json:"replace"`
-	Move    int  `json:"move"`
-	Read    int  `json:"read"`
-	Outputs int  `json:"outputs"`
-	Import  int  `json:"import,omitempty"`
-	Forget  int  `json:"forget,omitempty"`
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+	Replace int `json:"replace"`
+	Move    int `json:"move"`
+	Read    int `json:"read"`
+	Outputs int `json:"outputs"`
+	Import  int `json:"import,omitempty"`
+	Forget  int `json:"forget,omitempty"`
+	// Refresh counts, in a refresh-only plan (PlanOptions.RefreshOnly),
+	// the objects the refresh found changed or gone outside Terraform,
+	// whose refreshed values its apply records in the state (ADR 0045).
+	Refresh int  `json:"refresh,omitempty"`
 	Targets bool `json:"targeted"` // Terraform's "complete" was false
 }
 
 // Empty reports whether the plan changes nothing.
 func (s PlanSummary) Empty() bool {
-	return s.Add+s.Change+s.Destroy+s.Replace+s.Move+s.Read+s.Outputs+s.Import+s.Forget == 0
+	return s.Add+s.Change+s.Destroy+s.Replace+s.Move+s.Read+s.Outputs+s.Import+s.Forget+s.Refresh == 0
 }
 
 // Footprint is a plan's write set and read set (DESIGN.md "footprint").

@@ -21,7 +21,10 @@ const (
 // CheckRun is what klbot writes to a check run. Empty fields are not sent
 // (on update they stay as they were), except Name, which GitHub requires
 // and go-github v62 always sends on update (UpdateCheckRunOptions.Name has
-// no omitempty). Title and Summary go together: output needs both.
+// no omitempty). Title and Summary go together: output needs both. The
+// output is sent whole: with a Title, an empty Text is sent too, so an
+// update clears the text an earlier output had (a plan's diff blocks,
+// ADR 0044, must not outlive its report).
 type CheckRun struct {
 	Name       string // required, create and update
 	HeadSHA    string // required on create; ignored on update
@@ -122,7 +125,7 @@ func (c *Client) output(r CheckRun) *gh.CheckRunOutput {
 		return nil
 	}
 	return &gh.CheckRunOutput{Title: &r.Title, Summary: gh.String(c.fit(r.Summary, MaxCheckRunOutput)),
-		Text: optString(c.fit(r.Text, MaxCheckRunOutput))}
+		Text: gh.String(c.fit(r.Text, MaxCheckRunOutput))}
 }
 
 func actions(r CheckRun) []*gh.CheckRunAction {
@@ -148,7 +151,10 @@ func shortSHA(s string) string {
 // CreateCheckRun creates a check run on run.HeadSHA. A 5xx or network
 // failure is retried; when run.ExternalID is set, a retry first looks for
 // a check run the failed attempt may have created (same name, head SHA
-// and external id) and returns it instead of creating a second one.
+// and external id, and newer than any of them before the first attempt:
+// one request more, so that an older check run of the same name — the
+// plan of an earlier job on this head — is never taken for it) and
+// returns it instead of creating a second one.
 func (c *Client) CreateCheckRun(ctx context.Context, repo Repo, run CheckRun) (CheckRunInfo, error) {
 	what := fmt.Sprintf("creating check run %q on %s@%s", run.Name, repo, shortSHA(run.HeadSHA))
 	if err := run.validate(true); err != nil {
@@ -158,6 +164,16 @@ func (c *Client) CreateCheckRun(ctx context.Context, repo Repo, run CheckRun) (C
 		ExternalID: optString(run.ExternalID), Status: optString(run.Status), Conclusion: optString(run.Conclusion),
 		StartedAt: optTime(run.StartedAt), CompletedAt: optTime(run.CompletedAt), Output: c.output(run), Actions: actions(run)}
 	var info CheckRunInfo
+	var before int64 // the newest such check run before the first attempt
+	if run.ExternalID != "" {
+		prior, ok, err := c.findCheckRun(ctx, repo, run.HeadSHA, run.Name, run.ExternalID)
+		if err != nil {
+			return CheckRunInfo{}, fmt.Errorf("%s: looking for earlier ones: %w", what, mapErr(err))
+		}
+		if ok {
+			before = prior.ID
+		}
+	}
 	err := c.retryWrite(ctx, func() error {
 		cr, _, err := c.gh.Checks.CreateCheckRun(ctx, repo.Owner, repo.Name, opts)
 		if err == nil {
@@ -169,10 +185,11 @@ func (c *Client) CreateCheckRun(ctx context.Context, repo Repo, run CheckRun) (C
 			return false, nil
 		}
 		found, ok, err := c.findCheckRun(ctx, repo, run.HeadSHA, run.Name, run.ExternalID)
-		if ok {
+		if ok && found.ID > before { // made by the failed attempt, not an earlier job
 			info = found
+			return true, nil
 		}
-		return ok, err
+		return false, err
 	})
 	if err != nil {
 		return CheckRunInfo{}, fmt.Errorf("%s: %w", what, mapErr(err))

@@ -29,6 +29,12 @@ type Options struct {
 	// shorter than 8 bytes are ignored, as kl's TF_VAR masking ignores
 	// them.
 	Secrets []string
+	// RefreshOnly says the plan is a refresh-only plan (terraform plan
+	// -refresh-only, ADR 0045): its resource_changes are empty, and what
+	// its apply records is its resource_drift — the objects the refresh
+	// found changed or gone outside Terraform — which Build then lists
+	// as the Resources, each with Drift set.
+	RefreshOnly bool
 }
 
 // Build makes the diff of plan, which should come from
@@ -58,8 +64,13 @@ func Build(plan *tfjson.Plan, opts Options) (*Diff, error) {
 	}
 	b.collect(plan)
 	d := &Diff{Format: Format, Resources: []Resource{}, Outputs: []Node{}}
-	for _, rc := range plan.ResourceChanges {
+	changes := plan.ResourceChanges
+	if opts.RefreshOnly {
+		changes = plan.ResourceDrift
+	}
+	for _, rc := range changes {
 		if r, ok := b.resource(rc); ok {
+			r.Drift = opts.RefreshOnly
 			d.Resources = append(d.Resources, r)
 		}
 	}

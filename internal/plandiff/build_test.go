@@ -315,3 +315,39 @@ func TestQuote(t *testing.T) {
 		t.Errorf("KeyLiteral = %s", got)
 	}
 }
+
+// TestRefreshOnly: a refresh-only plan's diff (Options.RefreshOnly) is its
+// resource_drift — what changed or is gone outside Terraform — each with
+// Drift set, counted as Refresh and never as destructive; its empty
+// resource_changes, and a normal plan's drift, are not listed.
+func TestRefreshOnly(t *testing.T) {
+	obj := `{"id": "i", "input": "v"}`
+	drift := `, "resource_drift": [` + change("terraform_data.a", `["update"]`, obj, `{"id": "i", "input": "w"}`, "") + `,` +
+		change("terraform_data.gone", `["delete"]`, obj, `null`, "") + `]`
+	doc := `{"format_version": "1.2", "terraform_version": "1.11.4", "planned_values": {"root_module": {}}` + drift + `}`
+	p, err := terraform.ParsePlanJSON([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := plandiff.Build(p, plandiff.Options{RefreshOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range d.Resources {
+		got = append(got, fmt.Sprintf("%s %s %t", r.Address, r.Action, r.Drift))
+	}
+	if want := "terraform_data.gone delete true,terraform_data.a update true"; strings.Join(got, ",") != want {
+		t.Errorf("resources = %s; want %s", strings.Join(got, ","), want)
+	}
+	if c := d.Counts(); c != (plandiff.Counts{Refresh: 2}) {
+		t.Errorf("counts = %+v, want 2 refreshed and nothing else", c)
+	}
+	if len(d.Destructive()) != 0 {
+		t.Errorf("destructive = %v: a refresh-only plan destroys nothing", d.Destructive())
+	}
+	normal := planOf(t, change("terraform_data.b", `["create"]`, `null`, obj, ""), drift)
+	if d := build(t, normal, ""); len(d.Resources) != 1 || d.Resources[0].Drift {
+		t.Errorf("a normal plan's diff = %+v, want its one change, not its drift", d.Resources)
+	}
+}

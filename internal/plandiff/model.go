@@ -74,6 +74,12 @@ type Resource struct {
 	// Unchanged counts the top-level attributes hidden because they do not
 	// change (null ones not counted, as Terraform counts them).
 	Unchanged int `json:"unchanged,omitempty"`
+	// Drift is set when the change was made outside Terraform (a
+	// resource_drift entry of a refresh-only plan: Options.RefreshOnly):
+	// Action is what the refresh found (Update: it changed; Delete: it is
+	// gone), which the plan's apply records in the state without touching
+	// the object.
+	Drift bool `json:"drift,omitempty"`
 }
 
 // Import is an import of an existing object.
@@ -180,6 +186,9 @@ func (p Path) String() string {
 // the action; Outputs counts changed root outputs.
 type Counts struct {
 	Add, Change, Destroy, Replace, Import, Move, Read, Forget, Outputs int
+	// Refresh counts the resources changed or gone outside Terraform that
+	// a refresh-only plan records (Resource.Drift), counted only here.
+	Refresh int
 }
 
 // Counts counts d's changes.
@@ -189,6 +198,10 @@ func (d *Diff) Counts() Counts {
 		return c
 	}
 	for _, r := range d.Resources {
+		if r.Drift {
+			c.Refresh++
+			continue
+		}
 		switch r.Action {
 		case Create:
 			c.Add++
@@ -218,8 +231,9 @@ func (d *Diff) Counts() Counts {
 func (c Counts) Empty() bool { return c == Counts{} }
 
 // Destructive reports whether r destroys an object: a delete or a
-// replacement.
-func (r Resource) Destructive() bool { return r.Action == Delete || r.Action == Replace }
+// replacement — not one the refresh found gone (Drift), which the plan
+// only records.
+func (r Resource) Destructive() bool { return !r.Drift && (r.Action == Delete || r.Action == Replace) }
 
 // Destructive returns d's deletes and replacements, in d's order (which
 // Build puts first).

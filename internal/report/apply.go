@@ -47,6 +47,7 @@ func applyDoc(s *engine.RunStory) *doc {
 	if s.Version != nil {
 		deviationSections(d, s.Version.Provenance.Deviation)
 	}
+	applyLogResources(d, s.ApplyLog, a.ID)
 	return d
 }
 
@@ -109,6 +110,7 @@ func applyFields(s *engine.RunStory, a *engine.Run) fields {
 		}
 		f = f.addField("since plan", countsWords(s.SincePlan.Summary(), when))
 	}
+	f = f.addField("terraform", applyLogWords(s.ApplyLog))
 	if s.Version != nil && a.Status != engine.StatusApplied {
 		p := s.Version.Provenance
 		if p.Exact {
@@ -363,6 +365,7 @@ func applySections(d *doc, s *engine.RunStory, a *engine.Run, prefix string) {
 	case engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
 		d.section(words(toned(toneBad, prefix+endTitle(a.Status))), endFields(s, a))
 	}
+	applyLogDiagnostics(d, s.ApplyLog)
 	sincePlanSection(d, s.SincePlan, s.SincePlanLive)
 	if facts := a.AllowedBecause; len(facts) > 0 {
 		var l list
@@ -430,6 +433,7 @@ type applyDocument struct {
 	Markers        []jMarker     `json:"markers"`
 	Version        *jVersion     `json:"version,omitempty"`
 	Recoverable    *jRecoverable `json:"recoverable,omitempty"`
+	ApplyLog       *jApplyLog    `json:"apply_log,omitempty"`
 }
 
 func toRuns(rs []engine.Run) []*jRun {
@@ -449,7 +453,7 @@ func applyJSON(s *engine.RunStory) applyDocument {
 		Replans: toRuns(s.Replans), Waited: toMarkers(ofKind(s.Markers, a.ID, engine.MarkerWaited), rl, nil),
 		SincePlan: toSincePlan(s.SincePlan, s.Plan, s.SincePlanLive, s.SincePlanLive), AllowedBecause: toFacts(a.AllowedBecause, res),
 		Refusals: toRefusals(refusals(a, s.Markers, s.SincePlan, s.Replans, s.Plan)), Markers: toMarkers(s.Markers, rl, statuses(s)), Version: toVersion(s.Version),
-		Recoverable: toRecoverable(recoverableOf(s.Recoverable, &a))}
+		Recoverable: toRecoverable(recoverableOf(s.Recoverable, &a)), ApplyLog: toApplyLog(s.ApplyLog)}
 	if res != nil {
 		m := toMarker(*res, rl[res.Run], a.Status)
 		j.Reserved = &m

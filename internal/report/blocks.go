@@ -30,7 +30,22 @@ func scopeWords(sc engine.Scope) sentence {
 	if len(sc.VarFiles) > 0 {
 		parts = append(parts, words("var files ", codes(sc.VarFiles)))
 	}
-	return join(parts, "; ")
+	return join(append(parts, optionsWords(sc.Options)...), "; ")
+}
+
+// optionsWords are the plan options of a scope (ADR 0045): "terraform
+// options `-destroy`, `-parallelism=4`" and "-var `region`, `token`
+// (values kept with the plan's secrets)" — the names of -var options only,
+// never their values. None for Terraform's default plan.
+func optionsWords(o engine.PlanOptions) []sentence {
+	var out []sentence
+	if f := o.Flags(); len(f) > 0 {
+		out = append(out, words("terraform options ", codes(f)))
+	}
+	if len(o.Vars) > 0 {
+		out = append(out, words("-var ", codes(o.Vars), " (values kept with the plan's secrets)"))
+	}
+	return out
 }
 
 func codes(ss []string) sentence {
@@ -127,6 +142,9 @@ func writeSetWords(write engine.AddressSet, sum engine.PlanSummary) sentence {
 	}
 	if sum.Import > 0 {
 		counts = append(counts, plural(sum.Import, "instance imported", "instances imported"))
+	}
+	if sum.Refresh > 0 {
+		counts = append(counts, plural(sum.Refresh, "instance refreshed", "instances refreshed"))
 	}
 	if len(counts) > 0 {
 		s += " (" + strings.Join(counts, ", ") + ")"

@@ -28,7 +28,8 @@ const (
 )
 
 // PlanTitle is the title of a `kl plan · P` check run: the plan's changes
-// ("+1 ~0 -0", "±N" when it replaces, or "no changes"), its reservations
+// ("+1 ~0 -0", "±N" when it replaces, or "no changes"; "⚠ " first when it
+// destroys or replaces anything, ADR 0044), its reservations
 // and the open plans it overlaps — "+1 ~2 -0 ±1, 3 reservations, overlaps
 // 2 open plan(s)"; "Planned" without an envelope.
 func PlanTitle(out *engine.PlanOutcome) string {
@@ -41,8 +42,11 @@ func PlanTitle(out *engine.PlanOutcome) string {
 	if s.Replace > 0 {
 		t += fmt.Sprintf(" ±%d", s.Replace)
 	}
-	if s.Empty() {
+	switch {
+	case s.Empty():
 		t = "no changes"
+	case s.Destroy+s.Replace > 0:
+		t = "⚠ " + t // flagged in every summary line (ADR 0044 D3)
 	}
 	if n := len(env.Reservations); n == 1 {
 		t += ", 1 reservation"

@@ -32,6 +32,9 @@ type command struct {
 	run  string
 	pr   *engine.PullRequest
 	self bool // run is the view's own (of its project): `-p PROJECT` names it
+	// options are, for verbReplan, the plan options the re-plan repeats
+	// (ADR 0045): `/kl plan -p P -- -destroy`.
+	options engine.PlanOptions
 }
 
 // cmdSpan is the code span of command c, whose CLI form is cli.
@@ -47,6 +50,15 @@ func cmdSpan(cli string, c command) span {
 // that one: "`/kl recover` on acme/infra#4" (which acts on each of its
 // projects, klbot's fence commands).
 func (cm *Commands) say(c command) (sentence, bool) {
+	s, ok := cm.sayHere(c)
+	if ok && cm.Of != nil && c.verb != verbWaitBound && c.verb != verbRecover && c.verb != verbUnfence {
+		s = words(s, " on "+cm.Of.String())
+	}
+	return s, ok
+}
+
+// sayHere is say without the pull request the comment is made on.
+func (cm *Commands) sayHere(c command) (sentence, bool) {
 	project := " -p " + cm.Project
 	switch c.verb {
 	case verbApply:
@@ -56,6 +68,12 @@ func (cm *Commands) say(c command) (sentence, bool) {
 	case verbWaitBound:
 		return words("klbot's ", code("KLBOT_APPLY_WAIT")), true
 	case verbReplan:
+		if len(c.options.Vars) > 0 {
+			return nil, false // no comment carries a -var: kl's command stays
+		}
+		if f := c.options.Flags(); len(f) > 0 {
+			return words(code("/kl plan" + project + " -- " + strings.Join(f, " "))), true
+		}
 		return words(code("/kl plan" + project)), true
 	case verbApplyReplan:
 		// klbot applies the project's plan of the pull request's head, not

@@ -30,6 +30,7 @@ type jDiffCounts struct {
 	Import  int `json:"import"`
 	Move    int `json:"move"`
 	Outputs int `json:"outputs"`
+	Refresh int `json:"refresh,omitempty"`
 }
 
 type jDiffResource struct {
@@ -47,6 +48,7 @@ type jDiffResource struct {
 	ReplacePaths    []plandiff.Path `json:"replace_paths,omitempty"`
 	Changes         []jDiffNode     `json:"changes"`
 	Unchanged       int             `json:"unchanged"`
+	Drift           bool            `json:"drift,omitempty"`
 }
 
 // jImport is an import: its id ("" when Terraform imports by identity).
@@ -81,7 +83,7 @@ func toDiff(d *plandiff.Diff) *jDiff {
 	j := &jDiff{
 		Text: diffCountsWords(c).plain(),
 		Counts: jDiffCounts{Add: c.Add, Change: c.Change, Destroy: c.Destroy, Replace: c.Replace, Read: c.Read,
-			Forget: c.Forget, Import: c.Import, Move: c.Move, Outputs: c.Outputs},
+			Forget: c.Forget, Import: c.Import, Move: c.Move, Outputs: c.Outputs, Refresh: c.Refresh},
 		Destructive: []string{}, Resources: make([]jDiffResource, 0, len(d.Resources)), Outputs: toDiffNodes(d.Outputs),
 	}
 	if j.Outputs == nil {
@@ -95,6 +97,7 @@ func toDiff(d *plandiff.Diff) *jDiff {
 			Address: r.Address, PreviousAddress: r.PreviousAddress, Deposed: r.Deposed, Mode: r.Mode, Type: r.Type,
 			Name: r.Name, Action: string(r.Action), CreateFirst: r.CreateFirst, Reason: r.Reason,
 			Text: headlineText(r), ReplacePaths: r.ReplacePaths, Changes: toDiffNodes(r.Changes), Unchanged: r.Unchanged,
+			Drift: r.Drift,
 		}
 		if r.Import != nil {
 			jr.Import = &jImport{ID: r.Import.ID}

@@ -32,68 +32,120 @@ func DiffMarkdown(d *plandiff.Diff, budget int, run string) string {
 	if d == nil || budget <= 0 {
 		return ""
 	}
-	p := mdPainter{}
-	head := "**Diff:** " + p.sentence(diffCountsWords(d.Counts())) + "\n"
-	var destr []string
-	for _, r := range d.Destructive() {
-		destr = append(destr, "- "+p.sentence(destructiveWords(r, false))+"\n")
+	m := newMDDiff(d, run)
+	if m.headSize()+m.blocksSize() <= budget {
+		return m.fitHead(budget) + m.fitBlocks(budget)
 	}
-	destrHead := ""
-	if len(destr) > 0 {
-		destrHead = "\n**" + mdEscaper.Replace(destructiveFlag(d.Counts())) + ":**\n\n"
+	avail := budget - len(m.note(len(m.blocks)))
+	if len(m.head) > avail {
+		return cutRunes(m.head, budget)
 	}
-	blks := diffBlocks(d)
-	rendered := make([]string, len(blks))
-	total := len(head) + len(destrHead)
-	for _, l := range destr {
-		total += len(l)
-	}
-	for i, blk := range blks {
-		rendered[i] = p.diffBlock(blk)
-		total += len(rendered[i])
-	}
-	if total <= budget {
-		return head + destrHead + strings.Join(destr, "") + strings.Join(rendered, "")
-	}
-	return cutDiff(head, destrHead, destr, rendered, budget, run)
+	h := m.fitHead(avail)
+	return h + m.fitBlocks(budget-len(h))
 }
 
-// cutDiff fits a diff that is over budget (DiffMarkdown's order of what
-// survives).
-func cutDiff(head, destrHead string, destr, blocks []string, budget int, run string) string {
-	note := func(left int) string {
-		return fmt.Sprintf("\n… %s of %s blocks left out: `kl run show %s` shows the whole diff\n",
-			fmtCount(left), fmtCount(len(blocks)), run)
+// mdDiff is a diff's Markdown in DiffMarkdown's pieces, each rendered
+// once, for callers that place and fit them apart: the `kl plan · P`
+// check run puts the blocks in its text (GitHubPlan), the sticky comment
+// shares its budget among projects (RenderSticky).
+type mdDiff struct {
+	run       string   // the plan run, for the note on blocks left out
+	head      string   // the summary line
+	destrHead string   // the flag over the list of destructive changes; "" without one
+	destr     []string // one line per destructive change
+	blocks    []string // one <details> per resource instance, then the outputs'
+}
+
+// newMDDiff renders d's pieces (a nil d: none).
+func newMDDiff(d *plandiff.Diff, run string) *mdDiff {
+	if d == nil {
+		return nil
 	}
+	p := mdPainter{}
+	m := &mdDiff{run: run, head: "**Diff:** " + p.sentence(diffCountsWords(d.Counts())) + "\n"}
+	for _, r := range d.Destructive() {
+		m.destr = append(m.destr, "- "+p.sentence(destructiveWords(r, false))+"\n")
+	}
+	if len(m.destr) > 0 {
+		m.destrHead = "\n**" + mdEscaper.Replace(destructiveFlag(d.Counts())) + ":**\n\n"
+	}
+	for _, blk := range diffBlocks(d) {
+		m.blocks = append(m.blocks, p.diffBlock(blk))
+	}
+	return m
+}
+
+// headSize is the bytes of the summary line and the whole list of
+// destructive changes.
+func (m *mdDiff) headSize() int {
+	n := len(m.head) + len(m.destrHead)
+	for _, l := range m.destr {
+		n += len(l)
+	}
+	return n
+}
+
+// blocksSize is the bytes of every block.
+func (m *mdDiff) blocksSize() int {
+	n := 0
+	for _, b := range m.blocks {
+		n += len(b)
+	}
+	return n
+}
+
+// note says how many of the blocks were left out and the command that
+// shows them all.
+func (m *mdDiff) note(left int) string {
+	return fmt.Sprintf("\n… %s of %s blocks left out: `kl run show %s` shows the whole diff\n",
+		fmtCount(left), fmtCount(len(m.blocks)), m.run)
+}
+
+// fitHead is the summary line, then the destructive changes that fit in
+// budget bytes with it, the last line saying how many more there are
+// ("- … and N more to destroy or replace") when not all fit. The summary
+// line is kept whole even over budget: callers leave room for it.
+func (m *mdDiff) fitHead(budget int) string {
 	moreDestr := func(n int) string { return fmt.Sprintf("- … and %s more to destroy or replace\n", fmtCount(n)) }
-	avail := budget - len(note(len(blocks)))
-	if len(head) > avail {
-		return cutRunes(head, budget)
+	var b strings.Builder
+	b.WriteString(m.head)
+	avail := budget - len(m.head)
+	if len(m.destr) == 0 || len(m.destrHead) > avail {
+		return b.String()
+	}
+	b.WriteString(m.destrHead)
+	avail -= len(m.destrHead)
+	for i, l := range m.destr {
+		rest := 0
+		if i < len(m.destr)-1 {
+			rest = len(moreDestr(len(m.destr) - i - 1))
+		}
+		if len(l)+rest > avail {
+			if more := moreDestr(len(m.destr) - i); len(more) <= avail {
+				b.WriteString(more)
+			}
+			break
+		}
+		b.WriteString(l)
+		avail -= len(l)
+	}
+	return b.String()
+}
+
+// fitBlocks is the blocks, in order, that fit in budget bytes, then —
+// when any is left out — the note saying how many and that `kl run show
+// RUN` shows them all; "" when not even the note fits.
+func (m *mdDiff) fitBlocks(budget int) string {
+	if m.blocksSize() <= budget {
+		return strings.Join(m.blocks, "")
+	}
+	avail := budget - len(m.note(len(m.blocks)))
+	if avail < 0 {
+		return ""
 	}
 	var b strings.Builder
-	b.WriteString(head)
-	avail -= len(head)
-	if len(destr) > 0 && len(destrHead) <= avail {
-		b.WriteString(destrHead)
-		avail -= len(destrHead)
-		for i, l := range destr {
-			rest := 0
-			if i < len(destr)-1 {
-				rest = len(moreDestr(len(destr) - i - 1))
-			}
-			if len(l)+rest > avail {
-				if m := moreDestr(len(destr) - i); len(m) <= avail {
-					b.WriteString(m)
-					avail -= len(m)
-				}
-				break
-			}
-			b.WriteString(l)
-			avail -= len(l)
-		}
-	}
 	kept := 0
-	for _, blk := range blocks {
+	for _, blk := range m.blocks {
 		if len(blk) > avail {
 			break
 		}
@@ -101,7 +153,7 @@ func cutDiff(head, destrHead string, destr, blocks []string, budget int, run str
 		avail -= len(blk)
 		kept++
 	}
-	b.WriteString(note(len(blocks) - kept))
+	b.WriteString(m.note(len(m.blocks) - kept))
 	return b.String()
 }
 

@@ -33,6 +33,7 @@ func diffCountsWords(c plandiff.Counts) sentence {
 	add(c.Forget, "to forget")
 	add(c.Import, "to import")
 	add(c.Move, "to move")
+	add(c.Refresh, "changed outside Terraform, to record in the state")
 	if c.Outputs > 0 {
 		parts = append(parts, plural(c.Outputs, "output to change", "outputs to change"))
 	}
@@ -74,6 +75,14 @@ func resourceHeadline(r plandiff.Resource) (subject, verb string, notes []string
 		subject += " (deposed object " + r.Deposed + ")"
 	}
 	moved := r.PreviousAddress != ""
+	if r.Drift {
+		// Terraform's words for a refresh-only plan's objects.
+		verb = "has changed"
+		if r.Action == plandiff.Delete {
+			verb = "has been deleted"
+		}
+		return subject, verb, nil
+	}
 	switch r.Action {
 	case plandiff.Create:
 		verb = "will be created"

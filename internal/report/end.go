@@ -294,6 +294,9 @@ func ownPR(cm *Commands) *engine.PullRequest {
 	if cm == nil {
 		return nil
 	}
+	if cm.Of != nil {
+		return cm.Of
+	}
 	return cm.PR
 }
 

@@ -118,13 +118,14 @@ type jSummary struct {
 	Outputs  int    `json:"outputs"`
 	Import   int    `json:"import"`
 	Forget   int    `json:"forget"`
+	Refresh  int    `json:"refresh,omitempty"`
 	Targeted bool   `json:"targeted"`
 	Text     string `json:"text"`
 }
 
 func toSummary(s engine.PlanSummary) jSummary {
 	return jSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Replace: s.Replace, Move: s.Move, Read: s.Read,
-		Outputs: s.Outputs, Import: s.Import, Forget: s.Forget, Targeted: s.Targets, Text: summaryWords(s).plain()}
+		Outputs: s.Outputs, Import: s.Import, Forget: s.Forget, Refresh: s.Refresh, Targeted: s.Targets, Text: summaryWords(s).plain()}
 }
 
 type jScope struct {
@@ -134,6 +135,23 @@ type jScope struct {
 	ChangedFiles []string `json:"changed_files"`
 	Workspace    string   `json:"workspace,omitempty"`
 	VarFiles     []string `json:"var_files"`
+	Options      jOptions `json:"options"`
+}
+
+// jOptions are a scope's Terraform plan options (engine.PlanOptions, ADR
+// 0045); Flags spells them as Terraform's flags, without -var.
+type jOptions struct {
+	Destroy     bool     `json:"destroy"`
+	RefreshOnly bool     `json:"refresh_only"`
+	Refresh     bool     `json:"refresh"`
+	Parallelism int      `json:"parallelism,omitempty"`
+	Vars        []string `json:"vars"`
+	Flags       []string `json:"flags"`
+}
+
+func toOptions(o engine.PlanOptions) jOptions {
+	return jOptions{Destroy: o.Destroy, RefreshOnly: o.RefreshOnly, Refresh: !o.NoRefresh, Parallelism: o.Parallelism,
+		Vars: orEmpty(o.Vars), Flags: orEmpty(o.Flags())}
 }
 
 func orEmpty(ss []string) []string {
@@ -176,7 +194,7 @@ func toEnvelope(e *engine.Envelope) *jEnvelope {
 		Actor: e.Actor, Holder: e.Holder.String(), StartedAt: jtime(e.StartedAt), FinishedAt: jtime(e.FinishedAt),
 		State: e.State, Lineage: e.Lineage, SourceSerial: e.SourceSerial,
 		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), Replace: orEmpty(e.Scope.Replace), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
-			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles)},
+			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles), Options: toOptions(e.Scope.Options)},
 		Lane: string(e.Lane), PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
 		Reverts: toReverts(e.Reverts),
 	}

@@ -157,5 +157,9 @@ func (p mdPainter) block(b *strings.Builder, blk block) {
 		b.WriteString("<sub>legend: " + strings.Join(parts, " · ") + "</sub>\n")
 	case readDiffs:
 		p.readDiffMarkdown(b, v)
+	case diagList:
+		p.diagnostics(b, v)
+	case resourceList:
+		p.resources(b, v)
 	}
 }

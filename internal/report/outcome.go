@@ -460,8 +460,11 @@ func prOf(a engine.Run, plan *engine.Run) *engine.PullRequest {
 }
 
 // replanCommand is the `kl plan` that re-plans the reviewed plan's scope
-// (engine.Scope: dir, -target, -var-file, -replace) against the head of its
-// state. Without the plan's envelope the directory is left as DIR.
+// (engine.Scope: dir, -target, -var-file, -replace, and after "--" its
+// Terraform plan options: -destroy, -refresh-only, -refresh=false,
+// -parallelism=N, and -var NAME=VALUE for each -var name, whose value no
+// view holds: ADR 0045) against the head of its state. Without the plan's
+// envelope the directory is left as DIR.
 func replanCommand(a engine.Run, plan *engine.Run) string {
 	state := a.State
 	if plan != nil && plan.State != "" {
@@ -479,6 +482,13 @@ func replanCommand(a engine.Run, plan *engine.Run) string {
 	}{{"--target", sc.Targets}, {"--var-file", sc.VarFiles}, {"--replace", sc.Replace}} {
 		for _, v := range flag.vals {
 			args = append(args, flag.name, shellWord(v))
+		}
+	}
+	if o := sc.Options; !o.IsZero() {
+		args = append(args, "--")
+		args = append(args, o.Flags()...)
+		for _, n := range o.Vars {
+			args = append(args, "-var", n+"=VALUE")
 		}
 	}
 	return strings.Join(args, " ")
@@ -501,13 +511,21 @@ func shellWord(s string) string {
 // hold the plan's envelope and the command has a placeholder).
 func replanNext(a engine.Run, plan *engine.Run) (sentence, string) {
 	cmd := replanCommand(a, plan)
-	s := words("re-plan: ", cmdSpan(cmd, command{verb: verbReplan}))
+	c := command{verb: verbReplan}
+	if plan != nil && plan.Envelope != nil {
+		c.options = plan.Envelope.Scope.Options
+	}
+	s := words("re-plan: ", cmdSpan(cmd, c))
 	if prOf(a, plan) != nil {
-		s = words("re-plan on the PR's current head: ", cmdSpan(cmd, command{verb: verbReplan}))
+		s = words("re-plan on the PR's current head: ", cmdSpan(cmd, c))
 	}
 	if plan == nil || plan.Envelope == nil {
 		// The directory is a placeholder: no command to hand a machine.
 		return words(s, " (the plan's scope: ", code("kl run show "+a.PlanRun), ")"), ""
+	}
+	if len(plan.Envelope.Scope.Options.Vars) > 0 {
+		// VALUE is a placeholder: the -var values are the plan's secrets.
+		return words(s, " (with the values of its -var options)"), ""
 	}
 	return s, cmd
 }

@@ -9,7 +9,7 @@ import "fmt"
 // HelpText is the reply to "/kl help" and to anything that does not parse.
 const HelpText = "**klbot commands** (one per comment, on a line of its own):\n\n" +
 	"| command | what it does |\n| --- | --- |\n" +
-	"| `/kl plan [-p PROJECT]` | plan the projects this pull request touches (or PROJECT) at its head commit |\n" +
+	"| `/kl plan [-p PROJECT] [-- OPTIONS]` | plan the projects this pull request touches (or PROJECT) at its head commit; OPTIONS are Terraform's `-destroy`, `-refresh-only`, `-refresh=false`, `-parallelism=N` (no `-var`: its value would be public) |\n" +
 	"| `/kl apply [-p PROJECT]` | apply the open plan of every project (or PROJECT) of this pull request |\n" +
 	"| `/kl why [RUN]` | why a run was allowed, waited or refused (default: this pull request's latest runs) |\n" +
 	"| `/kl history [-p PROJECT]` | the recent versions of the project's state, with the run behind each |\n" +

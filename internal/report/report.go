@@ -111,6 +111,10 @@ type Options struct {
 type Commands struct {
 	PR      *engine.PullRequest // the pull request the view is read on; nil: any
 	Project string              // the kl.yaml project the view is about
+	// Of is the pull request of the view's run when it is not PR (a
+	// "/kl why RUN" of another pull request): its comments are made there,
+	// "`/kl plan -p app` on acme/infra#3". nil: the run is PR's.
+	Of *engine.PullRequest
 }
 
 // applyCmd is the command that applies plan run plan: `/kl apply -p P`

@@ -3,9 +3,11 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 // Sticky is klbot's sticky comment on a pull request (one per pull request,
@@ -23,7 +25,8 @@ type Sticky struct {
 // A project with Apply shows the apply's view (report.Apply) and, when it
 // committed a version, the versions of SincePlan committed after it; one
 // with only Plan shows how it ended or, still open, how to apply it and
-// its live SincePlan; one with neither, "no plan".
+// its live SincePlan — and, with Diff, the plan's diff (ADR 0044); one
+// with neither, "no plan".
 type StickyProject struct {
 	Applying                  // the project and how its plan is applied (kl.yaml)
 	State    string           // the project's state
@@ -33,8 +36,12 @@ type StickyProject struct {
 	// SincePlan is the plan's live since-plan: of an open Plan, or of the
 	// plan of an Apply that committed a version; nil otherwise.
 	SincePlan *engine.SincePlan
-	Note      string // the bot's latest word (a notice's Note, Markdown, one line); "" for none
-	Refused   bool   // Note is a refusal: the section is marked ⛔
+	// Diff is the open Plan's diff (engine.Engine.PlanDiff), shown in its
+	// section; nil for none (a plan no longer open, or one without a
+	// stored diff).
+	Diff    *plandiff.Diff
+	Note    string // the bot's latest word (a notice's Note, Markdown, one line); "" for none
+	Refused bool   // Note is a refusal: the section is marked ⛔
 }
 
 // planSHA is the commit Plan was made at (its pull request's head then),
@@ -63,16 +70,27 @@ func (p StickyProject) runID() string {
 // heading (at o.HeadingLevel) and its summary table, the summary-end
 // marker, then a section one level below per project, which nests the
 // project's views (Apply, SincePlan) two levels below the comment's
-// heading, their own markers dropped. Run ids link with o.RunURL and pull
-// requests with their URL. When o.MaxMarkdown > 0 the comment is cut to it
-// by Truncate, which keeps the summary (GitHub: a comment holds at most
-// CommentLimit characters). Errors are the nested views' and w's.
+// heading, their own markers dropped, and an open plan's diff (ADR 0044:
+// its summary line, its destructive changes, one collapsible block per
+// resource instance). Run ids link with o.RunURL and pull requests with
+// their URL.
+//
+// When o.MaxMarkdown > 0 the comment fits in it (GitHub: a comment holds
+// at most CommentLimit characters): the table and every section without
+// its diff come first; what is left is shared among the projects' diffs
+// (shares: max-min fair, so one project's big diff cannot crowd out
+// another's) — first for their summary lines and destructive lists, then
+// for their blocks, each project's cut ending with how many blocks were
+// left out and the `kl run show RUN` that shows them all. Truncate then
+// cuts, keeping the summary, whatever still does not fit. Errors are the
+// nested views' and w's.
 func RenderSticky(w io.Writer, s Sticky, o Options) error {
-	var head, body strings.Builder
+	var head strings.Builder
 	head.WriteString(mdMore + "the kl apply · PROJECT check runs, or kl run show RUN -->\n")
 	fmt.Fprintf(&head, "%sKilolock · %s#%d\n\n| project | state | status | version | run |\n| --- | --- | --- | --- | --- |\n",
 		o.heading(0), s.Repo, s.PR)
-	for _, p := range s.Projects {
+	rows := make([]stickyRow, len(s.Projects))
+	for i, p := range s.Projects {
 		// The comment is read on the pull request: next steps are klbot's comments.
 		po := o
 		po.Commands = &Commands{PR: &engine.PullRequest{Repo: s.Repo, Number: s.PR}, Project: p.Project}
@@ -80,10 +98,25 @@ func RenderSticky(w io.Writer, s Sticky, o Options) error {
 		if err != nil {
 			return err
 		}
+		heading := fmt.Sprintf("\n%s%s `%s` on %s\n\n", o.heading(1), sec.icon, p.Project, p.State)
+		sec.text, sec.diffAt = heading+sec.text, len(heading)+sec.diffAt
+		rows[i] = sec
 		fmt.Fprintf(&head, "| `%s` | %s | %s | %s | %s |\n", p.Project, p.State, sec.status, sec.version, sec.run)
-		fmt.Fprintf(&body, "\n%s%s `%s` on %s\n\n%s", o.heading(1), sec.icon, p.Project, p.State, sec.text)
 	}
 	head.WriteString("\n" + mdSummaryEnd + "\n")
+	used := head.Len()
+	for _, r := range rows {
+		used += len(r.text)
+	}
+	avail := math.MaxInt / 2 // no limit
+	if o.MaxMarkdown > 0 {
+		avail = o.MaxMarkdown - used
+	}
+	diffs := stickyDiffs(rows, avail)
+	var body strings.Builder
+	for i, r := range rows {
+		body.WriteString(r.text[:r.diffAt] + diffs[i] + r.text[r.diffAt:])
+	}
 	md := head.String() + body.String()
 	if o.MaxMarkdown > 0 {
 		md = Truncate(md, o.MaxMarkdown)
@@ -94,9 +127,63 @@ func RenderSticky(w io.Writer, s Sticky, o Options) error {
 	return nil
 }
 
+// stickyDiffs renders each row's diff (its Markdown, "\n" first; "" for a
+// row without one) within avail bytes in all, less room for Truncate (a
+// negative avail — the sections alone are over the limit — still keeps
+// each diff's summary line). The summary lines and destructive lists get
+// their shares first, the blocks share what is left.
+func stickyDiffs(rows []stickyRow, avail int) []string {
+	out := make([]string, len(rows))
+	heads := make([]int, len(rows))
+	blocks := make([]int, len(rows))
+	for i, r := range rows {
+		if r.diff != nil {
+			heads[i], blocks[i] = r.diff.headSize()+1, r.diff.blocksSize()
+		}
+	}
+	unbounded := avail >= sum(heads)+sum(blocks)+truncateRoom
+	hs := shares(heads, avail-truncateRoom)
+	for i, r := range rows {
+		if r.diff == nil {
+			continue
+		}
+		if unbounded {
+			out[i] = "\n" + r.diff.fitHead(heads[i]) + r.diff.fitBlocks(blocks[i])
+			continue
+		}
+		out[i] = "\n" + r.diff.fitHead(hs[i]-1)
+	}
+	if unbounded {
+		return out
+	}
+	left := avail - truncateRoom
+	for _, d := range out {
+		left -= len(d)
+	}
+	bs := shares(blocks, left)
+	for i, r := range rows {
+		if r.diff != nil {
+			out[i] += r.diff.fitBlocks(bs[i])
+		}
+	}
+	return out
+}
+
+// sum adds ns up.
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
+}
+
 // stickyRow is a project's line of the summary table and its section.
 type stickyRow struct {
 	icon, status, version, run, text string
+	// diff is an open plan's diff, to go at byte diffAt of text.
+	diff   *mdDiff
+	diffAt int
 }
 
 // stickySection renders one project: its apply (applySection) or plan
@@ -195,6 +282,9 @@ func (p StickyProject) planSection(o Options, s *stickyRow, t *strings.Builder) 
 		fmt.Fprintf(t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", p.Project, p.PlanCheck)
 	}
 	stickyReverts(t, env.Reverts, o) // ADR 0046
+	if d := p.Diff; d != nil && (len(d.Resources) > 0 || len(d.Outputs) > 0) {
+		s.diff, s.diffAt = newMDDiff(d, run.ID), t.Len()
+	}
 	if p.SincePlan != nil && len(p.SincePlan.Entries) == 0 {
 		fmt.Fprintf(t, "\nNo version committed since this plan (serial %d is still the head).\n", env.SourceSerial)
 		return nil

@@ -26,8 +26,8 @@ func stickyApplied() StickyProject {
 }
 
 // stickyFixture is the sticky comment of acme/infra#42 with a project in
-// each shape a section takes.
-func stickyFixture() Sticky {
+// each shape a section takes; the open plan of dns has a diff.
+func stickyFixture(t *testing.T) Sticky {
 	open := planRunA(engine.StatusPlanned, "")
 	onMerge := planRunA(engine.StatusPlanned, "")
 	onMerge.ID = "01J2ZP0A11CE00000000NETPLN"
@@ -39,7 +39,7 @@ func stickyFixture() Sticky {
 	return Sticky{Repo: "acme/infra", PR: 42, Projects: []StickyProject{
 		stickyApplied(),
 		{Applying: Applying{Project: "dns", PlanCheck: "kl plan · dns"}, State: stateName, HeadSHA: botSHA,
-			Plan: &open, SincePlan: sincePlan(14, entry13(), entry14())},
+			Plan: &open, SincePlan: sincePlan(14, entry13(), entry14()), Diff: fixtureDiff(t, "terraform_data")},
 		{Applying: Applying{Project: "net", OnMerge: true, PlanCheck: "kl plan · net"}, State: stateName, HeadSHA: botSHA,
 			Plan: &onMerge, SincePlan: sincePlan(12)},
 		{Applying: Applying{Project: "db", PlanCheck: "kl plan · db"}, State: stateName, HeadSHA: botSHA, Plan: &closed,
@@ -64,7 +64,7 @@ func TestGoldenSticky(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var b bytes.Buffer
-			if err := RenderSticky(&b, stickyFixture(), o); err != nil {
+			if err := RenderSticky(&b, stickyFixture(t), o); err != nil {
 				t.Fatal(err)
 			}
 			if o.MaxMarkdown > 0 && b.Len() > o.MaxMarkdown {

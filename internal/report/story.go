@@ -80,9 +80,9 @@ func openPlanNext(p engine.Run, sp *engine.SincePlan) (sentence, string) {
 	}
 	cmd := "kl apply " + p.ID
 	if p.ReplanOf != "" {
-		return words("review and apply ", runSpan(p.ID), ": ", code(cmd)), cmd
+		return words("review and apply ", runSpan(p.ID), ": ", cmdSpan(cmd, command{verb: verbApplyReplan})), cmd
 	}
-	return words(code(cmd)), cmd
+	return words(cmdSpan(cmd, command{verb: verbApply})), cmd
 }
 
 // lastAttemptWords names the last attempt at a plan and how it ended:
@@ -151,6 +151,7 @@ func storyDoc(s *engine.RunStory) *doc {
 			f = f.addField("reserved", reservedWords(res, ofKind(s.Markers, a.ID, engine.MarkerWaited)))
 		}
 	}
+	f = f.addField("terraform", applyLogWords(s.ApplyLog))
 	d.summary = append(d.summary, para(v.words), f)
 
 	// What was decided comes first and the long address lists last, so
@@ -178,7 +179,20 @@ func storyDoc(s *engine.RunStory) *doc {
 	if s.Version != nil {
 		deviationSections(d, s.Version.Provenance.Deviation)
 	}
+	if a := storyApplyOrLast(s); a != nil {
+		applyLogResources(d, s.ApplyLog, a.ID)
+	}
 	return d
+}
+
+// storyApplyOrLast is the apply run whose apply log a story holds
+// (engine.RunStory.ApplyLog): the story's apply, or the last attempt at a
+// plan open again.
+func storyApplyOrLast(s *engine.RunStory) *engine.Run {
+	if a := storyApply(s); a != nil {
+		return a
+	}
+	return lastAttempt(s.Run, s.Apply)
 }
 
 // lastAttemptSections tells why the last attempt at an open plan did not go
@@ -195,6 +209,7 @@ func lastAttemptSections(d *doc, s *engine.RunStory, last *engine.Run) {
 	case engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
 		d.section(words(toned(toneBad, "Last attempt: "+strings.ToLower(endTitle(last.Status)))), endFields(s, last))
 	}
+	applyLogDiagnostics(d, s.ApplyLog)
 }
 
 // replanRunFields is a re-plan run in brief: where it stands now, what it
@@ -232,6 +247,7 @@ type storyDocument struct {
 	NextCommand    string        `json:"next_command,omitempty"`
 	Recoverable    *jRecoverable `json:"recoverable,omitempty"`
 	Diff           *jDiff        `json:"diff,omitempty"`
+	ApplyLog       *jApplyLog    `json:"apply_log,omitempty"`
 }
 
 func storyJSON(s *engine.RunStory) storyDocument {
@@ -257,5 +273,8 @@ func storyJSON(s *engine.RunStory) storyDocument {
 	}
 	j.SincePlan = toSincePlan(s.SincePlan, plan, s.SincePlanLive, s.SincePlanLive)
 	j.Diff = toDiff(s.Diff)
+	if storyApplyOrLast(s) != nil {
+		j.ApplyLog = toApplyLog(s.ApplyLog)
+	}
 	return j
 }

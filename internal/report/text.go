@@ -141,6 +141,10 @@ func (p textPainter) block(b *strings.Builder, blk block, ind string) {
 		p.diffText(b, v.d) // Terraform's own columns, not ind
 	case readDiffs:
 		p.readDiffText(b, v)
+	case diagList:
+		p.diagnostics(line, v)
+	case resourceList:
+		p.resources(line, v)
 	}
 }
 

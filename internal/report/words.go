@@ -114,6 +114,14 @@ func summaryWords(s engine.PlanSummary) sentence {
 	if s.Empty() {
 		return words("no changes")
 	}
+	if s.Refresh > 0 && s.Add+s.Change+s.Destroy+s.Replace+s.Move+s.Read+s.Import+s.Forget == 0 {
+		// A refresh-only plan (ADR 0045): its apply changes no object.
+		out := words(toned(toneWarn, plural(s.Refresh, "object", "objects")), " changed outside Terraform, to record in the state")
+		if s.Outputs > 0 {
+			out = out.add(txt(", " + plural(s.Outputs, "output changed", "outputs changed")))
+		}
+		return out
+	}
 	out := words(
 		toned(toneGood, fmt.Sprintf("+%d", s.Add)), " ",
 		toned(toneWarn, fmt.Sprintf("~%d", s.Change)), " ",
@@ -134,6 +142,10 @@ func summaryWords(s engine.PlanSummary) sentence {
 	}
 	if s.Outputs > 0 {
 		out = out.add(txt(", " + plural(s.Outputs, "output changed", "outputs changed")))
+	}
+	if s.Refresh > 0 {
+		// A refresh-only plan (ADR 0045): its apply changes no object.
+		out = out.add(txt(", " + plural(s.Refresh, "object", "objects") + " changed outside Terraform, to record in the state"))
 	}
 	if s.Targets {
 		out = out.add(txt(" (targeted: not the whole configuration)"))

@@ -19,14 +19,20 @@ import (
 )
 
 // Diagnostic is one diagnostic Terraform reported in its machine-readable
-// UI stream (`-json`; its "diagnostic" message type).
+// UI stream (`-json`; its "diagnostic" message type), with the fields of
+// engine.Diagnostic, which says what each holds.
 type Diagnostic struct {
-	Severity string `json:"severity"` // "error" or "warning"
-	Summary  string `json:"summary"`
-	Detail   string `json:"detail,omitempty"`
-	Address  string `json:"address,omitempty"` // the resource instance, when any
-	File     string `json:"file,omitempty"`    // relative to the root module
-	Line     int    `json:"line,omitempty"`
+	Severity  string `json:"severity"` // "error" or "warning"
+	Summary   string `json:"summary"`
+	Detail    string `json:"detail,omitempty"`
+	Address   string `json:"address,omitempty"` // the resource instance, when any
+	File      string `json:"file,omitempty"`    // relative to the root module
+	Line      int    `json:"line,omitempty"`
+	Column    int    `json:"column,omitempty"`
+	EndLine   int    `json:"end_line,omitempty"`
+	EndColumn int    `json:"end_column,omitempty"`
+	Context   string `json:"context,omitempty"` // the block, as Terraform names it
+	Withheld  bool   `json:"withheld,omitempty"`
 }
 
 // String renders "summary: detail (address, file:line)" (engine.Diagnostic).

@@ -215,7 +215,8 @@ func (h *recordHandler) attrs(msg string) []map[string]string {
 
 // TestUIStreamLogsWarnings: each warning of a recorded plan stream
 // (Terraform 1.11.4, -target and a redundant ignore_changes) is one WARN
-// record with summary, detail and file as their own attributes.
+// record with summary, detail and file as their own attributes, logged by
+// logWarnings once the command is done (ADR 0047: after masking).
 func TestUIStreamLogsWarnings(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("testdata", "ui", "plan-warnings.jsonl"))
@@ -228,6 +229,10 @@ func TestUIStreamLogsWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.close()
+	if got := h.attrs("terraform warning"); len(got) != 0 {
+		t.Fatalf("warnings logged while the stream is read, before it can be masked: %v", got)
+	}
+	s.logWarnings()
 	got := h.attrs("terraform warning")
 	if len(got) != 2 {
 		t.Fatalf("%d warning records, want 2: %v", len(got), got)

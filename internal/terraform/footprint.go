@@ -63,7 +63,8 @@ func Footprint(planJSON []byte, opts ExtractOptions) (engine.Footprint, engine.P
 // source reads included), both addresses of a move (previous_address, even
 // when no-op), an import (change.importing, even when no-op), and
 // "output.NAME" for every root output_changes entry that is not no-op; all
-// at resource level (engine.ParseAddress).
+// at resource level (engine.ParseAddress). A refresh-only plan writes what
+// its resource_drift lists: pass RefreshOnlyView(plan) (ADR 0045).
 //
 // Read: for each written resource, the references of its configuration
 // (expressions and nested blocks, count/for_each, depends_on, provisioners,

@@ -31,7 +31,10 @@ const UnknownValue = "(known after apply)"
 // UnknownValue; canonical JSON is encoding/json of the decoded value (object
 // keys sorted) with numbers written in shortest exact form. Only digests are
 // kept, since planned values hold secrets. resource_drift (refresh-only
-// differences) is not intent. Errors wrap engine.ErrInvalid for a nil plan.
+// differences) is not intent — but for a refresh-only plan, whose
+// resource_changes are empty, it is all it does: its caller passes
+// RefreshOnlyView(plan) (ADR 0045). Errors wrap engine.ErrInvalid for a
+// nil plan.
 func ExtractIntent(plan *tfjson.Plan) (engine.Intent, error) {
 	if plan == nil {
 		return engine.Intent{}, engine.Errorf(engine.ErrInvalid, "extracting intent: no plan")

@@ -127,12 +127,16 @@ func (p *progressReporter) emitLocked(now time.Time) {
 // uiMessage is the part of one line of Terraform's machine-readable UI
 // stream that Kilolock reads (https://developer.hashicorp.com/terraform/internals/machine-readable-ui).
 type uiMessage struct {
-	Level   string `json:"@level"`
-	Message string `json:"@message"`
-	Type    string `json:"type"`
-	Hook    *struct {
-		Resource uiResource `json:"resource"`
-		Action   string     `json:"action"`
+	Level     string `json:"@level"`
+	Message   string `json:"@message"`
+	Timestamp string `json:"@timestamp"`
+	Type      string `json:"type"`
+	Hook      *struct {
+		Resource       uiResource `json:"resource"`
+		Action         string     `json:"action"`
+		IDKey          string     `json:"id_key"`
+		IDValue        string     `json:"id_value"`
+		ElapsedSeconds float64    `json:"elapsed_seconds"`
 	} `json:"hook"`
 	Change *struct {
 		Resource uiResource `json:"resource"`
@@ -151,12 +155,20 @@ type uiMessage struct {
 		Detail   string `json:"detail"`
 		Address  string `json:"address"`
 		Range    *struct {
-			Filename string `json:"filename"`
-			Start    struct {
-				Line int `json:"line"`
-			} `json:"start"`
+			Filename string  `json:"filename"`
+			Start    uiPlace `json:"start"`
+			End      uiPlace `json:"end"`
 		} `json:"range"`
+		Snippet *struct {
+			Context string `json:"context"`
+		} `json:"snippet"`
 	} `json:"diagnostic"`
+}
+
+// uiPlace is a position in a diagnostic's range (1-based).
+type uiPlace struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
 }
 
 type uiResource struct {
@@ -164,9 +176,9 @@ type uiResource struct {
 }
 
 // uiStream is an io.Writer for Terraform's -json UI stream (plan, apply):
-// it splits lines, keeps the diagnostics (logging each warning), collects
-// the resource instances planned, refreshed, applied and errored, and
-// reports progress. Lines that are not JSON are logged and skipped.
+// it splits lines, keeps the diagnostics (logWarnings logs the warnings),
+// collects the resource instances planned, refreshed, applied and errored
+// and what became of each (record), and reports progress. Lines that are not JSON are logged and skipped.
 // terraform-exec writes from one goroutine and finishes before the command
 // returns, so reading the counters after the command is safe.
 type uiStream struct {
@@ -176,6 +188,9 @@ type uiStream struct {
 
 	buf   []byte
 	diags []Diagnostic
+	// record is what the stream says of each resource instance, and
+	// Terraform's totals line (applylog.go).
+	record applyRecord
 	// Resource instance addresses seen per kind of message. A replace is
 	// one planned_change but two apply_start/apply_complete pairs (delete
 	// then create, or create then delete with create_before_destroy): it
@@ -194,7 +209,8 @@ type uiStream struct {
 func newUIStream(phase string, rep *progressReporter, log *slog.Logger) *uiStream {
 	return &uiStream{phase: phase, rep: rep, log: log,
 		planned: map[string]int{}, completed: map[string]int{},
-		refreshed: map[string]bool{}, applied: map[string]bool{}, errored: map[string]bool{}}
+		refreshed: map[string]bool{}, applied: map[string]bool{}, errored: map[string]bool{},
+		record: applyRecord{resources: map[string]*resourceRecord{}}}
 }
 
 // finished counts the resource instances done: every apply_complete their
@@ -258,39 +274,29 @@ func (s *uiStream) line(b []byte) {
 		s.log.Debug("terraform output is not a UI message", "line", string(b))
 		return
 	}
+	at := parseUITime(m.Timestamp)
 	switch m.Type {
 	case "diagnostic":
-		if m.Diagnostic == nil {
-			return
-		}
-		d := Diagnostic{
-			Severity: m.Diagnostic.Severity,
-			Summary:  m.Diagnostic.Summary,
-			Detail:   m.Diagnostic.Detail,
-			Address:  m.Diagnostic.Address,
-		}
-		if r := m.Diagnostic.Range; r != nil {
-			d.File, d.Line = r.Filename, r.Start.Line
-		}
-		s.diags = append(s.diags, d)
-		if d.Severity == "warning" {
-			s.log.Warn("terraform warning", append([]any{"phase", s.phase}, d.logAttrs()...)...)
+		if m.Diagnostic != nil {
+			s.diags = append(s.diags, diagnosticOf(&m))
 		}
 	case "planned_change":
 		if m.Change == nil || m.Change.Action == "noop" || m.Change.Action == "move" {
 			return
 		}
+		s.record.planned(m.Change.Resource.Addr, m.Change.Action)
 		steps := 1
 		if m.Change.Action == "replace" {
 			steps = 2
 		}
 		s.planned[m.Change.Resource.Addr] = steps
 		s.progress(m.Change.Resource.Addr)
-	case "refresh_start", "apply_start", "refresh_complete", "apply_complete", "apply_errored":
+	case "refresh_start", "apply_start", "apply_progress", "refresh_complete", "apply_complete", "apply_errored":
 		if m.Hook == nil {
 			return
 		}
 		addr := m.Hook.Resource.Addr
+		s.record.hook(&m, at)
 		switch m.Type {
 		case "refresh_complete":
 			s.refreshed[addr] = true
@@ -305,8 +311,37 @@ func (s *uiStream) line(b []byte) {
 		}
 		s.progress(addr)
 	case "change_summary":
-		if m.Changes != nil {
+		if c := m.Changes; c != nil {
+			s.record.totals = &engine.ChangeTotals{Add: c.Add, Change: c.Change, Import: c.Import, Remove: c.Remove,
+				Operation: c.Operation, Message: m.Message}
 			s.log.Debug("terraform change summary", "phase", s.phase, "message", m.Message)
+		}
+	}
+}
+
+// diagnosticOf is the Diagnostic of a "diagnostic" message: its range's
+// file, start and end, and its snippet's context (never the snippet's code
+// or values).
+func diagnosticOf(m *uiMessage) Diagnostic {
+	md := m.Diagnostic
+	d := Diagnostic{Severity: md.Severity, Summary: md.Summary, Detail: md.Detail, Address: md.Address}
+	if r := md.Range; r != nil {
+		d.File, d.Line, d.Column, d.EndLine, d.EndColumn = r.Filename, r.Start.Line, r.Start.Column, r.End.Line, r.End.Column
+	}
+	if sn := md.Snippet; sn != nil {
+		d.Context = sn.Context
+	}
+	return d
+}
+
+// logWarnings logs each warning diagnostic of the stream once, at warn:
+// after the command, once what the stream holds is masked (ADR 0047).
+func (s *uiStream) logWarnings() {
+	seen := map[Diagnostic]bool{}
+	for _, d := range s.diags {
+		if d.Severity == "warning" && !seen[d] {
+			seen[d] = true
+			s.log.Warn("terraform warning", append([]any{"phase", s.phase}, d.logAttrs()...)...)
 		}
 	}
 }

@@ -49,14 +49,45 @@ func newMasker(vars map[string]string) masker {
 		}
 		return names[i] < names[j]
 	})
-	type form struct{ text, name string }
+	values := make([]maskedValue, len(names))
+	for i, k := range names {
+		values[i] = maskedValue{value: vars[k], label: "(value of " + k + ")"}
+	}
+	return maskerOf(values)
+}
+
+// newSensitiveMasker returns the masker of values that Terraform or a
+// state marks sensitive (plandiff.Secrets): each of at least minMaskedLen
+// bytes is replaced by Terraform's own "(sensitive value)", in every form
+// Terraform may print it (encodings). Longer values are matched first.
+func newSensitiveMasker(values []string) masker {
+	var vs []maskedValue
+	for _, v := range values {
+		if len(v) >= minMaskedLen {
+			vs = append(vs, maskedValue{value: v, label: "(sensitive value)"})
+		}
+	}
+	sort.SliceStable(vs, func(i, j int) bool { return len(vs[i].value) > len(vs[j].value) })
+	return maskerOf(vs)
+}
+
+// maskedValue is a value to mask and what replaces it.
+type maskedValue struct{ value, label string }
+
+// maskerOf masks each value by its label, in every encoding; a form two
+// values share takes the label of the first. None: the zero masker.
+func maskerOf(values []maskedValue) masker {
+	if len(values) == 0 {
+		return masker{}
+	}
+	type form struct{ text, label string }
 	var forms []form
 	seen := map[string]bool{}
-	for _, k := range names {
-		for _, f := range encodings(vars[k]) {
+	for _, v := range values {
+		for _, f := range encodings(v.value) {
 			if !seen[f] {
 				seen[f] = true
-				forms = append(forms, form{f, k})
+				forms = append(forms, form{f, v.label})
 			}
 		}
 	}
@@ -65,7 +96,7 @@ func newMasker(vars map[string]string) masker {
 	sort.SliceStable(forms, func(i, j int) bool { return len(forms[i].text) > len(forms[j].text) })
 	pairs := make([]string, 0, 2*len(forms))
 	for _, f := range forms {
-		pairs = append(pairs, f.text, "(value of "+f.name+")")
+		pairs = append(pairs, f.text, f.label)
 	}
 	return masker{r: strings.NewReplacer(pairs...)}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/go-version"
 	"github.com/hashicorp/terraform-exec/tfexec"
+	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/plandiff"
@@ -249,15 +250,27 @@ func resolveBinary(bin string) (string, error) {
 // the shim, shim.go), whose own precedence puts var files and *.tfvars
 // above them; their values are masked in the errors (redact.go).
 //
+// req.Options are Terraform's plan options (-destroy, -refresh-only,
+// -refresh=false, -parallelism=N: planOptions; a refresh-only plan's
+// footprint, intent and diff come from its resource_drift: derivePlan).
+// req.Vars, the -var values, reach Terraform as TF_CLI_ARGS_plan through
+// the shim, after the var files and with -var's precedence, never on a
+// command line (cliargs.go); they are masked like TF_VAR_* values, as
+// "(value of -var NAME)", in the logs, the errors and the diff (ADR 0045).
+//
 // Errors: engine.ErrInvalid for a bad request, configuration or archive;
 // engine.ErrConflict when the run's work dir exists; a *CommandError
 // (carrying Terraform's diagnostics) when Terraform fails; errors.Is(err,
 // context.Canceled) after cancellation. Errors do not name the run: the
 // caller (the engine) does.
 func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.PlanResult, err error) {
-	defer func() { err = r.mask.error(err) }()
-	log := r.log.With("run", req.Run, "op", "plan")
+	mask := r.maskFor(req.Vars)
+	defer func() { err = mask.error(err) }()
+	log := mask.logger(r.log).With("run", req.Run, "op", "plan")
 	start := time.Now()
+	if err := checkPlanRequest(req); err != nil {
+		return nil, err
+	}
 	archive, err := planArchive(req, log)
 	if err != nil {
 		return nil, err
@@ -271,7 +284,8 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err != nil {
 		return nil, err
 	}
-	tf, err := r.newTF(w, r.vars, log)
+	args := planCLIArgs(w, varFiles, req.Vars)
+	tf, err := r.newTF(w, r.vars, args, log)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +300,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err := r.init(ctx, tf, w, rep, log); err != nil {
 		return nil, err
 	}
-	opts := planOptions(w, varFiles, req.Targets, req.Replace)
+	opts := planOptions(w, varFiles, req.Targets, req.Replace, req.Options, args != nil)
 	if err := runPlan(ctx, tf, opts, req.Progress != nil, rep, log); err != nil {
 		return nil, err
 	}
@@ -294,13 +308,47 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.planResult(ctx, tf, w, raw, archive, req.Snapshot)
+	res, err := r.planResult(ctx, tf, w, raw, archive, req)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("plan done", "elapsed", time.Since(start), "serial", res.Serial, "digest", res.Digest,
 		"write", len(res.Footprint.Write), "read", len(res.Footprint.Read))
 	return res, nil
+}
+
+// checkPlanRequest checks the plan options and -var values of req
+// (engine.PlanOptions.Check, engine.CheckVars), and that the options name
+// the variables the values are for. Errors wrap engine.ErrInvalid and
+// never quote a value.
+func checkPlanRequest(req engine.PlanRequest) error {
+	if err := errors.Join(req.Options.Check(), engine.CheckVars(req.Vars)); err != nil {
+		return err
+	}
+	if !slices.Equal(req.Options.Vars, engine.VarNames(req.Vars)) {
+		return engine.Errorf(engine.ErrInvalid, "the plan options name the variables %v, but -var values are given for %v", req.Options.Vars, engine.VarNames(req.Vars))
+	}
+	return nil
+}
+
+// planCLIArgs is TF_CLI_ARGS_plan of a plan with -var values (cliArgs:
+// the var files, then the -var options; cliargs.go), nil without any.
+func planCLIArgs(w workDir, varFiles []string, vars []engine.Var) map[string]string {
+	if len(vars) == 0 {
+		return nil
+	}
+	return map[string]string{argsPrefix + "plan": cliArgs(w.varFilePaths(varFiles), vars)}
+}
+
+// maskFor is the Runner's masker, extended by the -var values of one call
+// (varMasks): "(value of -var NAME)".
+func (r *Runner) maskFor(vars []engine.Var) masker {
+	if len(vars) == 0 {
+		return r.mask
+	}
+	all := varMasks(vars)
+	maps.Copy(all, r.vars)
+	return newMasker(all)
 }
 
 // planArchive returns the configuration archive of a plan request: req.Config,
@@ -358,6 +406,7 @@ func runPlan(ctx context.Context, tf *tfexec.Terraform, opts []tfexec.PlanOption
 			tf.SetStdout(nil)
 			return err
 		})
+		stream.logWarnings()
 	} else {
 		err = runCommand(ctx, tf, "plan", nil, func() error {
 			_, err := tf.Plan(ctx, opts...)
@@ -391,27 +440,17 @@ func showPlan(ctx context.Context, tf *tfexec.Terraform, w workDir, rep *progres
 }
 
 // planResult derives the PlanResult from the plan JSON raw and the saved
-// plan file in w: footprint, intent, summary and diff from the JSON (the
-// diff masks what snapshot, the state planned against, marks sensitive,
-// and the TF_VAR_* values as the masker does: plandiff.Build), lineage
-// and serial from the plan file's tfstate entry, the digest of the plan
-// file.
-func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir, raw, archive, snapshot []byte) (*engine.PlanResult, error) {
+// plan file in w: footprint, intent, summary and diff from the JSON
+// (derivePlan), lineage and serial from the plan file's tfstate entry, the
+// digest of the plan file.
+func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir, raw, archive []byte, req engine.PlanRequest) (*engine.PlanResult, error) {
 	plan, err := ParsePlanJSON(raw)
 	if err != nil {
 		return nil, err
 	}
-	diff, err := plandiff.Build(plan, plandiff.Options{PriorState: snapshot, Secrets: slices.Collect(maps.Values(r.vars))})
+	res, err := r.derivePlan(plan, w, req)
 	if err != nil {
 		return nil, err
-	}
-	fp, err := ExtractFootprint(plan, ExtractOptions{ConfigDir: w.Root, ModulesManifest: w.modulesManifest()})
-	if err != nil {
-		return nil, fmt.Errorf("extracting footprint: %w", err)
-	}
-	intent, err := ExtractIntent(plan)
-	if err != nil {
-		return nil, fmt.Errorf("extracting intent: %w", err)
 	}
 	planFile, err := os.ReadFile(w.PlanFile)
 	if err != nil {
@@ -430,19 +469,46 @@ func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir
 		}
 	}
 	sum := sha256.Sum256(planFile)
-	return &engine.PlanResult{
-		PlanFile:         planFile,
-		Digest:           "sha256:" + hex.EncodeToString(sum[:]),
-		Config:           archive,
-		Footprint:        fp,
-		Intent:           intent,
-		Summary:          Summarize(plan),
-		Diff:             diff,
-		Planned:          plandiff.PlannedOf(plan),
-		Lineage:          info.Lineage,
-		Serial:           info.Serial,
-		TerraformVersion: tfVersion,
-	}, nil
+	res.PlanFile, res.Digest, res.Config = planFile, "sha256:"+hex.EncodeToString(sum[:]), archive
+	res.Lineage, res.Serial, res.TerraformVersion = info.Lineage, info.Serial, tfVersion
+	return res, nil
+}
+
+// derivePlan derives footprint, intent, summary and diff from plan (the
+// diff masks what req.Snapshot, the state planned against, marks
+// sensitive, and the TF_VAR_* and -var values as the masker does:
+// plandiff.Build). A refresh-only plan (req.Options.RefreshOnly) changes
+// what the refresh found changed outside Terraform: Terraform leaves its
+// resource_changes empty and lists those objects in resource_drift, so
+// they are its write set and its intent (RefreshOnlyView), counted as
+// Refresh in its summary, and its diff shows them as Terraform does,
+// changed outside Terraform (ADR 0045).
+func (r *Runner) derivePlan(plan *tfjson.Plan, w workDir, req engine.PlanRequest) (*engine.PlanResult, error) {
+	secrets := slices.Collect(maps.Values(r.vars))
+	for _, v := range req.Vars {
+		secrets = append(secrets, v.Value)
+	}
+	diff, err := plandiff.Build(plan, plandiff.Options{PriorState: req.Snapshot, Secrets: secrets, RefreshOnly: req.Options.RefreshOnly})
+	if err != nil {
+		return nil, err
+	}
+	view := plan
+	if req.Options.RefreshOnly {
+		view = RefreshOnlyView(plan)
+	}
+	fp, err := ExtractFootprint(view, ExtractOptions{ConfigDir: w.Root, ModulesManifest: w.modulesManifest()})
+	if err != nil {
+		return nil, fmt.Errorf("extracting footprint: %w", err)
+	}
+	intent, err := ExtractIntent(view)
+	if err != nil {
+		return nil, fmt.Errorf("extracting intent: %w", err)
+	}
+	sum := Summarize(plan)
+	if req.Options.RefreshOnly {
+		sum.Refresh = countDrift(plan)
+	}
+	return &engine.PlanResult{Footprint: fp, Intent: intent, Summary: sum, Diff: diff, Planned: plandiff.PlannedOf(plan)}, nil
 }
 
 // Apply restores req.Config into the run's work dir, writes req.Snapshot as
@@ -464,16 +530,26 @@ func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir
 // resource completed or errored, at most every 2 s, only changed bytes,
 // once more at the end), from a goroutine of its own (checkpointer).
 //
-// Terraform gets only the TF_VAR_* of the root module's ephemeral
-// variables (applyVars): the saved plan holds every other value.
+// Log is what Terraform's UI stream said it did (engine.ApplyLog, ADR
+// 0047): per resource instance, every diagnostic, the totals line — also
+// after a failure or an interrupt. The values the plan and the states mark
+// sensitive, and the TF_VAR_* values, are masked in its diagnostics and in
+// the *CommandError's (maskApply: a `terraform show -json` of the saved
+// plan, run only when there are diagnostics or stderr to mask).
+//
+// Terraform gets only the TF_VAR_* and the -var values (req.Vars) of the
+// root module's ephemeral variables (applyVars): the saved plan holds
+// every other value. req.Parallelism, the plan's -parallelism, bounds the
+// apply too.
 //
 // Errors: as Plan (a Config whose root module has no configuration files
 // too: its plan would destroy everything); a Terraform failure is a
 // *CommandError holding the diagnostics; errors.Is(err, context.Canceled)
 // after cancellation. Errors do not name the run: the engine does.
 func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (_ *engine.ApplyResult, err error) {
-	defer func() { err = r.mask.error(err) }()
-	log := r.log.With("run", req.Run, "op", "apply")
+	mask := r.maskFor(req.Vars)
+	defer func() { err = mask.error(err) }()
+	log := mask.logger(r.log).With("run", req.Run, "op", "apply")
 	start := time.Now()
 	res := &engine.ApplyResult{State: req.Snapshot}
 	if len(req.PlanFile) == 0 || len(req.Config) == 0 {
@@ -510,7 +586,8 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	if err := w.writePlanLockFile(req.PlanFile); err != nil {
 		return err
 	}
-	tf, err := r.newTF(w, r.applyVars(w, log), log)
+	vars, args := r.applyVars(w, req.Vars, log)
+	tf, err := r.newTF(w, vars, args, log)
 	if err != nil {
 		return err
 	}
@@ -526,11 +603,16 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	stream := newUIStream(phaseApply, rep, log)
 	stream.wrote = cp.kick
 	err = runCommand(ctx, tf, "apply", stream, func() error {
-		err := tf.ApplyJSON(ctx, stream, applyOptions(w)...)
+		err := tf.ApplyJSON(ctx, stream, applyOptions(w, req.Parallelism)...)
 		stream.close()
 		tf.SetStdout(nil)
 		return err
 	})
+	// Terraform quotes sensitive values in its diagnostics: mask them
+	// before they are logged, kept in the apply log or in the run's end.
+	r.maskApply(ctx, tf, w, req.Snapshot, stream, err, r.maskFor(req.Vars), log) // the TF_VAR_* and -var values too
+	stream.logWarnings()
+	res.Log = stream.applyLog()
 	res.Changed = len(stream.applied)
 	log.Debug("terraform apply done", "elapsed", time.Since(t), "applied", len(stream.applied), "errored", len(stream.errored))
 	return err
@@ -550,15 +632,29 @@ func (r *Runner) init(ctx context.Context, tf *tfexec.Terraform, w workDir, rep 
 
 // newTF returns a fresh terraform-exec handle for one call (PlanJSON and
 // ApplyJSON mutate it) working in the root module copy, with the run's
-// environment (terraformEnv) and the interrupt grace; with TF_VAR_* in
-// vars to pass, its executable is the shim (shim.go).
-func (r *Runner) newTF(w workDir, vars map[string]string, log *slog.Logger) (*tfexec.Terraform, error) {
+// environment (terraformEnv) and the interrupt grace. With TF_VAR_* in
+// vars or TF_CLI_ARGS_* in args to pass, its executable is the shim
+// (shim.go); args need it (they hold -var values: cliargs.go), and
+// without a shim they are refused (engine.ErrInvalid), where TF_VAR_* are
+// dropped with the warning NewRunner logged.
+func (r *Runner) newTF(w workDir, vars, args map[string]string, log *slog.Logger) (*tfexec.Terraform, error) {
 	env, _, _ := terraformEnv(r.env, w.Data)
 	exe := r.binary
-	if len(vars) > 0 && r.shim != "" {
-		// terraform-exec runs the shim, which execs r.binary with TF_VAR_*.
-		exe = r.shim
-		shimEnvFor(env, vars, r.binary)
+	shim := r.shim
+	if len(args) > 0 && shim == "" {
+		var err error
+		if shim, err = shimExecutable(); err != nil {
+			return nil, engine.Errorf(engine.ErrInvalid, "-var values cannot be handed to terraform here: %v (use a var file)", err)
+		}
+	}
+	if shim == "" {
+		vars = nil // dropped: NewRunner said so
+	}
+	if len(vars)+len(args) > 0 {
+		// terraform-exec runs the shim, which execs r.binary with
+		// TF_VAR_* and TF_CLI_ARGS_*.
+		exe = shim
+		shimEnvFor(env, vars, args, r.binary)
 	}
 	tf, err := tfexec.NewTerraform(w.Root, exe)
 	if err != nil {
@@ -576,27 +672,38 @@ func (r *Runner) newTF(w workDir, vars map[string]string, log *slog.Logger) (*tf
 	return tf, nil
 }
 
-// applyVars returns the TF_VAR_* an apply of the plan in w hands Terraform:
-// those of the root module's ephemeral variables (ephemeral.go; the saved
-// plan holds every other value). When the root module's variable blocks
-// cannot be read, none: Terraform then says which ephemeral variable it
-// misses.
-func (r *Runner) applyVars(w workDir, log *slog.Logger) map[string]string {
-	if len(r.vars) == 0 {
-		return nil
+// applyVars returns what an apply of the plan in w hands Terraform of the
+// variables: the TF_VAR_* (vars) and the -var options (args:
+// TF_CLI_ARGS_apply, cliargs.go) of the root module's ephemeral variables
+// (ephemeral.go; the saved plan holds every other value, and Terraform
+// would print both values of one that differs). When the root module's
+// variable blocks cannot be read, none: Terraform then says which
+// ephemeral variable it misses.
+func (r *Runner) applyVars(w workDir, planVars []engine.Var, log *slog.Logger) (vars, args map[string]string) {
+	if len(r.vars) == 0 && len(planVars) == 0 {
+		return nil, nil
 	}
 	eph, err := ephemeralVariables(w.Root)
 	if err != nil {
-		log.Warn("reading the root module's variable blocks: no TF_VAR_* passed to the apply", "error", err)
-		return nil
+		log.Warn("reading the root module's variable blocks: no TF_VAR_* or -var passed to the apply", "error", err)
+		return nil, nil
 	}
-	out := map[string]string{}
+	vars = map[string]string{}
 	for k, v := range r.vars {
 		if eph[strings.TrimPrefix(k, varPrefix)] {
-			out[k] = v
+			vars[k] = v
 		}
 	}
-	return out
+	var ephVars []engine.Var
+	for _, v := range planVars {
+		if eph[v.Name] {
+			ephVars = append(ephVars, v)
+		}
+	}
+	if len(ephVars) > 0 {
+		args = map[string]string{argsPrefix + "apply": cliArgs(nil, ephVars)}
+	}
+	return vars, args
 }
 
 // terraformVersion returns the binary's version ("1.11.4"), asked once per

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // The TF_VAR shim. terraform-exec refuses TF_VAR_* in SetEnv, and a nil
@@ -26,7 +26,9 @@ import (
 // precedence of all variable sources (-var, -var-file, *.auto.tfvars,
 // terraform.tfvars all win; Terraform's documented "Variable Definition
 // Precedence"). The values travel only through process environments, never
-// a file or a command line (ADR 0037).
+// a file or a command line (ADR 0037). The -var options of a plan travel
+// the same way, as TF_CLI_ARGS_plan (ShimArgsPrefix; cliargs.go, ADR
+// 0045).
 //
 // Every program that links this package can be its shim: the check runs in
 // init, before main or TestMain (shim_unix.go), so kl, klbot and the test
@@ -37,7 +39,16 @@ const (
 	ShimExecVar = "KL_TERRAFORM_SHIM_EXEC"
 	// ShimVarPrefix + NAME carries TF_VAR_NAME to the shim.
 	ShimVarPrefix = "KL_TERRAFORM_SHIM_VAR_"
+	// ShimArgsPrefix + COMMAND carries TF_CLI_ARGS_COMMAND to the shim
+	// ("plan", "apply"): the -var and -var-file options of a plan with
+	// -var values, which must not be on a command line (cliargs.go, ADR
+	// 0045).
+	ShimArgsPrefix = "KL_TERRAFORM_SHIM_CLI_ARGS_"
 )
+
+// argsPrefix is the prefix of the environment variables whose value
+// Terraform adds to the arguments of one command (TF_CLI_ARGS_plan).
+const argsPrefix = "TF_CLI_ARGS_"
 
 // varPrefix is the prefix of the environment variables Terraform reads as
 // input variables.
@@ -45,7 +56,8 @@ const varPrefix = "TF_VAR_"
 
 // shimEnv returns the environment the shim execs Terraform with: environ
 // without ShimExecVar, each ShimVarPrefix+NAME=VALUE as TF_VAR_NAME=VALUE,
-// everything else as it is.
+// each ShimArgsPrefix+COMMAND=ARGS as TF_CLI_ARGS_COMMAND=ARGS, everything
+// else as it is.
 func shimEnv(environ []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
@@ -54,6 +66,8 @@ func shimEnv(environ []string) []string {
 		case k == ShimExecVar:
 		case strings.HasPrefix(k, ShimVarPrefix):
 			out = append(out, varPrefix+strings.TrimPrefix(k, ShimVarPrefix)+"="+v)
+		case strings.HasPrefix(k, ShimArgsPrefix):
+			out = append(out, argsPrefix+strings.TrimPrefix(k, ShimArgsPrefix)+"="+v)
 		default:
 			out = append(out, kv)
 		}
@@ -75,11 +89,15 @@ func runShim(bin string, args, environ []string, stderr io.Writer) int {
 
 // shimEnvFor adds what the shim needs to env (the map handed to
 // terraform-exec's SetEnv): ShimExecVar=bin, ShimVarPrefix+NAME for each
-// TF_VAR_NAME of vars.
-func shimEnvFor(env, vars map[string]string, bin string) {
+// TF_VAR_NAME of vars, ShimArgsPrefix+COMMAND for each TF_CLI_ARGS_COMMAND
+// of args.
+func shimEnvFor(env, vars, args map[string]string, bin string) {
 	env[ShimExecVar] = bin
 	for k, v := range vars {
 		env[ShimVarPrefix+strings.TrimPrefix(k, varPrefix)] = v
+	}
+	for k, v := range args {
+		env[ShimArgsPrefix+strings.TrimPrefix(k, argsPrefix)] = v
 	}
 }
 
@@ -101,27 +119,8 @@ func shimExecutable() (string, error) {
 	return exe, nil
 }
 
-// reservedVariableNames are the names Terraform refuses for a variable
-// ("The variable name … is reserved due to its special meaning inside
-// module blocks"; measured with Terraform 1.11.4).
-var reservedVariableNames = map[string]bool{
-	"source": true, "version": true, "providers": true, "provider": true, "count": true,
-	"for_each": true, "lifecycle": true, "depends_on": true, "locals": true,
-}
-
 // ValidVariableName returns nil when name can be a Terraform input
-// variable's name — an HCL identifier (a letter or underscore, then
-// letters, digits, underscores and hyphens) that Terraform does not reserve
-// (count, for_each, source, …) — and otherwise an error saying what is
-// wrong. TF_VAR_NAME reaches a variable only when NAME is such a name.
-func ValidVariableName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("the variable name is empty")
-	case !hclsyntax.ValidIdentifier(name):
-		return fmt.Errorf("%q is not a Terraform variable name (a letter or underscore, then letters, digits, underscores or hyphens)", name)
-	case reservedVariableNames[name]:
-		return fmt.Errorf("%q is reserved by Terraform: no variable can have that name", name)
-	}
-	return nil
-}
+// variable's name, else an error saying what is wrong: it is
+// engine.ValidVariableName (an HCL identifier that Terraform does not
+// reserve). TF_VAR_NAME reaches a variable only when NAME is such a name.
+func ValidVariableName(name string) error { return engine.ValidVariableName(name) }

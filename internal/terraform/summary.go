@@ -15,7 +15,9 @@ import (
 // Terraform 1.8; a targeted plan, shared/TERRAFORM.md "Plan JSON"). Forget
 // counts "forget" (removed blocks that keep the object), Import every entry
 // with change.importing (counted besides its action). Refresh-only changes (resource_drift)
-// are not counted. A nil plan is empty.
+// are not counted: the JSON does not say a plan is refresh-only, and the
+// Runner counts them as Refresh for one that is (countDrift, ADR 0045). A
+// nil plan is empty.
 func Summarize(plan *tfjson.Plan) engine.PlanSummary {
 	var s engine.PlanSummary
 	if plan == nil {
@@ -57,4 +59,32 @@ func Summarize(plan *tfjson.Plan) engine.PlanSummary {
 	}
 	s.Targets = plan.Complete != nil && !*plan.Complete
 	return s
+}
+
+// RefreshOnlyView is plan as a refresh-only plan is applied: its
+// resource_drift entries as its resource_changes. Terraform's JSON of a
+// `plan -refresh-only` has no resource_changes at all (measured with
+// 1.11.4) and lists in resource_drift each object the refresh found
+// changed ("update") or gone ("delete") outside Terraform; applying the
+// plan records exactly those in the state. The JSON does not say the plan
+// is refresh-only: the caller knows (engine.PlanOptions.RefreshOnly).
+// plan itself is not changed; a nil plan is returned as it is.
+func RefreshOnlyView(plan *tfjson.Plan) *tfjson.Plan {
+	if plan == nil {
+		return nil
+	}
+	view := *plan
+	view.ResourceChanges = nil
+	for _, rc := range plan.ResourceDrift {
+		if rc != nil && rc.Change != nil && !rc.Change.Actions.NoOp() {
+			view.ResourceChanges = append(view.ResourceChanges, rc)
+		}
+	}
+	return &view
+}
+
+// countDrift counts plan's resource_drift entries that are not no-op:
+// the objects a refresh-only plan's apply records (PlanSummary.Refresh).
+func countDrift(plan *tfjson.Plan) int {
+	return len(RefreshOnlyView(plan).ResourceChanges)
 }

@@ -241,18 +241,36 @@ func initOptions(w workDir) []tfexec.InitOption {
 
 // planOptions are the options of `terraform plan`: -out=<plan file,
 // relative>, -var-file for each archived var file (archive names, relative
-// to cfg/), -target for each target, -replace for each forced replacement
-// (tfexec adds -input=false and -detailed-exitcode).
-func planOptions(w workDir, varFiles, targets, replace []string) []tfexec.PlanOption {
+// to cfg/) unless varFilesInEnv (a plan with -var values: cliArgs carries
+// them, cliargs.go), -target for each target, -replace for each forced
+// replacement, and the plan options o (ADR 0045): -destroy,
+// -refresh-only, -refresh=false, -parallelism=N (tfexec adds
+// -input=false, -detailed-exitcode, and -refresh=true and -parallelism=10
+// when not set).
+func planOptions(w workDir, varFiles, targets, replace []string, o engine.PlanOptions, varFilesInEnv bool) []tfexec.PlanOption {
 	opts := []tfexec.PlanOption{tfexec.Out(w.rel(w.PlanFile))}
-	for _, vf := range varFiles {
-		opts = append(opts, tfexec.VarFile(w.rel(filepath.Join(w.Cfg, filepath.FromSlash(vf)))))
+	if !varFilesInEnv {
+		for _, vf := range w.varFilePaths(varFiles) {
+			opts = append(opts, tfexec.VarFile(vf))
+		}
 	}
 	for _, t := range targets {
 		opts = append(opts, tfexec.Target(t))
 	}
 	for _, r := range replace {
 		opts = append(opts, tfexec.Replace(r))
+	}
+	if o.Destroy {
+		opts = append(opts, tfexec.Destroy(true))
+	}
+	if o.RefreshOnly {
+		opts = append(opts, tfexec.RefreshOnly(true))
+	}
+	if o.NoRefresh {
+		opts = append(opts, tfexec.Refresh(false))
+	}
+	if o.Parallelism > 0 {
+		opts = append(opts, tfexec.Parallelism(o.Parallelism))
 	}
 	return opts
 }
@@ -263,10 +281,16 @@ func ownVariable(k string) bool {
 	return strings.HasPrefix(k, "KL_") || strings.HasPrefix(k, "KLBOT_")
 }
 
-// applyOptions are the options of `terraform apply PLANFILE` (tfexec adds
-// -auto-approve and -input=false).
-func applyOptions(w workDir) []tfexec.ApplyOption {
-	return []tfexec.ApplyOption{tfexec.DirOrPlan(w.rel(w.PlanFile))}
+// applyOptions are the options of `terraform apply PLANFILE`, with the
+// plan's -parallelism when it had one (ADR 0045: it bounds the apply's
+// operations as it bounded the plan's refresh; tfexec adds -auto-approve
+// and -input=false, and -parallelism=10 when not set).
+func applyOptions(w workDir, parallelism int) []tfexec.ApplyOption {
+	opts := []tfexec.ApplyOption{tfexec.DirOrPlan(w.rel(w.PlanFile))}
+	if parallelism > 0 {
+		opts = append(opts, tfexec.Parallelism(parallelism))
+	}
+	return opts
 }
 
 // terraformEnv builds the environment of every Terraform process of a run

@@ -33,6 +33,8 @@ func TestOptions(t *testing.T) {
 		varFiles []string
 		targets  []string
 		replace  []string
+		opts     engine.PlanOptions
+		inEnv    bool // the var files go in TF_CLI_ARGS_plan (-var values)
 		init     []tfexec.InitOption
 		plan     []tfexec.PlanOption
 		apply    []tfexec.ApplyOption
@@ -59,6 +61,24 @@ func TestOptions(t *testing.T) {
 			},
 			apply: []tfexec.ApplyOption{tfexec.DirOrPlan("../../../plan.tfplan")},
 		},
+		"plan options": {
+			rootSub:  ".",
+			varFiles: []string{".kl-varfiles/000-common.tfvars"},
+			opts:     engine.PlanOptions{Destroy: true, NoRefresh: true, Parallelism: 3, Vars: []string{"x"}},
+			inEnv:    true,
+			init:     []tfexec.InitOption{tfexec.BackendConfig("path=../snapshot.tfstate"), tfexec.Reconfigure(true)},
+			plan: []tfexec.PlanOption{
+				tfexec.Out("../plan.tfplan"), tfexec.Destroy(true), tfexec.Refresh(false), tfexec.Parallelism(3),
+			},
+			apply: []tfexec.ApplyOption{tfexec.DirOrPlan("../plan.tfplan"), tfexec.Parallelism(3)},
+		},
+		"refresh-only": {
+			rootSub: ".",
+			opts:    engine.PlanOptions{RefreshOnly: true},
+			init:    []tfexec.InitOption{tfexec.BackendConfig("path=../snapshot.tfstate"), tfexec.Reconfigure(true)},
+			plan:    []tfexec.PlanOption{tfexec.Out("../plan.tfplan"), tfexec.RefreshOnly(true)},
+			apply:   []tfexec.ApplyOption{tfexec.DirOrPlan("../plan.tfplan")},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -67,10 +87,10 @@ func TestOptions(t *testing.T) {
 			if got := initOptions(w); !reflect.DeepEqual(got, tc.init) {
 				t.Errorf("initOptions = %#v, want %#v", got, tc.init)
 			}
-			if got := planOptions(w, tc.varFiles, tc.targets, tc.replace); !reflect.DeepEqual(got, tc.plan) {
+			if got := planOptions(w, tc.varFiles, tc.targets, tc.replace, tc.opts, tc.inEnv); !reflect.DeepEqual(got, tc.plan) {
 				t.Errorf("planOptions = %#v, want %#v", got, tc.plan)
 			}
-			if got := applyOptions(w); !reflect.DeepEqual(got, tc.apply) {
+			if got := applyOptions(w, tc.opts.Parallelism); !reflect.DeepEqual(got, tc.apply) {
 				t.Errorf("applyOptions = %#v, want %#v", got, tc.apply)
 			}
 		})
@@ -140,7 +160,7 @@ func TestTerraformEnv(t *testing.T) {
 	if err := tf.SetEnv(env); err != nil {
 		t.Errorf("SetEnv refused the filtered environment: %v", err)
 	}
-	shimEnvFor(env, vars, "/usr/bin/terraform")
+	shimEnvFor(env, vars, map[string]string{"TF_CLI_ARGS_plan": "'-var=x=1'"}, "/usr/bin/terraform")
 	if err := tf.SetEnv(env); err != nil {
 		t.Errorf("SetEnv refused the shim's environment: %v", err)
 	}
