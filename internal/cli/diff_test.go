@@ -52,16 +52,7 @@ func TestPlanDiffSecret(t *testing.T) {
 	k := setup(t)
 	cfg := filepath.Join(k.dir, "cfg")
 	env := append(append([]string(nil), k.env...), "KL_LOG_LEVEL=debug")
-	var printed strings.Builder
-	kl := func(args ...string) string {
-		t.Helper()
-		r := k.runWith(env, "", args...)
-		if r.err != nil {
-			t.Fatalf("kl %s: %v\nstderr:\n%s", strings.Join(args, " "), r.err, r.errOut)
-		}
-		printed.WriteString(r.out + r.errOut)
-		return r.out
-	}
+	kl, printed := k.recording(env)
 	planApply := func(secret, size string) (plan, text string) {
 		t.Helper()
 		write(t, filepath.Join(cfg, "main.tf"), strings.Replace(diffConfig, "SIZE", size, 1))

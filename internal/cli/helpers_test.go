@@ -102,6 +102,22 @@ func (k *kit) runWith(env []string, stdin string, args ...string) result {
 	return result{out: out.String(), errOut: errOut.String(), err: err}
 }
 
+// recording returns a kl that runs with env (nil: k.env), fails the test
+// when kl fails, and returns stdout — and everything kl printed, stdout and
+// stderr of every run, for the tests that a value is printed nowhere.
+func (k *kit) recording(env []string) (kl func(args ...string) string, printed *strings.Builder) {
+	printed = &strings.Builder{}
+	return func(args ...string) string {
+		k.t.Helper()
+		r := k.runWith(env, "", args...)
+		if r.err != nil {
+			k.t.Fatalf("kl %s: %v\nstderr:\n%s", strings.Join(args, " "), r.err, r.errOut)
+		}
+		printed.WriteString(r.out + r.errOut)
+		return r.out
+	}, printed
+}
+
 func (k *kit) run(args ...string) result {
 	k.t.Helper()
 	return k.runWith(nil, "", args...)

@@ -286,16 +286,7 @@ func TestPlanVar(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.env = envWith(k.env, "KL_TERRAFORM="+wrapper, "KL_LOG_LEVEL=debug")
-	var printed strings.Builder
-	kl := func(args ...string) string {
-		t.Helper()
-		r := k.run(args...)
-		if r.err != nil {
-			t.Fatalf("kl %s: %v\n%s", strings.Join(args, " "), r.err, r.errOut)
-		}
-		printed.WriteString(r.out + r.errOut)
-		return r.out
-	}
+	kl, printed := k.recording(nil)
 	vars := []string{"--", "-var", "x=" + secretX, "-var=y=" + secretY}
 	kl("state", "init", "prod")
 	base := reULID.FindString(kl(append([]string{"plan", "--state", "prod", "-C", cfg}, vars...)...))

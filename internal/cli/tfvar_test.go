@@ -49,16 +49,7 @@ output "x" {
 `)
 	write(t, filepath.Join(cfg, "prod.tfvars"), `x = "x-from-var-file"`+"\n")
 	env := append(append([]string(nil), k.env...), "TF_VAR_x="+envX, "TF_VAR_s="+secret, "KL_LOG_LEVEL=debug")
-	var printed strings.Builder
-	kl := func(args ...string) string {
-		t.Helper()
-		r := k.runWith(env, "", args...)
-		if r.err != nil {
-			t.Fatalf("kl %s: %v\nstderr:\n%s", strings.Join(args, " "), r.err, r.errOut)
-		}
-		printed.WriteString(r.out + r.errOut)
-		return r.out
-	}
+	kl, printed := k.recording(env)
 	kl("state", "init", "prod")
 	plan := reULID.FindString(kl("plan", "--state", "prod", "-C", cfg, "--var-file", filepath.Join(cfg, "prod.tfvars")))
 	apply := reULID.FindString(kl("apply", plan))

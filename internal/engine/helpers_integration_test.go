@@ -195,6 +195,25 @@ func (h *harness) gate() (string, func()) {
 	}
 }
 
+// readerAndWriter bootstraps x, r (which reads x's id) and y, then plans
+// A, alice's replacement of r — slow: its Terraform holds A's read
+// reservation on x until release opens the gate — and B, bob's write of
+// x: B's apply conflicts with A's while A applies. slow is A's
+// configuration.
+func (h *harness) readerAndWriter() (slow config, a, b engine.Run, release func()) {
+	h.t.Helper()
+	open0, opened := h.gate()
+	opened()
+	cfg := config{"x": {Value: "x0"}, "r": {Value: "r0", Ref: "x.id", Gate: open0}, "y": {Value: "y0"}}
+	h.base(cfg)
+	gate, release := h.gate()
+	slow = cfg.with(map[string]string{"r": "r1"})
+	slow["r"] = res{Value: "r1", Ref: "x.id", Gate: gate}
+	a = h.plan(slow)
+	b = h.plan(cfg.with(map[string]string{"x": "x1"}), actor("bob"))
+	return slow, a, b, release
+}
+
 // write writes c into a new directory and returns it.
 func (h *harness) write(c config) string {
 	h.t.Helper()

@@ -20,15 +20,7 @@ import (
 func TestParkAndResume(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	open0, opened := h.gate()
-	opened()
-	cfg := config{"x": {Value: "x0"}, "r": {Value: "r0", Ref: "x.id", Gate: open0}, "y": {Value: "y0"}}
-	h.base(cfg)
-	gate, release := h.gate()
-	slow := cfg.with(map[string]string{"r": "r1"})
-	slow["r"] = res{Value: "r1", Ref: "x.id", Gate: gate}
-	a := h.plan(slow)
-	b := h.plan(cfg.with(map[string]string{"x": "x1"}), actor("bob"))
+	slow, a, b, release := h.readerAndWriter()
 	doneA := make(chan error, 1)
 	holder := h.applyInTerraform(a.ID, func(_ *engine.ApplyOutcome, err error) { doneA <- err })
 

@@ -22,16 +22,7 @@ import (
 func TestReservationConflictThenWait(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	open0, opened := h.gate()
-	opened()
-	cfg := config{"x": {Value: "x0"}, "r": {Value: "r0", Ref: "x.id", Gate: open0}, "y": {Value: "y0"}}
-	h.base(cfg)
-	// A replaces r and holds its reservations until the gate opens.
-	gate, release := h.gate()
-	slow := cfg.with(map[string]string{"r": "r1"})
-	slow["r"] = res{Value: "r1", Ref: "x.id", Gate: gate}
-	a := h.plan(slow)
-	b := h.plan(cfg.with(map[string]string{"x": "x1"}), actor("bob"))
+	_, a, b, release := h.readerAndWriter()
 	if fp := a.Envelope.Footprint; !sameSet(fp.Write, addrs("r")) || !sameSet(fp.Read, addrs("x")) {
 		t.Fatalf("A's footprint = write %v, read %v", fp.Write, fp.Read)
 	}
