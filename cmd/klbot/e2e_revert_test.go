@@ -62,7 +62,7 @@ func TestPlanSaysWhatItWouldUndo(t *testing.T) {
 	if c.Conclusion != "failure" || len(c.Actions) != 0 {
 		t.Errorf("PR 22 (on_revert: fail): plan %s %q with %d actions; want failure without the Apply button", c.Conclusion, c.Title, len(c.Actions))
 	}
-	if !strings.HasPrefix(c.Summary, "> ⛔ This plan would undo earlier changes (below) and project `infra` has `on_revert: fail`") {
+	if !strings.HasPrefix(c.Summary, "> ⛔ This plan cannot be applied: it would undo earlier changes (below) and project `infra` has `on_revert: fail`") {
 		t.Errorf("PR 22 (on_revert: fail): the plan check run does not open with why it cannot be applied:\n%s", c.Summary)
 	}
 	mustContain(t, "PR 22's failing plan check run", c.Summary, undo,
@@ -83,7 +83,11 @@ func TestPlanSaysWhatItWouldUndo(t *testing.T) {
 	if serial := h.headSerial(); serial != 2 {
 		t.Errorf("head serial %d after PR 22's refused apply, want 2", serial)
 	}
-	mustContain(t, "PR 22's sticky comment", h.sticky(t, 22), "on_revert: fail")
+	st := h.sticky(t, 22)
+	mustContain(t, "PR 22's sticky comment", st, "⛔ It cannot be applied: it would undo earlier changes (below) and project `infra` has `on_revert: fail`")
+	if strings.Contains(st, "Apply it with") {
+		t.Errorf("PR 22 (on_revert: fail): the sticky comment still says how to apply it:\n%s", st)
+	}
 
 	// A pull request cannot loosen it.
 	files := change(t, [3]string{db, `"db_replica-v1"`, `"db_replica-v2"`})

@@ -12,11 +12,10 @@ import (
 // onRevert sets the conclusion of check, the "kl plan · PROJECT" check
 // run of plan out, by project p's on_revert (kl.yaml, a safety key read
 // from the base: ADR 0040, ADR 0046) when the plan would undo an earlier
-// version's change (engine.Envelope.Reverts; the plan's view says which):
-// warn makes a success neutral; fail makes it a failure without the Apply
-// button, its summary opening with why it cannot be applied
-// (report.RevertRefusedSummary). A plan that
-// undoes nothing is left as it is.
+// version's change (engine.Envelope.Reverts): warn makes a success
+// neutral; fail makes it a failure without the Apply button (its summary
+// already says why: report.Applying.RevertFail). A plan that undoes
+// nothing is left as it is.
 func onRevert(check *github.CheckRun, out *engine.PlanOutcome, p klyaml.Project) {
 	if out == nil || out.Run.Envelope == nil || len(out.Run.Envelope.Reverts) == 0 {
 		return
@@ -28,11 +27,6 @@ func onRevert(check *github.CheckRun, out *engine.PlanOutcome, p klyaml.Project)
 		return
 	}
 	check.Conclusion, check.Actions = "failure", nil
-	o := report.Options{Format: report.Markdown}
-	if pr := out.Run.PR; pr != nil {
-		o.Commands = commandsOf(pr.Repo, pr.Number, p.Name)
-	}
-	check.Summary = report.Truncate(report.RevertRefusedSummary(check.Summary, out, applying(p.Name, p), o), report.CheckRunSummaryLimit)
 }
 
 // revertHolds checks project r's on_revert at apply (ADR 0046): nil when

@@ -103,22 +103,12 @@ func RevertTitle(rs []engine.Revert) string {
 	return fmt.Sprintf("⚠ would undo %d earlier changes", len(rs))
 }
 
-// RevertRefusedSummary is summary — a `kl plan · P` check run's, made of
-// PlanHeader(out, a) and Plan's Markdown of out with o — for a project
-// with `on_revert: fail` (kl.yaml, ADR 0046) whose plan would undo an
-// earlier change: it opens with why the plan cannot be applied in place of
-// how to apply it, and its "next" says what to do instead of `/kl apply`.
-// Both replaced parts are what this package wrote; a summary without them
-// (cut, or laid out otherwise) only gets the opening line.
-func RevertRefusedSummary(summary string, out *engine.PlanOutcome, a Applying, o Options) string {
-	head := fmt.Sprintf("> ⛔ This plan would undo earlier changes (below) and project `%s` has `on_revert: fail` (kl.yaml): "+
-		"it cannot be applied. Bring the branch up to date with its base and push; the new plan is checked again.\n\n", a.Project)
-	body := strings.TrimPrefix(summary, PlanHeader(out, a))
-	p := mdPainter{o: o}
-	var next, instead strings.Builder
-	p.block(&next, fields{{"next", words(code(o.applyCmd(out.Run.ID)))}})
-	p.block(&instead, fields{{"next", words("bring the branch up to date with its base and push (", code("on_revert: fail"), ")")}})
-	return head + strings.Replace(body, next.String(), instead.String(), 1)
+// revertRefused says, in Markdown, why a plan of project with
+// `on_revert: fail` (Applying.RevertFail) cannot be applied, and what to
+// do: "it would undo earlier changes (below) and project `infra` has …".
+func revertRefused(project string) string {
+	return fmt.Sprintf("it would undo earlier changes (below) and project `%s` has `on_revert: fail` (kl.yaml). "+
+		"Bring the branch up to date with its base and push; the new plan is checked again.", project)
 }
 
 // revertShort is one revert without its details: "version 4's change to
