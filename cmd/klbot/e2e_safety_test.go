@@ -92,7 +92,9 @@ func TestPRCannotLoosenSafetyKeys(t *testing.T) {
 	p2 := pr{2, sha(2), change(t, [3]string{"infra/db.tf", `"db_main-v1"`, `"db_main-v2"`}), []string{"infra/db.tf"}}
 	h.open(t, p2)
 	h.settle()
-	if c := h.one(t, p2.head, "kl plan · infra"); c.Conclusion != "success" {
+	// neutral: PR 2's branch predates PR 1's change to app_web, which its
+	// plan sets back (on_revert: warn, ADR 0046).
+	if c := h.one(t, p2.head, "kl plan · infra"); c.Conclusion != "neutral" || !strings.Contains(c.Title, "would undo version 2's change") {
 		t.Fatalf("PR 2: plan %s %q", c.Conclusion, c.Title)
 	}
 	h.fake.SetFile(repo, githubfake.DefaultBranch, "kl.yaml", []byte(approvedYAML))

@@ -349,8 +349,9 @@ func (x *applyCtx) refusal(r projectRow) report.BotRefusal {
 		PlanRun: r.PlanRun, PlanSHA: r.HeadSHA, HeadSHA: x.pr.HeadSHA}
 }
 
-// requirementsHold checks the project's apply_requirements (kl.yaml): nil
-// when they hold, else the refusal by the first that does not. merged
+// requirementsHold checks the project's apply_requirements (kl.yaml), then
+// its on_revert (revertHolds, ADR 0046): nil when they hold, else the
+// refusal by the first that does not. merged
 // says the pull request was merged (so it was mergeable).
 func (b *Bot) requirementsHold(ctx context.Context, x *applyCtx, r projectRow, merged bool) (*report.BotRefusal, error) {
 	for _, req := range r.Config.ApplyRequirements {
@@ -372,7 +373,7 @@ func (b *Bot) requirementsHold(ctx context.Context, x *applyCtx, r projectRow, m
 			}
 		}
 	}
-	return nil, nil
+	return b.revertHolds(ctx, x, r)
 }
 
 // runApply calls engine.Apply — parked while it waits for reservations,

@@ -455,7 +455,9 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	}
 	// The view and the diff's summary and destructive changes in the
 	// summary, the per-resource blocks in the text (ADR 0044).
-	gp, err := report.NewGitHubPlan(out, report.PlanHeader(out, applying(p.Name, p)), report.Options{Commands: commandsOf(a.Repo, a.PR, p.Name)})
+	cm := commandsOf(a.Repo, a.PR, p.Name)
+	cm.RevertFail = p.OnRevert == klyaml.RevertFail // ADR 0046
+	gp, err := report.NewGitHubPlan(out, report.PlanHeader(out, applying(p.Name, p)), report.Options{Commands: cm})
 	if err != nil {
 		return err
 	}
@@ -470,6 +472,7 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	if p.ApplyTrigger == klyaml.TriggerComment && out.Run.Envelope != nil && !out.Run.Envelope.Summary.Empty() && len(out.Fences) == 0 {
 		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}
 	}
+	onRevert(&check, out, p) // on_revert (ADR 0046)
 	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
 		return err
 	}
@@ -478,7 +481,8 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 
 // applying is how project p's plan gets applied, for report.
 func applying(project string, p klyaml.Project) report.Applying {
-	a := report.Applying{Project: project, OnMerge: p.ApplyTrigger == klyaml.TriggerMerge, PlanCheck: PlanCheckName(project)}
+	a := report.Applying{Project: project, OnMerge: p.ApplyTrigger == klyaml.TriggerMerge, PlanCheck: PlanCheckName(project),
+		RevertFail: p.OnRevert == klyaml.RevertFail}
 	for _, r := range p.ApplyRequirements {
 		a.Requirements = append(a.Requirements, string(r))
 	}

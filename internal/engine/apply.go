@@ -317,6 +317,7 @@ func (a *applier) preflight(ctx context.Context) error {
 		return a.fail(ctx, StatusPlanned, Failed(StepReadSincePlan, err), fmt.Errorf("reading versions after %d of state %s: %w", env.SourceSerial, a.state.Name, err))
 	}
 	a.sp = ClassifySincePlan(a.plan.ID, env.SourceSerial, env.Footprint, versions)
+	e.readChangesOrLog(ctx, a.state.Name, &a.sp)
 	sum := a.sp.Summary()
 	if err := e.Store.AddMarkers(ctx, a.run.ID, Marker{Kind: MarkerPreflight, SincePlan: &sum}); err != nil {
 		return a.fail(ctx, StatusPlanned, Failed(StepRecordPreflight, err), fmt.Errorf("recording preflight of run %s: %w", a.run.ID, err))

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/kilolock/kilolock/internal/plandiff"
+)
 
 // SincePlanClass classifies one version committed after a plan's source
 // serial against the plan's footprint (ADR D3, D8: three cases, shown
@@ -48,6 +52,12 @@ type SincePlanEntry struct {
 	// OwnApply marks the version committed by the plan's own apply: not a
 	// conflict, and not counted in the three classes.
 	OwnApply bool `json:"own_apply,omitempty"`
+	// ReadChanges, for a read-changed entry, are the attributes of the
+	// read resources (Addresses) that differ between the plan's source
+	// version and this version, sensitive values masked (issue 12 §4, ADR
+	// 0046); set by the views that read the snapshots (Engine.SincePlan,
+	// the apply's preflight). Nil when not read.
+	ReadChanges []plandiff.Resource `json:"read_changes,omitempty"`
 }
 
 // SincePlan is the classification of every version after a plan's source

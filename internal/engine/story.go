@@ -185,5 +185,8 @@ func (e *Engine) sincePlan(ctx context.Context, id string) (*SincePlan, error) {
 			sp.Entries[i].OwnApply = sp.Entries[i].Run == run.ApplyRun
 		}
 	}
+	if err := e.readChanges(ctx, run.State, &sp); err != nil {
+		return nil, err
+	}
 	return &sp, nil
 }

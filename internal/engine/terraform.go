@@ -88,6 +88,11 @@ type PlanResult struct {
 	// sensitive values masked (ADR 0044); nil when the Terraform
 	// implementation makes none (then none is stored or shown).
 	Diff *plandiff.Diff
+	// Planned are the planned values of the instances the plan writes
+	// (plandiff.PlannedOf), for the revert check (ADR 0046). They hold
+	// secrets: the engine compares them with snapshots and stores only
+	// what it found. Nil: no revert check.
+	Planned *plandiff.Planned
 }
 
 // ApplyRequest is one apply of a saved plan against the snapshot it was

@@ -300,6 +300,10 @@ type Envelope struct {
 	TerraformVersion string        `json:"terraform_version,omitempty"`
 	PR               *PullRequest  `json:"pr,omitempty"`
 	CommitSHA        string        `json:"commit_sha,omitempty"`
+	// Reverts are the instances this plan writes whose planned value would
+	// undo an earlier version's change (ADR 0046), found when it was
+	// stored; by address. Attribute names only, never values.
+	Reverts []Revert `json:"reverts,omitempty"`
 }
 
 // Slice is the native lane's state-engine slice metadata (ADR D1, D7).

@@ -28,6 +28,17 @@ const (
 	RequireMergeable Requirement = "mergeable"
 )
 
+// OnRevert says what a plan that would undo an earlier version's change
+// does to its plan check run (ADR 0046): warn says so in it, fail also
+// fails it and refuses the plan's apply.
+type OnRevert string
+
+// OnRevert values, loosest first.
+const (
+	RevertWarn OnRevert = "warn"
+	RevertFail OnRevert = "fail"
+)
+
 // DefaultWhenModified is the when_modified of a project that sets none:
 // Terraform files and var files in the project directory and below it.
 var DefaultWhenModified = []string{"*.tf", "*.tfvars", "**/*.tf", "**/*.tfvars"}
@@ -79,6 +90,9 @@ type Project struct {
 	WhenModified      []string      `json:"when_modified"`
 	ApplyTrigger      Trigger       `json:"apply_trigger"`
 	ApplyRequirements []Requirement `json:"apply_requirements"`
+	// OnRevert is what a plan that would undo an earlier version's change
+	// does (ADR 0046); "" (a project stored before the key) is warn.
+	OnRevert OnRevert `json:"on_revert,omitempty"`
 }
 
 // Error is an invalid kl.yaml (or KLBOT_REPO_CONFIG file, or a pull
@@ -106,7 +120,7 @@ func Default(repo string, trigger Trigger) *Config {
 	top := defaultRules(trigger)
 	return &Config{Version: 1, Default: true, top: top, Projects: []Project{{
 		Name: "default", Dir: ".", State: repo, Workspace: "default",
-		WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger, ApplyRequirements: []Requirement{},
+		WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger, ApplyRequirements: []Requirement{}, OnRevert: top.OnRevert,
 	}}}
 }
 

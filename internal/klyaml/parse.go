@@ -19,8 +19,8 @@ import (
 
 // Keys kl.yaml accepts, at the top level and in a project.
 var (
-	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "plan_drafts", "projects"}
-	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements"}
+	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "on_revert", "plan_drafts", "projects"}
+	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements", "on_revert"}
 )
 
 // extensionPrefix starts the top-level keys kl.yaml ignores, as docker
@@ -45,7 +45,7 @@ var (
 // globs valid; names, dirs, states and globs of printable characters only
 // (unicode.IsPrint: no control, format or bidirectional characters);
 // apply_trigger comment or merge; apply_requirements approved or
-// mergeable; plan_drafts true or false; top-level keys starting with "x-"
+// mergeable; on_revert warn or fail; plan_drafts true or false; top-level keys starting with "x-"
 // are ignored (a place for shared anchors). Defaults: dir ".", workspace
 // "default", when_modified DefaultWhenModified, apply_trigger and
 // apply_requirements from the top level (whose defaults are
@@ -267,7 +267,8 @@ type stateUser struct {
 // in messages as project "NAME", or "project I (no name)" when it has
 // none.
 func (p *parser) project(n *yaml.Node, i int, top Project, seen map[string]int, states map[string]stateUser) Project {
-	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger, ApplyRequirements: top.ApplyRequirements}
+	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger,
+		ApplyRequirements: top.ApplyRequirements, OnRevert: top.OnRevert}
 	if n.Kind != yaml.MappingNode {
 		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
 		return pr
@@ -297,12 +298,12 @@ func (p *parser) project(n *yaml.Node, i int, top Project, seen map[string]int, 
 
 // defaultRules are the rules of the apply before kl.yaml says any:
 // apply_trigger defaultTrigger (KLBOT_APPLY_TRIGGER; "" is comment), no
-// apply_requirements.
+// apply_requirements, on_revert warn.
 func defaultRules(defaultTrigger Trigger) Project {
 	if defaultTrigger == "" {
 		defaultTrigger = TriggerComment
 	}
-	return Project{ApplyTrigger: defaultTrigger, ApplyRequirements: []Requirement{}}
+	return Project{ApplyTrigger: defaultTrigger, ApplyRequirements: []Requirement{}, OnRevert: RevertWarn}
 }
 
 // rules reads the keys that say how a project's plan is applied — those
@@ -317,6 +318,22 @@ func (p *parser) rules(fs map[string]field, where string, pr *Project) {
 	if f, ok := fs["apply_requirements"]; ok {
 		pr.ApplyRequirements = p.requirements(f, where, pr.ApplyRequirements)
 	}
+	if f, ok := fs["on_revert"]; ok {
+		pr.OnRevert = p.onRevert(f, where, pr.OnRevert)
+	}
+}
+
+// onRevert reads on_revert; def is kept when it is invalid.
+func (p *parser) onRevert(f field, where string, def OnRevert) OnRevert {
+	switch v := OnRevert(f.val.Value); {
+	case f.val.Kind != yaml.ScalarNode:
+		p.bad(f.val.Line, "%son_revert: want warn or fail, got %s", where, describe(f.val))
+	case v == RevertWarn || v == RevertFail:
+		return v
+	default:
+		p.bad(f.val.Line, "%son_revert %q: want warn or fail", where, f.val.Value)
+	}
+	return def
 }
 
 // site records the line of each key of fs, set for project ("" for the

@@ -25,6 +25,7 @@ projects:
     when_modified: ["*.tf", "../modules/**/*.tf"]
     apply_trigger: merge
     apply_requirements: []
+    on_revert: fail
 `
 	cfg, err := Parse([]byte(good), "")
 	if err != nil {
@@ -32,9 +33,9 @@ projects:
 	}
 	want := []Project{
 		{Name: "infra", Dir: "infra/prod", State: "acme/infra/prod", Workspace: "default", WhenModified: DefaultWhenModified,
-			ApplyTrigger: TriggerComment, ApplyRequirements: []Requirement{RequireApproved}},
+			ApplyTrigger: TriggerComment, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn},
 		{Name: "dns", Dir: "dns", State: "acme/dns", Workspace: "default", WhenModified: []string{"*.tf", "../modules/**/*.tf"},
-			ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}},
+			ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}, OnRevert: RevertFail},
 	}
 	if d := cmp.Diff(want, cfg.Projects); d != "" {
 		t.Fatalf("projects (-want +got):\n%s", d)
@@ -69,6 +70,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{`kl.yaml:5: unknown field "dirr" in a project`}},
 		"unknown top-level field": {"version: 1\nprojcts: []\n", []string{`kl.yaml:2: unknown field "projcts" at the top level`}},
 		"bad trigger value":       {"version: 1\nprojects:\n  - name: a\n    state: s\n    apply_trigger: push\n", []string{`kl.yaml:5: project "a": apply_trigger "push": want comment or merge`}},
+		"bad on_revert value":     {"version: 1\non_revert: block\nprojects:\n  - name: a\n    state: s\n", []string{`kl.yaml:2: on_revert "block": want warn or fail`}},
+		"on_revert not a scalar":  {"version: 1\nprojects:\n  - name: a\n    state: s\n    on_revert: [fail]\n", []string{`kl.yaml:5: project "a": on_revert: want warn or fail, got a list`}},
 		"bad requirement":         {"version: 1\napply_requirements: [green]\nprojects:\n  - name: a\n    state: s\n", []string{`kl.yaml:2: apply_requirements: "green"`}},
 		"wrong version":           {"version: 2\nprojects:\n  - name: a\n    state: s\n", []string{"kl.yaml:1: version 2: want version: 1"}},
 		"no projects":             {"version: 1\n", []string{"no projects"}},
@@ -226,8 +229,8 @@ projects:
 		t.Fatal(err)
 	}
 	want := []Project{
-		{Name: "a", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}},
-		{Name: "b", Dir: ".", State: "acme/b", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}},
+		{Name: "a", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn},
+		{Name: "b", Dir: ".", State: "acme/b", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn},
 	}
 	if d := cmp.Diff(want, cfg.Projects); d != "" {
 		t.Fatalf("projects (-want +got):\n%s", d)

@@ -32,10 +32,11 @@ type safetyKey struct {
 var safetyKeys = []safetyKey{
 	supersetKey("apply_requirements", func(p *Project) *[]Requirement { return &p.ApplyRequirements }),
 	orderedKey("apply_trigger", func(p *Project) *Trigger { return &p.ApplyTrigger }, TriggerComment, TriggerMerge),
+	orderedKey("on_revert", func(p *Project) *OnRevert { return &p.OnRevert }, RevertWarn, RevertFail),
 }
 
 // SafetyKeys lists the names of the safety keys (ADR 0040), in the order
-// they are checked: apply_requirements, apply_trigger.
+// they are checked: apply_requirements, apply_trigger, on_revert.
 func SafetyKeys() []string {
 	out := make([]string, len(safetyKeys))
 	for i, k := range safetyKeys {

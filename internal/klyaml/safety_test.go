@@ -309,3 +309,37 @@ func TestParseServerErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOnRevertFromBase: on_revert is a safety key (ADR 0046, ADR 0040):
+// a pull request cannot turn the default branch's fail into warn, may
+// turn warn into fail, inherits fail by leaving the key out, and a
+// project stored before the key ("") is tightened to its base at apply.
+func TestOnRevertFromBase(t *testing.T) {
+	t.Parallel()
+	base := BaseOf(mustParse(t, "version: 1\non_revert: fail\nprojects:\n  - name: prod\n    state: acme/prod\n", ""))
+	_, err := Merge(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n    on_revert: warn\n", ""), base)
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Merge of on_revert: warn over fail = %v, want a problem", err)
+	}
+	want := []string{`kl.yaml:5: project "prod": on_revert warn loosens fail set by the default branch's kl.yaml (line 2): ` +
+		`a pull request may only move it along warn → fail, not back; change it on the default branch first`}
+	if d := cmp.Diff(want, ce.Problems); d != "" {
+		t.Fatalf("problems (-want +got):\n%s", d)
+	}
+	got, err := Merge(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n", ""), base)
+	if err != nil || got.Projects[0].OnRevert != RevertFail {
+		t.Fatalf("on_revert left out: %v, %+v; want fail from the base", err, got)
+	}
+	warnBase := BaseOf(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n", ""))
+	got, err = Merge(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n    on_revert: fail\n", ""), warnBase)
+	if err != nil || got.Projects[0].OnRevert != RevertFail {
+		t.Fatalf("on_revert: fail over warn: %v, %+v; want fail (tighter)", err, got)
+	}
+	if p := Tighten(Project{Name: "prod", State: "acme/prod"}, base); p.OnRevert != RevertFail {
+		t.Fatalf("Tighten of a project stored without on_revert = %q, want fail", p.OnRevert)
+	}
+	if p := Tighten(Project{Name: "prod", State: "acme/prod"}, warnBase); p.OnRevert != RevertWarn {
+		t.Fatalf("Tighten of a project stored without on_revert under a warn base = %q, want warn", p.OnRevert)
+	}
+}

@@ -414,6 +414,7 @@ func sincePlanSection(d *doc, sp *engine.SincePlan, live bool) {
 		when = "live, now"
 	}
 	d.section(words(fmt.Sprintf("Since plan (%s): serial %d → head %d", when, sp.SourceSerial, sp.HeadSerial)), sincePlanTable(sp)...)
+	readChangeSections(d, sp)
 }
 
 type applyDocument struct {

@@ -45,6 +45,7 @@ const (
 	BotRuleOpenPR    BotRule = "open pull request"         // the pull request is open
 	BotRuleApproved  BotRule = "approved"                  // kl.yaml apply_requirements: approved
 	BotRuleMergeable BotRule = "mergeable"                 // kl.yaml apply_requirements: mergeable
+	BotRuleRevert    BotRule = "on_revert: fail"           // kl.yaml on_revert: fail, and the plan would undo an earlier change (ADR 0046)
 )
 
 // AskedBy is how an apply was asked for.
@@ -78,7 +79,7 @@ type BotRefusal struct {
 	ApprovedBy         []string // BotRuleApproved
 	ChangesRequestedBy []string // BotRuleApproved
 	Mergeable          *bool    // BotRuleMergeable: GitHub's mergeable (nil: not computed yet)
-	Problem            string   // BotRuleOpenPlan: the engine's words (Markdown)
+	Problem            string   // BotRuleOpenPlan: the engine's words (Markdown); BotRuleRevert: RevertRefusedWhy
 	PlanClosed         bool     // BotRuleOpenPlan: Problem says the plan is no longer open
 }
 
@@ -124,6 +125,8 @@ func (r BotRefusal) Why() string {
 			return fmt.Sprintf("project `%s` requires a mergeable pull request and GitHub has not computed mergeability yet: try again in a minute", r.Project)
 		}
 		return fmt.Sprintf("project `%s` requires a mergeable pull request; GitHub says %s#%d is not mergeable (conflicts)", r.Project, r.Repo, r.PR)
+	case BotRuleRevert:
+		return r.Problem
 	case BotRuleOpenPlan:
 		if r.PlanClosed {
 			return fmt.Sprintf("plan `%s` cannot be applied: %s", r.PlanRun, r.Problem)

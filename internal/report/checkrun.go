@@ -18,6 +18,17 @@ type Applying struct {
 	OnMerge      bool     // apply_trigger: merge; else a "/kl apply" comment or the Apply button
 	Requirements []string // apply_requirements, in kl.yaml's order ("approved", "mergeable")
 	PlanCheck    string   // the check run holding the plan's Apply button ("kl plan · PROJECT")
+	// RevertFail is kl.yaml's `on_revert: fail` (a safety key, ADR 0040,
+	// ADR 0046): a plan that would undo an earlier version's change
+	// (engine.Envelope.Reverts) cannot be applied, and its views say so
+	// in place of how to apply it.
+	RevertFail bool
+}
+
+// refusesReverts says whether a's project refuses plan out because it
+// would undo earlier changes (on_revert: fail, ADR 0046).
+func (a Applying) refusesReverts(out *engine.PlanOutcome) bool {
+	return a.RevertFail && out.Run.Envelope != nil && len(out.Run.Envelope.Reverts) > 0
 }
 
 // The Apply button of a plan check run (shared/GITHUB.md: a check-run
@@ -59,6 +70,9 @@ func PlanTitle(out *engine.PlanOutcome) string {
 	if n := len(out.Fences); n > 0 {
 		t += fmt.Sprintf(", fenced by %d crashed apply run(s)", n)
 	}
+	if rt := RevertTitle(env.Reverts); rt != "" {
+		t += ", " + rt
+	}
 	return t
 }
 
@@ -78,6 +92,9 @@ func PlanHeader(out *engine.PlanOutcome, a Applying) string {
 		return fmt.Sprintf("> ⛔ Fenced: an apply whose holder died while its Terraform ran (%s) fences what this plan writes or reads; "+
 			"an apply is refused until it is lifted: `/kl recover` (or `/kl unfence -- REASON`, after checking the real objects) on its pull request.\n\n",
 			strings.Join(runs, ", "))
+	}
+	if a.refusesReverts(out) {
+		return "> ⛔ This plan cannot be applied: " + revertRefused(a.Project) + "\n\n"
 	}
 	if a.OnMerge {
 		return fmt.Sprintf("> Project `%s` applies when the pull request is merged (`apply_trigger: merge`).\n\n", a.Project)

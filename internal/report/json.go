@@ -182,6 +182,8 @@ type jEnvelope struct {
 	TerraformVersion string  `json:"terraform_version,omitempty"`
 	PR               *jPR    `json:"pr,omitempty"`
 	CommitSHA        string  `json:"commit_sha,omitempty"`
+	// Reverts: what the plan would undo (ADR 0046); left out when nothing.
+	Reverts []jRevert `json:"reverts,omitempty"`
 }
 
 func toEnvelope(e *engine.Envelope) *jEnvelope {
@@ -194,6 +196,7 @@ func toEnvelope(e *engine.Envelope) *jEnvelope {
 		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), Replace: orEmpty(e.Scope.Replace), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
 			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles), Options: toOptions(e.Scope.Options)},
 		Lane: string(e.Lane), PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
+		Reverts: toReverts(e.Reverts),
 	}
 	if e.Slice != nil {
 		j.Slice = &jSlice{Roots: strs(e.Slice.Roots), Closure: strs(e.Slice.Closure), Proved: e.Slice.Proved}
@@ -390,6 +393,9 @@ type jEntry struct {
 	PR          *jPR     `json:"pr,omitempty"`
 	CommittedAt jtime    `json:"committed_at"`
 	CommitMode  string   `json:"commit_mode"`
+	// ReadChanges: for a read-changed entry, the read resources' changed
+	// attributes from the source version to this one (ADR 0046).
+	ReadChanges []jDiffResource `json:"read_changes,omitempty"`
 }
 
 type jSincePlan struct {
@@ -415,7 +421,8 @@ func toSincePlan(sp *engine.SincePlan, plan *engine.Run, live, verdict bool) *jS
 	for _, e := range sp.Entries {
 		j.Entries = append(j.Entries, jEntry{Serial: e.Serial, Class: string(e.Class), Label: e.Class.Label(), Mark: entryMark(e).sym,
 			OwnApply: e.OwnApply, Addresses: strs(e.Addresses), Changed: strs(e.Changed), Run: e.Run, PlanRun: e.PlanRun,
-			Actor: e.Actor, PR: toPR(e.PR), CommittedAt: jtime(e.CommittedAt), CommitMode: string(e.Mode)})
+			Actor: e.Actor, PR: toPR(e.PR), CommittedAt: jtime(e.CommittedAt), CommitMode: string(e.Mode),
+			ReadChanges: toReadChanges(e.ReadChanges)})
 	}
 	if plan != nil && verdict {
 		action, v := sincePlanVerdict(sp, *plan)

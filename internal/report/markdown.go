@@ -155,6 +155,8 @@ func (p mdPainter) block(b *strings.Builder, blk block) {
 			parts[i] = p.span(markSpan(m)) + " " + mdEscaper.Replace(m.label) + " (" + mdEscaper.Replace(m.meaning) + ")"
 		}
 		b.WriteString("<sub>legend: " + strings.Join(parts, " · ") + "</sub>\n")
+	case readDiffs:
+		p.readDiffMarkdown(b, v)
 	case diagList:
 		p.diagnostics(b, v)
 	case resourceList:

@@ -65,10 +65,17 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 		d.tone = toneBad
 		f = f.addField("fenced", fenceWords(fc))
 	}
-	if r.Status == engine.StatusPlanned && len(out.Fences) == 0 {
+	switch {
+	case r.Status != engine.StatusPlanned || len(out.Fences) > 0:
+	case o.Commands != nil && o.Commands.RevertFail && len(env.Reverts) > 0:
+		f = f.addField("next", words("bring the branch up to date with its base and push (", code("on_revert: fail"), ")"))
+	default:
 		f = f.addField("next", words(code(o.applyCmd(r.ID))))
 	}
 	d.summary = append(d.summary, f)
+	// Each revert line carries its own ⚠; the heading keeps the plan's
+	// tone (toneWarn's ⏳ means waiting).
+	d.summary = append(d.summary, revertBlocks(env.Reverts)...)
 	if blocks := overlapTable(out.Overlaps); blocks != nil {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(out.Overlaps))), blocks...)
 	}

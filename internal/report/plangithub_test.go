@@ -275,3 +275,88 @@ func TestStickyDiffShares(t *testing.T) {
 		t.Errorf("the big plans kept %v blocks: not an equal share", kept)
 	}
 }
+
+// TestRevertFailRendered: a plan that would undo an earlier change, of a
+// project with on_revert: fail (Applying.RevertFail, Commands.RevertFail:
+// ADR 0046), is told so natively in every view a reviewer reads — the
+// check run opens with why it cannot be applied, its next step is to
+// bring the branch up to date (no `/kl apply`), and the sticky section is
+// marked ⛔ and does not say how to apply it. Under warn, or for a plan
+// that undoes nothing, the views say how to apply it as before.
+func TestRevertFailRendered(t *testing.T) {
+	t.Parallel()
+	reverting := func() *engine.PlanOutcome {
+		out := &engine.PlanOutcome{Run: planRunA(engine.StatusPlanned, ""), Diff: fixtureDiff(t, "terraform_data")}
+		out.Run.Envelope.Reverts = []engine.Revert{{Address: "terraform_data.a", Serial: 4, Kind: engine.RevertChange,
+			Attributes: []string{"input"}, Run: "run-b", Actor: "bob", PR: &engine.PullRequest{Repo: "acme/infra", Number: 21}}}
+		return out
+	}
+	fail := commentApply
+	fail.RevertFail = true
+	cm := &Commands{Project: "app", RevertFail: true}
+	for _, tc := range []struct {
+		name    string
+		out     *engine.PlanOutcome
+		a       Applying
+		refused bool
+	}{
+		{"fail", reverting(), fail, true},
+		{"warn", reverting(), commentApply, false},
+		{"fail, undoes nothing", &engine.PlanOutcome{Run: planRunA(engine.StatusPlanned, ""), Diff: fixtureDiff(t, "terraform_data")}, fail, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := *cm
+			c.RevertFail = tc.a.RevertFail
+			g, err := NewGitHubPlan(tc.out, PlanHeader(tc.out, tc.a), Options{Commands: &c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			summary, _ := g.CheckRun()
+			var sb strings.Builder
+			sp := StickyProject{Applying: tc.a, State: "acme/infra", HeadSHA: "abc1234", Plan: &tc.out.Run,
+				SincePlan: &engine.SincePlan{PlanRun: tc.out.Run.ID, SourceSerial: 12, HeadSerial: 12}}
+			row, err := stickySection(sp, Options{Format: Markdown, Commands: &c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.WriteString(row.text)
+			sticky := sb.String()
+			head := "> ⛔ This plan cannot be applied: it would undo earlier changes (below) and project `app` has `on_revert: fail` (kl.yaml)."
+			next := "- **next:** bring the branch up to date with its base and push (`on_revert: fail`)"
+			if !tc.refused {
+				if strings.Contains(summary, "⛔") || !strings.Contains(summary, "- **next:** `/kl apply -p app`") {
+					t.Errorf("the check run of a plan that may be applied:\n%s", summary)
+				}
+				if strings.Contains(sticky, "⛔") || !strings.Contains(sticky, "Apply it with `/kl apply -p app`") {
+					t.Errorf("the sticky section of a plan that may be applied:\n%s", sticky)
+				}
+				return
+			}
+			if !strings.HasPrefix(summary, head) {
+				t.Errorf("the check run does not open with why the plan cannot be applied:\n%s", summary)
+			}
+			mustHave(t, "check run", summary, next, "would undo **version 4's** change to `terraform_data.a`")
+			if strings.Contains(summary, "/kl apply") {
+				t.Errorf("the check run of a refused plan says how to apply it:\n%s", summary)
+			}
+			if row.icon != "⛔" {
+				t.Errorf("sticky icon %q, want ⛔", row.icon)
+			}
+			mustHave(t, "sticky", sticky, "⛔ It cannot be applied: it would undo earlier changes (below) and project `app` has `on_revert: fail`",
+				"would undo **version 4's** change to `terraform_data.a`")
+			if strings.Contains(sticky, "/kl apply") || strings.Contains(sticky, "Apply it with") {
+				t.Errorf("the sticky section of a refused plan says how to apply it:\n%s", sticky)
+			}
+		})
+	}
+}
+
+// mustHave fails t unless s holds every one of want.
+func mustHave(t *testing.T, what, s string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, s)
+		}
+	}
+}

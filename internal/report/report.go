@@ -115,6 +115,10 @@ type Commands struct {
 	// "/kl why RUN" of another pull request): its comments are made there,
 	// "`/kl plan -p app` on acme/infra#3". nil: the run is PR's.
 	Of *engine.PullRequest
+	// RevertFail is the project's `on_revert: fail` (kl.yaml, ADR 0046):
+	// the next step of a plan that would undo an earlier change is to
+	// bring the branch up to date, not `/kl apply`, which is refused.
+	RevertFail bool
 }
 
 // applyCmd is the command that applies plan run plan: `/kl apply -p P`

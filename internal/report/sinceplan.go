@@ -46,5 +46,6 @@ func sincePlanDoc(sp *engine.SincePlan, plan engine.Run) *doc {
 	f = f.addField("versions", countsWords(sp.Summary(), ""))
 	d.summary = append(d.summary, para(v.words), f)
 	d.section(words("Versions since plan"), sincePlanTable(sp)...)
+	readChangeSections(d, sp)
 	return d
 }

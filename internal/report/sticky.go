@@ -276,11 +276,16 @@ func (p StickyProject) planSection(o Options, s *stickyRow, t *strings.Builder) 
 	env := run.Envelope
 	fmt.Fprintf(t, "Plan %s at `%s` against serial %d: %s. ", runLink(run.ID, o), shortSHA(p.HeadSHA),
 		env.SourceSerial, PlanTitle(&engine.PlanOutcome{Run: *run}))
-	if p.OnMerge {
+	switch {
+	case p.refusesReverts(&engine.PlanOutcome{Run: *run}):
+		s.icon = "⛔"
+		t.WriteString("⛔ It cannot be applied: " + revertRefused(p.Project) + "\n")
+	case p.OnMerge:
 		t.WriteString("It applies when the pull request is merged.\n")
-	} else {
+	default:
 		fmt.Fprintf(t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", p.Project, p.PlanCheck)
 	}
+	stickyReverts(t, env.Reverts, o) // ADR 0046
 	if d := p.Diff; d != nil && (len(d.Resources) > 0 || len(d.Outputs) > 0) {
 		s.diff, s.diffAt = newMDDiff(d, run.ID), t.Len()
 	}

@@ -139,6 +139,8 @@ func (p textPainter) block(b *strings.Builder, blk block, ind string) {
 		line(p.sgr(ansi[toneDim], "legend: ") + strings.Join(parts, p.sgr(ansi[toneDim], "  ·  ")))
 	case diffBody:
 		p.diffText(b, v.d) // Terraform's own columns, not ind
+	case readDiffs:
+		p.readDiffText(b, v)
 	case diagList:
 		p.diagnostics(line, v)
 	case resourceList:

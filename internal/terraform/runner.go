@@ -508,7 +508,7 @@ func (r *Runner) derivePlan(plan *tfjson.Plan, w workDir, req engine.PlanRequest
 	if req.Options.RefreshOnly {
 		sum.Refresh = countDrift(plan)
 	}
-	return &engine.PlanResult{Footprint: fp, Intent: intent, Summary: sum, Diff: diff}, nil
+	return &engine.PlanResult{Footprint: fp, Intent: intent, Summary: sum, Diff: diff, Planned: plandiff.PlannedOf(plan)}, nil
 }
 
 // Apply restores req.Config into the run's work dir, writes req.Snapshot as

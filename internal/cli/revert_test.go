@@ -1,0 +1,260 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// revertConfig is two independent terraform_data resources.
+func revertConfig(a, b string) string {
+	return `resource "terraform_data" "a" {
+  input = "` + a + `"
+}
+
+resource "terraform_data" "b" {
+  input = "` + b + `"
+}
+`
+}
+
+// revertDoc is what these tests read of `kl plan --json`.
+type revertDoc struct {
+	Run struct {
+		ID string `json:"id"`
+	} `json:"run"`
+	Envelope struct {
+		Reverts []struct {
+			Address    string   `json:"address"`
+			Serial     int64    `json:"serial"`
+			Kind       string   `json:"kind"`
+			Attributes []string `json:"attributes"`
+			Actor      string   `json:"actor"`
+			PR         *struct {
+				Repo   string `json:"repo"`
+				Number int    `json:"number"`
+			} `json:"pr"`
+			Text string `json:"text"`
+		} `json:"reverts"`
+	} `json:"envelope"`
+}
+
+// TestPlanSaysWhatItWouldUndo is issue 12 §5's scenario through kl on
+// SQLite with real Terraform: PR #21 changes terraform_data.a a0 → a1 and
+// is applied (version 2); a branch made before it changes b and still
+// says a0, so its plan sets a back: "~2", and Terraform says only "update
+// in-place". kl plan says it would undo version 2's change to a, naming
+// PR #21 and its author, in text and JSON. A plan that changes b alone
+// (a branch made after) says nothing; nor does one that sets a to a new
+// value, nor PR #21's own next plan setting a back (its own change).
+func TestPlanSaysWhatItWouldUndo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform")
+	}
+	t.Parallel()
+	k := setup(t)
+	dir := func(name, config string) string {
+		d := filepath.Join(k.dir, name)
+		write(t, filepath.Join(d, "main.tf"), config)
+		return d
+	}
+	as := func(actor string, args ...string) string {
+		t.Helper()
+		r := k.runWith(append(append([]string(nil), k.env...), "KL_ACTOR="+actor), "", args...)
+		if r.err != nil {
+			t.Fatalf("kl %s: %v\nstderr:\n%s", strings.Join(args, " "), r.err, r.errOut)
+		}
+		return r.out
+	}
+	k.ok("state", "init", "prod")
+	k.ok("apply", reULID.FindString(as("carol", "plan", "--state", "prod", "-C", dir("main", revertConfig("a0", "b0")))))
+	pr21 := dir("pr21", revertConfig("a1", "b0"))
+	as("alice", "apply", reULID.FindString(as("alice", "plan", "--state", "prod", "-C", pr21, "--pr", "acme/infra#21")))
+
+	stale := dir("pr22", revertConfig("a0", "b1"))
+	text := as("bob", "plan", "--state", "prod", "-C", stale, "--pr", "acme/infra#22")
+	want := "⚠ would undo version 2's change to terraform_data.a (PR acme/infra#21, by alice): input back to its value before version 2. Is the branch behind the base?"
+	if !strings.Contains(text, want) {
+		t.Errorf("kl plan of the stale branch does not say %q:\n%s", want, text)
+	}
+	if !strings.Contains(text, "per instance: ~2") && !strings.Contains(text, "2 to change") {
+		t.Errorf("kl plan of the stale branch: want two changes:\n%s", text)
+	}
+	var doc revertDoc
+	k.jsonOf(&doc, "plan", "--state", "prod", "-C", stale, "--pr", "acme/infra#22")
+	if len(doc.Envelope.Reverts) != 1 {
+		t.Fatalf("kl plan --json: reverts %+v, want one", doc.Envelope.Reverts)
+	}
+	rv := doc.Envelope.Reverts[0]
+	if rv.Address != "terraform_data.a" || rv.Serial != 2 || rv.Kind != "change" || len(rv.Attributes) != 1 || rv.Attributes[0] != "input" ||
+		rv.PR == nil || rv.PR.Number != 21 || rv.Actor != "alice" || rv.Text != want {
+		t.Errorf("kl plan --json: revert %+v; want version 2's change to terraform_data.a (input) by PR #21, alice", rv)
+	}
+	var shown revertDoc
+	k.jsonOf(&shown, "run", "show", doc.Run.ID)
+	if len(shown.Envelope.Reverts) != 1 || shown.Envelope.Reverts[0].Text != want {
+		t.Errorf("kl run show --json: reverts %+v, want the plan's", shown.Envelope.Reverts)
+	}
+
+	for name, tc := range map[string]struct{ dir, pr string }{
+		"a branch made after PR #21 changes b":  {dir("after", revertConfig("a1", "b1")), "acme/infra#23"},
+		"a new value for a":                     {dir("new", revertConfig("a2", "b0")), "acme/infra#24"},
+		"PR #21 sets its own change back":       {dir("own", revertConfig("a0", "b0")), "acme/infra#21"},
+		"a plan without a pull request, a kept": {dir("cli", revertConfig("a1", "b2")), ""},
+	} {
+		args := []string{"plan", "--state", "prod", "-C", tc.dir}
+		if tc.pr != "" {
+			args = append(args, "--pr", tc.pr)
+		}
+		if out := as("dave", args...); strings.Contains(out, "would undo") {
+			t.Errorf("%s: kl plan says it would undo something:\n%s", name, out)
+		}
+	}
+}
+
+// TestPlanSaysWhatItWouldDestroyOrRecreate: a branch made before a
+// resource was added plans to destroy it — "would undo version N's
+// creation" —, and one made before it was removed plans to create it again
+// with the values it had — "would undo version N's removal".
+func TestPlanSaysWhatItWouldDestroyOrRecreate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform")
+	}
+	t.Parallel()
+	k := setup(t)
+	base := revertConfig("a0", "b0")
+	withC := base + "\nresource \"terraform_data\" \"c\" {\n  input = \"c0\"\n}\n"
+	dir := func(name, config string) string {
+		d := filepath.Join(k.dir, name)
+		write(t, filepath.Join(d, "main.tf"), config)
+		return d
+	}
+	k.ok("state", "init", "prod")
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("main", base))))
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("add", withC), "--pr", "acme/infra#30")))
+	out := k.ok("plan", "--state", "prod", "-C", dir("before-add", revertConfig("a0", "b1")), "--pr", "acme/infra#31")
+	if want := "⚠ would undo version 2's creation of terraform_data.c (PR acme/infra#30"; !strings.Contains(out, want) ||
+		!strings.Contains(out, "this plan destroys what version 2 created") {
+		t.Errorf("a branch made before c was added: kl plan does not say %q:\n%s", want, out)
+	}
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("remove", base), "--pr", "acme/infra#32")))
+	out = k.ok("plan", "--state", "prod", "-C", dir("before-remove", strings.Replace(withC, `"b0"`, `"b1"`, 1)), "--pr", "acme/infra#33")
+	if want := "⚠ would undo version 3's removal of terraform_data.c (PR acme/infra#32"; !strings.Contains(out, want) ||
+		!strings.Contains(out, "this plan creates it again, with input as before version 3") {
+		t.Errorf("a branch made before c was removed: kl plan does not say %q:\n%s", want, out)
+	}
+}
+
+// readChangedConfig: b reads src (a sensitive variable's value, which
+// Terraform copies into src's output unmarked) and cfg (a plain value).
+const readChangedConfig = `variable "secret" {
+  type      = string
+  sensitive = true
+}
+
+resource "terraform_data" "src" {
+  input = var.secret
+}
+
+resource "terraform_data" "cfg" {
+  input = "CFG"
+}
+
+resource "terraform_data" "b" {
+  input = "${terraform_data.src.output}/${terraform_data.cfg.output}/BV"
+}
+`
+
+// TestSincePlanShowsReadChanges is issue 12 §4: PR B plans b, which reads
+// src and cfg; then src's secret and cfg's value change (another apply,
+// one version). kl history --since-plan B, kl run show B and B's apply
+// (which re-plans) show, for that "plan input changed" version, which
+// attributes of the read resources changed since B's source version:
+// cfg's input old → new, src's input and output masked — the secret in
+// clear nowhere, though Terraform's state keeps src's output unmarked.
+func TestSincePlanShowsReadChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform")
+	}
+	t.Parallel()
+	const one, two = "read-secret-first-8642", "read-secret-second-9753"
+	k := setup(t)
+	var printed strings.Builder
+	kl := func(args ...string) string {
+		t.Helper()
+		out := k.ok(args...)
+		printed.WriteString(out)
+		return out
+	}
+	dir := func(name, secret, cfg, bv string) string {
+		d := filepath.Join(k.dir, name)
+		write(t, filepath.Join(d, "main.tf"), strings.NewReplacer("CFG", cfg, "BV", bv).Replace(readChangedConfig))
+		write(t, filepath.Join(d, "secret.tfvars"), `secret = "`+secret+`"`+"\n")
+		return d
+	}
+	kl("state", "init", "prod")
+	kl("apply", reULID.FindString(kl("plan", "--state", "prod", "-C", dir("main", one, "c0", "v0"), "--var-file", "secret.tfvars")))
+	b := reULID.FindString(kl("plan", "--state", "prod", "-C", dir("pr-b", one, "c0", "v1"), "--var-file", "secret.tfvars",
+		"--target", "terraform_data.b"))
+	main2 := dir("main2", two, "c1", "v0")
+	kl("apply", reULID.FindString(kl("plan", "--state", "prod", "-C", main2, "--var-file", "secret.tfvars",
+		"--target", "terraform_data.src", "--target", "terraform_data.cfg")))
+
+	wants := []string{
+		"What version 2 changed in what the plan reads (since source serial 1)",
+		"  # terraform_data.cfg changed\n",
+		`      ~ input  = "c0" -> "c1"` + "\n",
+		"  # terraform_data.src changed\n",
+		"      ~ input  = (sensitive value)\n",
+		"      ~ output = (sensitive value)\n",
+	}
+	for _, args := range [][]string{{"history", "--since-plan", b}, {"run", "show", b}} {
+		out := kl(args...)
+		for _, w := range wants {
+			if !strings.Contains(out, w) {
+				t.Errorf("kl %s does not show %q:\n%s", strings.Join(args, " "), w, out)
+			}
+		}
+	}
+	var doc struct {
+		Entries []struct {
+			Serial      int64  `json:"serial"`
+			Class       string `json:"class"`
+			ReadChanges []struct {
+				Address string `json:"address"`
+				Action  string `json:"action"`
+				Changes []struct {
+					Key    string `json:"key"`
+					Before *struct {
+						Value     json.RawMessage `json:"value"`
+						Sensitive bool            `json:"sensitive"`
+					} `json:"before"`
+				} `json:"changes"`
+			} `json:"read_changes"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(kl("history", "--since-plan", b, "--json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Entries) != 1 || doc.Entries[0].Class != "read-changed" || len(doc.Entries[0].ReadChanges) != 2 {
+		t.Fatalf("kl history --since-plan --json: %+v; want one read-changed entry with cfg and src", doc.Entries)
+	}
+	for _, r := range doc.Entries[0].ReadChanges {
+		for _, c := range r.Changes {
+			if r.Address == "terraform_data.src" && c.Key != "id" && (c.Before == nil || !c.Before.Sensitive || len(c.Before.Value) > 0) {
+				t.Errorf("src's %s before = %+v; want it sensitive, without a value", c.Key, c.Before)
+			}
+		}
+	}
+	res := k.run("apply", b) // refused: the re-plan would change b, which reads them
+	printed.WriteString(res.out + res.errOut)
+	if applied := res.out; !strings.Contains(applied, "What version 2 changed in what the plan reads") || !strings.Contains(applied, `"c0" -> "c1"`) {
+		t.Errorf("kl apply of B (re-planned) does not say what changed in what it reads:\n%s", applied)
+	}
+	for _, v := range []string{one, two} {
+		if strings.Contains(printed.String(), v) {
+			t.Errorf("kl printed the sensitive value %q", v)
+		}
+	}
+}
