@@ -225,7 +225,7 @@ func TestReplicaKilledMidApply(t *testing.T) {
 	}
 	mustContain(t, "the dead replica's apply check run", c.Title, "lease expired mid-apply (fenced)")
 	mustContain(t, "the dead replica's apply check run", rendered(c.Summary), dead, "mid-apply (fenced)", "terraform_data.app_web")
-	mustContain(t, "PR 1's sticky comment after the crash", rendered(b.sticky(t, 1)), dead, "mid-apply (fenced)")
+	mustContain(t, "PR 1's sticky comment after the crash", b.stickyOnce(t, 1, dead, "mid-apply (fenced)"), dead, "mid-apply (fenced)")
 
 	// --- 2. Its work dir goes once the run is no longer live. ---
 	deadline := time.Now().Add(30 * time.Second)
@@ -256,12 +256,7 @@ func TestReplicaKilledMidApply(t *testing.T) {
 	t.Logf("the apply check run after the recovery (%s, %q):\n%s", c.Conclusion, c.Title, c.Summary)
 	mustContain(t, "the apply check run after the recovery", rendered(c.Summary), "recovered", version)
 	mustContain(t, "the apply check run after the recovery", c.Title, "Recovered: "+version, "lease expired mid-apply (fenced)")
-	// The sticky comment is updated after the check run: wait for it.
-	s1 := rendered(b.sticky(t, 1))
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s1, version) && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
-		s1 = rendered(b.sticky(t, 1))
-	}
+	s1 := b.stickyOnce(t, 1, version)
 	t.Logf("PR 1's sticky comment after the recovery:\n%s", s1)
 	mustContain(t, "PR 1's sticky comment after the recovery", s1, "recovered", version)
 	mustLack(t, "PR 1's sticky comment after the recovery", s1, "`kl run recover "+dead+"` commits")

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/github/githubfake"
 	"github.com/kilolock/kilolock/internal/store/pgtest"
@@ -172,6 +174,23 @@ func (h *harness) sticky(t *testing.T, n int) string {
 		t.Fatalf("want exactly one sticky comment on #%d, got %d", n, len(out))
 	}
 	return out[0]
+}
+
+// stickyOnce returns pull request n's sticky comment, rendered, once it
+// holds every one of wants, or after 30 s as it is then: klbot updates
+// the sticky comment after the check run, so a test that waited for the
+// check run may read the comment first.
+func (h *harness) stickyOnce(t *testing.T, n int, wants ...string) string {
+	t.Helper()
+	s := rendered(h.sticky(t, n))
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if all := !slices.ContainsFunc(wants, func(w string) bool { return !strings.Contains(s, w) }); all {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+		s = rendered(h.sticky(t, n))
+	}
+	return s
 }
 
 func mustContain(t *testing.T, what, body string, subs ...string) {
