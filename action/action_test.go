@@ -481,6 +481,31 @@ func TestActionRuns(t *testing.T) {
 		checkRuns(t, 2)
 		comment(t, 2)
 	})
+
+	// Terraform's plan options (ADR 0045): recorded in the plan's scope
+	// and planned with; -var is refused before kl runs, its value unsaid.
+	t.Run("terraform options", func(t *testing.T) {
+		const secretVar = "-var=db_password=not-in-the-log-7f3a"
+		res := r.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra",
+			"store": store, "terraform-options": "-parallelism=2\n" + secretVar})
+		if res.failed != "Check inputs" || !strings.Contains(res.log, "input terraform-options: -var is refused here") {
+			t.Errorf("a -var in terraform-options: step %q failed (exit %d), want Check inputs to refuse it:\n%s", res.failed, res.code, res.log)
+		}
+		if strings.Contains(res.log, "not-in-the-log-7f3a") {
+			t.Errorf("the refusal of a -var shows its value:\n%s", res.log)
+		}
+		res = use(t, map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra",
+			"store": store, "terraform-options": "-destroy\n  -parallelism=2 "}, 0)
+		for _, want := range []string{"terraform options `-destroy`, `-parallelism=2`", "per instance: +0 \\~0 -3 ±0 — **⚠ 3 to destroy**", "**Diff:** 3 to destroy"} {
+			if !strings.Contains(res.summary, want) {
+				t.Errorf("the job summary of a -destroy plan does not hold %q:\n%s", want, res.summary)
+			}
+		}
+		res = r.use(map[string]string{"command": "apply", "state": "acme/prod", "plan-run": plan1, "store": store, "terraform-options": "-destroy"})
+		if res.failed != "Check inputs" || !strings.Contains(res.log, "input terraform-options is for command plan") {
+			t.Errorf("terraform-options on apply: step %q failed, want Check inputs to refuse it:\n%s", res.failed, res.log)
+		}
+	})
 }
 
 // noPassword fails the test when s shows e2ePassword.

@@ -144,6 +144,34 @@ func TestPlanRefreshOnly(t *testing.T) {
 	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", cfg)))
 	drift(t, p.APIDir, `"name": "b"`, `"name": "b-changed-by-hand"`)
 
+	// kl footprint of the same refresh-only plan made by Terraform itself:
+	// its JSON does not say it is refresh-only; --refresh-only gives the
+	// drifted object as its write set, and without it kl says so.
+	tf := filepath.Join(k.dir, "tf")
+	write(t, filepath.Join(tf, "main.tf"), providerBlock()+driftConfig)
+	write(t, filepath.Join(tf, "terraform.tfstate"), k.ok("state", "pull", "prod"))
+	k.terraform(tf, "init", "-no-color")
+	k.terraform(tf, "plan", "-refresh-only", "-no-color", "-out=ro.tfplan")
+	write(t, filepath.Join(tf, "ro.json"), string(k.terraform(tf, "show", "-json", "ro.tfplan")))
+	var fpDoc struct {
+		Summary struct {
+			Refresh int    `json:"refresh"`
+			Text    string `json:"text"`
+		} `json:"summary"`
+		Footprint struct {
+			Write []string `json:"write"`
+		} `json:"footprint"`
+	}
+	k.jsonOf(&fpDoc, "footprint", "--refresh-only", filepath.Join(tf, "ro.json"))
+	if !sameStrings(fpDoc.Footprint.Write, "kltest_object.b") || fpDoc.Summary.Refresh != 1 {
+		t.Errorf("kl footprint --refresh-only: write %v, summary %+v; want the drifted b, 1 refreshed", fpDoc.Footprint.Write, fpDoc.Summary)
+	}
+	r := k.run("footprint", filepath.Join(tf, "ro.json"))
+	if out, errOut := r.out, r.errOut; r.err != nil || !strings.Contains(errOut, "its refresh found 1 object(s) changed outside Terraform: if it was made with terraform plan -refresh-only, pass --refresh-only") ||
+		!strings.Contains(out, "no changes") {
+		t.Errorf("kl footprint of a refresh-only plan without --refresh-only does not say what to do (%v):\n%s\n%s", r.err, out, errOut)
+	}
+
 	var plain, noRefresh, ro optionsPlanDoc
 	k.jsonOf(&plain, "plan", "--state", "prod", "-C", cfg)
 	if !sameStrings(plain.Footprint.Write, "kltest_object.b") || plain.Summary.Change != 1 {

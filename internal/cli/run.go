@@ -275,6 +275,7 @@ func runOf(err error) string {
 
 func (a *app) footprintCommand() *cobra.Command {
 	var configDir string
+	var refreshOnly bool
 	cmd := &cobra.Command{
 		Use:   "footprint PLAN.json",
 		Short: "Print the write set, read set and reservation set of a `terraform show -json` plan",
@@ -290,21 +291,35 @@ so does a resource whose planned values hold nested blocks its configuration doe
 unverified unless widenings cover it. With --config-dir (the plan's root module directory;
 remote modules are found through .terraform/modules/modules.json after terraform init),
 all of these are read from the .tf files; a module whose directory cannot be read widens
-to its prefix.`,
+to its prefix.
+
+A plan made with terraform plan -refresh-only changes only what the refresh found
+changed outside Terraform; its JSON lists those objects in resource_drift and does not
+say it is refresh-only: pass --refresh-only for its write set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := readInput(args[0], a.io.In)
 			if err != nil {
 				return err
 			}
-			fp, sum, err := terraform.Footprint(b, terraform.ExtractOptions{ConfigDir: configDir})
+			plan, err := terraform.ParsePlanJSON(b)
 			if err != nil {
 				return fmt.Errorf("reading plan %s: %w", args[0], err)
+			}
+			fp, sum, err := terraform.PlanFootprint(plan, terraform.ExtractOptions{ConfigDir: configDir, RefreshOnly: refreshOnly})
+			if err != nil {
+				return fmt.Errorf("reading plan %s: %w", args[0], err)
+			}
+			if n := terraform.DriftCount(plan); !refreshOnly && sum.Empty() && n > 0 {
+				fmt.Fprintf(a.io.Err, "kl: plan %s changes nothing, and its refresh found %d object(s) changed outside Terraform: "+
+					"if it was made with terraform plan -refresh-only, pass --refresh-only (plan JSON does not say)\n",
+					args[0], n)
 			}
 			return report.Footprint(a.io.Out, args[0], fp, sum, a.reportOptions())
 		},
 	}
 	cmd.Flags().StringVar(&configDir, "config-dir", "", "root module directory of the plan, to read what plan JSON leaves out (locals, dynamic blocks, lifecycle conditions)")
+	cmd.Flags().BoolVar(&refreshOnly, "refresh-only", false, "the plan was made with terraform plan -refresh-only (its JSON does not say): its write set is what its refresh found changed outside Terraform (resource_drift)")
 	return cmd
 }
 

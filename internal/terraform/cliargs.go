@@ -27,7 +27,13 @@ import (
 // Measured with Terraform 1.11.4: a value holding quotes, backslashes, $,
 // backticks, ;, &, |, <, >, tabs and newlines reaches the variable
 // unchanged, and a -var-file given on the command line would win over a
-// -var of TF_CLI_ARGS_plan (hence the move).
+// -var of TF_CLI_ARGS_plan (hence the move). Terraform 1.5.7 (what make
+// tools installs) reads TF_CLI_ARGS* with the same code (main.go
+// mergeEnvArgs) and go-shellwords v1.0.4, 1.11.4 with v1.0.12: both parse
+// cliArgs' words back unchanged — checked with each version's Parse on
+// values holding quotes, backslashes, $, $( ), backticks, ;, &, |, <, >,
+// %, tabs, newlines, non-ASCII letters and the empty string (neither
+// expands $ unless ParseEnv is set, which Terraform does not set).
 
 // shellQuote quotes s as one word for go-shellwords: in single quotes
 // every character is literal but the quote itself, which is written as

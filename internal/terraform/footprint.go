@@ -37,23 +37,44 @@ type ExtractOptions struct {
 	// ("./…", "../…") is found from its source. A module whose directory
 	// cannot be found or parsed is widened to its prefix, with the reason.
 	ModulesManifest string
+	// RefreshOnly says the plan was made with -refresh-only, which its
+	// JSON does not say (TERRAFORM.md; RefreshOnlyView): PlanFootprint
+	// then takes its write set from its resource_drift and counts those
+	// objects as Summary.Refresh (ADR 0045). ExtractFootprint ignores it:
+	// its caller passes the view.
+	RefreshOnly bool
 }
 
 // Footprint parses planJSON (`terraform show -json PLANFILE`) and returns
-// its footprint and summary: ParsePlanJSON, ExtractFootprint and Summarize in
-// one call, as `kl footprint PLAN.json` uses them. Errors wrap
-// engine.ErrInvalid for anything that is not a readable plan (malformed
-// JSON, a state file, an unsupported format_version).
+// its footprint and summary: ParsePlanJSON and PlanFootprint in one call.
+// Errors wrap engine.ErrInvalid for anything that is not a readable plan
+// (malformed JSON, a state file, an unsupported format_version).
 func Footprint(planJSON []byte, opts ExtractOptions) (engine.Footprint, engine.PlanSummary, error) {
 	plan, err := ParsePlanJSON(planJSON)
 	if err != nil {
 		return engine.Footprint{}, engine.PlanSummary{}, err
 	}
-	fp, err := ExtractFootprint(plan, opts)
+	return PlanFootprint(plan, opts)
+}
+
+// PlanFootprint is plan's footprint (ExtractFootprint) and summary
+// (Summarize), as `kl footprint` and the Runner derive them: with
+// opts.RefreshOnly, of RefreshOnlyView(plan), the drifted objects counted
+// as Summary.Refresh (ADR 0045). Errors are ExtractFootprint's.
+func PlanFootprint(plan *tfjson.Plan, opts ExtractOptions) (engine.Footprint, engine.PlanSummary, error) {
+	view := plan
+	if opts.RefreshOnly {
+		view = RefreshOnlyView(plan)
+	}
+	fp, err := ExtractFootprint(view, opts)
 	if err != nil {
 		return engine.Footprint{}, engine.PlanSummary{}, err
 	}
-	return fp, Summarize(plan), nil
+	sum := Summarize(plan)
+	if opts.RefreshOnly {
+		sum.Refresh = DriftCount(plan)
+	}
+	return fp, sum, nil
 }
 
 // ExtractFootprint derives a plan's write set and read set (shared/DESIGN.md

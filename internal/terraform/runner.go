@@ -492,21 +492,17 @@ func (r *Runner) derivePlan(plan *tfjson.Plan, w workDir, req engine.PlanRequest
 	if err != nil {
 		return nil, err
 	}
+	fp, sum, err := PlanFootprint(plan, ExtractOptions{ConfigDir: w.Root, ModulesManifest: w.modulesManifest(), RefreshOnly: req.Options.RefreshOnly})
+	if err != nil {
+		return nil, fmt.Errorf("extracting footprint: %w", err)
+	}
 	view := plan
 	if req.Options.RefreshOnly {
 		view = RefreshOnlyView(plan)
 	}
-	fp, err := ExtractFootprint(view, ExtractOptions{ConfigDir: w.Root, ModulesManifest: w.modulesManifest()})
-	if err != nil {
-		return nil, fmt.Errorf("extracting footprint: %w", err)
-	}
 	intent, err := ExtractIntent(view)
 	if err != nil {
 		return nil, fmt.Errorf("extracting intent: %w", err)
-	}
-	sum := Summarize(plan)
-	if req.Options.RefreshOnly {
-		sum.Refresh = countDrift(plan)
 	}
 	return &engine.PlanResult{Footprint: fp, Intent: intent, Summary: sum, Diff: diff, Planned: plandiff.PlannedOf(plan)}, nil
 }

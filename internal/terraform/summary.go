@@ -83,8 +83,9 @@ func RefreshOnlyView(plan *tfjson.Plan) *tfjson.Plan {
 	return &view
 }
 
-// countDrift counts plan's resource_drift entries that are not no-op:
-// the objects a refresh-only plan's apply records (PlanSummary.Refresh).
-func countDrift(plan *tfjson.Plan) int {
+// DriftCount counts plan's resource_drift entries that are not no-op:
+// the objects its refresh found changed or gone outside Terraform, which
+// a refresh-only plan's apply records (PlanSummary.Refresh).
+func DriftCount(plan *tfjson.Plan) int {
 	return len(RefreshOnlyView(plan).ResourceChanges)
 }
