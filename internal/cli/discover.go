@@ -31,8 +31,9 @@ type defaultStore struct {
 
 // discovery is the search for the default store (ADR 0049): from wd
 // upward, the nearest directory holding a .kl/ directory. The search does
-// not enter a directory whose owner differs from wd's, one of ceilings, or
-// one it cannot stat, and ends at the filesystem root; a .kl/ owned by
+// not enter a directory whose owner differs from wd's, one everyone may
+// write to (mode o+w: /tmp, where as root every owner is the same), one
+// of ceilings, or one it cannot stat, and ends at the filesystem root; a .kl/ owned by
 // neither wd's owner nor euid is refused (git's safe.directory rule,
 // CVE-2022-24765: a store in a shared parent such as /tmp could have been
 // put there by another user).
@@ -95,6 +96,11 @@ func (d discovery) find() (defaultStore, error) {
 		}
 		if uid, ok := d.owner(parent, pfi); owned && ok && uid != wdOwner {
 			return here, nil // the owner changes: a shared parent
+		}
+		if pfi.Mode().Perm()&0o002 != 0 {
+			// Writable by everyone (/tmp, /var/tmp, /dev/shm): anyone may
+			// have made its .kl/, and as root every owner is the same.
+			return here, nil
 		}
 		dir = parent
 	}

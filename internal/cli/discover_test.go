@@ -134,6 +134,29 @@ func TestStoreFoundAbove(t *testing.T) {
 	}
 }
 
+// TestStoreStopsAtSharedDirectory: a .kl/ in a directory everyone may
+// write to (a temp dir like /tmp: mode 1777) is not picked up from below
+// it, whoever owns it — as root, every owner is the same — and kl state
+// init below it starts a store in the working directory (ADR 0049).
+func TestStoreStopsAtSharedDirectory(t *testing.T) {
+	base := t.TempDir()
+	shared := filepath.Join(base, "tmp")
+	mine := filepath.Join(shared, "mine")
+	mkdirs(t, mine)
+	env := discoverEnv(base)
+	klOK(t, shared, env, "state", "init", "planted")
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	r := klOK(t, mine, env, "state", "init", "prod")
+	if _, err := os.Stat(filepath.Join(mine, ".kl", "kl.db")); err != nil {
+		t.Errorf("kl state init below a shared directory's store did not start its own (%v); stderr %q", err, r.errOut)
+	}
+	if names, _ := stateNames(t, mine, env); !slices.Equal(names, []string{"prod"}) {
+		t.Errorf("kl state list below a shared directory's store: states %q, want [prod] (not the planted store's)", names)
+	}
+}
+
 // otherUID owns the directories that belong to "another user".
 const otherUID = 4242
 
