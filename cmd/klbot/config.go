@@ -28,6 +28,11 @@ type config struct {
 	PrivateKeyFile string `env:"KLBOT_PRIVATE_KEY_FILE"`
 	// WebhookSecret verifies X-Hub-Signature-256 (required: shared/GITHUB.md).
 	WebhookSecret string `env:"KLBOT_WEBHOOK_SECRET"`
+	// WebhookSecretPrevious (optional) is the secret being replaced while
+	// the App's webhook secret is changed: deliveries signed with it verify
+	// too (webhook.HandlerConfig.PreviousSecret; docs/klbot.md "Rotating
+	// the webhook secret and the App's private key").
+	WebhookSecretPrevious string `env:"KLBOT_WEBHOOK_SECRET_PREVIOUS"`
 	// DatabaseURL is the PostgreSQL DSN shared by every replica.
 	DatabaseURL string `env:"KLBOT_DATABASE_URL"`
 	// GitHubURL is the REST API base: GitHub Enterprise (https://HOST/api/v3/) or a fake.
@@ -95,6 +100,10 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, errors.New("KLBOT_WEBHOOK_SECRET is required: klbot refuses unsigned webhooks (set the secret configured on the GitHub App)")
 	case strings.TrimSpace(cfg.WebhookSecret) == "":
 		return cfg, nil, errors.New("KLBOT_WEBHOOK_SECRET is only white space: set the secret configured on the GitHub App")
+	case cfg.WebhookSecretPrevious != "" && strings.TrimSpace(cfg.WebhookSecretPrevious) == "":
+		return cfg, nil, errors.New("KLBOT_WEBHOOK_SECRET_PREVIOUS is only white space: set the secret being replaced, or unset it")
+	case cfg.WebhookSecretPrevious == cfg.WebhookSecret:
+		return cfg, nil, errors.New("KLBOT_WEBHOOK_SECRET_PREVIOUS is the same as KLBOT_WEBHOOK_SECRET: set it to the secret being replaced, or unset it")
 	case cfg.AppID <= 0:
 		return cfg, nil, errors.New("KLBOT_APP_ID is required: the GitHub App's id (a positive number)")
 	case cfg.DatabaseURL == "":

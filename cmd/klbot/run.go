@@ -90,14 +90,32 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return err
 	}
-	hook, err := webhook.NewHandler(webhook.HandlerConfig{Secret: []byte(cfg.WebhookSecret), Sink: b, Logger: log, Metrics: reg})
+	hook, err := newWebhookHandler(cfg, b, log, reg)
 	if err != nil {
-		return fmt.Errorf("KLBOT_WEBHOOK_SECRET: %w", err)
+		return err
 	}
 	srv := &http.Server{Handler: routes(hook, pool, reg), ReadHeaderTimeout: 10 * time.Second}
 	stopSweep := b.StartWorkDirSweep(ctx, cfg.ReconcileInterval) // what crashed runs left here (ADR 0042)
 	defer stopSweep()
 	return serve(ctx, cfg, srv, rc, stopper, log, tfBin)
+}
+
+// newWebhookHandler is the webhook endpoint for the bot: it verifies
+// deliveries with KLBOT_WEBHOOK_SECRET and, during a rotation, with
+// KLBOT_WEBHOOK_SECRET_PREVIOUS too, which it logs at start.
+func newWebhookHandler(cfg config, sink webhook.Sink, log *slog.Logger, reg prometheus.Registerer) (*webhook.Handler, error) {
+	hc := webhook.HandlerConfig{Secret: []byte(cfg.WebhookSecret), Sink: sink, Logger: log, Metrics: reg}
+	if cfg.WebhookSecretPrevious != "" {
+		hc.PreviousSecret = []byte(cfg.WebhookSecretPrevious)
+		log.Info("webhook secret rotation: deliveries signed with KLBOT_WEBHOOK_SECRET_PREVIOUS are accepted too; "+
+			"unset it once klbot_webhook_signature_verified_total{secret=\"previous\"} stops growing on every replica",
+			"variable", "KLBOT_WEBHOOK_SECRET_PREVIOUS")
+	}
+	hook, err := webhook.NewHandler(hc)
+	if err != nil {
+		return nil, fmt.Errorf("KLBOT_WEBHOOK_SECRET: %w", err)
+	}
+	return hook, nil
 }
 
 // newRunner finds the Terraform binary (KLBOT_TERRAFORM, else terraform or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/user"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -22,9 +23,15 @@ import (
 // range, is an error that names the variable ("KL_LEASE=banana: not a
 // duration (e.g. 2m)").
 type Config struct {
-	// Store is the store location: a SQLite file path (default .kl/kl.db),
-	// or a postgres:// URL. The --store flag overrides it.
+	// Store is the store location: a SQLite file path, or a postgres://
+	// URL. The --store flag overrides it. Unset: the default store, the
+	// nearest .kl/kl.db from the working directory upward (ADR 0049).
 	Store string `env:"KL_STORE"`
+	// CeilingDirectories are absolute directories the search for the
+	// default store does not enter, as git's GIT_CEILING_DIRECTORIES:
+	// list-separated (":" on unix); empty entries are ignored, a relative
+	// one is an error (ADR 0049).
+	CeilingDirectories string `env:"KL_CEILING_DIRECTORIES"`
 	// Actor names who runs kl in run records (default: the OS user).
 	Actor string `env:"KL_ACTOR"`
 	// Terraform is the terraform/tofu binary (default: terraform, then tofu on PATH).
@@ -156,6 +163,9 @@ func (a *app) loadEnv(ctx context.Context) error {
 			"the reservations of a kl that was killed block other applies until their lease ends",
 			shortDuration(MaxLease), shortDuration(engine.DefaultLease))}
 	}
+	if err := checkCeilings(a.cfg.CeilingDirectories); err != nil {
+		return err
+	}
 	if !slices.Contains(logLevels, strings.ToLower(a.cfg.LogLevel)) {
 		return &envError{key: "KL_LOG_LEVEL", value: a.cfg.LogLevel, problem: "use debug, info, warn or error"}
 	}
@@ -164,6 +174,29 @@ func (a *app) loadEnv(ctx context.Context) error {
 		return &envError{key: "KL_ACTOR", value: a.cfg.Actor, problem: p + " (it names you on every run)"}
 	}
 	return nil
+}
+
+// checkCeilings refuses a KL_CEILING_DIRECTORIES entry that is not an
+// absolute path (git ignores one silently; kl names it).
+func checkCeilings(list string) error {
+	for _, dir := range filepath.SplitList(list) {
+		if dir != "" && !filepath.IsAbs(dir) {
+			return &envError{key: "KL_CEILING_DIRECTORIES", value: list,
+				problem: fmt.Sprintf("%q is not an absolute path: each entry must be one", dir)}
+		}
+	}
+	return nil
+}
+
+// ceilings are the entries of KL_CEILING_DIRECTORIES (checked by loadEnv).
+func (a *app) ceilings() []string {
+	var out []string
+	for _, dir := range filepath.SplitList(a.cfg.CeilingDirectories) {
+		if dir != "" {
+			out = append(out, dir)
+		}
+	}
+	return out
 }
 
 // getenv returns the variable k of the invocation's environment, "" when

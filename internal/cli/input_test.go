@@ -42,13 +42,20 @@ func TestStoreCreatedOnlyByStateInit(t *testing.T) {
 		t.Errorf("kl state list after kl state init:\n%s", out)
 	}
 
-	// The default store (.kl/kl.db in the current directory) names itself.
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + k.dir, "KL_ACTOR=alice"}
+	// The default store (.kl/kl.db in the current directory, none being
+	// above it) names itself.
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A .kl/ above the package directory is not searched.
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + k.dir, "KL_ACTOR=alice", "KL_CEILING_DIRECTORIES=" + filepath.Dir(wd)}
 	if _, err := os.Stat(filepath.Join(".kl", "kl.db")); err == nil {
 		t.Skip("a .kl/kl.db exists in the package directory")
 	}
 	r := k.runWith(env, "", "runs")
-	if r.err == nil || !strings.Contains(r.err.Error(), "no Kilolock store at .kl/kl.db (the default; set KL_STORE or --store to use another)") {
+	want := "no Kilolock store at " + filepath.Join(wd, ".kl", "kl.db") + " (the default: no .kl/ in the working directory or above it; set KL_STORE or --store to use another)"
+	if r.err == nil || !strings.Contains(r.err.Error(), want) {
 		t.Errorf("kl runs without a store: err %v", r.err)
 	}
 	if _, err := os.Stat(".kl"); err == nil {

@@ -26,7 +26,13 @@ func (a *app) stateInitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init NAME",
 		Short: "Create state NAME: empty, or adopted from a Terraform state v4 file (keeping its lineage and serial)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Create state NAME: empty, or adopted from a Terraform state v4 file (keeping its lineage and serial).
+
+Without --store or KL_STORE the store is the nearest .kl/kl.db from the working directory
+upward (not past a directory of another owner, KL_CEILING_DIRECTORIES or $HOME's parent);
+where there is none, kl state init creates one in .kl/ of the working directory and says so
+on stderr.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := engine.ValidateStateName(args[0]); err != nil {
 				return err

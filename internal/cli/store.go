@@ -81,16 +81,29 @@ func (a *app) engineToWrite(ctx context.Context, needTerraform bool) (*engine.En
 	return e, nil
 }
 
-// openStore opens the store named by --store, KL_STORE or the default.
+// openStore opens the store named by --store or KL_STORE, else the
+// default store (the nearest .kl/kl.db, discovery), and says on stderr
+// which default store it used when it is not the working directory's, or
+// that kl state init created it.
 func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	loc := a.store
 	if loc == "" {
 		loc = a.cfg.Store
 	}
+	var def *defaultStore
 	if loc == "" {
-		loc = filepath.Join(".kl", "kl.db")
+		d, err := newDiscovery(a.ceilings(), a.getenv("HOME"))
+		if err != nil {
+			return nil, "", err
+		}
+		found, err := d.find()
+		if err != nil {
+			return nil, "", err
+		}
+		def, loc = &found, found.path
 	}
 	switch {
+	case def != nil:
 	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"):
 		st, err := postgres.Open(ctx, loc)
 		if err != nil {
@@ -102,27 +115,40 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
-	if missing, empty := storeMissing(path); missing && !a.createStore {
-		// A mistyped KL_STORE must not start an empty store.
-		src := "KL_STORE"
-		switch {
-		case a.store != "":
-			src = "--store"
-		case a.cfg.Store == "":
-			src = "the default; set KL_STORE or --store to use another"
-		}
-		what := ""
-		if empty {
-			what = ": the file is empty"
-		}
-		return nil, "", fmt.Errorf("no Kilolock store at %s (%s)%s: \"kl state init NAME\" creates one", path, src, what)
+	missing, empty := storeMissing(path)
+	if missing && !a.createStore {
+		return nil, "", a.missingStore(path, empty, def)
 	}
 	st, err := sqlite.Open(ctx, path, sqlite.WithLogger(a.logger()))
 	if err != nil {
 		return nil, "", err // it says "opening store PATH: …" itself
 	}
 	a.closers = append(a.closers, st.Close)
+	switch {
+	case def != nil && missing:
+		fmt.Fprintf(a.io.Err, "kl: created a new store in %s (%s)\n", filepath.Dir(path), def.where())
+	case def != nil && def.above:
+		fmt.Fprintf(a.io.Err, "kl: using the store in %s (%s)\n", filepath.Dir(path), def.where())
+	}
 	return st, filepath.Join(filepath.Dir(path), "runs"), nil
+}
+
+// missingStore is the error for a SQLite store that does not exist (or
+// is an empty file) at path, named by --store, KL_STORE or the default
+// (def): a mistyped KL_STORE must not start an empty store.
+func (a *app) missingStore(path string, empty bool, def *defaultStore) error {
+	src := "KL_STORE"
+	switch {
+	case def != nil:
+		src = "the default: " + def.where() + "; set KL_STORE or --store to use another"
+	case a.store != "":
+		src = "--store"
+	}
+	what := ""
+	if empty {
+		what = ": the file is empty"
+	}
+	return fmt.Errorf("no Kilolock store at %s (%s)%s: \"kl state init NAME\" creates one", path, src, what)
 }
 
 // close closes what the command opened (the store), last opened first.

@@ -14,6 +14,10 @@ type metrics struct {
 	deliveries *prometheus.CounterVec
 	// rejected counts deliveries refused before the sink, by reason.
 	rejected *prometheus.CounterVec
+	// verified counts deliveries whose signature holds, by the secret
+	// that matched (current, previous): during a rotation, previous
+	// stops growing once GitHub signs with the new secret.
+	verified *prometheus.CounterVec
 	// latency is the handler's time to answer, by status code.
 	latency *prometheus.HistogramVec
 }
@@ -30,6 +34,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "klbot", Subsystem: "webhook", Name: "delivery_rejected_total",
 			Help: "Webhook requests refused before the sink, by reason (signature_mismatch, body_too_large, …).",
 		}, []string{"reason"}),
+		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "klbot", Subsystem: "webhook", Name: "signature_verified_total",
+			Help: "Webhook deliveries whose X-Hub-Signature-256 holds, by the secret that matched (current, or previous during a rotation).",
+		}, []string{"secret"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "klbot", Subsystem: "webhook", Name: "handler_duration_seconds",
 			Help: "Time to answer a webhook request, by status code; GitHub waits 10 s.",
@@ -45,6 +53,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.rejected, err = register(reg, m.rejected); err != nil {
+		return nil, err
+	}
+	if m.verified, err = register(reg, m.verified); err != nil {
 		return nil, err
 	}
 	if m.latency, err = register(reg, m.latency); err != nil {

@@ -5,7 +5,8 @@
 //
 //	POST only                                   → 405
 //	body read through http.MaxBytesReader       → 413 over the cap (25 MB)
-//	X-Hub-Signature-256, HMAC-SHA256, constant time, SHA-1 never accepted
+//	X-Hub-Signature-256, HMAC-SHA256, constant time, SHA-1 never accepted;
+//	the secret, or during a rotation the previous one
 //	                                            → 401 missing / malformed / mismatch
 //	X-GitHub-Event and X-GitHub-Delivery        → 400 naming the missing header
 //	event and action klbot handles?             → 202 {"outcome":"ignored"} if not
@@ -27,6 +28,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,6 +129,15 @@ type HandlerConfig struct {
 	// Secret is the webhook secret (required: NewHandler refuses to start
 	// without one, shared/GITHUB.md).
 	Secret []byte
+	// PreviousSecret (optional; empty means none) is the secret being
+	// replaced while the App's webhook secret is changed on GitHub: a
+	// delivery signed with either verifies, Secret tried first. GitHub has one secret per App
+	// and signs with the new one from the moment it is saved, so replicas
+	// started with both miss no delivery. Which one matched is counted
+	// (klbot_webhook_signature_verified_total{secret}) and, while
+	// PreviousSecret is set, logged ("secret": "current" or "previous").
+	// It must differ from Secret.
+	PreviousSecret []byte
 	// Sink receives every routed delivery (required).
 	Sink Sink
 	// Logger logs one line per request; nil discards.
@@ -137,6 +148,7 @@ type HandlerConfig struct {
 	AcceptTimeout time.Duration
 	// Metrics, when set, gets the handler's collectors registered
 	// (klbot_webhook_deliveries_total, klbot_webhook_delivery_rejected_total,
+	// klbot_webhook_signature_verified_total,
 	// klbot_webhook_handler_duration_seconds). Collectors already registered
 	// there by another Handler are shared.
 	Metrics prometheus.Registerer
@@ -148,6 +160,7 @@ type HandlerConfig struct {
 // NewHandler.
 type Handler struct {
 	secret        []byte
+	previous      []byte // nil when no rotation is under way
 	sink          Sink
 	logger        *slog.Logger
 	maxBody       int64
@@ -159,11 +172,14 @@ type Handler struct {
 var _ http.Handler = (*Handler)(nil)
 
 // NewHandler returns the webhook handler. It fails without a secret or a
-// sink, with a negative MaxBody or AcceptTimeout, or when the metrics
-// cannot be registered.
+// sink, with a PreviousSecret equal to Secret, with a negative MaxBody or
+// AcceptTimeout, or when the metrics cannot be registered.
 func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if len(cfg.Secret) == 0 {
 		return nil, errors.New("creating webhook handler: a webhook secret is required")
+	}
+	if len(cfg.PreviousSecret) > 0 && hmac.Equal(cfg.PreviousSecret, cfg.Secret) {
+		return nil, errors.New("creating webhook handler: the previous webhook secret is the current one: set it to the secret being replaced")
 	}
 	if cfg.Sink == nil {
 		return nil, errors.New("creating webhook handler: a sink is required")
@@ -181,6 +197,9 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		maxBody:       cfg.MaxBody,
 		acceptTimeout: cfg.AcceptTimeout,
 		now:           cfg.Now,
+	}
+	if len(cfg.PreviousSecret) > 0 { // an empty key would verify anyone's HMAC
+		h.previous = append([]byte(nil), cfg.PreviousSecret...)
 	}
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -248,9 +267,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	// (bounded) to trace a probe, never used as metric labels.
 	log := h.logger.With(slog.String("delivery", clip(id, 80)), slog.String("event", clip(event, 80)))
 
-	body, rej := h.readVerified(w, r)
+	body, matched, rej := h.readVerified(w, r)
 	if rej != nil {
 		return h.reject(r.Context(), w, log, id, *rej)
+	}
+	h.metrics.verified.WithLabelValues(matched).Inc()
+	if h.previous != nil {
+		log = log.With(slog.String("secret", matched))
 	}
 
 	// From here the delivery is GitHub's own.
@@ -266,7 +289,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 		return h.reject(r.Context(), w, log, id, *rej)
 	}
 	d.ID, d.Event, d.Received = id, event, received
-	return h.deliver(w, r, d, eventLabel)
+	return h.deliver(w, r, d, eventLabel, matched)
 }
 
 // rejection is an answer that refuses a delivery before the sink sees it:
@@ -303,33 +326,35 @@ func (h *Handler) ignore(ctx context.Context, w http.ResponseWriter, log *slog.L
 
 // readVerified reads the body of a POST, at most h.maxBody bytes, and
 // checks its signature (verify) and the event and delivery headers; it
-// returns the body, or the rejection (405, 413, 400, 401).
-func (h *Handler) readVerified(w http.ResponseWriter, r *http.Request) ([]byte, *rejection) {
+// returns the body and which secret signed it (secretCurrent or
+// secretPrevious), or the rejection (405, 413, 400, 401).
+func (h *Handler) readVerified(w http.ResponseWriter, r *http.Request) ([]byte, string, *rejection) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return nil, &rejection{http.StatusMethodNotAllowed, reasonMethod, "method " + r.Method + " not allowed: webhooks are POSTed"}
+		return nil, "", &rejection{http.StatusMethodNotAllowed, reasonMethod, "method " + r.Method + " not allowed: webhooks are POSTed"}
 	}
 	tooLarge := fmt.Sprintf("body over %d bytes (GitHub caps payloads at 25 MB)", h.maxBody)
 	if r.ContentLength > h.maxBody {
-		return nil, &rejection{http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge}
+		return nil, "", &rejection{http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, &rejection{http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge}
+			return nil, "", &rejection{http.StatusRequestEntityTooLarge, reasonTooLarge, tooLarge}
 		}
-		return nil, &rejection{http.StatusBadRequest, reasonUnreadable, "reading body: " + err.Error()}
+		return nil, "", &rejection{http.StatusBadRequest, reasonUnreadable, "reading body: " + err.Error()}
 	}
-	if reason, msg := h.verify(r.Header, body); reason != "" {
-		return nil, &rejection{http.StatusUnauthorized, reason, msg}
+	matched, reason, msg := h.verify(r.Header, body)
+	if reason != "" {
+		return nil, "", &rejection{http.StatusUnauthorized, reason, msg}
 	}
 	if r.Header.Get(EventHeader) == "" {
-		return nil, &rejection{http.StatusBadRequest, reasonHeader, "missing " + EventHeader + " header"}
+		return nil, "", &rejection{http.StatusBadRequest, reasonHeader, "missing " + EventHeader + " header"}
 	}
 	if r.Header.Get(DeliveryHeader) == "" {
-		return nil, &rejection{http.StatusBadRequest, reasonHeader, "missing " + DeliveryHeader + " header"}
+		return nil, "", &rejection{http.StatusBadRequest, reasonHeader, "missing " + DeliveryHeader + " header"}
 	}
-	return body, nil
+	return body, matched, nil
 }
 
 // parseDelivery parses the verified body of event and routes it: it
@@ -371,12 +396,16 @@ func parseDelivery(hdr http.Header, event string, body []byte) (Delivery, *skipp
 	return d, nil, nil
 }
 
-// deliver hands d to the sink (accept, bounded by h.acceptTimeout) and
-// answers its outcome: 202 enqueued or ignored, 200 duplicate, 503 on an
-// error (not recorded: redeliver), 500 on a panic or no outcome.
-func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, d Delivery, eventLabel string) int {
+// deliver hands d, verified with the secret matched names, to the sink
+// (accept, bounded by h.acceptTimeout) and answers its outcome: 202
+// enqueued or ignored, 200 duplicate, 503 on an error (not recorded:
+// redeliver), 500 on a panic or no outcome.
+func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, d Delivery, eventLabel, matched string) int {
 	ctx := NewContext(r.Context(), h.logger, d)
-	log := LoggerFrom(ctx)
+	log := LoggerFrom(ctx) // the sink's; the secret is the handler's line only
+	if h.previous != nil {
+		log = log.With(slog.String("secret", matched))
+	}
 	ctx, cancel := context.WithTimeout(ctx, h.acceptTimeout)
 	defer cancel()
 	start := time.Now()
@@ -422,31 +451,48 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, d Delivery, ev
 	return code
 }
 
-// verify checks X-Hub-Signature-256 over the raw body and returns a
-// rejection reason and message, or "" when the signature holds. Only
-// "sha256=" and 64 hex digits is accepted: github.ValidateSignature alone
-// would take a "sha1=" value, and SHA-1 is refused (shared/GITHUB.md).
-// Messages never echo the signature or the secret.
-func (h *Handler) verify(hdr http.Header, body []byte) (reason, msg string) {
+// Which secret a delivery's signature matched: the secret label of
+// klbot_webhook_signature_verified_total, and the "secret" of the log
+// line while a previous secret is set.
+const (
+	secretCurrent  = "current"
+	secretPrevious = "previous"
+)
+
+// verify checks X-Hub-Signature-256 over the raw body against the secret,
+// then the previous secret when one is set, each with
+// github.ValidateSignature (hmac.Equal: constant time). It returns which
+// secret matched (secretCurrent, secretPrevious), or a rejection reason
+// and message. Only "sha256=" and 64 hex digits is accepted:
+// github.ValidateSignature alone would take a "sha1=" value, and SHA-1 is
+// refused (shared/GITHUB.md). Messages never echo the signature or a
+// secret.
+func (h *Handler) verify(hdr http.Header, body []byte) (matched, reason, msg string) {
 	sigs := hdr.Values(SignatureHeader)
 	switch {
 	case len(sigs) == 0 || sigs[0] == "":
 		if hdr.Get(sha1Header) != "" {
-			return reasonSigMissing, "missing " + SignatureHeader + " header (" + sha1Header + ", SHA-1, is not accepted)"
+			return "", reasonSigMissing, "missing " + SignatureHeader + " header (" + sha1Header + ", SHA-1, is not accepted)"
 		}
-		return reasonSigMissing, "missing " + SignatureHeader + " header"
+		return "", reasonSigMissing, "missing " + SignatureHeader + " header"
 	case len(sigs) > 1:
-		return reasonSigMalformed, "malformed " + SignatureHeader + ": more than one value"
+		return "", reasonSigMalformed, "malformed " + SignatureHeader + ": more than one value"
 	}
 	const prefix = "sha256="
 	sig := sigs[0]
 	if len(sig) != len(prefix)+64 || sig[:len(prefix)] != prefix || !isHex(sig[len(prefix):]) {
-		return reasonSigMalformed, "malformed " + SignatureHeader + ": want sha256= and 64 hex digits"
+		return "", reasonSigMalformed, "malformed " + SignatureHeader + ": want sha256= and 64 hex digits"
 	}
-	if err := github.ValidateSignature(sig, body, h.secret); err != nil {
-		return reasonSigMismatch, SignatureHeader + " does not match the body (is the webhook secret the same on both sides?)"
+	if github.ValidateSignature(sig, body, h.secret) == nil {
+		return secretCurrent, "", ""
 	}
-	return "", ""
+	if h.previous != nil && github.ValidateSignature(sig, body, h.previous) == nil {
+		return secretPrevious, "", ""
+	}
+	if h.previous != nil {
+		return "", reasonSigMismatch, SignatureHeader + " does not match the body with the webhook secret nor with the previous one (is the secret the same on both sides?)"
+	}
+	return "", reasonSigMismatch, SignatureHeader + " does not match the body (is the webhook secret the same on both sides?)"
 }
 
 func isHex(s string) bool {

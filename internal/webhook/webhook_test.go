@@ -51,7 +51,7 @@ func TestSignatureVector(t *testing.T) {
 			t.Parallel()
 			hdr := http.Header{}
 			hdr.Set(SignatureHeader, tc.sig)
-			if reason, msg := e.h.verify(hdr, []byte(body)); reason != tc.wantReason {
+			if _, reason, msg := e.h.verify(hdr, []byte(body)); reason != tc.wantReason {
 				t.Errorf("verify = %q (%s), want %q", reason, msg, tc.wantReason)
 			}
 		})
