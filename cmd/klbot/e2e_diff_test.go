@@ -58,11 +58,17 @@ func TestPlanDiffBig(t *testing.T) {
 		t.Fatalf("check run summary %d bytes, text %d bytes: over GitHub's %d", len(c.Summary), len(c.Text), checkRunLimit)
 	}
 	t.Logf("check run: summary %d bytes, text %d bytes", len(c.Summary), len(c.Text))
-	// The four destroys remove what the bootstrap's version 1 created: the
-	// revert check (ADR 0046) asks whether the branch is behind, which
-	// makes the check run neutral under on_revert: warn.
-	if c.Conclusion != "neutral" || !strings.HasPrefix(c.Title, "⚠ +5000 ~1 -4 ±1,") || !strings.HasSuffix(c.Title, "⚠ would undo 4 earlier changes") {
-		t.Errorf("check run %s %q, want neutral and a title flagged ⚠ +5000 ~1 -4 ±1 … ⚠ would undo 4 earlier changes", c.Conclusion, c.Title)
+	// The four destroys remove what the bootstrap's version 1 created,
+	// from commit sha(0) on main; the branch is up to date with main, so
+	// the revert check (ADR 0046) says it is deliberate: no warning, the
+	// check run succeeds.
+	if c.Conclusion != "success" || !strings.HasPrefix(c.Title, "⚠ +5000 ~1 -4 ±1,") || !strings.HasSuffix(c.Title, ", undoes 4 earlier changes") {
+		t.Errorf("check run %s %q, want success and a title flagged ⚠ +5000 ~1 -4 ±1 … undoes 4 earlier changes", c.Conclusion, c.Title)
+	}
+	mustContain(t, "the plan check run's summary", c.Summary, "undoes **version 1's** creation of `terraform_data.dns_a` (run `",
+		"by bootstrap): this plan destroys what version 1 created. The branch is up to date with `main`, which holds commit `00c0ffe` of version 1, so this is deliberate.")
+	if strings.Contains(c.Summary, "would undo") {
+		t.Errorf("the plan check run warns of what the up-to-date branch deletes on purpose:\n%s", c.Summary)
 	}
 	destructive := []string{"- `terraform_data.dns_a` **will be destroyed** (because terraform\\_data.dns\\_a is not in configuration)\n" +
 		"- `terraform_data.dns_b` **will be destroyed** (because terraform\\_data.dns\\_b is not in configuration)\n" +

@@ -63,7 +63,8 @@ type pr struct {
 
 // setup starts klbot against a new fake (installation 1 on repo; alice may
 // write, mallory read) and a fresh schema whose state repo holds
-// baseRepo() applied; extra entries are added to klbot's environment.
+// baseRepo() applied from commit sha(0), the tip of main (every pull
+// request's base SHA); extra entries are added to klbot's environment.
 func setup(t *testing.T, extra ...string) *harness {
 	t.Helper()
 	tfBin := terraformBinary(t)
@@ -72,6 +73,7 @@ func setup(t *testing.T, extra ...string) *harness {
 	fake.AddInstallation(1, appID, repo)
 	fake.SetPermission(repo, "alice", "write")
 	fake.SetPermission(repo, "mallory", "read")
+	fake.SetCompare(repo, githubfake.DefaultBranch, sha(0), githubfake.Comparison{BaseSHA: sha(0)}) // main holds the bootstrap's commit
 	dsn := pgtest.DSN(t)
 	bootstrap(t, dsn, tfBin, repo, baseRepo())
 	return start(t, fake, key, dsn, tfBin, extra...)

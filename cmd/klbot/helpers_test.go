@@ -293,7 +293,7 @@ func bootstrap(t *testing.T, dsn, tfBin, name string, files map[string]string, e
 	if _, err := eng.InitState(ctx, name, nil, "bootstrap"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := eng.Plan(ctx, engine.PlanInput{State: name, Dir: filepath.Join(dir, "infra"), ScopeDir: "infra", Actor: "bootstrap"})
+	out, err := eng.Plan(ctx, engine.PlanInput{State: name, Dir: filepath.Join(dir, "infra"), ScopeDir: "infra", Actor: "bootstrap", CommitSHA: sha(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ type Client interface {
 	ListReviews(ctx context.Context, repo github.Repo, number int) (github.Reviews, error)
 	DownloadTarball(ctx context.Context, repo github.Repo, ref string) ([]byte, error)
 	GetFile(ctx context.Context, repo github.Repo, path, ref string, max int64) (github.File, error)
+	Compare(ctx context.Context, repo github.Repo, base, head string) (github.Comparison, error)
 }
 
 // Installations hands out the Client of an installation (a GitHub App's

@@ -453,8 +453,18 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	if err := b.db.saveProject(context.WithoutCancel(ctx), row); err != nil {
 		return err
 	}
-	// The view and the diff's summary and destructive changes in the
-	// summary, the per-resource blocks in the text (ADR 0044).
+	out.Run = b.recordBranch(ctx, c, repo, co.pr, out.Run) // is what it would undo deliberate? (ADR 0046)
+	if err := b.putPlanCheck(ctx, c, repo, a, p, check, out); err != nil {
+		return err
+	}
+	return b.db.saveProject(ctx, row)
+}
+
+// putPlanCheck completes check, project p's "kl plan · PROJECT" check run,
+// with plan out: the view and the diff's summary and destructive changes
+// in the summary, the per-resource blocks in the text (ADR 0044), the
+// title, the conclusion, the Apply button, and on_revert (ADR 0046).
+func (b *Bot) putPlanCheck(ctx context.Context, c Client, repo github.Repo, a PlanArgs, p klyaml.Project, check github.CheckRun, out *engine.PlanOutcome) error {
 	cm := commandsOf(a.Repo, a.PR, p.Name)
 	cm.RevertFail = p.OnRevert == klyaml.RevertFail // ADR 0046
 	gp, err := report.NewGitHubPlan(out, report.PlanHeader(out, applying(p.Name, p)), report.Options{Commands: cm})
@@ -473,10 +483,8 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}
 	}
 	onRevert(&check, out, p) // on_revert (ADR 0046)
-	if _, err := b.putCheckRun(ctx, c, repo, check); err != nil {
-		return err
-	}
-	return b.db.saveProject(ctx, row)
+	_, err = b.putCheckRun(ctx, c, repo, check)
+	return err
 }
 
 // applying is how project p's plan gets applied, for report.

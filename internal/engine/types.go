@@ -304,6 +304,11 @@ type Envelope struct {
 	// undo an earlier version's change (ADR 0046), found when it was
 	// stored; by address. Attribute names only, never values.
 	Reverts []Revert `json:"reverts,omitempty"`
+	// Branch is how the plan's branch stood against its base, and whether
+	// that base held what the plan would undo, as klbot asked GitHub
+	// (Engine.RecordBranch, ADR 0046 decision 7); nil when no one asked
+	// (kl) or GitHub could not say.
+	Branch *BranchStatus `json:"branch,omitempty"`
 }
 
 // Slice is the native lane's state-engine slice metadata (ADR D1, D7).

@@ -19,16 +19,17 @@ type Applying struct {
 	Requirements []string // apply_requirements, in kl.yaml's order ("approved", "mergeable")
 	PlanCheck    string   // the check run holding the plan's Apply button ("kl plan · PROJECT")
 	// RevertFail is kl.yaml's `on_revert: fail` (a safety key, ADR 0040,
-	// ADR 0046): a plan that would undo an earlier version's change
-	// (engine.Envelope.Reverts) cannot be applied, and its views say so
-	// in place of how to apply it.
+	// ADR 0046): a plan that would undo an earlier version's change not
+	// shown to be deliberate (engine.Envelope.RevertsInDoubt) cannot be
+	// applied, and its views say so in place of how to apply it.
 	RevertFail bool
 }
 
 // refusesReverts says whether a's project refuses plan out because it
-// would undo earlier changes (on_revert: fail, ADR 0046).
+// would undo earlier changes not shown to be deliberate (on_revert: fail,
+// ADR 0046).
 func (a Applying) refusesReverts(out *engine.PlanOutcome) bool {
-	return a.RevertFail && out.Run.Envelope != nil && len(out.Run.Envelope.Reverts) > 0
+	return a.RevertFail && len(out.Run.Envelope.RevertsInDoubt()) > 0
 }
 
 // The Apply button of a plan check run (shared/GITHUB.md: a check-run
@@ -70,7 +71,7 @@ func PlanTitle(out *engine.PlanOutcome) string {
 	if n := len(out.Fences); n > 0 {
 		t += fmt.Sprintf(", fenced by %d crashed apply run(s)", n)
 	}
-	if rt := RevertTitle(env.Reverts); rt != "" {
+	if rt := RevertTitle(env); rt != "" {
 		t += ", " + rt
 	}
 	return t

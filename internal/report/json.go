@@ -184,6 +184,9 @@ type jEnvelope struct {
 	CommitSHA        string  `json:"commit_sha,omitempty"`
 	// Reverts: what the plan would undo (ADR 0046); left out when nothing.
 	Reverts []jRevert `json:"reverts,omitempty"`
+	// Branch: how the branch stood against its base (klbot, ADR 0046
+	// decision 7); left out when no one asked.
+	Branch *jBranch `json:"branch,omitempty"`
 }
 
 func toEnvelope(e *engine.Envelope) *jEnvelope {
@@ -196,7 +199,7 @@ func toEnvelope(e *engine.Envelope) *jEnvelope {
 		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), Replace: orEmpty(e.Scope.Replace), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
 			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles), Options: toOptions(e.Scope.Options)},
 		Lane: string(e.Lane), PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
-		Reverts: toReverts(e.Reverts),
+		Reverts: toReverts(e), Branch: toBranch(e.Branch),
 	}
 	if e.Slice != nil {
 		j.Slice = &jSlice{Roots: strs(e.Slice.Roots), Closure: strs(e.Slice.Closure), Proved: e.Slice.Proved}

@@ -67,7 +67,7 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 	}
 	switch {
 	case r.Status != engine.StatusPlanned || len(out.Fences) > 0:
-	case o.Commands != nil && o.Commands.RevertFail && len(env.Reverts) > 0:
+	case o.Commands != nil && o.Commands.RevertFail && len(env.RevertsInDoubt()) > 0:
 		f = f.addField("next", words("bring the branch up to date with its base and push (", code("on_revert: fail"), ")"))
 	default:
 		f = f.addField("next", words(code(o.applyCmd(r.ID))))
@@ -75,7 +75,7 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 	d.summary = append(d.summary, f)
 	// Each revert line carries its own ⚠; the heading keeps the plan's
 	// tone (toneWarn's ⏳ means waiting).
-	d.summary = append(d.summary, revertBlocks(env.Reverts)...)
+	d.summary = append(d.summary, revertBlocks(env)...)
 	if blocks := overlapTable(out.Overlaps); blocks != nil {
 		d.section(words(fmt.Sprintf("Overlapping open plans (%d)", len(out.Overlaps))), blocks...)
 	}

@@ -281,8 +281,10 @@ func TestStickyDiffShares(t *testing.T) {
 // ADR 0046), is told so natively in every view a reviewer reads — the
 // check run opens with why it cannot be applied, its next step is to
 // bring the branch up to date (no `/kl apply`), and the sticky section is
-// marked ⛔ and does not say how to apply it. Under warn, or for a plan
-// that undoes nothing, the views say how to apply it as before.
+// marked ⛔ and does not say how to apply it. Under warn, for a plan that
+// undoes nothing, or for one whose up-to-date branch undoes on purpose
+// what its base holds (ADR 0046 decision 7), the views say how to apply
+// it as before.
 func TestRevertFailRendered(t *testing.T) {
 	t.Parallel()
 	reverting := func() *engine.PlanOutcome {
@@ -303,6 +305,7 @@ func TestRevertFailRendered(t *testing.T) {
 		{"fail", reverting(), fail, true},
 		{"warn", reverting(), commentApply, false},
 		{"fail, undoes nothing", &engine.PlanOutcome{Run: planRunA(engine.StatusPlanned, ""), Diff: fixtureDiff(t, "terraform_data")}, fail, false},
+		{"fail, deliberate", deliberately(reverting()), fail, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := *cm
@@ -321,7 +324,7 @@ func TestRevertFailRendered(t *testing.T) {
 			}
 			sb.WriteString(row.text)
 			sticky := sb.String()
-			head := "> ⛔ This plan cannot be applied: it would undo earlier changes (below) and project `app` has `on_revert: fail` (kl.yaml)."
+			head := "> ⛔ This plan cannot be applied: it would undo earlier changes not shown to be deliberate (below) and project `app` has `on_revert: fail` (kl.yaml):"
 			next := "- **next:** bring the branch up to date with its base and push (`on_revert: fail`)"
 			if !tc.refused {
 				if strings.Contains(summary, "⛔") || !strings.Contains(summary, "- **next:** `/kl apply -p app`") {
@@ -342,13 +345,25 @@ func TestRevertFailRendered(t *testing.T) {
 			if row.icon != "⛔" {
 				t.Errorf("sticky icon %q, want ⛔", row.icon)
 			}
-			mustHave(t, "sticky", sticky, "⛔ It cannot be applied: it would undo earlier changes (below) and project `app` has `on_revert: fail`",
+			mustHave(t, "sticky", sticky, "⛔ It cannot be applied: it would undo earlier changes not shown to be deliberate (below) and project `app` has `on_revert: fail`",
 				"would undo **version 4's** change to `terraform_data.a`")
 			if strings.Contains(sticky, "/kl apply") || strings.Contains(sticky, "Apply it with") {
 				t.Errorf("the sticky section of a refused plan says how to apply it:\n%s", sticky)
 			}
 		})
 	}
+}
+
+// deliberately records on out's plan that its branch was up to date with
+// main, where the pull request of every version it undoes is merged
+// (engine.Envelope.Deliberate).
+func deliberately(out *engine.PlanOutcome) *engine.PlanOutcome {
+	b := &engine.BranchStatus{Base: "main", HeadSHA: "abc1234", AheadBy: 1}
+	for _, rv := range out.Run.Envelope.Reverts {
+		b.Versions = append(b.Versions, engine.VersionInBase{Serial: rv.Serial, Holds: true})
+	}
+	out.Run.Envelope.Branch = b
+	return out
 }
 
 // mustHave fails t unless s holds every one of want.

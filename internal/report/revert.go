@@ -14,12 +14,22 @@ import (
 // revertsShown bounds the revert lines of one view; the rest are counted.
 const revertsShown = 10
 
-// revertWords says one revert, as a question: "⚠ would undo version 4's
-// change to `terraform_data.a` (PR acme/infra#21, by alice): `input` back
-// to its value before version 4. Is the branch behind the base?"
-func revertWords(rv engine.Revert) sentence {
+// revertWords says one revert of plan envelope env. Not shown deliberate
+// (engine.Envelope.Deliberate), it is a warning that ends with what is
+// known of the branch: "⚠ would undo version 4's change to
+// `terraform_data.a` (PR acme/infra#21, by alice): `input` back to its
+// value before version 4. The branch is 3 commits behind `main`: bring it
+// up to date." — or, when no one asked GitHub (kl), "Is the branch behind
+// the base?". Shown deliberate, it is a fact without ⚠: "undoes version
+// 4's change … The branch is up to date with `main`, where PR
+// acme/infra#21 is merged, so this is deliberate." (ADR 0046 decisions 4
+// and 7.)
+func revertWords(env *engine.Envelope, rv engine.Revert) sentence {
 	v := fmt.Sprintf("version %d", rv.Serial)
 	s := words(toned(toneWarn, "⚠ would undo "), strong(v+"'s"))
+	if env.Deliberate(rv) {
+		s = words("undoes ", strong(v+"'s"))
+	}
 	switch rv.Kind {
 	case engine.RevertCreation:
 		s = s.add(txt(" creation of "), code(rv.Address))
@@ -37,7 +47,33 @@ func revertWords(rv engine.Revert) sentence {
 	default:
 		s = words(s, codes(rv.Attributes), " back to "+its(len(rv.Attributes))+" value before "+v)
 	}
-	return s.add(txt(". Is the branch behind the base?"))
+	return words(s, ". ", branchWords(env.Branch, rv))
+}
+
+// branchWords answers "Is the branch behind the base?" for revert rv with
+// what klbot asked GitHub (engine.BranchStatus), or asks it when no one
+// did.
+func branchWords(b *engine.BranchStatus, rv engine.Revert) sentence {
+	if b == nil {
+		return words("Is the branch behind the base?")
+	}
+	base := code(b.Base)
+	if b.BehindBy > 0 {
+		return words("The branch is "+plural(b.BehindBy, "commit", "commits")+" behind ", base, ": bring it up to date.")
+	}
+	s := words("The branch is up to date with ", base)
+	in, known := b.InBase(rv.Serial)
+	switch {
+	case !known:
+		return words(s, fmt.Sprintf(", but whether it holds version %d's change is not known.", rv.Serial))
+	case in.Commit != "" && in.Holds:
+		return words(s, ", which holds commit ", code(shortSHA(in.Commit)), fmt.Sprintf(" of version %d, so this is deliberate.", rv.Serial))
+	case in.Commit != "":
+		return words(s, ", but commit ", code(shortSHA(in.Commit)), fmt.Sprintf(" of version %d is not on it: the branch lacks that change.", rv.Serial))
+	case in.Holds:
+		return words(s, ", where PR ", prWords(rv.PR), " is merged, so this is deliberate.")
+	}
+	return words(s, ", but PR ", prWords(rv.PR), " is not merged into it: the branch lacks that change.")
 }
 
 func its(n int) string {
@@ -66,24 +102,41 @@ func revertBy(rv engine.Revert) sentence {
 	return words(" (", join(in, ", "), ")")
 }
 
-// revertBlocks are the lines of a plan's reverts, at most revertsShown,
-// then how many more.
-func revertBlocks(rs []engine.Revert) []block {
+// revertBlocks are the lines of env's reverts, at most revertsShown, then
+// how many more (with ⚠ when one of them is in doubt): those in doubt
+// first (the warnings), then the deliberate ones.
+func revertBlocks(env *engine.Envelope) []block {
+	rs := append(env.RevertsInDoubt(), deliberate(env)...)
 	var out []block
 	for i, rv := range rs {
 		if i == revertsShown {
-			out = append(out, para(words(toned(toneWarn, fmt.Sprintf("⚠ … and %d more instances this plan would set back", len(rs)-i)))))
+			more := words(toned(toneDim, fmt.Sprintf("… and %d more instances this plan sets back", len(rs)-i)))
+			if !env.Deliberate(rv) {
+				more = words(toned(toneWarn, fmt.Sprintf("⚠ … and %d more instances this plan would set back", len(rs)-i)))
+			}
+			out = append(out, para(more))
 			break
 		}
-		out = append(out, para(revertWords(rv)))
+		out = append(out, para(revertWords(env, rv)))
+	}
+	return out
+}
+
+// deliberate are env's reverts shown deliberate.
+func deliberate(env *engine.Envelope) []engine.Revert {
+	var out []engine.Revert
+	for _, rv := range env.Reverts {
+		if env.Deliberate(rv) {
+			out = append(out, rv)
+		}
 	}
 	return out
 }
 
 // stickyReverts writes a plan's reverts into its sticky comment section,
 // one paragraph each (revertBlocks).
-func stickyReverts(t *strings.Builder, rs []engine.Revert, o Options) {
-	for _, b := range revertBlocks(rs) {
+func stickyReverts(t *strings.Builder, env *engine.Envelope, o Options) {
+	for _, b := range revertBlocks(env) {
 		if pa, ok := b.(para); ok {
 			t.WriteString("\n" + mdPainter{o: o}.sentence(sentence(pa)) + "\n")
 		}
@@ -92,23 +145,31 @@ func stickyReverts(t *strings.Builder, rs []engine.Revert, o Options) {
 
 // RevertTitle is a check-run title's part for a plan that would undo
 // earlier changes: "⚠ would undo version 4's change" or "⚠ would undo 3
-// earlier changes"; "" for none.
-func RevertTitle(rs []engine.Revert) string {
-	switch len(rs) {
-	case 0:
+// earlier changes" for those in doubt; when all are shown deliberate,
+// without ⚠: "undoes version 4's change", "undoes 3 earlier changes";
+// "" for none.
+func RevertTitle(env *engine.Envelope) string {
+	if env == nil || len(env.Reverts) == 0 {
 		return ""
-	case 1:
-		return fmt.Sprintf("⚠ would undo version %d's %s", rs[0].Serial, rs[0].Kind)
 	}
-	return fmt.Sprintf("⚠ would undo %d earlier changes", len(rs))
+	rs, verb := env.RevertsInDoubt(), "⚠ would undo"
+	if len(rs) == 0 {
+		rs, verb = env.Reverts, "undoes"
+	}
+	if len(rs) == 1 {
+		return fmt.Sprintf("%s version %d's %s", verb, rs[0].Serial, rs[0].Kind)
+	}
+	return fmt.Sprintf("%s %d earlier changes", verb, len(rs))
 }
 
 // revertRefused says, in Markdown, why a plan of project with
 // `on_revert: fail` (Applying.RevertFail) cannot be applied, and what to
-// do: "it would undo earlier changes (below) and project `infra` has …".
+// do: "it would undo earlier changes not shown to be deliberate (below)
+// and project `infra` has …".
 func revertRefused(project string) string {
-	return fmt.Sprintf("it would undo earlier changes (below) and project `%s` has `on_revert: fail` (kl.yaml). "+
-		"Bring the branch up to date with its base and push; the new plan is checked again.", project)
+	return fmt.Sprintf("it would undo earlier changes not shown to be deliberate (below) and project `%s` has `on_revert: fail` (kl.yaml): "+
+		"such a plan is applied when its branch is up to date with its base and the base holds what it undoes. "+
+		"Bring the branch up to date and push; the new plan is checked again.", project)
 }
 
 // revertShort is one revert without its details: "version 4's change to
@@ -129,7 +190,8 @@ func revertShort(rv engine.Revert) sentence {
 // RevertRefusedWhy says why an apply is refused by on_revert: fail, in
 // Markdown without a final period (BotRefusal.Why): "project `infra` has
 // `on_revert: fail` (kl.yaml) and plan `P` would undo version 2's change
-// to `terraform_data.a` (PR acme/infra#21, by alice); bring …".
+// to `terraform_data.a` (PR acme/infra#21, by alice); bring …". rs are the
+// reverts in doubt (engine.Envelope.RevertsInDoubt).
 func RevertRefusedWhy(project, plan string, rs []engine.Revert) string {
 	p := mdPainter{}
 	var parts []string
@@ -140,7 +202,7 @@ func RevertRefusedWhy(project, plan string, rs []engine.Revert) string {
 		}
 		parts = append(parts, p.sentence(revertShort(rv)))
 	}
-	return fmt.Sprintf("project `%s` has `on_revert: fail` (kl.yaml) and plan `%s` would undo %s; bring the branch up to date with its base and push, and apply the new plan",
+	return fmt.Sprintf("project `%s` has `on_revert: fail` (kl.yaml) and plan `%s` would undo %s, not shown to be deliberate; bring the branch up to date with its base and push, and apply the new plan",
 		project, plan, strings.Join(parts, ", "))
 }
 
@@ -155,20 +217,49 @@ type jRevert struct {
 	PR          *jPR     `json:"pr,omitempty"`
 	CommitMode  string   `json:"commit_mode,omitempty"`
 	CommittedAt jtime    `json:"committed_at"`
-	Text        string   `json:"text"`
+	// Deliberate: engine.Envelope.Deliberate (ADR 0046 decision 7).
+	Deliberate bool   `json:"deliberate"`
+	Text       string `json:"text"`
 }
 
-func toReverts(rs []engine.Revert) []jRevert {
-	if len(rs) == 0 {
+func toReverts(env *engine.Envelope) []jRevert {
+	if len(env.Reverts) == 0 {
 		return nil
 	}
-	out := make([]jRevert, len(rs))
-	for i, rv := range rs {
+	out := make([]jRevert, len(env.Reverts))
+	for i, rv := range env.Reverts {
 		out[i] = jRevert{Address: rv.Address, Serial: rv.Serial, Kind: string(rv.Kind), Attributes: orEmpty(rv.Attributes),
 			Run: rv.Run, PlanRun: rv.PlanRun, Actor: rv.Actor, PR: toPR(rv.PR), CommitMode: string(rv.Mode),
-			CommittedAt: jtime(rv.CommittedAt), Text: revertWords(rv).plain()}
+			CommittedAt: jtime(rv.CommittedAt), Deliberate: env.Deliberate(rv), Text: revertWords(env, rv).plain()}
 	}
 	return out
+}
+
+// jBranch is an envelope's branch (engine.BranchStatus).
+type jBranch struct {
+	Base     string           `json:"base"`
+	BaseSHA  string           `json:"base_sha,omitempty"`
+	HeadSHA  string           `json:"head_sha"`
+	AheadBy  int              `json:"ahead_by"`
+	BehindBy int              `json:"behind_by"`
+	Versions []jVersionInBase `json:"versions"`
+}
+
+type jVersionInBase struct {
+	Serial int64  `json:"serial"`
+	Holds  bool   `json:"holds"`
+	Commit string `json:"commit,omitempty"`
+}
+
+func toBranch(b *engine.BranchStatus) *jBranch {
+	if b == nil {
+		return nil
+	}
+	j := &jBranch{Base: b.Base, BaseSHA: b.BaseSHA, HeadSHA: b.HeadSHA, AheadBy: b.AheadBy, BehindBy: b.BehindBy, Versions: []jVersionInBase{}}
+	for _, v := range b.Versions {
+		j.Versions = append(j.Versions, jVersionInBase{Serial: v.Serial, Holds: v.Holds, Commit: v.Commit})
+	}
+	return j
 }
 
 // readDiffs is what changed in the resources a plan reads between its

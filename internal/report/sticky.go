@@ -285,7 +285,7 @@ func (p StickyProject) planSection(o Options, s *stickyRow, t *strings.Builder) 
 	default:
 		fmt.Fprintf(t, "Apply it with `/kl apply -p %s` or the **Apply** button of `%s`.\n", p.Project, p.PlanCheck)
 	}
-	stickyReverts(t, env.Reverts, o) // ADR 0046
+	stickyReverts(t, env, o) // ADR 0046
 	if d := p.Diff; d != nil && (len(d.Resources) > 0 || len(d.Outputs) > 0) {
 		s.diff, s.diffAt = newMDDiff(d, run.ID), t.Len()
 	}

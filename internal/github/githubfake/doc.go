@@ -25,7 +25,9 @@
 // comments (create, update, delete, list with Link pagination), reactions,
 // pull requests (get, list, files), reviews, collaborator permission,
 // tarballs (302 to a link valid 5 minutes), file contents (SetFile; without
-// ref, the default branch "main") and commit statuses. Faults:
+// ref, the default branch "main"), commit comparisons (SetCompare: a pull
+// request's head is up to date with its base unless a test says how far
+// behind it is) and commit statuses. Faults:
 // FailNext / Fail (status, headers, optionally after the request took
 // effect) and ExpireTokens. Every request is logged (Requests).
 //

@@ -69,6 +69,7 @@ type repo struct {
 	reviews     map[int][]Review
 	tarballs    map[string][]byte            // ref → .tar.gz
 	files       map[string]map[string][]byte // ref → path → content (SetFile)
+	compares    map[string]Comparison        // "base...head" → comparison (SetCompare)
 }
 
 type tarLink struct {

@@ -61,6 +61,7 @@ var handlers = map[string]func(f *Fake, w http.ResponseWriter, r *http.Request, 
 	"repos/download-tarball-archive":          (*Fake).tarball,
 	"repos/get-content":                       (*Fake).getContent,
 	"repos/create-commit-status":              (*Fake).createStatus,
+	"repos/compare-commits":                   (*Fake).compare,
 }
 
 // docURL is the documentation_url of an operation's errors.
