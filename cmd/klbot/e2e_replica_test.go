@@ -215,7 +215,7 @@ func TestReplicaKilledMidApply(t *testing.T) {
 
 	// --- 1. Replica B completes the apply check run from the sweep. ---
 	b := start(t, fake, key, dsn, tfBin, extra...)
-	c := b.waitCheckRun(t, p1.head, "kl apply · infra", 90*time.Second, func(c githubfake.CheckRun) bool {
+	c := b.waitCheckRun(t, p1.head, "kl apply · infra", 3*time.Minute, func(c githubfake.CheckRun) bool {
 		return c.Status == "completed" && strings.Contains(c.Summary, dead)
 	})
 	t.Logf("the dead replica's apply check run was completed %s after the kill (%s, %q):\n%s",

@@ -264,6 +264,18 @@ func TestConcurrentAppliesNoLostUpdate(t *testing.T) {
 				engine.StatusRefused: {engine.CauseRefusedConflict, engine.CauseRefusedStale, engine.CauseIntentChanged, engine.CauseBehindHead, engine.CauseRefusedClaim},
 				engine.StatusFailed:  {engine.CauseTerraformFailed, engine.CauseFailed, engine.CauseLeaseLost},
 			}[a.Status]
+			if a.End.Is(engine.CauseRefusedFenced) {
+				// Under load a holder can miss its renewal while its
+				// Terraform runs: the sweep fences its writes (ADR 0035)
+				// until it commits them. A refusal is then right, naming
+				// only runs whose lease did lapse.
+				for _, b := range a.End.Blockers {
+					if b.Fenced && !slices.Contains(kinds(h.markers(b.Run)), engine.MarkerLeaseExpired) {
+						t.Errorf("apply run %s is refused as fenced by run %s, whose lease never lapsed", a.ID, b.Run)
+					}
+				}
+				causes = append(causes, engine.CauseRefusedFenced)
+			}
 			if a.End == nil || !slices.Contains(causes, a.End.Cause) || report.EndText(a.ID, a.End) == "" {
 				t.Errorf("apply run %s is %s with end %+v; want one of %v, in words", a.ID, a.Status, a.End, causes)
 			}
