@@ -41,7 +41,8 @@ const (
 
 // PlanTitle is the title of a `kl plan · P` check run: the plan's changes
 // ("+1 ~0 -0", "±N" when it replaces, or "no changes"; "⚠ " first when it
-// destroys or replaces anything, ADR 0044), its reservations
+// destroys or replaces anything, ADR 0044), the root outputs it changes
+// ("3 outputs change"), its reservations
 // and the open plans it overlaps — "+1 ~2 -0 ±1, 3 reservations, overlaps
 // 2 open plan(s)"; "Planned" without an envelope.
 func PlanTitle(out *engine.PlanOutcome) string {
@@ -53,6 +54,9 @@ func PlanTitle(out *engine.PlanOutcome) string {
 	t := fmt.Sprintf("+%d ~%d -%d", s.Add, s.Change, s.Destroy)
 	if s.Replace > 0 {
 		t += fmt.Sprintf(" ±%d", s.Replace)
+	}
+	if s.Outputs > 0 {
+		t += ", " + plural(s.Outputs, "output changes", "outputs change")
 	}
 	switch {
 	case s.Empty():

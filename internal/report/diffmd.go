@@ -69,10 +69,34 @@ func newMDDiff(d *plandiff.Diff, run string) *mdDiff {
 	if len(m.destr) > 0 {
 		m.destrHead = "\n**" + mdEscaper.Replace(destructiveFlag(d.Counts())) + ":**\n\n"
 	}
-	for _, blk := range diffBlocks(d) {
+	for _, blk := range diffBlocks(&plandiff.Diff{Resources: d.Resources}) {
+		m.blocks = append(m.blocks, p.diffBlock(blk))
+	}
+	for _, blk := range outputBlocks(d.Outputs) {
 		m.blocks = append(m.blocks, p.diffBlock(blk))
 	}
 	return m
+}
+
+// outputsPerBlock bounds the root outputs of one Markdown block, so that
+// a plan changing many outputs is cut block by block like its resources
+// (fitBlocks), not left out whole.
+const outputsPerBlock = 50
+
+// outputBlocks lays out the changed root outputs in blocks of at most
+// outputsPerBlock, each headed with the range it holds when there is more
+// than one ("Changes to Outputs (51–100 of 1500)").
+func outputBlocks(outs []plandiff.Node) []dblock {
+	var out []dblock
+	for i := 0; i < len(outs); i += outputsPerBlock {
+		end := min(i+outputsPerBlock, len(outs))
+		b := outputsBlock(outs[i:end])
+		if len(outs) > outputsPerBlock {
+			b.subject = fmt.Sprintf("%s (%d–%d of %d)", b.subject, i+1, end, len(outs))
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // headSize is the bytes of the summary line and the whole list of

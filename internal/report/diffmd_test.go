@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/plandiff"
 	"github.com/kilolock/kilolock/internal/terraform"
 )
@@ -128,5 +129,50 @@ func TestDiffMarkdownAllDestroyed(t *testing.T) {
 	checkMarkdownShape(t, md)
 	if got := DiffMarkdown(d, 40, "01RUN"); len(got) > 40 {
 		t.Errorf("budget 40: %d bytes", len(got))
+	}
+}
+
+// TestManyOutputsWithinLimits: a plan changing 1,500 root outputs and no
+// resource shows them in the check run's text, cut block by block
+// (outputsPerBlock each) within GitHub's limit — not left out whole as
+// one block too big for any room.
+func TestManyOutputsWithinLimits(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString(`{"format_version": "1.2", "terraform_version": "1.11.4", "resource_changes": [], "output_changes": {`)
+	for i := range 1500 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"out_%04d": {"actions": ["update"], "before": "old-value-%04d", "after": "new-value-%04d", "after_unknown": false, "before_sensitive": false, "after_sensitive": false}`, i, i, i)
+	}
+	b.WriteString(`}}`)
+	plan, err := terraform.ParsePlanJSON([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := plandiff.Build(plan, plandiff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &engine.PlanOutcome{Run: planRunA(engine.StatusPlanned, ""), Diff: d}
+	out.Run.Envelope.Summary = engine.PlanSummary{Outputs: 1500}
+	g, err := NewGitHubPlan(out, "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary, text := g.CheckRun()
+	if len(summary) > CheckRunSummaryLimit || len(text) > CheckRunSummaryLimit {
+		t.Fatalf("summary %d bytes, text %d: over GitHub's %d", len(summary), len(text), CheckRunSummaryLimit)
+	}
+	if !strings.Contains(text, "Changes to Outputs (1–50 of 1500)") || !strings.Contains(text, "out_0000") || len(text) < CheckRunSummaryLimit/2 {
+		t.Errorf("the check run's text (%d bytes) does not show the first outputs:\n%.600s", len(text), text)
+	}
+	if !strings.Contains(text, "blocks left out: `kl run show "+out.Run.ID+"` shows the whole diff") {
+		t.Errorf("the check run's text does not say how many output blocks were left out")
+	}
+	checkMarkdownShape(t, text)
+	if title := PlanTitle(out); !strings.Contains(title, "1500 outputs change") {
+		t.Errorf("title %q does not say the outputs change", title)
 	}
 }
