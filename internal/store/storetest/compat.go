@@ -71,12 +71,15 @@ func newerMigrations(d store.Dialect, raise *store.Level) []*goose.Migration {
 // written by an older one; one whose level a newer binary raised is read
 // but not written by it — each write refused with a *store.CompatError
 // naming both versions and what to do, also by a store opened before the
-// raise — and one whose read level was raised is refused at Open.
+// raise — and one whose read level was raised is refused at Open; a raise
+// waits for the write transactions under way, which commit by the old
+// rules, and those after it are refused.
 func RunCompat(t *testing.T, newDB func(t *testing.T) CompatDB) {
 	t.Run("SameLevel", func(t *testing.T) { t.Parallel(); testSameLevel(t, newDB(t)) })
 	t.Run("HigherLevel", func(t *testing.T) { t.Parallel(); testHigherLevel(t, newDB(t)) })
 	t.Run("RaisedWhileOpen", func(t *testing.T) { t.Parallel(); testRaisedWhileOpen(t, newDB(t)) })
 	t.Run("HigherReadLevel", func(t *testing.T) { t.Parallel(); testHigherReadLevel(t, newDB(t)) })
+	t.Run("RaiseWaitsForWriters", func(t *testing.T) { t.Parallel(); testRaiseWaitsForWriters(t, newDB(t)) })
 }
 
 // open is db.Open as b that fails the test on error and checks the access.
@@ -263,4 +266,59 @@ func testHigherReadLevel(t *testing.T, db CompatDB) {
 	open(t, db, newest, store.ReadWrite, newerMigrations(db.Dialect, &raise)...)
 	_, err := db.Open(t, old)
 	checkRefused(t, err, false)
+}
+
+// testRaiseWaitsForWriters: a commit of the old binary is inside its
+// transaction (its Merge runs) when the newest binary opens and raises the
+// level: the raise waits until that commit is done, the commit succeeds,
+// and the old binary's next write is refused.
+func testRaiseWaitsForWriters(t *testing.T, db CompatDB) {
+	ctx := t.Context()
+	o := open(t, db, old, store.ReadWrite)
+	if _, err := o.CreateState(ctx, NewState("s")); err != nil {
+		t.Fatalf("CreateState: %v", err)
+	}
+	ts := now()
+	apply := engine.Run{ID: newID(), Kind: engine.KindApply, State: "s", Actor: "alice", Status: engine.StatusApplying, CreatedAt: ts, UpdatedAt: ts}
+	if err := o.CreateRun(ctx, apply); err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	inTx, release := make(chan struct{}), make(chan struct{})
+	merge := Merge(apply.ID, "terraform_data.a")
+	committed := make(chan error, 1)
+	go func() {
+		_, err := o.Commit(ctx, engine.CommitRequest{State: "s", Run: apply.ID, Merge: func(h engine.Version, snap []byte) (engine.CommitResult, error) {
+			close(inTx)
+			<-release
+			return merge(h, snap)
+		}})
+		committed <- err
+	}()
+	<-inTx
+	raise := RaiseTo(store.CompatLevel)
+	onlyRaise := newest
+	onlyRaise.Schema = store.SchemaVersion() + 1
+	from := store.Level{Level: store.CompatLevel, ReadLevel: store.CompatLevel, Why: "before the test's raise"}
+	raised := make(chan error, 1)
+	go func() {
+		_, err := db.Open(t, onlyRaise, store.LevelMigration(onlyRaise.Schema, db.Dialect, raise, from))
+		raised <- err
+	}()
+	select {
+	case err := <-raised:
+		close(release)
+		t.Fatalf("the raise (Open: %v) did not wait for the commit under way", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(release)
+	if err := <-committed; err != nil {
+		t.Fatalf("the commit admitted before the raise: %v; want it to commit", err)
+	}
+	if err := <-raised; err != nil {
+		t.Fatalf("Open of the raising binary after the commit: %v", err)
+	}
+	if got := head(t, o, "s"); got != 1 {
+		t.Fatalf("head serial %d, want the commit made before the raise", got)
+	}
+	checkRefused(t, writeCycle(ctx, o, "s", "terraform_data.b"), true)
 }
