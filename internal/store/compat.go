@@ -16,10 +16,14 @@ import (
 )
 
 // CompatLevel is this binary's store compatibility level (ADR 0048): the
-// rules of reservations, fences and commits it follows. It writes to a store
-// whose level (Compat.Level) is at most this, and reads one whose read level
-// (Compat.ReadLevel) is at most this. It is the highest level its migrations
-// declare (Migrations; TestDeclaredLevel keeps the two equal).
+// highest level whose rules of reservations, fences and commits it follows.
+// It writes to a store whose level (Compat.Level) is at most this, and
+// reads one whose read level (Compat.ReadLevel) is at most this. It is the
+// highest level its migrations declare, or one above: a release that
+// prepares the next one's raise (it no longer uses what that raise
+// contracts) declares the next level without raising the store to it, so
+// that the raise does not lock it out (ADR 0048 "Expand, then contract";
+// TestMigrationsDeclared checks it).
 const CompatLevel = compatLevel
 
 // BinaryVersion is this binary's version as the store records and names it:

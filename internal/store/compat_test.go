@@ -41,7 +41,8 @@ type migration struct {
 // a why for each; an Expand leaves the level as it was and its SQL does
 // only what expands (expandProblem); a Raise sets exactly the level it
 // declares, higher than before, with a read level between 1 and it; and
-// level is the highest declared level.
+// level is the highest declared level or one above (a release preparing
+// the next raise).
 func checkDeclarations(decls []store.Migration, ms []migration, level int) []string {
 	var out []string
 	byVersion := map[int64]store.Migration{}
@@ -70,8 +71,8 @@ func checkDeclarations(decls []store.Migration, ms []migration, level int) []str
 			out = append(out, fmt.Sprintf("migration %d is declared but no store has it", d.Version))
 		}
 	}
-	if top != level {
-		out = append(out, fmt.Sprintf("CompatLevel is %d but the migrations declare level %d as the highest: the binary's level is the one its migrations raise the store to", level, top))
+	if level != top && level != top+1 {
+		out = append(out, fmt.Sprintf("CompatLevel is %d but the migrations declare level %d as the highest: a binary follows the level its migrations raise the store to, or (preparing the next raise) one above", level, top))
 	}
 	return out
 }
@@ -285,6 +286,7 @@ func TestCheckDeclarationsCatches(t *testing.T) {
 		"no why":                  {decl: store.Migration{Version: 12, Kind: store.Expand}, m: migration{version: 12, after: l1}, level: 1, want: "does not say why"},
 		"unknown kind":            {decl: store.Migration{Version: 12, Kind: "tweak", Why: "x"}, m: migration{version: 12, after: l1}, level: 1, want: `kind "tweak"`},
 		"CompatLevel behind":      {decl: store.Migration{Version: 12, Kind: store.Raise, Level: raise2, Why: "x"}, m: migration{version: 12, after: l2}, level: 1, want: "CompatLevel is 1 but the migrations declare level 2"},
+		"CompatLevel two ahead":   {level: 3, want: "CompatLevel is 3 but the migrations declare level 1"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -302,8 +304,10 @@ func TestCheckDeclarationsCatches(t *testing.T) {
 			}
 		})
 	}
-	if got := checkDeclarations(base, ms, 1); len(got) != 0 {
-		t.Fatalf("checkDeclarations of a right set: %q; want nothing", got)
+	for _, level := range []int{1, 2} {
+		if got := checkDeclarations(base, ms, level); len(got) != 0 {
+			t.Fatalf("checkDeclarations of a right set, CompatLevel %d: %q; want nothing", level, got)
+		}
 	}
 	if got := expandProblem("CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY);\nALTER TABLE runs ADD COLUMN note TEXT;\nALTER TABLE runs ADD COLUMN n BIGINT NOT NULL DEFAULT 0;\nCREATE INDEX i ON runs (state);"); got != "" {
 		t.Fatalf("expandProblem of a true expand: %q; want none", got)
@@ -345,6 +349,10 @@ func TestCompatError(t *testing.T) {
 	}
 	if access, err := b.Check(store.Compat{Level: 1, ReadLevel: 1, Schema: 99}); access != store.ReadWrite || err != nil {
 		t.Fatalf("Check at the same level, newer schema: %q, %v; want read-write", access, err)
+	}
+	prepared := store.Binary{Version: "0.5.0", Level: 2}
+	if access, err := prepared.Check(store.Compat{Level: 1, ReadLevel: 1}); access != store.ReadWrite || err != nil {
+		t.Fatalf("Check of a binary prepared for the next level on a store at the level below: %q, %v; want read-write", access, err)
 	}
 	if msg := (&store.CompatError{Binary: store.Binary{Level: 1}, Store: store.Compat{Level: 2, ReadLevel: 1}, Write: true}).Error(); !strings.Contains(msg, "version unknown") {
 		t.Errorf("a refusal without versions: %q; want it to say \"version unknown\"", msg)
