@@ -24,8 +24,9 @@ import (
 )
 
 // buildPackage builds the main package pkg into a temporary directory,
-// with -race when this test binary has it.
-func buildPackage(t *testing.T, pkg string) string {
+// with -race when this test binary has it, and the go build flags given
+// (-tags, -ldflags).
+func buildPackage(t *testing.T, pkg string, flags ...string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -40,6 +41,7 @@ func buildPackage(t *testing.T, pkg string) string {
 			}
 		}
 	}
+	args = append(args, flags...)
 	out, err := exec.Command(goBin, append(args, pkg)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)

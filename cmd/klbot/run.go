@@ -72,6 +72,11 @@ func run(ctx context.Context, args []string, env []string) error {
 		return fmt.Errorf("KLBOT_DATABASE_URL: %w", err)
 	}
 	defer closeWithin(shutdown.Close/2, func() { store.Close() })
+	// klbot only works if it may write: a store whose level a newer
+	// binary raised (ADR 0048) is refused at start, naming both versions.
+	if _, err := store.Access(ctx); err != nil {
+		return fmt.Errorf("KLBOT_DATABASE_URL: %w", err)
+	}
 	pool, err := openPool(ctx, cfg.DatabaseURL, cfg.Workers)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
 	"github.com/kilolock/kilolock/internal/klyaml"
+	"github.com/kilolock/kilolock/internal/store/postgres"
 	"github.com/kilolock/kilolock/internal/tarball"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
@@ -172,6 +173,11 @@ func (w *worker[T]) Work(ctx context.Context, job *river.Job[T]) error {
 	})
 }
 
+// lockedOutSnooze is how long a replica that may not write to the store
+// (a newer klbot raised its compatibility level, ADR 0048) puts a job back
+// before it, or another replica, takes it again.
+const lockedOutSnooze = 5 * time.Second
+
 // MaxAttempts is how often a job runs before River discards it (a job
 // failing for a transient reason is retried with River's backoff; a
 // refusal is not a failure).
@@ -238,12 +244,27 @@ func (a attempts) failed() string {
 	return "job failed; River retries it"
 }
 
+// lockedOut reports whether a newer klbot raised the store's compatibility
+// level above this replica's (ADR 0048): it must not write to the store,
+// so its jobs wait for a replica that may (logged as an error: the
+// operator stops this replica). A failure to read the level is left to
+// the job's own work.
+func (b *Bot) lockedOut(ctx context.Context) bool {
+	err := postgres.CheckWritable(ctx, b.db.pool)
+	if !errors.Is(err, engine.ErrReadOnly) {
+		return false
+	}
+	logOf(ctx).Error("job handed back: this replica may not write to the store; stop it, newer replicas do the jobs", "err", err, "again_in", lockedOutSnooze)
+	return true
+}
+
 // runJob wraps a job's work: its attempt (state kept across attempts in
 // River's metadata, the advisory locks it takes by try-lock), the logger,
 // metrics. Work that must wait — for another job of the pull request or
 // for reservations (queuedError) — snoozes the job (River's JobSnooze:
 // no worker is held, and in River 0.51 a snooze does not count against
-// MaxAttempts, ADR 0041). An error retrying cannot cure (finalReason)
+// MaxAttempts, ADR 0041), and so does every job of a replica locked out
+// of the store (lockedOut). An error retrying cannot cure (finalReason)
 // cancels the job; a failure of the last attempt says the job is
 // discarded; both complete the check runs it left in progress.
 func (b *Bot) runJob(ctx context.Context, row *rivertype.JobRow, j JobBase, at attempts, work func(ctx context.Context, jr *jobRun) (JobResult, error)) error {
@@ -251,6 +272,10 @@ func (b *Bot) runJob(ctx context.Context, row *rivertype.JobRow, j JobBase, at a
 	ctx = b.jobContext(ctx, j, kind, at.n)
 	log := logOf(ctx)
 	start := time.Now()
+	if b.lockedOut(ctx) {
+		b.metrics.job(kind, ResultSnoozed, time.Since(start))
+		return river.JobSnooze(lockedOutSnooze)
+	}
 	ctx, jr, err := b.newJobRun(ctx, row.ID, kind, j, row.Metadata)
 	if err != nil {
 		b.metrics.job(kind, ResultError, time.Since(start))

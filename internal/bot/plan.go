@@ -430,8 +430,10 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 		CommitSHA: co.head, ChangedFiles: files, Options: a.Options,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return err // shutting down or timed out: River retries
+		if ctx.Err() != nil || errors.Is(err, engine.ErrReadOnly) {
+			// Shutting down, timed out, or locked out of the store by a
+			// newer klbot (ADR 0048): River retries, on another replica.
+			return err
 		}
 		log.Warn("plan failed", "err", err)
 		b.metrics.run("plan", outcomeFailed)

@@ -49,13 +49,20 @@ func MigrateRiver(ctx context.Context, pool *pgxpool.Pool) error {
 
 // Ready reports whether klbot can work: the database answers, Kilolock's
 // goose migrations (migrations/postgres, klbot's tables included) are at
-// the newest version this binary embeds, and River's migrations are all
-// applied. The error says which (for /readyz's 503).
+// least at the newest version this binary embeds (a newer binary's
+// migrations are fine at the same level), this binary may write to the
+// store (its compatibility level is not above this binary's: ADR 0048),
+// and River's migrations are all applied. The error says which (for
+// /readyz's 503): a replica a newer one has locked out names both
+// versions.
 func Ready(ctx context.Context, pool *pgxpool.Pool) error {
 	if err := pool.Ping(ctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
 	}
 	if err := gooseCurrent(ctx, pool.Config().ConnConfig); err != nil {
+		return err
+	}
+	if err := postgres.CheckWritable(ctx, pool); err != nil {
 		return err
 	}
 	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
@@ -72,8 +79,8 @@ func Ready(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// gooseCurrent checks the goose version of the database against the newest
-// embedded migration.
+// gooseCurrent checks that the goose version of the database is at least
+// the newest embedded migration's.
 func gooseCurrent(ctx context.Context, cc *pgx.ConnConfig) error {
 	fsys, err := fs.Sub(migrations.Postgres, "postgres")
 	if err != nil {
@@ -93,7 +100,7 @@ func gooseCheck(ctx context.Context, db *sql.DB, fsys fs.FS) error {
 	if err != nil {
 		return fmt.Errorf("checking Kilolock migrations: %w", err)
 	}
-	if cur != target {
+	if cur < target {
 		return fmt.Errorf("kilolock migrations pending: the database is at version %d, this klbot needs %d", cur, target)
 	}
 	return nil

@@ -39,6 +39,10 @@ var (
 	// ErrLeaseLost: the run's reservations expired before it committed, or
 	// the lease sweep ended the run while this process still worked on it.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrReadOnly: the store refuses this binary's writes — a newer binary
+	// raised its compatibility level, so this one does not follow its rules
+	// (ADR 0048) — but may still be read.
+	ErrReadOnly = errors.New("store is read-only for this binary")
 )
 
 // KindError is an error of a kind: errors.Is(err, Kind) holds, and its

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -40,11 +41,19 @@ type Status struct {
 
 // Status reports the runs in progress on state ("" = every state), after
 // the lease sweep: a run whose holder stopped renewing is listed in Expired,
-// no longer as active. Its open plans are those an apply could still take
+// no longer as active. A store that refuses this binary's writes
+// (ErrReadOnly: a newer binary raised its level) is read without the
+// sweep, which a binary at the store's level does. Its open plans are those an apply could still take
 // (applicable): planned, and not already made stale by a later version.
 func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 	expired, err := e.Store.ExpireLeases(ctx)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrReadOnly):
+		// A newer binary raised the store's level (ADR 0048): this one
+		// reads what is stored and leaves the sweep to binaries that
+		// follow the store's rules.
+		e.log().Warn("expiring leases", "err", err)
+	case err != nil:
 		return nil, fmt.Errorf("expiring leases: %w", err)
 	}
 	res, err := e.Store.Reservations(ctx, state)

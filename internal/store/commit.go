@@ -59,14 +59,19 @@ func (a Algorithms) CreateRun(ctx context.Context, r engine.Run) error {
 	if err := CheckRun(r); err != nil {
 		return fmt.Errorf("creating run: %w", err)
 	}
-	var now time.Time
-	if r.CreatedAt.IsZero() {
-		var err error
-		if now, err = db.Now(ctx); err != nil {
-			return fmt.Errorf("creating run %s: %w", r.ID, err)
+	// A transaction of its own: every write passes the adapter's
+	// compatibility check (DB.InTx).
+	err := db.InTx(ctx, func(tx Executor) error {
+		var now time.Time
+		if r.CreatedAt.IsZero() {
+			var err error
+			if now, err = tx.Now(ctx); err != nil {
+				return err
+			}
 		}
-	}
-	if err := db.InsertRun(ctx, NewRun(r, now)); err != nil {
+		return tx.InsertRun(ctx, NewRun(r, now))
+	})
+	if err != nil {
 		return fmt.Errorf("creating run %s: %w", r.ID, err)
 	}
 	return nil

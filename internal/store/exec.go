@@ -151,7 +151,12 @@ type DB interface {
 	// sqlite: BEGIN IMMEDIATE, the database's write lock) and may run fn
 	// again from the start after a deadlock or serialization failure — so fn
 	// and the callbacks it calls (Merge, UpdateRun's fn) must depend only on
-	// their arguments and set their results afresh on every run.
+	// their arguments and set their results afresh on every run. Before fn
+	// it reads the store's compatibility level inside the transaction, so
+	// that no raise commits between the read and the transaction's commit
+	// (postgres: the kl_compat row FOR SHARE), and returns the
+	// *CompatError of Binary.CheckWrite instead of running fn when this
+	// binary may not write (ADR 0048): every write of a store is an InTx.
 	InTx(ctx context.Context, fn func(tx Executor) error) error
 }
 

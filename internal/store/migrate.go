@@ -22,13 +22,15 @@ const (
 
 // GoMigrations are the schema migrations of both stores written in Go
 // (those the SQL files of migrations/ cannot express), for goose's
-// WithGoMigrations: 4 (TypedEndsMigration) and 5 (RunKindsOpenMigration).
+// WithGoMigrations: 4 (TypedEndsMigration), 5 (RunKindsOpenMigration) and
+// 11 (LevelMigration to level 1), and those of build-tagged test files.
 func GoMigrations(d Dialect) []*goose.Migration {
-	ph := func(int) string { return "?" }
-	if d == Postgres {
-		ph = func(n int) string { return fmt.Sprintf("$%d", n) }
+	out := []*goose.Migration{TypedEndsMigration(placeholders(d)), RunKindsOpenMigration(d),
+		LevelMigration(LevelOneVersion, d, levelOne, Level{})}
+	for _, m := range extraGoMigrations {
+		out = append(out, m(d))
 	}
-	return []*goose.Migration{TypedEndsMigration(ph), RunKindsOpenMigration(d)}
+	return out
 }
 
 // kindCheck is the constraint migrations 1 put on runs.kind.

@@ -83,7 +83,8 @@ func EncodeRun(r engine.Run) (string, error) {
 // DecodeRun decodes a runs.body of version 1 or 2. A version-1 row's
 // reason becomes its typed end where LegacyEnd can tell it, else
 // End.Legacy. A version newer than RowVersion is refused (the binary is
-// older than the store: the schema check says so first).
+// older than the store: a new row version raises the compatibility level
+// and its read level, ADR 0048, so Open says so first).
 func DecodeRun(body string) (engine.Run, error) {
 	var row runRow
 	if err := json.Unmarshal([]byte(body), &row); err != nil {

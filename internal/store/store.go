@@ -6,7 +6,8 @@
 // implements in its own SQL dialect (exec.go, after River's
 // riverdriver.Executor); and the pure rules they use — snapshot
 // compression and checks, request validation, the markers the store itself
-// writes, and the schema-version refusal. Both adapters call these so that
+// writes, and the compatibility rules of a store shared by binaries of
+// several versions (compat.go, ADR 0048). Both adapters call these so that
 // they behave alike and pass the same storetest contract suite (STYLE.md
 // 2). The package does no I/O of its own: only through an Executor.
 package store
@@ -21,19 +22,6 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
-
-// SchemaTooNewError is returned when a store opens a database migrated by a
-// newer kl: this binary does not know its schema and must not write to it.
-// Both adapters (sqlite, postgres) return it from Open.
-type SchemaTooNewError struct {
-	Version int64 // the database's goose version
-	Max     int64 // the newest migration this binary embeds
-}
-
-// Error says which versions and what to do: upgrade kl.
-func (e *SchemaTooNewError) Error() string {
-	return fmt.Sprintf("database schema version %d is newer than this kl (max %d): upgrade kl", e.Version, e.Max)
-}
 
 // DefaultLimit is the page size of History and ListRuns when the query's
 // Limit is 0 (engine.HistoryQuery, engine.RunQuery).

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/store"
@@ -131,22 +132,40 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesNewerSchema(t *testing.T) {
+// TestOpenNewerSchemaOfTheSameLevel: a store a newer binary migrated
+// further (a schema version this binary lacks, at its level) opens and
+// takes writes; before ADR 0048 it was refused ("upgrade kl").
+func TestOpenNewerSchemaOfTheSameLevel(t *testing.T) {
 	t.Parallel()
 	s, dsn := setup(t)
 	s.Close()
 	if _, err := raw(t, dsn).Exec(t.Context(), `INSERT INTO goose_db_version (version_id, is_applied) VALUES (9999, true)`); err != nil {
 		t.Fatalf("faking a newer schema: %v", err)
 	}
-	_, err := postgres.Open(t.Context(), dsn)
-	var se *store.SchemaTooNewError
-	if !errors.As(err, &se) {
-		t.Fatalf("Open: %v; want a *store.SchemaTooNewError", err)
+	s, err := postgres.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("Open of a newer schema at the same level: %v", err)
 	}
-	want := fmt.Sprintf("database schema version 9999 is newer than this kl (max %d): upgrade kl", se.Max)
-	if se.Version != 9999 || se.Max < 1 || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Open: %q; want it to say %q", err, want)
+	defer s.Close()
+	if _, err := s.CreateState(t.Context(), storetest.NewState("s")); err != nil {
+		t.Fatalf("CreateState on a newer schema at the same level: %v", err)
 	}
+}
+
+// TestCompat runs the compatibility suite (ADR 0048) on fresh schemas.
+func TestCompat(t *testing.T) {
+	t.Parallel()
+	storetest.RunCompat(t, func(t *testing.T) storetest.CompatDB {
+		dsn := pgtest.DSN(t)
+		return storetest.CompatDB{Dialect: store.Postgres, Open: func(t *testing.T, b store.Binary, extra ...*goose.Migration) (storetest.CompatStore, error) {
+			s, err := postgres.Open(t.Context(), dsn, postgres.WithBinary(b, extra...))
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, nil
+		}}
+	})
 }
 
 // embedded returns the embedded PostgreSQL migrations (file name → text)
@@ -172,7 +191,7 @@ func embedded(t *testing.T) (fstest.MapFS, int64) {
 		newest = max(newest, v)
 	}
 	// The Go migrations (no file) come with the SQL ones.
-	return out, max(newest, store.RunKindsOpenVersion)
+	return out, max(newest, store.SchemaVersion())
 }
 
 // TestFailedMigrationLeavesNothing runs the real schema plus one more

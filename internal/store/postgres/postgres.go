@@ -73,8 +73,10 @@ type Store struct {
 	// adapter's statements (its executor).
 	store.Algorithms
 
-	pool  *pgxpool.Pool
-	clock func() time.Time
+	pool   *pgxpool.Pool
+	clock  func() time.Time
+	binary store.Binary // this binary, as the compatibility rules see it
+	compat store.Compat // the store's, as Open found it
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -87,6 +89,8 @@ type options struct {
 	clock      func() time.Time
 	maxConns   int32
 	migrations fs.FS
+	binary     store.Binary       // tests: a newer binary (store.ThisBinary if zero)
+	extra      []*goose.Migration // tests: a newer binary's Go migrations
 }
 
 // WithApplicationName sets the application_name reported when the DSN
@@ -115,10 +119,13 @@ func WithMaxConns(n int32) Option {
 //
 // Errors: a DSN that does not parse; a server that cannot be reached or
 // refuses the login — the error names host, port, user and database and the
-// cause, never the password; a database whose schema is newer than this
-// binary's migrations (*store.SchemaTooNewError); a migration that fails —
-// the error names the migration file, and nothing of it stays (each runs in
-// one transaction).
+// cause, never the password; a migration that fails — the error names the
+// migration file, and nothing of it stays (each runs in one transaction);
+// a store this binary may not read (*store.CompatError). A database
+// migrated by a newer binary opens by the compatibility rules of ADR 0048
+// (store.Binary.Check): read and write at the same compatibility level,
+// read only when its level is higher — every write then fails with a
+// *store.CompatError, which errors.Is engine.ErrReadOnly.
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	o := options{appName: DefaultApplicationName}
 	for _, opt := range opts {
@@ -140,7 +147,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
 	}
-	s := &Store{pool: pool, clock: o.clock}
+	if o.binary == (store.Binary{}) {
+		o.binary = store.ThisBinary()
+	}
+	s := &Store{pool: pool, clock: o.clock, binary: o.binary}
 	s.Algorithms = store.Algorithms{DB: s.database()}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -153,7 +163,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
 		}
 	}
-	if err := s.migrate(ctx, cfg.ConnConfig, fsys); err != nil {
+	if err := s.migrate(store.Migrating(ctx, o.binary), cfg.ConnConfig, fsys, o.extra); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
 	}
@@ -181,11 +191,13 @@ func hostPort(host string, port uint16) string {
 // schemas of one database migrate independently.
 const migrationLockKey = 0x6b6c // "kl"
 
-// migrate applies the goose migrations in fsys through a database/sql handle
-// on the same connection settings. It holds a session advisory lock for the
-// whole check-and-migrate, so processes starting together wait for each
-// other (pg_advisory_lock blocks; no polling) and migrate once.
-func (s *Store) migrate(ctx context.Context, cc *pgx.ConnConfig, fsys fs.FS) error {
+// migrate applies the goose migrations in fsys (and the Go ones, with a
+// test's extra) through a database/sql handle on the same connection
+// settings, then reads the store's compatibility level and applies the
+// rules (checkCompat). It holds a session advisory lock for the whole
+// check-and-migrate, so processes starting together wait for each other
+// (pg_advisory_lock blocks; no polling) and migrate once.
+func (s *Store) migrate(ctx context.Context, cc *pgx.ConnConfig, fsys fs.FS, extra []*goose.Migration) error {
 	db := stdlib.OpenDB(*cc)
 	defer db.Close()
 	lock, err := db.Conn(ctx)
@@ -197,50 +209,50 @@ func (s *Store) migrate(ctx context.Context, cc *pgx.ConnConfig, fsys fs.FS) err
 		return fmt.Errorf("migrating schema: taking the migration lock: %w", s.mapErr(err))
 	}
 	defer lock.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, migrationLockKey) //nolint:errcheck // closing the session releases it too
-	if err := runMigrations(ctx, db, fsys); err != nil {
+	schema, err := runMigrations(ctx, db, fsys, extra)
+	if err != nil {
 		return fmt.Errorf("migrating schema: %w", s.mapErr(err))
 	}
-	return nil
+	return s.checkCompat(ctx, schema)
 }
 
 // MigrationProvider is the goose provider of the PostgreSQL schema: the
 // SQL migrations in fsys (migrations.Postgres's "postgres" directory) and
 // the Go ones (store.GoMigrations). klbot's readiness check uses it
 // too, so both count the same versions.
-func MigrationProvider(db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
+func MigrationProvider(db *sql.DB, fsys fs.FS, extra ...*goose.Migration) (*goose.Provider, error) {
 	return goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
-		goose.WithGoMigrations(store.GoMigrations(store.Postgres)...))
+		goose.WithGoMigrations(append(store.GoMigrations(store.Postgres), extra...)...))
 }
 
-// runMigrations refuses a schema newer than fsys's newest migration and
-// applies the missing ones. A failed migration is named by its file.
-func runMigrations(ctx context.Context, db *sql.DB, fsys fs.FS) error {
-	p, err := MigrationProvider(db, fsys)
+// runMigrations applies the migrations the database lacks and returns its
+// schema version; a schema newer than fsys's newest migration (a newer
+// binary's) is left as it is: checkCompat decides. A failed migration is
+// named by its file.
+func runMigrations(ctx context.Context, db *sql.DB, fsys fs.FS, extra []*goose.Migration) (int64, error) {
+	p, err := MigrationProvider(db, fsys, extra...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	sources := p.ListSources()
 	newest := sources[len(sources)-1].Version
 	cur, err := p.GetDBVersion(ctx)
 	if err != nil {
-		return fmt.Errorf("reading schema version: %w", err)
+		return 0, fmt.Errorf("reading schema version: %w", err)
 	}
-	if cur > newest {
-		return &store.SchemaTooNewError{Version: cur, Max: newest}
-	}
-	if cur == newest {
-		return nil
+	if cur >= newest {
+		return cur, nil
 	}
 	if _, err := p.Up(ctx); err != nil {
 		var pe *goose.PartialError
 		if errors.As(err, &pe) && pe.Failed != nil && pe.Failed.Source != nil {
-			return fmt.Errorf("applying migration %s (version %d) on top of version %d; it was rolled back: %w",
+			return 0, fmt.Errorf("applying migration %s (version %d) on top of version %d; it was rolled back: %w",
 				pe.Failed.Source.Path, pe.Failed.Source.Version, lastApplied(cur, pe), pe.Err)
 		}
-		return fmt.Errorf("migrating from version %d to %d: %w", cur, newest, err)
+		return 0, fmt.Errorf("migrating from version %d to %d: %w", cur, newest, err)
 	}
-	return nil
+	return newest, nil
 }
 
 // lastApplied is the schema version left after a partial migration.
@@ -327,9 +339,11 @@ func retryable(err error) bool {
 
 // withTx runs fn in one READ COMMITTED transaction and commits it when fn
 // returns nil; otherwise, or on a panic, it rolls back and nothing fn wrote
-// stays. A deadlock or serialization failure runs fn again (up to
+// stays. Before fn it checks that this binary may write (guarded): every
+// write of the store is such a transaction. A deadlock or serialization failure runs fn again (up to
 // txAttempts times, with a short random back-off).
 func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	fn = s.guarded(ctx, fn)
 	for attempt := 1; ; attempt++ {
 		err := s.tryTx(ctx, fn)
 		if err == nil || !retryable(err) || attempt == txAttempts || ctx.Err() != nil {

@@ -274,18 +274,21 @@ func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) 
 	if data == nil {
 		data = []byte{}
 	}
-	var err error
-	if s.clock != nil {
-		_, err = s.pool.Exec(ctx,
-			`INSERT INTO artifacts (run, name, created_at, data) VALUES ($1, $2, $3, $4)
-			 ON CONFLICT (run, name) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
-			run, name, nanos(s.clock()), data)
-	} else {
-		_, err = s.pool.Exec(ctx,
-			`INSERT INTO artifacts (run, name, created_at, data) VALUES ($1, $2, `+sqlNow+`, $3)
-			 ON CONFLICT (run, name) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
-			run, name, data)
-	}
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if s.clock != nil {
+			_, err = tx.Exec(ctx,
+				`INSERT INTO artifacts (run, name, created_at, data) VALUES ($1, $2, $3, $4)
+				 ON CONFLICT (run, name) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
+				run, name, nanos(s.clock()), data)
+		} else {
+			_, err = tx.Exec(ctx,
+				`INSERT INTO artifacts (run, name, created_at, data) VALUES ($1, $2, `+sqlNow+`, $3)
+				 ON CONFLICT (run, name) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
+				run, name, data)
+		}
+		return s.mapErr(err)
+	})
 	if err != nil {
 		return fmt.Errorf("storing artifact %s of run %s: %w", name, run, s.mapErr(err))
 	}

@@ -255,10 +255,13 @@ func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) 
 	if data == nil {
 		data = []byte{}
 	}
-	_, err := s.db.ExecContext(ctx,
-		`INSERT INTO artifacts (run, name, created_at, data) VALUES (?, ?, ?, ?)
-		 ON CONFLICT (run, name) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
-		run, name, nanos(s.now()), data)
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO artifacts (run, name, created_at, data) VALUES (?, ?, ?, ?)
+			 ON CONFLICT (run, name) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
+			run, name, nanos(s.now()), data)
+		return s.mapErr(err)
+	})
 	if err != nil {
 		return fmt.Errorf("storing artifact %s of run %s: %w", name, run, s.mapErr(err))
 	}

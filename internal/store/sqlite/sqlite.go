@@ -47,11 +47,6 @@ const DefaultBusyTimeout = 10 * time.Second
 // timeout. Retrying later is safe: the failed transaction wrote nothing.
 var ErrBusy = errors.New("database is busy: another connection (often another kl process) held the write lock past the busy timeout")
 
-// SchemaTooNewError is returned by Open for a database migrated by a newer
-// kl: this binary does not know its schema and must not write to it. It is
-// store.SchemaTooNewError, shared with the postgres adapter.
-type SchemaTooNewError = store.SchemaTooNewError
-
 // Store is the SQLite engine.Store. It is safe for concurrent use by many
 // goroutines and, through the same file, by many processes.
 type Store struct {
@@ -65,6 +60,8 @@ type Store struct {
 	path        string
 	busyTimeout time.Duration
 	clock       func() time.Time
+	binary      store.Binary // this binary, as the compatibility rules see it
+	compat      store.Compat // the store's, as Open found it
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -76,6 +73,8 @@ type options struct {
 	busyTimeout time.Duration
 	clock       func() time.Time
 	log         *slog.Logger
+	binary      store.Binary       // tests: a newer binary (store.ThisBinary if zero)
+	extra       []*goose.Migration // tests: a newer binary's Go migrations
 }
 
 // WithBusyTimeout sets how long a write waits for the write lock
@@ -100,8 +99,11 @@ func WithLogger(l *slog.Logger) Option {
 // Open opens (creating if needed) the store at path, a file name. It creates
 // the parent directory with mode 0700 and the file with mode 0600 — the
 // database holds saved plans and state snapshots, which hold secrets — then
-// applies the embedded migrations. A database whose schema is newer than
-// this binary's migrations is refused with a *SchemaTooNewError. A file
+// applies the embedded migrations. A database migrated by a newer binary
+// opens by the compatibility rules of ADR 0048 (store.Binary.Check): read
+// and write at the same compatibility level, read only when its level is
+// higher (every write then fails with a *store.CompatError), and refused
+// with a *store.CompatError when its read level is higher too. A file
 // that exists, is not empty and is not a SQLite database (its first 16
 // bytes are not "SQLite format 3\x00", or SQLite cannot read it), or is
 // another program's SQLite database (it has tables but not Kilolock's
@@ -161,9 +163,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: abs, busyTimeout: o.busyTimeout, clock: o.clock}
+	if o.binary == (store.Binary{}) {
+		o.binary = store.ThisBinary()
+	}
+	s := &Store{db: db, path: abs, busyTimeout: o.busyTimeout, clock: o.clock, binary: o.binary}
 	s.Algorithms = store.Algorithms{DB: s.database()}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(store.Migrating(ctx, o.binary), o.extra); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
@@ -316,18 +321,21 @@ func dsn(path string, busy time.Duration) string {
 	return u.String()
 }
 
-// migrate applies the embedded goose migrations. Processes opening one new
-// file at the same moment may race: each migration runs in its own
-// IMMEDIATE transaction, so the loser fails ("table already exists") and
-// rolls back; migrate then re-reads the version and finds the work done.
-func (s *Store) migrate(ctx context.Context) error {
+// migrate applies the embedded goose migrations (and extra, a test's),
+// then reads the store's compatibility level and applies the rules
+// (checkCompat). Processes opening one new file at the same moment may
+// race: each migration runs in its own IMMEDIATE transaction, so the loser
+// fails ("table already exists") and rolls back; migrate then re-reads the
+// version and finds the work done. A schema newer than this binary's is
+// left as it is: checkCompat decides.
+func (s *Store) migrate(ctx context.Context, extra []*goose.Migration) error {
 	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
 	if err != nil {
 		return fmt.Errorf("migrating schema: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.db, fsys,
 		goose.WithDisableGlobalRegistry(true), goose.WithVerbose(false),
-		goose.WithGoMigrations(store.GoMigrations(store.SQLite)...))
+		goose.WithGoMigrations(append(store.GoMigrations(store.SQLite), extra...)...))
 	if err != nil {
 		return fmt.Errorf("migrating schema: %w", err)
 	}
@@ -347,21 +355,68 @@ func (s *Store) migrate(ctx context.Context) error {
 			}
 			return fmt.Errorf("reading schema version: %w", s.mapErr(err))
 		}
-		if cur > newest {
-			return &SchemaTooNewError{Version: cur, Max: newest}
-		}
-		if cur == newest {
-			return nil
+		if cur >= newest {
+			return s.checkCompat(ctx, cur)
 		}
 		_, err = p.Up(ctx)
 		if err == nil {
-			return nil
+			return s.checkCompat(ctx, newest)
 		}
 		if attempt == attempts || ctx.Err() != nil {
 			return fmt.Errorf("migrating schema from version %d to %d: %w", cur, newest, s.mapErr(err))
 		}
 		pause(ctx, attempt)
 	}
+}
+
+// checkCompat reads the compatibility level of the store, at schema
+// version schema, and refuses it when this binary may not even read it
+// (store.Binary.Check). A store it may only read opens: its writes are
+// refused one by one (guardWrite).
+func (s *Store) checkCompat(ctx context.Context, schema int64) error {
+	c, err := s.readCompat(ctx, s.db, schema)
+	if err != nil {
+		return err
+	}
+	s.compat = c
+	if access, err := s.binary.Check(c); access == "" {
+		return err
+	}
+	return nil
+}
+
+// readCompat reads the kl_compat row through q.
+func (s *Store) readCompat(ctx context.Context, q querier, schema int64) (store.Compat, error) {
+	c, err := store.ScanCompat(q.QueryRowContext(ctx, store.CompatQuery), schema, sql.ErrNoRows)
+	return c, s.mapErr(err)
+}
+
+// Compat reads the store's compatibility record now (a newer binary may
+// have raised it since Open), with the schema version Open found.
+func (s *Store) Compat(ctx context.Context) (store.Compat, error) {
+	return s.readCompat(ctx, s.db, s.compat.Schema)
+}
+
+// Access is what this binary may do with the store now: store.ReadWrite,
+// or store.ReadOnly with the *store.CompatError its writes get.
+func (s *Store) Access(ctx context.Context) (store.Access, error) {
+	c, err := s.Compat(ctx)
+	if err != nil {
+		return "", err
+	}
+	return s.binary.Check(c)
+}
+
+// guardWrite refuses the write transaction tx when the store's level is
+// above this binary's (store.Binary.CheckWrite), read inside tx: a write
+// transaction is BEGIN IMMEDIATE, so no migration raises the level between
+// this read and tx's commit.
+func (s *Store) guardWrite(ctx context.Context, tx *sql.Tx) error {
+	c, err := s.readCompat(ctx, tx, s.compat.Schema)
+	if err != nil {
+		return err
+	}
+	return s.binary.CheckWrite(c)
 }
 
 // pause sleeps 25 ms × attempt (at most 200 ms), or until ctx ends.
@@ -460,13 +515,18 @@ func (s *Store) mapErr(err error) error {
 
 // withTx runs fn in one write transaction (BEGIN IMMEDIATE: the write lock
 // is taken first) and commits it when fn returns nil; otherwise, or on a
-// panic, it rolls back and nothing fn wrote stays.
+// panic, it rolls back and nothing fn wrote stays. Before fn it checks
+// that this binary may write (guardWrite): every write of the store is
+// such a transaction.
 func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.mapErr(err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if err := s.guardWrite(ctx, tx); err != nil {
+		return err
+	}
 	if err := fn(tx); err != nil {
 		return err
 	}
