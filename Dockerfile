@@ -3,7 +3,7 @@
 # The klbot image: klbot (the GitHub App, the entrypoint) and kl, static,
 # with Terraform on PATH, running as a non-root user (uid 65532).
 #
-#   make docker            # docker build -t kilolock:$(VERSION) .
+#   make docker            # docker build -t kilolock:$(VERSION) . (a release's image: Dockerfile.release)
 #   docker run -p 8080:8080 -e KLBOT_APP_ID=… -e KLBOT_PRIVATE_KEY_FILE=/run/secrets/key.pem \
 #     -e KLBOT_WEBHOOK_SECRET=… -e KLBOT_DATABASE_URL=postgres://… kilolock:VERSION
 #
@@ -15,15 +15,20 @@ ARG BASE_IMAGE=debian:trixie-slim
 
 # ── kl and klbot: the Makefile's `build` flags (CGO off: the SQLite driver
 #    is pure Go, so the binaries are static).
+#    `kl version` says VERSION (a semantic version; empty: a development
+#    build), COMMIT and COMMIT_DATE (RFC 3339): .git is not in the context.
 FROM ${GO_IMAGE} AS build
-ARG VERSION=dev
+ARG VERSION=
+ARG COMMIT=
+ARG COMMIT_DATE=
 ENV CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    LDFLAGS="-s -w -X github.com/kilolock/kilolock/internal/cli.Version=${VERSION}" && \
+    V=github.com/kilolock/kilolock/internal/version && \
+    LDFLAGS="-s -w -X $V.Version=${VERSION} -X $V.Commit=${COMMIT} -X $V.Date=${COMMIT_DATE}" && \
     go build -trimpath -ldflags "$LDFLAGS" -o /out/kl ./cmd/kl && \
     go build -trimpath -ldflags "$LDFLAGS" -o /out/klbot ./cmd/klbot
 

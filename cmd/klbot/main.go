@@ -13,6 +13,13 @@ import (
 )
 
 func main() {
+	if asked, err := printVersion(os.Args[1:], os.Stdout); asked {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "klbot:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Environ())
 	stop()

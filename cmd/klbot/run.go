@@ -40,7 +40,7 @@ import (
 // is internal/bot's.
 func run(ctx context.Context, args []string, env []string) error {
 	if len(args) > 1 {
-		return fmt.Errorf("klbot takes no arguments (got %q): it is configured through KLBOT_* variables, see docs/klbot.md", strings.Join(args[1:], " "))
+		return fmt.Errorf("klbot takes no arguments (got %q): it is configured through KLBOT_* variables, see docs/klbot.md (klbot version prints its version)", strings.Join(args[1:], " "))
 	}
 	cfg, key, err := loadConfig(ctx, env)
 	if err != nil {

@@ -18,10 +18,6 @@ import (
 	"github.com/kilolock/kilolock/internal/report"
 )
 
-// Version is kl's version, set at build time with
-// -ldflags "-X github.com/kilolock/kilolock/internal/cli.Version=…".
-var Version = "dev"
-
 // ExitError carries a process exit code chosen by a command: 1 for errors,
 // 3 for a refusal (stale plan, reservation conflict, intent changed, plan
 // not applicable), 128+signal for a command a signal stopped (Interrupted).
@@ -58,6 +54,8 @@ type app struct {
 	// state init does; the others refuse a store that does not exist).
 	createStore bool
 	phase       phaseTracker // how far the command got, for an interrupt
+	// versionErr: this build's version facts are bad (setVersionFlag).
+	versionErr error
 }
 
 // Run runs kl with args (without the program name) and environment env
@@ -84,6 +82,9 @@ func Run(ctx context.Context, args, env []string, streams IO) error {
 	root.SetErr(errOut)
 	root.SetContext(ctx)
 	err := root.ExecuteContext(ctx)
+	if err == nil {
+		err = a.versionFlagErr(root)
+	}
 	if in := interruptedBy(ctx); in != nil && err != nil {
 		// Stopped before Terraform ran, with only the cancellation to
 		// say: the interrupt note said it (Message prints nothing more).
@@ -143,7 +144,6 @@ what it planned to read and write, what changed while it waited, why it was allo
 whether it committed exactly what was planned, and which state version it produced.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
 		// Before every command, once its flags are parsed (so that --json
 		// is known when the environment is bad).
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -155,7 +155,8 @@ whether it committed exactly what was planned, and which state version it produc
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print JSON (versioned schema, see docs/json.md) instead of text")
 	root.AddCommand(a.stateCommand(), a.planCommand(), a.applyCommand(), a.footprintCommand(),
 		a.historyCommand(), a.runsCommand(), a.runCommand(), a.whyCommand(), a.statusCommand())
-	root.AddCommand(a.reportCommand())
+	root.AddCommand(a.reportCommand(), a.versionCommand())
+	a.setVersionFlag(root)
 	return root
 }
 

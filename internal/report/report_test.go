@@ -269,7 +269,7 @@ func TestJSONDocumented(t *testing.T) {
 		t.Fatalf("reading docs/json.md: %v", err)
 	}
 	for _, s := range []string{SchemaPlan, SchemaApply, SchemaRun, SchemaHistory, SchemaSincePlan, SchemaRuns,
-		SchemaWhy, SchemaStatus, SchemaFootprint, SchemaStates, SchemaStateInit} {
+		SchemaWhy, SchemaStatus, SchemaFootprint, SchemaStates, SchemaStateInit, SchemaVersion} {
 		if !strings.Contains(string(b), "### `"+s+"`") {
 			t.Errorf("docs/json.md has no section for %s", s)
 		}
