@@ -29,6 +29,7 @@ import (
 	"github.com/kilolock/kilolock/internal/report"
 	"github.com/kilolock/kilolock/internal/store/postgres"
 	"github.com/kilolock/kilolock/internal/terraform"
+	"github.com/kilolock/kilolock/internal/version"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -42,6 +43,7 @@ func run(ctx context.Context, args []string, env []string) error {
 	if len(args) > 1 {
 		return fmt.Errorf("klbot takes no arguments (got %q): it is configured through KLBOT_* variables, see docs/klbot.md (klbot version prints its version)", strings.Join(args[1:], " "))
 	}
+	version.Stamp() // the version a store names (ADR 0048)
 	cfg, key, err := loadConfig(ctx, env)
 	if err != nil {
 		return err

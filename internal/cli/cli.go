@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/report"
+	"github.com/kilolock/kilolock/internal/version"
 )
 
 // ExitError carries a process exit code chosen by a command: 1 for errors,
@@ -68,6 +69,7 @@ type app struct {
 // on streams.Err what the running command does about it, and a command
 // that then fails returns an *ExitError of code 128+signal.
 func Run(ctx context.Context, args, env []string, streams IO) error {
+	version.Stamp() // the version a store names (ADR 0048)
 	out := &countingWriter{w: streams.Out}
 	// stderr is written by the command, its logger, its progress line and
 	// the interrupt note, from several goroutines.

@@ -213,3 +213,17 @@ func newest(fsys fs.FS, dir string, d store.Dialect) (int64, error) {
 	}
 	return top, nil
 }
+
+// Stamp sets store.BinaryVersion — the version a store records with a
+// compatibility level this binary's migrations raise, and names in a
+// refusal (ADR 0048) — to this binary's version, unless the linker set it
+// (-X, as the rolling-upgrade test does) or the version cannot be read
+// (Get's error; the store then says "dev"). kl and klbot call it first.
+func Stamp() {
+	if store.BinaryVersion != "dev" {
+		return
+	}
+	if info, err := Get(); err == nil {
+		store.BinaryVersion = info.Version
+	}
+}

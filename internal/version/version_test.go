@@ -108,3 +108,24 @@ func TestSchemaIsWhatAStoreIsMigratedTo(t *testing.T) {
 		t.Errorf("Schema() = %d, but a new store is migrated to version %d", want, got)
 	}
 }
+
+// TestStamp: Stamp gives the store this binary's version to record and
+// name (ADR 0048), and leaves a version the linker set.
+func TestStamp(t *testing.T) {
+	old := store.BinaryVersion
+	t.Cleanup(func() { store.BinaryVersion = old })
+	info, err := Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.BinaryVersion = "dev"
+	Stamp()
+	if store.BinaryVersion != info.Version || info.Version == "dev" {
+		t.Errorf("after Stamp, store.BinaryVersion = %q, want this binary's %q", store.BinaryVersion, info.Version)
+	}
+	store.BinaryVersion = "0.9.0"
+	Stamp()
+	if store.BinaryVersion != "0.9.0" {
+		t.Errorf("Stamp replaced the version the linker set: %q", store.BinaryVersion)
+	}
+}
