@@ -65,7 +65,10 @@ var runIDRE = regexp.MustCompile(`^[0-9A-Z]{26}$`) // a ULID (engine.NewRunID), 
 // planopts.Comment: -destroy, -refresh-only, -refresh=false,
 // -parallelism=N), parsed strictly; a -var anywhere in the line is refused
 // without quoting any of its words (planopts.VarInComment), since its
-// value would be public in the pull request and its edit history.
+// value would be public in the pull request and its edit history. In every
+// other command, a word that starts with -var or --var (any case) is
+// refused the same way, "-var is refused in a comment", unquoted (varWord):
+// a parse error would quote it in the public reply.
 //
 // ok is false when no line is a command; the bot then ignores the comment.
 func ParseCommand(body string) (cmd Command, ok bool) {
@@ -89,6 +92,12 @@ func parseWords(w []string) Command {
 	name, rest := w[0], w[1:]
 	if name == CmdPlan && planopts.HasVar(rest) {
 		return fail("`/kl plan`: -var is refused: %s", planopts.VarInComment)
+	}
+	if name != CmdPlan && varWord(w) { // plan's options: planopts, which quotes no -var value
+		if strings.HasPrefix(name, "-") {
+			return fail("-var is refused in a comment: %s", planopts.VarInComment)
+		}
+		return fail("`/kl %s`: -var is refused in a comment: %s", name, planopts.VarInComment)
 	}
 	switch name {
 	case CmdPlan, CmdApply, CmdHistory, CmdRecover, CmdUnfence:
@@ -142,6 +151,25 @@ func parseWords(w []string) Command {
 		return Command{Name: CmdHelp}
 	}
 	return fail("unknown command %s", echo(name))
+}
+
+// varWord reports whether a word of w that a parse error could quote
+// starts with -var or --var, in any case (-var=NAME=VALUE, -VAR, --var,
+// -var-file=…): such a word may hold a value meant to be secret, and the
+// reply to the comment is public, where a parse error quotes the word it
+// stops at (echo). The words after an unfence's "--" are
+// its reason, kept as written and never refused.
+func varWord(w []string) bool {
+	for i, s := range w {
+		if i > 0 && s == "--" && w[0] == CmdUnfence {
+			return false
+		}
+		l := strings.ToLower(s)
+		if strings.HasPrefix(l, "-var") || strings.HasPrefix(l, "--var") {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxEcho is the most characters of a comment's word that a parse error

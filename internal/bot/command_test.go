@@ -108,3 +108,44 @@ func TestParseCommandVar(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCommandVarOtherCommands: a word that starts with -var or --var
+// in a comment that is not `/kl plan` is refused as -var is in one, and
+// the refusal quotes none of the comment's words: the parse error of any
+// other stray word quotes it (echo), which would publish the value in the
+// bot's reply.
+func TestParseCommandVarOtherCommands(t *testing.T) {
+	t.Parallel()
+	const secret = "SECRET-echo-123"
+	for _, tc := range []struct{ body, cmd string }{
+		{"/kl apply -var=pw=" + secret, "apply"},
+		{"/kl apply -p app --var pw=" + secret, "apply"},
+		{"/kl history -var=pw=" + secret, "history"},
+		{"/kl recover -VAR=pw=" + secret, "recover"},
+		{"/kl why -var=pw=" + secret, "why"},
+		{"/kl why 01ARZ3NDEKTSV4RRFFQ69G5FAV -var=pw=" + secret, "why"},
+		{"/kl help -var-file=" + secret, "help"},
+		{"/kl unfence -var=pw=" + secret + " -- checked the objects", "unfence"},
+		{"/kl -var=pw=" + secret, "-var"},
+	} {
+		got, ok := ParseCommand(tc.body)
+		if !ok || got.Name != CmdHelp {
+			t.Fatalf("ParseCommand(%q) = %+v, %t; want a refusal", tc.body, got, ok)
+		}
+		want := "-var is refused in a comment: " + planopts.VarInComment
+		if tc.cmd != "-var" {
+			want = "`/kl " + tc.cmd + "`: " + want
+		}
+		if got.Err != want {
+			t.Errorf("ParseCommand(%q).Err = %q, want %q", tc.body, got.Err, want)
+		}
+		if strings.Contains(got.Err, secret) || strings.Contains(got.Err, "pw") {
+			t.Errorf("ParseCommand(%q).Err = %q quotes the comment", tc.body, got.Err)
+		}
+	}
+	// The reason of an unfence is the commenter's own text, kept as said.
+	got, _ := ParseCommand("/kl unfence -- removed the -var test object by hand")
+	if got.Err != "" || got.Reason != "removed the -var test object by hand" {
+		t.Errorf("unfence with -var in its reason = %+v, want the reason kept", got)
+	}
+}

@@ -2,6 +2,7 @@ package plandiff
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -230,11 +231,14 @@ const minContained = 8
 
 // secrets are values that are sensitive somewhere: a leaf equal to one of
 // them is masked, and a string that holds one of at least minContained
-// bytes. Values shorter than min are not kept.
+// bytes — as it is or in one of its JSON string encodings (Encodings: a
+// secret that went through jsonencode). Values shorter than min are not
+// kept.
 type secrets struct {
 	min      int
 	exact    map[string]bool
-	contains []string
+	contains []string // every form (Encodings) of values
+	values   []string // the values of at least minContained bytes, raw (Secrets)
 }
 
 // add collects every leaf of v (strings and numbers; not booleans, null or
@@ -265,8 +269,15 @@ func (s *secrets) addLeaf(v string) {
 		s.exact = map[string]bool{}
 	}
 	s.exact[v] = true
-	if len(v) >= minContained {
-		s.contains = append(s.contains, v)
+	if len(v) < minContained {
+		return
+	}
+	s.values = append(s.values, v)
+	for _, f := range Encodings(v) {
+		s.exact[f] = true
+		if !slices.Contains(s.contains, f) {
+			s.contains = append(s.contains, f)
+		}
 	}
 }
 

@@ -1,7 +1,11 @@
 package plandiff
 
 import (
+	"bytes"
+	"encoding/json"
+	"slices"
 	"sort"
+	"strconv"
 
 	tfjson "github.com/hashicorp/terraform-json"
 )
@@ -31,7 +35,7 @@ func Secrets(plan *tfjson.Plan, opts Options) ([]string, error) {
 	if plan != nil {
 		b.collect(plan)
 	}
-	out := append([]string(nil), b.sec.contains...)
+	out := append([]string(nil), b.sec.values...)
 	sort.Slice(out, func(i, j int) bool {
 		if len(out[i]) != len(out[j]) {
 			return len(out[i]) > len(out[j])
@@ -39,4 +43,42 @@ func Secrets(plan *tfjson.Plan, opts Options) ([]string, error) {
 		return out[i] < out[j]
 	})
 	return out, nil
+}
+
+// Encodings are the forms in which value v may appear inside a longer
+// string, each without its surrounding quotes, no duplicates, v first:
+//   - v as it is;
+//   - Go's and Terraform's diagnostic quoting ("var.x is \"…\"": quotes,
+//     backslashes and control characters escaped: strconv.Quote);
+//   - v as a JSON string, with < > & escaped as \u003c \u003e \u0026
+//     (encoding/json's Marshal, and Terraform's jsonencode, which escapes
+//     them the same way: measured with Terraform 1.11.4) and without
+//     (json.Encoder.SetEscapeHTML(false));
+//   - each of these JSON-escaped once more: the quoted diagnostic inside
+//     a -json line read raw, or jsonencode(jsonencode(…)).
+//
+// A secret holding none of " \ < > & or control characters has the one
+// form v.
+func Encodings(v string) []string {
+	goq := strconv.Quote(v)
+	goq = goq[1 : len(goq)-1]
+	html, plain := jsonInner(v, true), jsonInner(v, false)
+	var out []string
+	for _, f := range []string{v, goq, html, plain, jsonInner(goq, false), jsonInner(html, true), jsonInner(plain, false)} {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// jsonInner is s as a JSON string without its quotes, < > & escaped when
+// html.
+func jsonInner(s string, html bool) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(html)
+	_ = enc.Encode(s) // a string always encodes
+	q := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return string(q[1 : len(q)-1])
 }

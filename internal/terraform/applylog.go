@@ -195,28 +195,10 @@ func (r *Runner) maskApply(ctx context.Context, tf *tfexec.Terraform, w workDir,
 		return
 	}
 	sens, merr := r.sensitiveMasker(ctx, tf, w, snapshot, log)
-	mask := func(s string) string { return sens.string(base.string(s)) }
 	if merr != nil {
 		log.Warn("reading which values are sensitive failed: the details of Terraform's diagnostics are withheld", "error", merr)
 	}
-	diags := [][]Diagnostic{stream.diags}
-	if ce != nil {
-		diags = append(diags, ce.Diagnostics)
-		if merr != nil {
-			ce.Stderr = ""
-		}
-		ce.Stderr = mask(ce.Stderr)
-	}
-	for _, ds := range diags {
-		for i := range ds {
-			d := &ds[i]
-			d.Summary, d.Context = mask(d.Summary), mask(d.Context)
-			if merr != nil && d.Detail != "" {
-				d.Detail, d.Withheld = "", true
-			}
-			d.Detail = mask(d.Detail)
-		}
-	}
+	maskDiagnostics(stream, ce, func(s string) string { return sens.string(base.string(s)) }, merr != nil)
 }
 
 // sensitiveMasker is the masker of the values this apply's plan and its

@@ -25,9 +25,6 @@ import (
 // variableSchema finds the variable blocks of a configuration file.
 var variableSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "variable", LabelNames: []string{"name"}}}}
 
-// ephemeralSchema finds a variable block's ephemeral argument.
-var ephemeralSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "ephemeral"}}}
-
 // isOverrideConfigFile reports whether name is an override file of its
 // module (override.tf, *_override.tf and their .tf.json forms), which
 // Terraform reads after the other files, in lexical order, each argument
@@ -53,9 +50,44 @@ func isOverrideConfigFile(name string) bool {
 // counts as not set. Errors: a directory or file that cannot be read or
 // parsed.
 func ephemeralVariables(dir string) (map[string]bool, error) {
+	return variableFlags(dir, "ephemeral")
+}
+
+// variableFlags returns the names of the input variables of the module
+// directory dir whose argument flag ("ephemeral", "sensitive") is the
+// literal true, the last file that sets it deciding (variableBlocks).
+func variableFlags(dir, flag string) (map[string]bool, error) {
+	schema := &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: flag}}}
+	out := map[string]bool{}
+	err := variableBlocks(dir, func(name string, body hcl.Body) {
+		c, _, diags := body.PartialContent(schema)
+		if diags.HasErrors() {
+			return
+		}
+		if a, ok := c.Attributes[flag]; ok {
+			v, diags := a.Expr.Value(nil)
+			out[name] = !diags.HasErrors() && v.Type() == cty.Bool && v.IsKnown() && !v.IsNull() && v.True()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for name, set := range out {
+		if !set {
+			delete(out, name)
+		}
+	}
+	return out, nil
+}
+
+// variableBlocks calls f with each variable block of the module directory
+// dir: its .tf and .tf.json files in lexical order, then its override files
+// (isOverrideConfigFile), as Terraform merges them. Errors: a directory or
+// file that cannot be read or parsed.
+func variableBlocks(dir string, f func(name string, body hcl.Body)) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading module dir: %w", err)
+		return fmt.Errorf("reading module dir: %w", err)
 	}
 	var primary, override []string
 	for _, e := range ents {
@@ -69,33 +101,20 @@ func ephemeralVariables(dir string) (map[string]bool, error) {
 	}
 	sort.Strings(primary)
 	sort.Strings(override)
-	out := map[string]bool{}
 	p := hclparse.NewParser()
 	for _, n := range append(primary, override...) {
 		path := filepath.Join(dir, n)
-		f, err := parseConfigFile(p, path)
+		file, err := parseConfigFile(p, path)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		content, _, diags := f.Body.PartialContent(variableSchema)
+		content, _, diags := file.Body.PartialContent(variableSchema)
 		if diags.HasErrors() {
-			return nil, fmt.Errorf("reading %s: %w", path, diags)
+			return fmt.Errorf("reading %s: %w", path, diags)
 		}
 		for _, b := range content.Blocks {
-			c, _, diags := b.Body.PartialContent(ephemeralSchema)
-			if diags.HasErrors() {
-				continue
-			}
-			if a, ok := c.Attributes["ephemeral"]; ok {
-				v, diags := a.Expr.Value(nil)
-				out[b.Labels[0]] = !diags.HasErrors() && v.Type() == cty.Bool && v.IsKnown() && !v.IsNull() && v.True()
-			}
+			f(b.Labels[0], b.Body)
 		}
 	}
-	for name, eph := range out {
-		if !eph {
-			delete(out, name)
-		}
-	}
-	return out, nil
+	return nil
 }

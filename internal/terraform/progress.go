@@ -335,8 +335,12 @@ func diagnosticOf(m *uiMessage) Diagnostic {
 }
 
 // logWarnings logs each warning diagnostic of the stream once, at warn:
-// after the command, once what the stream holds is masked (ADR 0047).
+// after the command, once what the stream holds is masked (ADR 0047). A
+// nil stream (a plan run without -json) logs nothing.
 func (s *uiStream) logWarnings() {
+	if s == nil {
+		return
+	}
 	seen := map[Diagnostic]bool{}
 	for _, d := range s.diags {
 		if d.Severity == "warning" && !seen[d] {

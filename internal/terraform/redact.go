@@ -2,13 +2,13 @@ package terraform
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 // Masking TF_VAR_* values in what Kilolock takes from Terraform. Terraform
@@ -101,25 +101,16 @@ func maskerOf(values []maskedValue) masker {
 	return masker{r: strings.NewReplacer(pairs...)}
 }
 
-// encodings are the forms in which Terraform may print value v: as it is,
-// inside a quoted string (Terraform quotes values in diagnostics as
-// "var.x is \"…\"", escaping quotes, backslashes and control characters as
-// Go and JSON do), and that quoted form once more JSON-escaped (a
-// diagnostic inside -json output read raw). A JSON credential, the usual
-// secret passed as TF_VAR_*, holds quotes: its raw form alone would slip
-// through.
-func encodings(v string) []string {
-	inner := func(q string) string { return q[1 : len(q)-1] }
-	jsonq := func(s string) string {
-		var b strings.Builder
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(s) // a string always encodes
-		return inner(strings.TrimSuffix(b.String(), "\n"))
-	}
-	goq := inner(strconv.Quote(v))
-	return []string{v, goq, jsonq(v), jsonq(goq)}
-}
+// encodings are the forms in which Terraform may print value v
+// (plandiff.Encodings): as it is, inside a quoted string (Terraform quotes
+// values in diagnostics as "var.x is \"…\"", escaping quotes, backslashes
+// and control characters as Go and JSON do), as a JSON string with and
+// without < > & escaped (jsonencode escapes them as \u003c \u003e
+// \u0026), and those forms JSON-escaped once more (a diagnostic inside
+// -json output read raw). A JSON credential, the usual secret passed as
+// TF_VAR_*, holds quotes, and passwords hold < > &: the raw form alone
+// would slip through.
+func encodings(v string) []string { return plandiff.Encodings(v) }
 
 // string masks s.
 func (m masker) string(s string) string {

@@ -44,3 +44,38 @@ func TestMaskerEscapedForms(t *testing.T) {
 		t.Errorf("a value under %d bytes was masked: %q", minMaskedLen, got)
 	}
 }
+
+// TestMaskerJSONEncodedForms: a value holding < > & " \ is masked in its
+// JSON string encodings too — encoding/json's Marshal and Terraform's
+// jsonencode escape < > & as \u003c \u003e \u0026, an Encoder without
+// HTML escaping does not — inner text without the quotes, once and
+// twice encoded (review of issue 12, defect 3).
+func TestMaskerJSONEncodedForms(t *testing.T) {
+	t.Parallel()
+	const v = `P&ss<w0rd>"Secret42\z`
+	plain := func(s string) string {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	html := func(s string) string {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	inner := func(q string) string { return q[1 : len(q)-1] }
+	for _, m := range []masker{newMasker(map[string]string{"TF_VAR_x": v}), newSensitiveMasker([]string{v})} {
+		for _, enc := range []string{html(v), plain(v), html(html(v)), plain(html(v)), html("[" + html(v) + "]")} {
+			msg := "input is " + enc + "; inner " + inner(enc) + " end"
+			if got := m.string(msg); strings.Contains(got, "Secret42") {
+				t.Errorf("masked %q = %q; want the value gone", msg, got)
+			}
+		}
+	}
+}

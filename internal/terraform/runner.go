@@ -257,6 +257,11 @@ func resolveBinary(bin string) (string, error) {
 // the shim, after the var files and with -var's precedence, never on a
 // command line (cliargs.go); they are masked like TF_VAR_* values, as
 // "(value of -var NAME)", in the logs, the errors and the diff (ADR 0045).
+// Terraform's diagnostics — a failed plan's error, the warnings logged —
+// are masked too, as "(sensitive value)", of the values req.Snapshot marks
+// sensitive, those the var files and defaults give the variables the root
+// module declares sensitive, and, once the plan succeeded, those its plan
+// JSON marks (maskPlan, ADR 0047).
 //
 // Errors: engine.ErrInvalid for a bad request, configuration or archive;
 // engine.ErrConflict when the run's work dir exists; a *CommandError
@@ -300,15 +305,11 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err := r.init(ctx, tf, w, rep, log); err != nil {
 		return nil, err
 	}
-	opts := planOptions(w, varFiles, req.Targets, req.Replace, req.Options, args != nil)
-	if err := runPlan(ctx, tf, opts, req.Progress != nil, rep, log); err != nil {
-		return nil, err
-	}
-	raw, err := showPlan(ctx, tf, w, rep, log)
+	plan, err := r.plan(ctx, tf, w, req, varFiles, args != nil, rep, log)
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.planResult(ctx, tf, w, raw, archive, req)
+	res, err := r.planResult(ctx, tf, w, plan, archive, req)
 	if err != nil {
 		return nil, err
 	}
@@ -392,21 +393,43 @@ func (w *workDir) restorePlanInputs(archive []byte, req engine.PlanRequest) ([]s
 	return rc.VarFiles, nil
 }
 
+// plan runs `terraform plan` (runPlan) and `show -json` of the saved plan
+// in w, and returns the parsed plan JSON. Terraform's diagnostics — the
+// error of a failed plan or show, the warnings logged — are masked first
+// (maskPlan: with the plan JSON's marks once there is one); varFilesInEnv
+// is planOptions'.
+func (r *Runner) plan(ctx context.Context, tf *tfexec.Terraform, w workDir, req engine.PlanRequest, varFiles []string, varFilesInEnv bool,
+	rep *progressReporter, log *slog.Logger) (*tfjson.Plan, error) {
+	opts := planOptions(w, varFiles, req.Targets, req.Replace, req.Options, varFilesInEnv)
+	stream, err := runPlan(ctx, tf, opts, req.Progress != nil, rep, log)
+	var plan *tfjson.Plan
+	if err == nil {
+		var raw []byte
+		if raw, err = showPlan(ctx, tf, w, rep, log); err == nil {
+			plan, err = ParsePlanJSON(raw)
+		}
+	}
+	r.maskPlan(w, req, varFiles, plan, stream, err, log)
+	stream.logWarnings()
+	return plan, err
+}
+
 // runPlan runs `terraform plan` with opts; with progress, as `plan -json`
-// whose UI stream reports the refresh to rep.
-func runPlan(ctx context.Context, tf *tfexec.Terraform, opts []tfexec.PlanOption, progress bool, rep *progressReporter, log *slog.Logger) error {
+// whose UI stream reports the refresh to rep, and is returned (nil
+// without progress) with its diagnostics not yet masked nor logged.
+func runPlan(ctx context.Context, tf *tfexec.Terraform, opts []tfexec.PlanOption, progress bool, rep *progressReporter, log *slog.Logger) (*uiStream, error) {
 	t := time.Now()
 	rep.phase(phasePlan)
 	var err error
+	var stream *uiStream
 	if progress {
-		stream := newUIStream(phasePlan, rep, log)
+		stream = newUIStream(phasePlan, rep, log)
 		err = runCommand(ctx, tf, "plan", stream, func() error {
 			_, err := tf.PlanJSON(ctx, stream, opts...)
 			stream.close()
 			tf.SetStdout(nil)
 			return err
 		})
-		stream.logWarnings()
 	} else {
 		err = runCommand(ctx, tf, "plan", nil, func() error {
 			_, err := tf.Plan(ctx, opts...)
@@ -414,10 +437,10 @@ func runPlan(ctx context.Context, tf *tfexec.Terraform, opts []tfexec.PlanOption
 		})
 	}
 	if err != nil {
-		return err
+		return stream, err
 	}
 	log.Debug("terraform plan done", "elapsed", time.Since(t))
-	return nil
+	return stream, nil
 }
 
 // showPlan runs `terraform show -json` on the saved plan and returns its
@@ -439,15 +462,11 @@ func showPlan(ctx context.Context, tf *tfexec.Terraform, w workDir, rep *progres
 	return raw.Bytes(), nil
 }
 
-// planResult derives the PlanResult from the plan JSON raw and the saved
-// plan file in w: footprint, intent, summary and diff from the JSON
+// planResult derives the PlanResult from the plan JSON and the saved plan
+// file in w: footprint, intent, summary and diff from the JSON
 // (derivePlan), lineage and serial from the plan file's tfstate entry, the
 // digest of the plan file.
-func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir, raw, archive []byte, req engine.PlanRequest) (*engine.PlanResult, error) {
-	plan, err := ParsePlanJSON(raw)
-	if err != nil {
-		return nil, err
-	}
+func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir, plan *tfjson.Plan, archive []byte, req engine.PlanRequest) (*engine.PlanResult, error) {
 	res, err := r.derivePlan(plan, w, req)
 	if err != nil {
 		return nil, err
