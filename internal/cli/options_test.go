@@ -29,6 +29,9 @@ type optionsPlanDoc struct {
 		} `json:"scope"`
 		StartedAt  time.Time `json:"started_at"`
 		FinishedAt time.Time `json:"finished_at"`
+		Reverts    []struct {
+			Text string `json:"text"`
+		} `json:"reverts"`
 	} `json:"envelope"`
 	Summary struct {
 		Add, Change, Destroy, Refresh int
@@ -94,6 +97,11 @@ output "b" {
 	if text := k.ok("run", "show", p.Run.ID); !strings.Contains(text, "terraform options -destroy") ||
 		!strings.Contains(text, "terraform_data.a will be destroyed") {
 		t.Errorf("kl run show does not show the option and the deletions:\n%s", text)
+	}
+	// A -destroy plan destroys everything on purpose: it is not said to
+	// undo each version's creation (ADR 0046 decision 3).
+	if text := k.ok("run", "show", p.Run.ID); len(p.Envelope.Reverts) != 0 || strings.Contains(text, "would undo") {
+		t.Errorf("the -destroy plan is said to undo earlier changes: %+v\n%s", p.Envelope.Reverts, text)
 	}
 	var a optionsApplyDoc
 	k.jsonOf(&a, "apply", p.Run.ID)
@@ -163,6 +171,16 @@ func TestPlanRefreshOnly(t *testing.T) {
 		} `json:"footprint"`
 	}
 	k.jsonOf(&fpDoc, "footprint", "--refresh-only", filepath.Join(tf, "ro.json"))
+	// A normal plan of the same drift (b changed back to the
+	// configuration) given --refresh-only is refused: its drift alone
+	// would make a write set without its changes.
+	k.terraform(tf, "plan", "-no-color", "-out=normal.tfplan")
+	write(t, filepath.Join(tf, "normal.json"), string(k.terraform(tf, "show", "-json", "normal.tfplan")))
+	if r := k.run("footprint", "--refresh-only", filepath.Join(tf, "normal.json")); r.err == nil ||
+		!strings.Contains(r.err.Error(), "the plan is not a refresh-only plan: its resource_changes hold 1 change(s) — kltest_object.b (update) —") ||
+		!strings.Contains(r.err.Error(), "leave out --refresh-only") || r.out != "" {
+		t.Errorf("kl footprint --refresh-only of a normal plan is not refused (%v):\n%s\n%s", r.err, r.out, r.errOut)
+	}
 	if !sameStrings(fpDoc.Footprint.Write, "kltest_object.b") || fpDoc.Summary.Refresh != 1 {
 		t.Errorf("kl footprint --refresh-only: write %v, summary %+v; want the drifted b, 1 refreshed", fpDoc.Footprint.Write, fpDoc.Summary)
 	}
@@ -187,7 +205,7 @@ func TestPlanRefreshOnly(t *testing.T) {
 	k.ok("run", "discard", plain.Run.ID)
 	k.ok("run", "discard", noRefresh.Run.ID)
 
-	k.jsonOf(&ro, "plan", "--state", "prod", "-C", cfg, "--", "-refresh-only")
+	k.jsonOf(&ro, "plan", "--state", "prod", "-C", cfg, "--pr", "acme/infra#51", "--", "-refresh-only")
 	if !ro.Envelope.Scope.Options.RefreshOnly {
 		t.Errorf("scope options = %+v, want -refresh-only", ro.Envelope.Scope.Options)
 	}
@@ -213,9 +231,15 @@ func TestPlanRefreshOnly(t *testing.T) {
 		t.Errorf("the refresh-only apply changed the object itself")
 	}
 	var after optionsPlanDoc
-	k.jsonOf(&after, "plan", "--state", "prod", "-C", cfg)
+	k.jsonOf(&after, "plan", "--state", "prod", "-C", cfg, "--pr", "acme/infra#52")
 	if !sameStrings(after.Footprint.Write, "kltest_object.b") || after.Summary.Change != 1 {
 		t.Errorf("the plan after the refresh-only apply: write %v, summary %+v; want b changed back to the configuration", after.Footprint.Write, after.Summary)
+	}
+	// The refresh-only version recorded a change made outside Terraform,
+	// not PR #51's: setting b back to the configuration undoes no one's
+	// change (ADR 0046 decision 3).
+	if text := k.ok("run", "show", after.Run.ID); len(after.Envelope.Reverts) != 0 || strings.Contains(text, "would undo") {
+		t.Errorf("the plan correcting the recorded drift is said to undo it: %+v\n%s", after.Envelope.Reverts, text)
 	}
 }
 

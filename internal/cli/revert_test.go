@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,7 +203,7 @@ func TestSincePlanShowsReadChanges(t *testing.T) {
 		"--target", "terraform_data.src", "--target", "terraform_data.cfg")))
 
 	wants := []string{
-		"What version 2 changed in what the plan reads (since source serial 1)",
+		"What version 2 changed in what the plan reads\n",
 		"  # terraform_data.cfg changed\n",
 		`      ~ input  = "c0" -> "c1"` + "\n",
 		"  # terraform_data.src changed\n",
@@ -255,6 +256,119 @@ func TestSincePlanShowsReadChanges(t *testing.T) {
 	for _, v := range []string{one, two} {
 		if strings.Contains(printed.String(), v) {
 			t.Errorf("kl printed the sensitive value %q", v)
+		}
+	}
+}
+
+// objectConfig is terraform_data.a whose input is an object of a and b.
+func objectConfig(a, b int) string {
+	return fmt.Sprintf("resource \"terraform_data\" \"a\" {\n  input = { a = %d, b = %d }\n}\n", a, b)
+}
+
+// TestPlanSaysWhichPartItUndoes (defect 6 of the issue 12 review): PR #21
+// changes input {a=1,b=1} → {a=2,b=2} (version 2); PR #22 plans
+// {a=1,b=2}, which sets back a and keeps b. "input back to its value
+// before version 2" would be false — that value is {a=1,b=1}: kl says
+// `input.a`, in text and JSON (paths), and values nowhere. A plan that
+// sets both back says `input`.
+func TestPlanSaysWhichPartItUndoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform")
+	}
+	t.Parallel()
+	k := setup(t)
+	dir := func(name, config string) string {
+		d := filepath.Join(k.dir, name)
+		write(t, filepath.Join(d, "main.tf"), config)
+		return d
+	}
+	k.ok("state", "init", "prod")
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("main", objectConfig(1, 1)))))
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("pr21", objectConfig(2, 2)), "--pr", "acme/infra#21")))
+
+	part := dir("pr22", objectConfig(1, 2))
+	out := k.ok("plan", "--state", "prod", "-C", part, "--pr", "acme/infra#22")
+	want := "⚠ would undo version 2's change to terraform_data.a (PR acme/infra#21, by alice): input.a back to its value before version 2. Is the branch behind the base?"
+	if !strings.Contains(out, want) {
+		t.Errorf("kl plan of {a=1,b=2} does not say %q:\n%s", want, out)
+	}
+	var doc struct {
+		Envelope struct {
+			Reverts []struct {
+				Attributes []string `json:"attributes"`
+				Paths      []struct {
+					Path string `json:"path"`
+					Part bool   `json:"part"`
+				} `json:"paths"`
+				Text string `json:"text"`
+			} `json:"reverts"`
+		} `json:"envelope"`
+	}
+	k.jsonOf(&doc, "plan", "--state", "prod", "-C", part, "--pr", "acme/infra#22")
+	if rs := doc.Envelope.Reverts; len(rs) != 1 || len(rs[0].Paths) != 1 || rs[0].Paths[0].Path != "input.a" || rs[0].Paths[0].Part ||
+		len(rs[0].Attributes) != 1 || rs[0].Attributes[0] != "input" || rs[0].Text != want {
+		t.Errorf("kl plan --json: reverts %+v; want one, attribute input, path input.a", rs)
+	}
+	whole := k.ok("plan", "--state", "prod", "-C", dir("pr23", objectConfig(1, 1)), "--pr", "acme/infra#23")
+	if want := "input back to its value before version 2."; !strings.Contains(whole, want) {
+		t.Errorf("kl plan of {a=1,b=1} does not say %q:\n%s", want, whole)
+	}
+}
+
+// readTwoConfig: b reads net, an object of cidr and short.
+const readTwoConfig = `resource "terraform_data" "net" {
+  input = { cidr = "NET", short = "SHORT" }
+}
+
+resource "terraform_data" "b" {
+  input = "${terraform_data.net.output.cidr}/BV"
+}
+`
+
+// TestSincePlanReadChangeOfEachVersion (defect 7 of the issue 12 review):
+// after plan B (source serial 1), which reads net, version 2 (PR #41)
+// changes net's cidr and version 3 (PR #42) only its short. Each version's
+// section shows its own change, credited to its own pull request: version
+// 3's does not show the cidr change, which PR #41 made.
+func TestSincePlanReadChangeOfEachVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform")
+	}
+	t.Parallel()
+	k := setup(t)
+	dir := func(name, net, short, bv string) string {
+		d := filepath.Join(k.dir, name)
+		write(t, filepath.Join(d, "main.tf"), strings.NewReplacer("NET", net, "SHORT", short, "BV", bv).Replace(readTwoConfig))
+		return d
+	}
+	k.ok("state", "init", "prod")
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("main", "10.0.0.0/16", "k9", "v0"))))
+	b := reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("pr-b", "10.0.0.0/16", "k9", "v1"), "--target", "terraform_data.b", "--pr", "acme/infra#40"))
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("pr41", "10.1.0.0/16", "k9", "v0"), "--pr", "acme/infra#41",
+		"--target", "terraform_data.net")))
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", "prod", "-C", dir("pr42", "10.1.0.0/16", "k10", "v0"), "--pr", "acme/infra#42",
+		"--target", "terraform_data.net")))
+
+	out := k.ok("history", "--since-plan", b)
+	i, j := strings.Index(out, "What version 2 changed in what the plan reads"), strings.Index(out, "What version 3 changed in what the plan reads")
+	if i < 0 || j < i {
+		t.Fatalf("kl history --since-plan does not show versions 2 and 3's read changes in order:\n%s", out)
+	}
+	v2, v3 := out[i:j], out[j:]
+	for _, c := range []struct {
+		section, name, want string
+		has                 bool
+	}{
+		{v2, "version 2", "(acme/infra#41, alice)", true},
+		{v2, "version 2", `~ cidr = "10.0.0.0/16" -> "10.1.0.0/16"`, true},
+		{v2, "version 2", `"k9" -> "k10"`, false},
+		{v3, "version 3", "(acme/infra#42, alice)", true},
+		{v3, "version 3", `~ short = "k9" -> "k10"`, true},
+		{v3, "version 3", `"10.0.0.0/16" -> "10.1.0.0/16"`, false},
+		{v3, "version 3", "since source serial", false},
+	} {
+		if strings.Contains(c.section, c.want) != c.has {
+			t.Errorf("%s's section: contains %q = %v, want %v:\n%s", c.name, c.want, !c.has, c.has, c.section)
 		}
 	}
 }

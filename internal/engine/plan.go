@@ -190,7 +190,7 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 		Footprint: res.Footprint, Lane: LaneTerraform, PlanDigest: res.Digest, Summary: res.Summary,
 		TerraformVersion: res.TerraformVersion, PR: pr, CommitSHA: sha,
 	}
-	if env.Reverts, err = e.reverts(ctx, st.Name, res.Serial, pr, res.Planned); err != nil {
+	if env.Reverts, err = e.reverts(ctx, st.Name, res.Serial, pr, scope.Options, res.Planned); err != nil {
 		e.failRun(ctx, run.ID, Failed(StepPlan, err))
 		return Run{}, fmt.Errorf("checking what plan %s would undo: %w", run.ID, err)
 	}

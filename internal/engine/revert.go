@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -38,6 +39,11 @@ type Revert struct {
 	// Attributes are the top-level attributes the plan sets back to
 	// their value before the version, sorted (none for a creation).
 	Attributes []string `json:"attributes,omitempty"`
+	// Paths are what of them it sets back (plandiff.UndonePath): `input`
+	// when all the version changed in input, `input.a` when only that, or
+	// part of a sensitive value. Empty in envelopes stored before they
+	// were kept (then Attributes alone are known).
+	Paths []plandiff.UndonePath `json:"paths,omitempty"`
 	// The version's provenance: its run, plan, actor, pull request.
 	Run         string       `json:"run,omitempty"`
 	PlanRun     string       `json:"plan_run,omitempty"`
@@ -58,12 +64,15 @@ const (
 
 // reverts finds what planned would undo (ADR 0046): for each instance it
 // writes, the versions at or before source that changed its resource are
-// taken newest first — skipping the init version and those of the plan's
-// own pull request (its own applied change is no one else's) — and the
-// first whose change the planned value undoes (plandiff.Planned.Undo) is
-// reported. Sorted by address. A store error is returned as it is.
-func (e *Engine) reverts(ctx context.Context, state string, source int64, pr *PullRequest, planned *plandiff.Planned) ([]Revert, error) {
-	if len(planned.Instances()) == 0 {
+// taken newest first — skipping the init version, those of the plan's
+// own pull request (its own applied change is no one else's) and those a
+// -refresh-only apply committed (they record changes made outside
+// Terraform, no one's change: recordsDrift) — and the first whose change
+// the planned value undoes (plandiff.Planned.Undo) is reported. A
+// -destroy plan (opts.Destroy) destroys everything on purpose and undoes
+// nothing: none. Sorted by address. A store error is returned as it is.
+func (e *Engine) reverts(ctx context.Context, state string, source int64, pr *PullRequest, opts PlanOptions, planned *plandiff.Planned) ([]Revert, error) {
+	if len(planned.Instances()) == 0 || opts.Destroy {
 		return nil, nil
 	}
 	vs, err := e.Store.History(ctx, state, HistoryQuery{Before: source + 1, Limit: RevertLookback})
@@ -106,6 +115,9 @@ func (e *Engine) revertsOf(ctx context.Context, v Version, planned *plandiff.Pla
 	if len(insts) == 0 {
 		return nil, nil
 	}
+	if drift, err := e.recordsDrift(ctx, v); err != nil || drift {
+		return nil, err
+	}
 	before, err := snaps.get(ctx, v.Serial-1)
 	if err != nil || before == nil {
 		return nil, err
@@ -122,10 +134,35 @@ func (e *Engine) revertsOf(ctx context.Context, v Version, planned *plandiff.Pla
 		}
 		done[a] = true
 		p := v.Provenance
-		out = append(out, Revert{Address: a, Serial: v.Serial, Kind: RevertKind(u.Kind), Attributes: u.Attributes,
+		out = append(out, Revert{Address: a, Serial: v.Serial, Kind: RevertKind(u.Kind), Attributes: u.Attributes, Paths: u.Paths,
 			Run: p.Run, PlanRun: p.PlanRun, Actor: p.Actor, PR: p.PR, Mode: p.Mode, CommittedAt: v.CreatedAt})
 	}
 	return out, nil
+}
+
+// recordsDrift reports whether version v was committed by the apply of a
+// -refresh-only plan (PlanOptions.RefreshOnly of the plan Terraform
+// applied: the re-plan when there was one, Provenance.AppliedPlanRun,
+// else the reviewed plan): such a version records what changed outside
+// Terraform, and a plan that sets it back to the configuration undoes no
+// one's change (ADR 0046 decision 3). A version without a plan, or whose
+// plan run is gone, is not. Other store errors are returned.
+func (e *Engine) recordsDrift(ctx context.Context, v Version) (bool, error) {
+	id := v.Provenance.AppliedPlanRun
+	if id == "" {
+		id = v.Provenance.PlanRun
+	}
+	if id == "" {
+		return false, nil
+	}
+	r, err := e.Store.GetRun(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading plan %s of version %d for the revert check: %w", id, v.Serial, err)
+	}
+	return r.Envelope != nil && r.Envelope.Scope.Options.RefreshOnly, nil
 }
 
 func samePR(a, b *PullRequest) bool {
@@ -175,8 +212,10 @@ const SincePlanReadDetails = 10
 
 // readChanges fills the ReadChanges of sp's read-changed entries (at most
 // SincePlanReadDetails, oldest first): the read resources a version
-// changed, compared between the plan's source version and that version
-// (plandiff.Compare, masked). Store errors are returned.
+// changed, compared between the version before it and that version —
+// each version's own change, so it is credited to that version's run and
+// pull request alone (ADR 0046 decision 2; plandiff.Compare, masked).
+// Store errors are returned.
 func (e *Engine) readChanges(ctx context.Context, state string, sp *SincePlan) error {
 	var idx []int
 	var resources []string
@@ -196,18 +235,18 @@ func (e *Engine) readChanges(ctx context.Context, state string, sp *SincePlan) e
 	if len(idx) == 0 {
 		return nil
 	}
-	snaps := &snapshotCache{e: e, state: state, resources: resources, left: len(idx) + 1}
-	source, err := snaps.get(ctx, sp.SourceSerial)
-	if err != nil {
-		return err
-	}
+	snaps := &snapshotCache{e: e, state: state, resources: resources, left: 2 * len(idx)}
 	for _, i := range idx {
 		en := &sp.Entries[i]
+		before, err := snaps.get(ctx, en.Serial-1)
+		if err != nil {
+			return err
+		}
 		v, err := snaps.get(ctx, en.Serial)
 		if err != nil {
 			return err
 		}
-		en.ReadChanges, _ = plandiff.Compare(source, v, en.Addresses.Strings())
+		en.ReadChanges, _ = plandiff.Compare(before, v, en.Addresses.Strings())
 		if en.ReadChanges == nil {
 			en.ReadChanges = []plandiff.Resource{}
 		}

@@ -53,9 +53,9 @@ type SincePlanEntry struct {
 	// conflict, and not counted in the three classes.
 	OwnApply bool `json:"own_apply,omitempty"`
 	// ReadChanges, for a read-changed entry, are the attributes of the
-	// read resources (Addresses) that differ between the plan's source
-	// version and this version, sensitive values masked (issue 12 §4, ADR
-	// 0046); set by the views that read the snapshots (Engine.SincePlan,
+	// read resources (Addresses) that differ between the version before
+	// this one and this version — this version's own change —, sensitive
+	// values masked (issue 12 §4, ADR 0046 decision 2); set by the views that read the snapshots (Engine.SincePlan,
 	// the apply's preflight). Nil when not read.
 	ReadChanges []plandiff.Resource `json:"read_changes,omitempty"`
 }

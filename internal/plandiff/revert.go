@@ -23,6 +23,7 @@ type plannedInstance struct {
 	after    any // decoded "after"; nil when gone
 	gone     bool
 	unk      *mark
+	sens     *mark // after_sensitive
 }
 
 // PlannedOf reads the planned values of plan's resource changes that
@@ -46,6 +47,7 @@ func PlannedOf(plan *tfjson.Plan) *Planned {
 		p.insts[rc.Address] = plannedInstance{
 			resource: tfstate.ResourceAddress(rc.ModuleAddress, tfstate.ModeManaged, rc.Type, rc.Name),
 			after:    rc.Change.After, gone: a == Delete, unk: markOf(rc.Change.AfterUnknown),
+			sens: markOf(rc.Change.AfterSensitive),
 		}
 		p.addrs = append(p.addrs, rc.Address)
 	}
@@ -110,6 +112,23 @@ type Undo struct {
 	// Attributes are the top-level attributes the plan sets back (for
 	// UndoChange and UndoRemoval), sorted: schema names, never values.
 	Attributes []string
+	// Paths are what of those attributes the plan sets back, sorted by
+	// path: each the shortest path within which it sets back everything
+	// the version changed (UndonePath). Names and keys, never values.
+	Paths []UndonePath
+}
+
+// UndonePath is one part of an instance a plan sets back (Undo.Paths).
+// Path is an attribute path as Terraform writes a traversal (`input`,
+// `input.a`, `tags["env"]`, `rule[0].port`: Path.String). Without Part,
+// the plan sets back everything the version changed within the value at
+// Path — so `input` alone means all of what the version changed in input.
+// With Part, it sets back only some of it, and the value at Path is marked
+// sensitive (by a snapshot or the plan), so no path within it is named:
+// keys of a sensitive map are part of its value.
+type UndonePath struct {
+	Path string `json:"path"`
+	Part bool   `json:"part,omitempty"`
 }
 
 // Undo reports whether the plan's value of instance addr undoes the
@@ -138,7 +157,7 @@ func (p *Planned) Undo(addr string, before, after, head *Snapshot) (Undo, bool) 
 	if !inX && !inY {
 		return Undo{}, false
 	}
-	var paths []Path
+	var paths, back []Path
 	diffPaths(nil, x.attrs, y.attrs, &paths)
 	attrs := map[string]bool{}
 	for _, path := range paths {
@@ -154,6 +173,7 @@ func (p *Planned) Undo(addr string, before, after, head *Snapshot) (Undo, bool) 
 		}
 		if len(path) > 0 && !path[0].IsIndex {
 			attrs[path[0].Key] = true
+			back = append(back, path)
 		}
 	}
 	if len(attrs) == 0 {
@@ -172,7 +192,84 @@ func (p *Planned) Undo(addr string, before, after, head *Snapshot) (Undo, bool) 
 		u.Attributes = append(u.Attributes, a)
 	}
 	sort.Strings(u.Attributes)
+	u.Paths = undonePaths(paths, back, []*mark{x.marks, y.marks, head.insts[addr].marks, pi.sens})
 	return u, true
+}
+
+// undonePaths names the set-back paths back among the version's changed
+// paths changed (ADR 0046 decision 3): for each, its shortest prefix
+// within which every changed path is set back; a prefix deeper than a
+// value sens marks sensitive is said as part of that value instead. Each
+// once, sorted.
+func undonePaths(changed, back []Path, sens []*mark) []UndonePath {
+	isBack := map[string]bool{}
+	for _, p := range back {
+		isBack[p.String()] = true
+	}
+	whole := func(prefix Path) bool {
+		for _, c := range changed {
+			if hasPrefix(c, prefix) && !isBack[c.String()] {
+				return false
+			}
+		}
+		return true
+	}
+	seen := map[string]bool{}
+	var out []UndonePath
+	for _, p := range back {
+		k := 1
+		for !whole(p[:k]) {
+			k++
+		}
+		u := UndonePath{Path: p[:k].String()}
+		if s := sensitivePrefix(sens, p); s < k {
+			u = UndonePath{Path: p[:s].String(), Part: true}
+		}
+		if !seen[u.Path] {
+			seen[u.Path] = true
+			out = append(out, u)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func hasPrefix(p, prefix Path) bool {
+	if len(p) < len(prefix) {
+		return false
+	}
+	for i, s := range prefix {
+		if p[i] != s {
+			return false
+		}
+	}
+	return true
+}
+
+// sensitivePrefix is the length of the shortest prefix of p (at least 1)
+// whose value one of marks marks sensitive as a whole, len(p) when none
+// does.
+func sensitivePrefix(marks []*mark, p Path) int {
+	marks = append([]*mark(nil), marks...)
+	for _, m := range marks {
+		if m.isAll() {
+			return 1
+		}
+	}
+	for k := 1; k <= len(p); k++ {
+		for i, m := range marks {
+			s := p[k-1]
+			if s.IsIndex {
+				marks[i] = m.elem(s.Index)
+			} else {
+				marks[i] = m.key(s.Key)
+			}
+			if marks[i].isAll() {
+				return k
+			}
+		}
+	}
+	return len(p)
 }
 
 // wrapperShaped reports whether the plan's value of the top-level

@@ -62,6 +62,14 @@ func planned(t *testing.T, actions tfjson.Actions, after, afterUnknown string) *
 	return PlannedOf(&tfjson.Plan{ResourceChanges: []*tfjson.ResourceChange{rc}})
 }
 
+// plannedSensitive is planned with after_sensitive marks.
+func plannedSensitive(t *testing.T, actions tfjson.Actions, after, afterSensitive string) *Planned {
+	t.Helper()
+	rc := &tfjson.ResourceChange{Address: "terraform_data.a", Mode: tfjson.ManagedResourceMode, Type: "terraform_data", Name: "a",
+		Change: &tfjson.Change{Actions: actions, After: decode(json.RawMessage(after)), AfterSensitive: decode(json.RawMessage(afterSensitive))}}
+	return PlannedOf(&tfjson.Plan{ResourceChanges: []*tfjson.ResourceChange{rc}})
+}
+
 // TestUndo: the rule of Planned.Undo (ADR 0046), case by case.
 func TestUndo(t *testing.T) {
 	t.Parallel()
@@ -75,7 +83,7 @@ func TestUndo(t *testing.T) {
 	}{
 		"a change set back": {a0, a1, a1,
 			planned(t, update, `{"id":"id-a","input":"a0","triggers_replace":null}`, outUnknown),
-			&Undo{Kind: UndoChange, Attributes: []string{"input"}}},
+			&Undo{Kind: UndoChange, Attributes: []string{"input"}, Paths: []UndonePath{{Path: "input"}}}},
 		"a new value": {a0, a1, a1,
 			planned(t, update, `{"id":"id-a","input":"a2","triggers_replace":null}`, outUnknown), nil},
 		"the version's attributes left alone": {a0, a1, a1,
@@ -89,17 +97,40 @@ func TestUndo(t *testing.T) {
 			planned(t, update, `{"id":"id-a","input":"a2","triggers_replace":null}`, outUnknown), nil},
 		"a removal created again": {a0, "", "",
 			planned(t, tfjson.Actions{tfjson.ActionCreate}, `{"input":"a0","triggers_replace":null}`, `{"id":true,"output":true}`),
-			&Undo{Kind: UndoRemoval, Attributes: []string{"input"}}},
+			&Undo{Kind: UndoRemoval, Attributes: []string{"input"}, Paths: []UndonePath{{Path: "input"}}}},
 		"a removal created otherwise": {a0, "", "",
 			planned(t, tfjson.Actions{tfjson.ActionCreate}, `{"input":"a9","triggers_replace":null}`, `{"id":true,"output":true}`), nil},
 		"a nested change set back": {
 			`{"id":"x","tags":{"env":"dev","team":"t"}}`, `{"id":"x","tags":{"env":"prod","team":"t"}}`, `{"id":"x","tags":{"env":"prod","team":"u"}}`,
-			planned(t, update, `{"id":"x","tags":{"env":"dev","team":"u"}}`, ""), &Undo{Kind: UndoChange, Attributes: []string{"tags"}}},
+			planned(t, update, `{"id":"x","tags":{"env":"dev","team":"u"}}`, ""), &Undo{Kind: UndoChange, Attributes: []string{"tags"}, Paths: []UndonePath{{Path: "tags"}}}},
+		// Defect 6 of the issue 12 review: the version changed input.a and
+		// input.b, the plan sets back only a — "input back to its value
+		// before the version" would be false.
+		"part of a change set back": {
+			`{"id":"x","input":{"a":1,"b":1}}`, `{"id":"x","input":{"a":2,"b":2}}`, `{"id":"x","input":{"a":2,"b":2}}`,
+			planned(t, update, `{"id":"x","input":{"a":1,"b":2}}`, ""), &Undo{Kind: UndoChange, Attributes: []string{"input"}, Paths: []UndonePath{{Path: "input.a"}}}},
+		"all of a nested change set back": {
+			`{"id":"x","input":{"a":1,"b":1,"c":1}}`, `{"id":"x","input":{"a":2,"b":2,"c":1}}`, `{"id":"x","input":{"a":2,"b":2,"c":3}}`,
+			planned(t, update, `{"id":"x","input":{"a":1,"b":1,"c":3}}`, ""), &Undo{Kind: UndoChange, Attributes: []string{"input"}, Paths: []UndonePath{{Path: "input"}}}},
+		"part of a list and a quoted key": {
+			`{"id":"x","rule":[{"port":1,"proto":"tcp"}],"tags":{"my env":"a","t":"a"}}`,
+			`{"id":"x","rule":[{"port":2,"proto":"udp"}],"tags":{"my env":"b","t":"b"}}`,
+			`{"id":"x","rule":[{"port":2,"proto":"udp"}],"tags":{"my env":"b","t":"b"}}`,
+			planned(t, update, `{"id":"x","rule":[{"port":1,"proto":"udp"}],"tags":{"my env":"a","t":"b"}}`, ""),
+			&Undo{Kind: UndoChange, Attributes: []string{"rule", "tags"}, Paths: []UndonePath{{Path: "rule[0].port"}, {Path: `tags["my env"]`}}}},
+		"part of a sensitive value set back": {
+			`{"id":"x","creds":{"user":"u1","pass":"p1"}}`, `{"id":"x","creds":{"user":"u2","pass":"p2"}}`, `{"id":"x","creds":{"user":"u2","pass":"p2"}}`,
+			plannedSensitive(t, update, `{"id":"x","creds":{"user":"u1","pass":"p2"}}`, `{"creds":true}`),
+			&Undo{Kind: UndoChange, Attributes: []string{"creds"}, Paths: []UndonePath{{Path: "creds", Part: true}}}},
+		"all of a sensitive value set back": {
+			`{"id":"x","creds":{"user":"u1","pass":"p1"}}`, `{"id":"x","creds":{"user":"u2","pass":"p2"}}`, `{"id":"x","creds":{"user":"u2","pass":"p2"}}`,
+			plannedSensitive(t, update, `{"id":"x","creds":{"user":"u1","pass":"p1"}}`, `{"creds":true}`),
+			&Undo{Kind: UndoChange, Attributes: []string{"creds"}, Paths: []UndonePath{{Path: "creds"}}}},
 		"a plan value shaped like the state's dynamic encoding": {a0, a1, a1,
 			planned(t, update, `{"id":"id-a","input":{"value":"a0","type":"string"},"triggers_replace":null}`, outUnknown), nil},
 		"a replacement setting it back": {a0, a1, a1,
 			planned(t, tfjson.Actions{tfjson.ActionDelete, tfjson.ActionCreate}, `{"input":"a0","triggers_replace":null}`, `{"id":true,"output":true}`),
-			&Undo{Kind: UndoChange, Attributes: []string{"input"}}},
+			&Undo{Kind: UndoChange, Attributes: []string{"input"}, Paths: []UndonePath{{Path: "input"}}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

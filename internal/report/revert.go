@@ -43,9 +43,9 @@ func revertWords(env *engine.Envelope, rv engine.Revert) sentence {
 	case engine.RevertCreation:
 		s = s.add(txt("this plan destroys what " + v + " created"))
 	case engine.RevertRemoval:
-		s = words(s, "this plan creates it again, with ", codes(rv.Attributes), " as before "+v)
+		s = words(s, "this plan creates it again, with ", undone(rv), " as before "+v)
 	default:
-		s = words(s, codes(rv.Attributes), " back to "+its(len(rv.Attributes))+" value before "+v)
+		s = words(s, undone(rv), " back to "+its(max(len(rv.Paths), len(rv.Attributes)))+" value before "+v)
 	}
 	return words(s, ". ", branchWords(env.Branch, rv))
 }
@@ -74,6 +74,26 @@ func branchWords(b *engine.BranchStatus, rv engine.Revert) sentence {
 		return words(s, ", where PR ", prWords(rv.PR), " is merged, so this is deliberate.")
 	}
 	return words(s, ", but PR ", prWords(rv.PR), " is not merged into it: the branch lacks that change.")
+}
+
+// undone names what revert rv sets back (engine.Revert.Paths): "`input`"
+// when all the version changed in it, "`input.a`, `tags[\"env\"]`" when
+// only those, "part of `creds`" for some of a sensitive value (ADR 0046
+// decision 3). Names and keys only, never values. A revert stored before
+// paths were kept names its attributes.
+func undone(rv engine.Revert) sentence {
+	if len(rv.Paths) == 0 {
+		return codes(rv.Attributes)
+	}
+	var out []sentence
+	for _, p := range rv.Paths {
+		if p.Part {
+			out = append(out, words("part of ", code(p.Path)))
+		} else {
+			out = append(out, words(code(p.Path)))
+		}
+	}
+	return join(out, ", ")
 }
 
 func its(n int) string {
@@ -207,19 +227,35 @@ func RevertRefusedWhy(project, plan string, rs []engine.Revert) string {
 }
 
 type jRevert struct {
-	Address     string   `json:"address"`
-	Serial      int64    `json:"serial"`
-	Kind        string   `json:"kind"`
-	Attributes  []string `json:"attributes"`
-	Run         string   `json:"run,omitempty"`
-	PlanRun     string   `json:"plan_run,omitempty"`
-	Actor       string   `json:"actor,omitempty"`
-	PR          *jPR     `json:"pr,omitempty"`
-	CommitMode  string   `json:"commit_mode,omitempty"`
-	CommittedAt jtime    `json:"committed_at"`
+	Address    string   `json:"address"`
+	Serial     int64    `json:"serial"`
+	Kind       string   `json:"kind"`
+	Attributes []string `json:"attributes"`
+	// Paths: engine.Revert.Paths (ADR 0046 decision 3).
+	Paths       []jUndonePath `json:"paths"`
+	Run         string        `json:"run,omitempty"`
+	PlanRun     string        `json:"plan_run,omitempty"`
+	Actor       string        `json:"actor,omitempty"`
+	PR          *jPR          `json:"pr,omitempty"`
+	CommitMode  string        `json:"commit_mode,omitempty"`
+	CommittedAt jtime         `json:"committed_at"`
 	// Deliberate: engine.Envelope.Deliberate (ADR 0046 decision 7).
 	Deliberate bool   `json:"deliberate"`
 	Text       string `json:"text"`
+}
+
+// jUndonePath is one of a revert's paths (plandiff.UndonePath).
+type jUndonePath struct {
+	Path string `json:"path"`
+	Part bool   `json:"part"`
+}
+
+func toUndonePaths(ps []plandiff.UndonePath) []jUndonePath {
+	out := make([]jUndonePath, len(ps))
+	for i, p := range ps {
+		out[i] = jUndonePath{Path: p.Path, Part: p.Part}
+	}
+	return out
 }
 
 func toReverts(env *engine.Envelope) []jRevert {
@@ -229,7 +265,8 @@ func toReverts(env *engine.Envelope) []jRevert {
 	out := make([]jRevert, len(env.Reverts))
 	for i, rv := range env.Reverts {
 		out[i] = jRevert{Address: rv.Address, Serial: rv.Serial, Kind: string(rv.Kind), Attributes: orEmpty(rv.Attributes),
-			Run: rv.Run, PlanRun: rv.PlanRun, Actor: rv.Actor, PR: toPR(rv.PR), CommitMode: string(rv.Mode),
+			Paths: toUndonePaths(rv.Paths),
+			Run:   rv.Run, PlanRun: rv.PlanRun, Actor: rv.Actor, PR: toPR(rv.PR), CommitMode: string(rv.Mode),
 			CommittedAt: jtime(rv.CommittedAt), Deliberate: env.Deliberate(rv), Text: revertWords(env, rv).plain()}
 	}
 	return out
@@ -262,8 +299,8 @@ func toBranch(b *engine.BranchStatus) *jBranch {
 	return j
 }
 
-// readDiffs is what changed in the resources a plan reads between its
-// source version and a later one (engine.SincePlanEntry.ReadChanges):
+// readDiffs is what a later version changed in the resources a plan
+// reads (engine.SincePlanEntry.ReadChanges):
 // Terraform's block layout, headlines in the past tense. The text
 // renderer lays it out in Terraform's columns, Markdown in one
 // collapsible ```diff block per instance.
@@ -308,9 +345,10 @@ func (p mdPainter) readDiffMarkdown(b *strings.Builder, v readDiffs) {
 }
 
 // readChangeSections adds, for each read-changed entry of sp whose read
-// attributes were compared, a section saying what changed in what the plan
-// reads between its source version and that version (issue 12 §4): why
-// the re-plan happened.
+// attributes were compared, a section saying what that version changed in
+// what the plan reads — its own change, from the version before it, so the
+// "by" line names who made it (issue 12 §4, ADR 0046 decision 2): why the
+// re-plan happened.
 func readChangeSections(d *doc, sp *engine.SincePlan) {
 	if sp == nil {
 		return
@@ -319,11 +357,11 @@ func readChangeSections(d *doc, sp *engine.SincePlan) {
 		if e.ReadChanges == nil || e.Class != engine.ClassReadChanged || e.OwnApply {
 			continue
 		}
-		title := words(fmt.Sprintf("What version %d changed in what the plan reads (since source serial %d)", e.Serial, sp.SourceSerial))
+		title := words(fmt.Sprintf("What version %d changed in what the plan reads", e.Serial))
 		if len(e.ReadChanges) == 0 {
 			d.section(title, para(words(toned(toneDim, fmt.Sprintf(
-				"no attribute of %s differs between source serial %d and version %d: their state entries differ otherwise (dependencies, schema version or private data), or a later change was undone",
-				countWords(e.Addresses), sp.SourceSerial, e.Serial)))))
+				"no attribute of %s differs between version %d and version %d: their state entries differ otherwise (dependencies, schema version or private data)",
+				countWords(e.Addresses), e.Serial-1, e.Serial)))))
 			continue
 		}
 		d.section(title, para(words("by ", who(e.Run, e.Actor, e.PR))), readDiffs{e.ReadChanges})

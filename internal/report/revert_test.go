@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
 // TestRevertWords: one revert said as each answer to "Is the branch behind
@@ -101,5 +102,48 @@ func TestRevertBlocksDoubtFirst(t *testing.T) {
 	why := RevertRefusedWhy("infra", "P", env.RevertsInDoubt())
 	if !strings.Contains(why, "would undo version 3's change to `terraform_data.b` (PR acme/infra#22), not shown to be deliberate;") || strings.Contains(why, "terraform_data.a") {
 		t.Errorf("refusal %q, want only the one in doubt", why)
+	}
+}
+
+// TestRevertWordsPaths: a revert says what of its attributes the plan
+// sets back (engine.Revert.Paths, defect 6 of the issue 12 review): a
+// path within an attribute, several, part of a sensitive value; a revert
+// stored before paths were kept names its attributes. JSON carries the
+// paths.
+func TestRevertWordsPaths(t *testing.T) {
+	t.Parallel()
+	pr21 := &engine.PullRequest{Repo: "acme/infra", Number: 21}
+	const head = "⚠ would undo version 2's change to terraform_data.a (PR acme/infra#21): "
+	const tail = " before version 2. Is the branch behind the base?"
+	tests := map[string]struct {
+		attrs []string
+		paths []plandiff.UndonePath
+		want  string
+	}{
+		"one path":          {[]string{"input"}, []plandiff.UndonePath{{Path: "input.a"}}, "input.a back to its value"},
+		"a whole attribute": {[]string{"input"}, []plandiff.UndonePath{{Path: "input"}}, "input back to its value"},
+		"two paths": {[]string{"input", "tags"}, []plandiff.UndonePath{{Path: "input.a"}, {Path: `tags["env"]`}},
+			`input.a, tags["env"] back to their value`},
+		"part of a sensitive value": {[]string{"creds"}, []plandiff.UndonePath{{Path: "creds", Part: true}}, "part of creds back to its value"},
+		"stored without paths":      {[]string{"input"}, nil, "input back to its value"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rv := engine.Revert{Address: "terraform_data.a", Serial: 2, Kind: engine.RevertChange, Attributes: tc.attrs, Paths: tc.paths, PR: pr21}
+			env := &engine.Envelope{Reverts: []engine.Revert{rv}}
+			if got, want := revertWords(env, rv).plain(), head+tc.want+tail; got != want {
+				t.Errorf("revert words\n got %q\nwant %q", got, want)
+			}
+			j := toReverts(env)
+			if len(j) != 1 || len(j[0].Paths) != len(tc.paths) {
+				t.Fatalf("JSON reverts %+v, want the paths %+v", j, tc.paths)
+			}
+			for i, p := range tc.paths {
+				if j[0].Paths[i].Path != p.Path || j[0].Paths[i].Part != p.Part {
+					t.Errorf("JSON path %d = %+v, want %+v", i, j[0].Paths[i], p)
+				}
+			}
+		})
 	}
 }

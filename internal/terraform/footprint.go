@@ -60,10 +60,17 @@ func Footprint(planJSON []byte, opts ExtractOptions) (engine.Footprint, engine.P
 // PlanFootprint is plan's footprint (ExtractFootprint) and summary
 // (Summarize), as `kl footprint` and the Runner derive them: with
 // opts.RefreshOnly, of RefreshOnlyView(plan), the drifted objects counted
-// as Summary.Refresh (ADR 0045). Errors are ExtractFootprint's.
+// as Summary.Refresh (ADR 0045). Errors are ExtractFootprint's, and with
+// opts.RefreshOnly one wrapping engine.ErrInvalid when plan's
+// resource_changes hold a change (NotRefreshOnly): Terraform writes none
+// in a -refresh-only plan, and the drift view would leave those changes
+// out of the write set.
 func PlanFootprint(plan *tfjson.Plan, opts ExtractOptions) (engine.Footprint, engine.PlanSummary, error) {
 	view := plan
 	if opts.RefreshOnly {
+		if err := NotRefreshOnly(plan); err != nil {
+			return engine.Footprint{}, engine.PlanSummary{}, err
+		}
 		view = RefreshOnlyView(plan)
 	}
 	fp, err := ExtractFootprint(view, opts)
@@ -75,6 +82,41 @@ func PlanFootprint(plan *tfjson.Plan, opts ExtractOptions) (engine.Footprint, en
 		sum.Refresh = DriftCount(plan)
 	}
 	return fp, sum, nil
+}
+
+// NotRefreshOnly returns an error wrapping engine.ErrInvalid when plan
+// cannot have been made with -refresh-only: its resource_changes hold
+// entries whose actions are not no-op (Terraform 1.11 writes no
+// resource_changes at all for `plan -refresh-only`: TERRAFORM.md,
+// RefreshOnlyView). The error counts them and names the first three with
+// their actions. Nil for a plan without such entries, and for nil.
+func NotRefreshOnly(plan *tfjson.Plan) error {
+	if plan == nil {
+		return nil
+	}
+	var named []string
+	n := 0
+	for _, rc := range plan.ResourceChanges {
+		if rc == nil || rc.Change == nil || rc.Change.Actions.NoOp() {
+			continue
+		}
+		if n++; n <= 3 {
+			var as []string
+			for _, a := range rc.Change.Actions {
+				as = append(as, string(a))
+			}
+			named = append(named, rc.Address+" ("+strings.Join(as, ", ")+")")
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > 3 {
+		more = fmt.Sprintf(" and %d more", n-3)
+	}
+	return engine.Errorf(engine.ErrInvalid, "the plan is not a refresh-only plan: its resource_changes hold %d change(s) — %s%s —, and Terraform writes none for plan -refresh-only; "+
+		"its write set is its resource_changes: leave out --refresh-only", n, strings.Join(named, ", "), more)
 }
 
 // ExtractFootprint derives a plan's write set and read set (shared/DESIGN.md
