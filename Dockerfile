@@ -33,7 +33,7 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     go build -trimpath -ldflags "$LDFLAGS" -o /out/klbot ./cmd/klbot
 
 # ── Terraform, built from its source module with `go install`, as
-#    `make tools` does (DESIGN.md): the module comes from the Go module proxy
+#    `make tools` does (docs/design.md): the module comes from the Go module proxy
 #    and is checked against the Go checksum database (sum.golang.org, a
 #    public append-only log), so no checksum list or signing key has to be
 #    kept here per version and per architecture. 1.5.7 is the last MPL-2.0

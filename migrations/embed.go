@@ -1,6 +1,6 @@
 // Package migrations holds Kilolock's database schema as goose v3 SQL
 // migrations, embedded so the kl and klbot binaries migrate their own
-// database at start-up (DESIGN.md "Layout": migrations/ postgres/ and
+// database at start-up (docs/design.md "Layout": migrations/ postgres/ and
 // sqlite/ SQL, embedded).
 //
 // The sqlite/ and postgres/ sets describe ONE schema: the same tables,

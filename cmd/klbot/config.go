@@ -26,7 +26,7 @@ type config struct {
 	// PrivateKey is the App's private key (PEM); or PrivateKeyFile, its path.
 	PrivateKey     string `env:"KLBOT_PRIVATE_KEY"`
 	PrivateKeyFile string `env:"KLBOT_PRIVATE_KEY_FILE"`
-	// WebhookSecret verifies X-Hub-Signature-256 (required: shared/GITHUB.md).
+	// WebhookSecret verifies X-Hub-Signature-256 (required: docs/github.md).
 	WebhookSecret string `env:"KLBOT_WEBHOOK_SECRET"`
 	// WebhookSecretPrevious (optional) is the secret being replaced while
 	// the App's webhook secret is changed: deliveries signed with it verify

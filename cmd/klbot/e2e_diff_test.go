@@ -14,7 +14,7 @@ import (
 // summary, one block per resource instance in its text) and the sticky
 // comment, within GitHub's limits, sensitive values masked.
 
-// checkRunLimit and commentLimit are GitHub's (shared/GITHUB.md): a check
+// checkRunLimit and commentLimit are GitHub's (docs/github.md): a check
 // run's output.summary and output.text hold 65,535 characters each, a
 // comment 65,536.
 const checkRunLimit, commentLimit = 65535, 65536

@@ -353,7 +353,7 @@ func (discardSink) Accept(context.Context, webhook.Delivery) (webhook.Outcome, e
 // sent at once to klbot's endpoint (the webhook handler and the Bot's
 // durable Sink on a real PostgreSQL, no River workers) and to a baseline
 // (the same handler in front of a sink that records nothing). It prints
-// p50/p99 of the answer beside the baseline's, with ratios (STYLE.md 16:
+// p50/p99 of the answer beside the baseline's, with ratios (docs/style.md 16:
 // never asserted), and the count of each status; it FAILS on any 5xx or
 // unanswered request, on any count of 202 (enqueued) other than the unique
 // deliveries or of 200 (duplicate) other than the redeliveries, and unless

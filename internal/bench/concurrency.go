@@ -95,7 +95,7 @@ const concurrencyStateName = "bench/concurrency"
 // var file setting x_i replaces slow_i alone, running its sleep once.
 func concurrencyConfig(n int, sleep time.Duration) string {
 	var b strings.Builder
-	b.WriteString("# Written by klbench: one slow resource per plan (DESIGN.md, make bench).\n")
+	b.WriteString("# Written by klbench: one slow resource per plan (docs/design.md, make bench).\n")
 	for i := range n {
 		fmt.Fprintf(&b, "variable \"x_%d\" {\n  type    = string\n  default = \"v0\"\n}\n\n", i)
 		fmt.Fprintf(&b, "resource \"terraform_data\" \"slow_%d\" {\n  triggers_replace = var.x_%d\n\n"+

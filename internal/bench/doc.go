@@ -1,6 +1,6 @@
 // Package bench measures Kilolock's three headline figures and prints them
 // beside a baseline measured in the same process, interleaved, with medians
-// (STYLE.md 16: ratios are printed, never asserted):
+// (docs/style.md 16: ratios are printed, never asserted):
 //
 //  1. Concurrency (Concurrency): N plans with disjoint write sets on one
 //     state, each apply slowed by a local-exec sleep, applied at once through

@@ -184,7 +184,7 @@ const lockedOutSnooze = 5 * time.Second
 const MaxAttempts = 8
 
 // JobBase is what every job carries: the request keys of the delivery that
-// caused it (STYLE.md 11) and where to report. It is exported because River
+// caused it (docs/style.md 11) and where to report. It is exported because River
 // reads the river:"unique" tags of embedded structs only when exported.
 type JobBase struct {
 	Delivery     string `json:"delivery"`
@@ -197,7 +197,7 @@ type JobBase struct {
 }
 
 // jobContext returns ctx carrying the job's logger with the request keys
-// of the delivery that caused it (STYLE.md 9, 11): jobs run on River's own
+// of the delivery that caused it (docs/style.md 9, 11): jobs run on River's own
 // context, never on the webhook request's.
 func (b *Bot) jobContext(ctx context.Context, j JobBase, kind string, attempt int) context.Context {
 	return webhook.NewContext(ctx, b.log.With("job", kind, "attempt", attempt),

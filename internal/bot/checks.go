@@ -7,7 +7,7 @@ import (
 	"github.com/kilolock/kilolock/internal/github"
 )
 
-// Check run names (shared/GITHUB.md: ≤ 1000 runs of one name per suite).
+// Check run names (docs/github.md: ≤ 1000 runs of one name per suite).
 const (
 	CheckConfig = "kl config" // kl.yaml is invalid
 	CheckPlan   = "kl plan"   // no project touched by the push

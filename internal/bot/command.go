@@ -173,7 +173,7 @@ func varWord(w []string) bool {
 }
 
 // MaxEcho is the most characters of a comment's word that a parse error
-// quotes back: a comment holds up to 65,536 characters (shared/GITHUB.md),
+// quotes back: a comment holds up to 65,536 characters (docs/github.md),
 // and an echo of all of them would push the reply's message out of it.
 const MaxEcho = 40
 

@@ -1,5 +1,5 @@
 // Package bot is klbot's work: the webhook Sink and the River workers that
-// plan, apply and report for pull requests (DESIGN.md "klbot").
+// plan, apply and report for pull requests (docs/design.md "klbot").
 //
 // A delivery flows: internal/webhook verifies and parses it and calls
 // Bot.Accept, which — in ONE transaction on the shared PostgreSQL pool —

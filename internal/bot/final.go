@@ -20,7 +20,7 @@ import (
 //     403, for what the token cannot see);
 //   - 401 even after the github package's one token refresh;
 //   - 403 that is not a rate limit: the App lacks a permission
-//     (shared/GITHUB.md lists the ones it needs).
+//     (docs/github.md lists the ones it needs).
 //
 // Rate limits that outlasted the transport's waits, 5xx, network errors
 // and context ends are not final.

@@ -60,7 +60,7 @@ const (
 // "kl config" runs). Unique on (repo, PR, head SHA, key). For pushes the
 // key is KeyPush, or KeyDraft when the delivery's pull request is a draft:
 // GitHub sends synchronize and ready_for_review for one push
-// (shared/GITHUB.md) and they stay one job, while the ready_for_review of
+// (docs/github.md) and they stay one job, while the ready_for_review of
 // a former draft is a job of its own, so a draft skipped under kl.yaml
 // plan_drafts: false is planned once it is ready at the same head. For
 // comments and re-runs the key is the delivery id, so an explicit request

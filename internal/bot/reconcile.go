@@ -40,7 +40,7 @@ const KindReconcile = "klbot_reconcile"
 // KLBOT_RECONCILE_INTERVAL is not set: each round reads every open pull
 // request klbot tracks from GitHub (one request each), so a shorter
 // interval spends more of the installation's rate limit (5,000 requests an
-// hour and up, shared/GITHUB.md).
+// hour and up, docs/github.md).
 const DefaultReconcileInterval = 5 * time.Minute
 
 // reconcileTimeout bounds one round.

@@ -48,7 +48,7 @@ func (b *Bot) reply(ctx context.Context, c Client, repo github.Repo, j JobBase, 
 
 // mayWrite checks that j's actor has write permission for cmd ("/kl
 // plan", "/kl apply", "Apply button", "/kl recover", "/kl unfence";
-// DESIGN.md apply step 1: only writers plan and apply) before anything
+// docs/design.md apply step 1: only writers plan and apply) before anything
 // else of the job; otherwise the refusal goes to the commenter only
 // (refuseCommenter).
 func (b *Bot) mayWrite(ctx context.Context, c Client, repo github.Repo, j JobBase, cmd string) (bool, error) {

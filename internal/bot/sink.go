@@ -17,14 +17,14 @@ import (
 var _ webhook.Sink = (*Bot)(nil)
 
 // ApplyActionID is the identifier of the Apply button on a plan check run
-// (≤ 20 characters, shared/GITHUB.md "Check runs").
+// (≤ 20 characters, docs/github.md "Check runs").
 const ApplyActionID = "kl-apply"
 
 // Accept records a verified delivery and enqueues its jobs, in ONE
 // transaction on the shared pool (webhook.Sink):
 //
 //  1. INSERT the delivery id into klbot_deliveries; an id already there is a
-//     redelivery → Duplicate, nothing enqueued (shared/GITHUB.md: de-duplicate
+//     redelivery → Duplicate, nothing enqueued (docs/github.md: de-duplicate
 //     on X-GitHub-Delivery).
 //  2. Route: pull_request opened/synchronize/reopened/ready_for_review →
 //     a plan job, unique on (repo, PR, head SHA, key) with key KeyPush, or
@@ -162,7 +162,7 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 
 // externalID maps a check run back to its pull request and project
 // ("kl:PR:PROJECT"; PROJECT empty for the "kl plan" and "kl config" runs):
-// GitHub gives empty check_run.pull_requests for forks (shared/GITHUB.md).
+// GitHub gives empty check_run.pull_requests for forks (docs/github.md).
 func externalID(pr int, project string) string {
 	return fmt.Sprintf("kl:%d:%s", pr, project)
 }

@@ -22,7 +22,7 @@ import (
 )
 
 // StepSummaryLimit is the most bytes GitHub shows of one step's job summary
-// ($GITHUB_STEP_SUMMARY; shared/GITHUB.md "GitHub Actions": 1 MiB per step).
+// ($GITHUB_STEP_SUMMARY; docs/github.md "GitHub Actions": 1 MiB per step).
 const StepSummaryLimit = 1 << 20
 
 // SchemaReportGitHub is the schema of `kl report github --json`.

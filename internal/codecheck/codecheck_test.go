@@ -13,7 +13,7 @@ import (
 // root is the repository root, from this package's directory.
 const root = "../.."
 
-// maxLines is the longest a production function may be (STYLE.md 5: split
+// maxLines is the longest a production function may be (docs/style.md 5: split
 // along the job).
 const maxLines = 80
 

@@ -10,13 +10,13 @@ import (
 )
 
 // Address names what a reservation, a write set or a read set covers, at
-// resource level (DESIGN.md "address"):
+// resource level (docs/design.md "address"):
 //
 //   - a resource: module path + mode + type + name, instance keys dropped —
 //     "terraform_data.web", "module.app.module.db.terraform_data.main",
 //     "data.terraform_remote_state.net";
 //   - a root output: "output.NAME" (a changed output is written state,
-//     TERRAFORM.md "Plan JSON");
+//     docs/terraform.md "Plan JSON");
 //   - a module prefix "module.app.*", covering every resource below that
 //     module call (a widened scope);
 //   - the whole state "*".

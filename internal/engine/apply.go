@@ -56,7 +56,7 @@ type ApplyOutcome struct {
 	Version *Version // nil when nothing was committed
 }
 
-// Apply applies a plan run (DESIGN.md "How a run flows", apply):
+// Apply applies a plan run (docs/design.md "How a run flows", apply):
 //
 //  1. check the saved plan (digest, lineage, serial) and claim the plan for
 //     one new apply run — a plan is applied at most once;
@@ -307,7 +307,7 @@ func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
 	return a.applyAndCommit(ctx)
 }
 
-// preflight classifies the since-plan versions and decides (DESIGN.md apply
+// preflight classifies the since-plan versions and decides (docs/design.md apply
 // step 3, ADR D3/D4/D8).
 func (a *applier) preflight(ctx context.Context) error {
 	e := a.e

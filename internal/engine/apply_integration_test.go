@@ -13,7 +13,7 @@ import (
 
 // TestApplyCommits: plan → apply → commit writes head+1 with full
 // provenance, the head holds the new values, the reservations are released
-// and the apply's markers tell the story in order (DESIGN.md "How a run
+// and the apply's markers tell the story in order (docs/design.md "How a run
 // flows"; ADR D4, D5).
 func TestApplyCommits(t *testing.T) {
 	t.Parallel()
@@ -208,7 +208,7 @@ func TestDisjointPlansApplyConcurrently(t *testing.T) {
 
 // TestWriteChangedRefuses: a plan whose write set a later version changed is
 // refused as stale, naming the version, its run and the address; nothing is
-// committed (DESIGN.md apply step 3; ADR D3).
+// committed (docs/design.md apply step 3; ADR D3).
 func TestWriteChangedRefuses(t *testing.T) {
 	t.Parallel()
 	h := setup(t)

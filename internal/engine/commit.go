@@ -12,7 +12,7 @@ import (
 
 // applyAndCommit runs Terraform on the snapshot the applied plan was made
 // against (the reviewed plan's, or its re-plan's: the head it re-planned
-// against — replan.go), compares what changed with that plan, and commits (DESIGN.md apply steps 4–6), in three
+// against — replan.go), compares what changed with that plan, and commits (docs/design.md apply steps 4–6), in three
 // steps: run Terraform (runTerraform), record what it applied
 // (readResult), commit — or, when the reservations lapsed meanwhile, the
 // lease-lost commit (commitOrLeaseLost).
@@ -67,7 +67,7 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 
 // baseSnapshot reads and parses the snapshot the applied plan was made from
 // (the one Terraform applies to: a saved plan applies only to the state it
-// was made against, TERRAFORM.md "Staleness").
+// was made against, docs/terraform.md "Staleness").
 func (a *applier) baseSnapshot(ctx context.Context) ([]byte, *tfstate.State, error) {
 	serial := a.pf.run.Envelope.SourceSerial
 	base, err := a.e.Store.Snapshot(ctx, a.state.Name, serial)
@@ -367,7 +367,7 @@ type commitSpec struct {
 }
 
 // commit writes version head+1: the snapshot-merge of result into the head
-// (TERRAFORM.md "Snapshot-merge"), with provenance, markers and the run's
+// (docs/terraform.md "Snapshot-merge"), with provenance, markers and the run's
 // final status, in one store transaction (mergeCommit decides it).
 func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec commitSpec) (*Version, error) {
 	e := a.e

@@ -5,7 +5,7 @@
 //
 // The package owns the interfaces it consumes — Store (persistence) and
 // Terraform (running the binary) — and never imports an adapter. The words
-// used here are the field terms of shared/DESIGN.md; every rule cites the
+// used here are the field terms of docs/design.md; every rule cites the
 // decision of ADR 0033 ("Conflict visibility and causal run history",
 // D1–D8) or the Terraform behaviour it follows.
 package engine

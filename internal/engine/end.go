@@ -36,7 +36,7 @@ const (
 	// (or, Strict, the read set) of plan Plan (ADR D3).
 	CauseRefusedStale Cause = "refused-stale"
 	// CauseIntentChanged: re-plan Run against head Serial plans something
-	// else for Replan.Addresses (DESIGN.md apply step 3).
+	// else for Replan.Addresses (docs/design.md apply step 3).
 	CauseIntentChanged Cause = "intent-changed"
 	// CauseBehindHead: re-plan Run against head Serial would also change
 	// Replan.Addresses, which the plan reads: the configuration is behind
@@ -45,7 +45,7 @@ const (
 	// CauseOutsideFootprint: re-plan Run against head Serial would also
 	// change Replan.Addresses, outside the reviewed footprint: applying the
 	// re-plan would apply those changes too, which nobody reviewed; it is
-	// left open for review (DESIGN.md apply step 3).
+	// left open for review (docs/design.md apply step 3).
 	CauseOutsideFootprint Cause = "outside-footprint"
 	// CauseBeyondReservations: re-plan Run against head Serial needs
 	// Replan.Unreserved, reservations the apply does not hold (its reviewed

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Sentinel errors. Adapters map their own errors onto these (STYLE.md 7) so
+// Sentinel errors. Adapters map their own errors onto these (docs/style.md 7) so
 // callers test with errors.Is.
 var (
 	// ErrNotFound: no such state, version, run or artifact.
@@ -25,13 +25,13 @@ var (
 	// the reviewed plan; the new plan needs review.
 	ErrIntentChanged = errors.New("intent changed")
 	// ErrBehindHead: a re-plan against the head would also change what the
-	// plan reads — the configuration is behind the head there (DESIGN.md
+	// plan reads — the configuration is behind the head there (docs/design.md
 	// apply step 3; replan.go). It is an ErrIntentChanged too: a re-plan
 	// stopped the apply.
 	ErrBehindHead error = behindHeadError{}
 	// ErrOutsideFootprint: a re-plan against the head would also change
 	// addresses outside the reviewed footprint; applying it would apply
-	// them unreviewed (DESIGN.md apply step 3). An ErrIntentChanged too.
+	// them unreviewed (docs/design.md apply step 3). An ErrIntentChanged too.
 	ErrOutsideFootprint error = replanStopError("changes outside the reviewed footprint")
 	// ErrBeyondReservations: a re-plan against the head needs reservations
 	// the apply does not hold. An ErrIntentChanged too.
@@ -91,7 +91,7 @@ func (e replanStopError) Error() string { return string(e) }
 func (replanStopError) Is(target error) bool { return target == ErrIntentChanged }
 
 // ConflictError is a refusal to reserve: the blocking runs and the
-// addresses they hold (STYLE.md 8: a refusal is a value the user can read).
+// addresses they hold (docs/style.md 8: a refusal is a value the user can read).
 type ConflictError struct {
 	State    string
 	Run      string

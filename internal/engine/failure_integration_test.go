@@ -208,7 +208,7 @@ func TestInitStateAdoptsFile(t *testing.T) {
 // TestApplyFailsPartWay: Terraform fails after writing one resource; what
 // it wrote is committed (no lost state), marked partial and not exact, the
 // run and plan are failed with a reason, the reservations are released and
-// Terraform's raw result is kept (DESIGN.md apply step 6).
+// Terraform's raw result is kept (docs/design.md apply step 6).
 func TestApplyFailsPartWay(t *testing.T) {
 	t.Parallel()
 	h := setup(t)

@@ -12,7 +12,7 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-// TestFakeReplan: the re-plan of a read-changed apply (DESIGN.md apply step
+// TestFakeReplan: the re-plan of a read-changed apply (docs/design.md apply step
 // 3), with Terraform's re-plan answers the real binary gives only with
 // elaborate configurations, or never (a failure, a failing store). The
 // reviewed plan writes terraform_data.a and reads .b; another plan then

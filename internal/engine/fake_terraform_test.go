@@ -1,7 +1,7 @@
 package engine_test
 
 // A hand-written fake engine.Terraform and a fault-injecting store wrapper
-// (STYLE.md 15: plain fields, no mock generator), for fast engine tests of
+// (docs/style.md 15: plain fields, no mock generator), for fast engine tests of
 // the paths the real binary cannot easily reach: a state returned with an
 // error, a saved plan that does not match its envelope, a failing artifact
 // write or read. The store underneath is the real SQLite store on a temp

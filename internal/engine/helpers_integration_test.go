@@ -2,7 +2,7 @@ package engine_test
 
 // The engine's integration tests: the real SQLite store on a temp file and
 // the real Terraform runner on a temp work root, with terraform_data
-// resources only (no provider download; TERRAFORM.md). Assertions read
+// resources only (no provider download; docs/terraform.md). Assertions read
 // stored facts — runs, markers, allowed-because facts, versions,
 // provenance — never logs (ADR D2).
 

@@ -3,7 +3,7 @@ package engine
 import "sort"
 
 // Intent is what a plan would do, for comparing a re-plan with the reviewed
-// plan (DESIGN.md "intent"): per written instance its actions and a digest of
+// plan (docs/design.md "intent"): per written instance its actions and a digest of
 // its known planned values (an unknown value compares as "unknown"), plus the
 // changed root outputs. Refresh-only differences, log text and JSON key order
 // are not intent. Only digests are kept: planned values hold secrets.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// keepAlive is the holder's promise to be alive (DESIGN.md "holder":
+// keepAlive is the holder's promise to be alive (docs/design.md "holder":
 // renewed by lease) for one run, in ONE goroutine: every Lease/3 it renews
 // the run's own lease (Run.LeaseUntil, Store.RenewRun) — and that of a
 // re-plan the run makes — and, once the run holds reservations, their lease

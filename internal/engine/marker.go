@@ -6,7 +6,7 @@ import "time"
 // changes the meaning of the run and is therefore shown first-class (ADR D4).
 type MarkerKind string
 
-// Marker kinds (DESIGN.md "marker").
+// Marker kinds (docs/design.md "marker").
 const (
 	MarkerPlanned         MarkerKind = "planned"          // plan run stored its envelope
 	MarkerReserved        MarkerKind = "reserved"         // all reservations acquired
@@ -147,7 +147,7 @@ const (
 	// re-planning (Run) against head HeadSerial: the intent did not change,
 	// nothing outside the footprint or that the plan reads would change,
 	// and the held reservations cover the re-plan's — so the re-plan was
-	// applied in place of the reviewed plan (DESIGN.md apply step 3).
+	// applied in place of the reviewed plan (docs/design.md apply step 3).
 	FactReplanApplied FactKind = "replan-applied"
 	// FactReplanUnchanged: as FactReplanApplied, but stored by Kilolock
 	// before issue 10 §2, when the reviewed plan was then applied to its own

@@ -36,7 +36,7 @@ type PlanInput struct {
 }
 
 // PlanOutcome is a stored plan run and the other open plans of the same
-// state whose footprints overlap it (DESIGN.md plan step 4: surfaced before
+// state whose footprints overlap it (docs/design.md plan step 4: surfaced before
 // anyone applies).
 type PlanOutcome struct {
 	Run      Run
@@ -62,7 +62,7 @@ type Overlap struct {
 	ReadWrite  AddressSet   `json:"read_write,omitempty"`
 }
 
-// Plan makes a plan run (DESIGN.md "How a run flows", plan): read the head
+// Plan makes a plan run (docs/design.md "How a run flows", plan): read the head
 // serial N, plan against version N in an isolated work dir, derive the
 // envelope (ADR D1), store it with the saved plan, and list overlapping open
 // plans. A failed plan is stored as a failed run with a "failed" marker.
@@ -196,7 +196,7 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 	}
 	env.Reservations = res.Footprint.Reservations()
 	// Terraform says "complete": false only from 1.8; a -target plan is
-	// targeted whatever the version (TERRAFORM.md "Plan JSON").
+	// targeted whatever the version (docs/terraform.md "Plan JSON").
 	env.Summary.Targets = env.Summary.Targets || len(scope.Targets) > 0
 	marker := Marker{Kind: MarkerPlanned, Serial: res.Serial, Count: len(env.Reservations)}
 	var widenMarkers []Marker
@@ -218,7 +218,7 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 }
 
 // Overlaps lists the other open plans of run's state whose footprints
-// overlap run's (DESIGN.md plan step 4).
+// overlap run's (docs/design.md plan step 4).
 func (e *Engine) Overlaps(ctx context.Context, run Run) ([]Overlap, error) {
 	if run.Envelope == nil {
 		return nil, nil

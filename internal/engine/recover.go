@@ -9,7 +9,7 @@ import (
 )
 
 // RecoverError is a refusal of Engine.Recover, in words the user can act
-// on (STYLE.md 8). It unwraps to ErrInvalid (not an apply run that stopped
+// on (docs/style.md 8). It unwraps to ErrInvalid (not an apply run that stopped
 // after Terraform ran), ErrConflict (it committed already, or may still be
 // running) or ErrNotFound (Kilolock saw nothing Terraform wrote).
 type RecoverError struct {
@@ -43,7 +43,7 @@ type Recoverable struct {
 // Recover commits what Terraform last wrote for apply run id, which
 // stopped without committing — its holder was killed mid-apply (the lease
 // sweep ended it lease-expired), or it failed or was interrupted before its
-// commit went through — so that, as DESIGN.md apply step 6 promises, what
+// commit went through — so that, as docs/design.md apply step 6 promises, what
 // Terraform wrote is not lost (`kl run recover RUN`).
 //
 // It reads the last state Kilolock saw Terraform write (ArtifactApplyResult,

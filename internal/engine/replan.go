@@ -11,7 +11,7 @@ import (
 // made (read-changed versions rc): it re-plans the reviewed configuration
 // and scope — every option of the reviewed plan: targets, var files (kept
 // in the configuration archive), replacements — against the head, compares
-// the intent (CompareReplan) and decides (DESIGN.md apply step 3, ADR D4).
+// the intent (CompareReplan) and decides (docs/design.md apply step 3, ADR D4).
 //
 // The reviewed plan's own snapshot is never applied once its inputs
 // changed: a planned value that is unknown (computed at apply) hides what
@@ -232,7 +232,7 @@ func (e *Engine) closeReplan(ctx context.Context, id string, s RunStatus, end *E
 }
 
 // ReplanComparison sorts the instance addresses where a re-plan's intent
-// differs from the reviewed plan's (DESIGN.md "intent").
+// differs from the reviewed plan's (docs/design.md "intent").
 type ReplanComparison struct {
 	// Write: differences on the reviewed write set (the reviewed intent changed).
 	Write []string

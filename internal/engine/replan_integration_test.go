@@ -9,7 +9,7 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-// Read-changed plans (ADR D3, D4; DESIGN.md apply step 3). Plan C changes
+// Read-changed plans (ADR D3, D4; docs/design.md apply step 3). Plan C changes
 // the reader r, whose input reads x; run D then changes x without a
 // configuration change of its own, so C's configuration still agrees with
 // the head on x — except in the "behind the head" case, where D changes x's
@@ -217,7 +217,7 @@ func TestReadChangedConfigBehindHead(t *testing.T) {
 	if !errors.Is(err, engine.ErrIntentChanged) || !errors.Is(err, engine.ErrBehindHead) {
 		t.Fatalf("Apply C = %v, want a refusal (ErrBehindHead, an ErrIntentChanged)", err)
 	}
-	// One term on stderr and in the reports (DESIGN.md words).
+	// One term on stderr and in the reports (docs/design.md words).
 	if msg := err.Error(); !strings.Contains(msg, "configuration behind the head: re-plan ") || strings.Contains(msg, "intent changed") {
 		t.Errorf("Apply C error = %q; want it to say configuration behind the head, not intent changed", msg)
 	}

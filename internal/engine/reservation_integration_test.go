@@ -18,7 +18,7 @@ import (
 // With Wait=0, B is refused at once with a *ConflictError naming A's run
 // and x, and its plan goes back to planned. Applied again with a Wait, B
 // waits — visible in Status and Why — and proceeds when A commits, with a
-// waited-for fact (DESIGN.md apply step 2; ADR D2, D6).
+// waited-for fact (docs/design.md apply step 2; ADR D2, D6).
 func TestReservationConflictThenWait(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -222,7 +222,7 @@ func TestSamePlanAppliedTwiceAtOnce(t *testing.T) {
 // operator unfences A; then B takes y and commits. A's
 // commit then merges only what the head had not changed since its plan —
 // x and z, not y — and A fails with ErrLeaseLost: B's update is not lost,
-// A's work is not dropped, and the caller is told (DESIGN.md apply step 6).
+// A's work is not dropped, and the caller is told (docs/design.md apply step 6).
 func TestLeaseLostBeforeCommit(t *testing.T) {
 	t.Parallel()
 	var skew atomic.Int64

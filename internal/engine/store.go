@@ -7,7 +7,7 @@ import (
 
 // Store persists states, versions, runs, markers, artifacts and
 // reservations. The sqlite and postgres adapters implement it and both pass
-// storetest.Run; a behaviour one has and the other lacks is a bug (STYLE.md 2).
+// storetest.Run; a behaviour one has and the other lacks is a bug (docs/style.md 2).
 //
 // Errors: a missing record → ErrNotFound; a uniqueness or status collision →
 // ErrConflict (a *ConflictError for reservations, a *StatusError for runs).
@@ -31,7 +31,7 @@ type Store interface {
 	// VersionsAfter returns every version with serial > after, oldest first,
 	// with its changed addresses: the since-plan input (ADR D3).
 	VersionsAfter(ctx context.Context, state string, after int64) ([]Version, error)
-	// Commit writes version head+1 in ONE transaction (DESIGN.md apply step
+	// Commit writes version head+1 in ONE transaction (docs/design.md apply step
 	// 6): lock the state head, call req.Merge with the head and its snapshot,
 	// insert the returned snapshot as head+1 with its changed addresses and
 	// provenance, apply req.Run's update and markers, lift the run's fences
@@ -65,7 +65,7 @@ type Store interface {
 	GetArtifact(ctx context.Context, run, name string) ([]byte, error)
 
 	// Acquire takes all of req.Reservations for req.Run or none (ADR D2 /
-	// DESIGN.md apply step 2), in one transaction that first runs the lease
+	// docs/design.md apply step 2), in one transaction that first runs the lease
 	// sweep (see ExpireLeases). On conflict it returns a *ConflictError
 	// naming the blocking runs and addresses. A run that is no longer open
 	// (finished, or just expired by the sweep) takes nothing: a *StatusError.

@@ -9,7 +9,7 @@ import (
 
 // Terraform runs the Terraform (or OpenTofu) binary for one run at a time in
 // an isolated work dir (its own TF_DATA_DIR and a local backend whose path is
-// the run's own snapshot file — TERRAFORM.md "Running many Terraform
+// the run's own snapshot file — docs/terraform.md "Running many Terraform
 // processes on one state safely"). Implementations must be safe for
 // concurrent use by different runs.
 type Terraform interface {
@@ -20,7 +20,7 @@ type Terraform interface {
 	// Apply materializes req.Snapshot and applies req.PlanFile to it. On
 	// failure or cancellation it still returns the state Terraform wrote
 	// (ApplyResult.State non-nil) together with the error, so that what was
-	// applied is committed, not lost (DESIGN.md apply step 6).
+	// applied is committed, not lost (docs/design.md apply step 6).
 	Apply(ctx context.Context, req ApplyRequest) (*ApplyResult, error)
 	// InspectPlanFile reads the lineage and serial of the state snapshot a
 	// saved plan was made against (the plan file's "tfstate" entry).
@@ -96,7 +96,7 @@ type PlanResult struct {
 }
 
 // ApplyRequest is one apply of a saved plan against the snapshot it was
-// made from (Terraform compares lineage and serial only — TERRAFORM.md).
+// made from (Terraform compares lineage and serial only — docs/terraform.md).
 type ApplyRequest struct {
 	Run      string // the apply run id: names the work dir
 	PlanFile []byte

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// State is one Terraform state Kilolock owns (DESIGN.md "state"), named by
+// State is one Terraform state Kilolock owns (docs/design.md "state"), named by
 // the user ("acme/infra/prod"). Its lineage is Terraform's: a saved plan only
-// applies to a snapshot of the same lineage (TERRAFORM.md "Staleness").
+// applies to a snapshot of the same lineage (docs/terraform.md "Staleness").
 type State struct {
 	Name       string    `json:"name"`
 	Lineage    string    `json:"lineage"`
@@ -23,7 +23,7 @@ const (
 	// CommitInit is the first version of a state: empty, or adopted from a file.
 	CommitInit CommitMode = "init"
 	// CommitSnapshotMerge merges a run's written resources into the head
-	// (terraform lane, TERRAFORM.md "Snapshot-merge").
+	// (terraform lane, docs/terraform.md "Snapshot-merge").
 	CommitSnapshotMerge CommitMode = "snapshot-merge"
 	// CommitDelta commits only a slice's changed resources (native lane).
 	CommitDelta CommitMode = "delta"
@@ -50,7 +50,7 @@ type Version struct {
 // apply run, reviewed plan run, the serial it was made against, committed
 // serial, plan digest, commit mode, and whether the committed changes
 // matched the plan exactly. When the reviewed plan's inputs had changed
-// and Terraform applied its re-plan instead (DESIGN.md apply step 3), the
+// and Terraform applied its re-plan instead (docs/design.md apply step 3), the
 // Applied* fields name that re-plan: the reviewed plan's digest and the
 // applied one are both kept.
 type Provenance struct {
@@ -90,7 +90,7 @@ type Provenance struct {
 }
 
 // Deviation is the difference between a plan's write set and what the apply
-// really changed (DESIGN.md apply step 5).
+// really changed (docs/design.md apply step 5).
 type Deviation struct {
 	Unplanned AddressSet `json:"unplanned,omitempty"`
 	Unchanged AddressSet `json:"unchanged,omitempty"`
@@ -148,7 +148,7 @@ func (p *PullRequest) String() string {
 	return fmt.Sprintf("%s#%d", p.Repo, p.Number)
 }
 
-// Holder is the process holding a run's reservations (DESIGN.md
+// Holder is the process holding a run's reservations (docs/design.md
 // "actor / holder"), renewed by lease.
 type Holder struct {
 	Host string `json:"host"`
@@ -158,7 +158,7 @@ type Holder struct {
 // String renders "host:pid".
 func (h Holder) String() string { return fmt.Sprintf("%s:%d", h.Host, h.PID) }
 
-// RunKind is plan or apply (DESIGN.md "run": one plan or one apply).
+// RunKind is plan or apply (docs/design.md "run": one plan or one apply).
 type RunKind string
 
 // Run kinds.
@@ -230,7 +230,7 @@ type Run struct {
 	CreatedAt  time.Time    `json:"created_at"`
 	UpdatedAt  time.Time    `json:"updated_at"`
 	FinishedAt *time.Time   `json:"finished_at,omitempty"`
-	// LeaseUntil is the run's own lease (DESIGN.md "holder": renewed by
+	// LeaseUntil is the run's own lease (docs/design.md "holder": renewed by
 	// lease): while the run is in progress (InProgress) its holder promises
 	// to be alive until then, and renews it every Lease/3 (Store.RenewRun,
 	// by the store's clock). Once it has passed, and the run holds no live
@@ -270,7 +270,7 @@ type Scope struct {
 	Options PlanOptions `json:"options,omitzero"`
 }
 
-// Lane is the execution path of a run (DESIGN.md "lane").
+// Lane is the execution path of a run (docs/design.md "lane").
 type Lane string
 
 // Lanes.
@@ -341,7 +341,7 @@ func (s PlanSummary) Empty() bool {
 	return s.Add+s.Change+s.Destroy+s.Replace+s.Move+s.Read+s.Outputs+s.Import+s.Forget+s.Refresh == 0
 }
 
-// Footprint is a plan's write set and read set (DESIGN.md "footprint").
+// Footprint is a plan's write set and read set (docs/design.md "footprint").
 //
 // Write: every resource_changes entry whose actions are not no-op, both
 // addresses of a move, and root outputs that change. Read: addresses the
@@ -363,7 +363,7 @@ type Footprint struct {
 func (f Footprint) All() AddressSet { return f.Write.Union(f.Read) }
 
 // Reservations returns the reservation set of the footprint: the write set
-// in write mode, the read set minus the write set in read mode (DESIGN.md
+// in write mode, the read set minus the write set in read mode (docs/design.md
 // plan step 3). Run, holder and lease are left for the store to fill.
 func (f Footprint) Reservations() []Reservation {
 	out := make([]Reservation, 0, len(f.Write)+len(f.Read))
@@ -385,7 +385,7 @@ type Widening struct {
 }
 
 // ReservationMode is read or write. Read/read coexist; write conflicts with
-// anything on an overlapping address (DESIGN.md "reservation").
+// anything on an overlapping address (docs/design.md "reservation").
 type ReservationMode string
 
 // Reservation modes.

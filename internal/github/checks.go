@@ -9,7 +9,7 @@ import (
 	gh "github.com/google/go-github/v62/github"
 )
 
-// Check run limits (shared/GITHUB.md "Check runs").
+// Check run limits (docs/github.md "Check runs").
 const (
 	MaxCheckRunOutput    = 65535 // characters in output.summary and output.text each
 	MaxCheckRunActions   = 3

@@ -11,7 +11,7 @@ import (
 )
 
 // MaxCommentBody is GitHub's limit on a comment body, in characters
-// (shared/GITHUB.md "Comments": 422 "Body is too long" above it).
+// (docs/github.md "Comments": 422 "Body is too long" above it).
 const MaxCommentBody = 65536
 
 // StickyComment is the outcome of UpsertStickyComment.

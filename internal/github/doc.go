@@ -9,7 +9,7 @@
 // Options.BaseURL points both at GitHub Enterprise Server or at
 // githubfake.
 //
-// Faults follow shared/GITHUB.md "Tokens and rate limits": 5xx and network
+// Faults follow docs/github.md "Tokens and rate limits": 5xx and network
 // errors are retried with bounded exponential backoff (idempotent requests
 // in the transport; creates by the operation, which first checks whether
 // the failed attempt took effect, so no duplicate comment or check run);

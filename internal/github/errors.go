@@ -126,7 +126,7 @@ func (e *APIError) Is(target error) bool {
 }
 
 // ValidationError is a request this package refused before sending it,
-// because GitHub would reject it (shared/GITHUB.md limits).
+// because GitHub would reject it (docs/github.md limits).
 type ValidationError struct {
 	Field   string // e.g. actions[0].label
 	Message string

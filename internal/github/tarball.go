@@ -18,7 +18,7 @@ import (
 // client that sends no credentials (the link carries its own token), and
 // the body is capped at Options.MaxTarballBytes (ErrTooLarge above it).
 // Extraction — refusing absolute paths, "..", links leaving the root and
-// oversize entries — is the caller's (shared/GITHUB.md).
+// oversize entries — is the caller's (docs/github.md).
 func (c *Client) DownloadTarball(ctx context.Context, repo Repo, ref string) ([]byte, error) {
 	what := fmt.Sprintf("downloading the tarball of %s@%s", repo, shortSHA(ref))
 	if ref == "" || strings.ContainsAny(ref, "?# \t\n") || strings.Contains(ref, "..") {

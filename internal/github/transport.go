@@ -34,7 +34,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// RetryPolicy bounds the retries of shared/GITHUB.md "Tokens and rate
+// RetryPolicy bounds the retries of docs/github.md "Tokens and rate
 // limits". Zero fields take the defaults shown.
 type RetryPolicy struct {
 	// Attempts for a 5xx or a network error, the first included (4).
@@ -155,7 +155,7 @@ func (t *retryTransport) plan(req *http.Request, resp *http.Response, err error,
 	return 0, "", false
 }
 
-// rateLimitWait reads a 403/429 the way shared/GITHUB.md says: retry-after
+// rateLimitWait reads a 403/429 the way docs/github.md says: retry-after
 // → that long; x-ratelimit-remaining: 0 → until x-ratelimit-reset; a
 // secondary limit naming no time (or a bare 429) → at least a minute,
 // doubling. Any other 403 (a permission refusal) is not a limit.

@@ -16,7 +16,7 @@ const (
 )
 
 // Requirement is a condition an apply needs besides write permission and a
-// plan for the pull request's current head (DESIGN.md apply step 1).
+// plan for the pull request's current head (docs/design.md apply step 1).
 type Requirement string
 
 // Requirements.

@@ -18,7 +18,7 @@ type Options struct {
 	// PriorState is the Terraform state v4 document the plan was made
 	// against (the run's snapshot; nil for none). The sensitive_attributes
 	// of its instances mark what they name, in the instance the plan
-	// changes and, by value, everywhere (TERRAFORM.md: Terraform's plan
+	// changes and, by value, everywhere (docs/terraform.md: Terraform's plan
 	// JSON alone leaves terraform_data's copy of a sensitive input
 	// unmarked); the values of its sensitive outputs are masked too.
 	PriorState []byte

@@ -3,7 +3,7 @@
 // resource instance its action (create, update, delete, replace and why,
 // read, forget; import and move besides), and per changed attribute its old
 // and new value, nested objects and arrays diffed element by element, as
-// Terraform's own renderer shows them (DESIGN.md "diff"; ADR 0044).
+// Terraform's own renderer shows them (docs/design.md "diff"; ADR 0044).
 //
 // It is pure: no exec, no I/O, no logging. Build makes a Diff from a plan
 // and the state it was made against; Marshal and Unmarshal store it (the
@@ -15,7 +15,7 @@
 // (before_sensitive, after_sensitive, a sensitive output), when the state's
 // sensitive_attributes mark it, and wherever the same value appears
 // unmarked: Terraform copies a sensitive terraform_data input into its
-// output without the mark and prints it (shared/TERRAFORM.md), and a
+// output without the mark and prints it (docs/terraform.md), and a
 // provider may do the same with a computed attribute. The values it masks
 // by equality are every leaf of a marked value, of a sensitive output and
 // of a sensitive root variable (the plan JSON's "variables" holds them in

@@ -80,7 +80,7 @@ func readRecorded(t *testing.T, name string) realPlan {
 // Terraform prints as changed is in the diff, the counts agree with its
 // "Plan:" line, and none of secrets appears in any rendering of the diff
 // (text, Markdown, JSON, the stored encoding) — while Terraform's own
-// rendering may show one (TERRAFORM.md: terraform_data's output).
+// rendering may show one (docs/terraform.md: terraform_data's output).
 func checkPlan(t *testing.T, rp realPlan, secrets []string) {
 	t.Helper()
 	plan, err := terraform.ParsePlanJSON(rp.planJSON)

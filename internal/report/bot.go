@@ -33,7 +33,7 @@ func Notice(w io.Writer, n BotNotice, o Options) error {
 }
 
 // BotRule is a rule klbot checks before it asks the engine to apply a plan
-// (DESIGN.md apply step 1); a refusal names it, in these words.
+// (docs/design.md apply step 1); a refusal names it, in these words.
 type BotRule string
 
 // klbot's apply rules.

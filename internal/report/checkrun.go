@@ -32,7 +32,7 @@ func (a Applying) refusesReverts(out *engine.PlanOutcome) bool {
 	return a.RevertFail && len(out.Run.Envelope.RevertsInDoubt()) > 0
 }
 
-// The Apply button of a plan check run (shared/GITHUB.md: a check-run
+// The Apply button of a plan check run (docs/github.md: a check-run
 // action's label is at most 20 characters, its description 40).
 const (
 	ApplyButtonLabel       = "Apply"

@@ -10,7 +10,7 @@ import (
 
 // What an apply run's status, markers and stored facts decide: the verdict
 // line, the refusal (rule, version, producing run, PR, address) and the
-// since-plan verdict under the default policy (DESIGN.md apply step 3).
+// since-plan verdict under the default policy (docs/design.md apply step 3).
 
 // ofKind returns the markers of run (any run if "") of the given kinds.
 func ofKind(ms []engine.Marker, run string, kinds ...engine.MarkerKind) []engine.Marker {
@@ -185,7 +185,7 @@ func findRun(rs []engine.Run, id string) *engine.Run {
 }
 
 // refusal is why an apply was refused, with the version, its producing
-// run and PR and the addresses that decided it (STYLE.md 8).
+// run and PR and the addresses that decided it (docs/style.md 8).
 type refusal struct {
 	rule   string
 	policy string // the rule in words

@@ -11,7 +11,7 @@ import (
 // envelope in brief (ADR D1) with the scope (targets, forced
 // replacements), change summary (per resource instance), write set and
 // read set (per resource address) with the widened prefixes and why,
-// reservation counts, the open plans it overlaps and how (DESIGN.md plan
+// reservation counts, the open plans it overlaps and how (docs/design.md plan
 // step 4), and the command that applies it; with out.Diff, the text and
 // JSON carry the plan's diff (ADR 0044) — the text right after the
 // envelope, Markdown not at all (DiffMarkdown, within the caller's budget).
@@ -138,7 +138,7 @@ func planJSON(out *engine.PlanOutcome) planDocument {
 // Footprint renders `kl footprint PLAN.json`: the change summary, write
 // set, read set, the widened prefixes with their reasons, whether the read
 // set is unverified and why (the configuration was not read), and the
-// reservation set an apply would take (DESIGN.md "footprint",
+// reservation set an apply would take (docs/design.md "footprint",
 // "reservation"). source names the plan JSON file as given.
 func Footprint(w io.Writer, source string, fp engine.Footprint, sum engine.PlanSummary, o Options) error {
 	rs := fp.Reservations()

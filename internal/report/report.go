@@ -5,7 +5,7 @@
 //   - Text for a terminal (`kl`): plain and aligned, with ANSI colour only
 //     when Options.Color says the output is a TTY;
 //   - Markdown for GitHub (check-run summary, sticky PR comment, Actions job
-//     summary), cut to GitHub's limits by Truncate (shared/GITHUB.md);
+//     summary), cut to GitHub's limits by Truncate (docs/github.md);
 //   - JSON: one versioned document per view ("schema": "kilolock/<view>/v1",
 //     documented in docs/json.md; fields are only ever added within v1).
 //
@@ -153,7 +153,7 @@ const (
 	SchemaError     = "kilolock/error/v1"
 )
 
-// GitHub's Markdown limits (shared/GITHUB.md).
+// GitHub's Markdown limits (docs/github.md).
 const (
 	// CheckRunSummaryLimit is the most characters of a check run's
 	// output.summary (and output.text).

@@ -7,7 +7,7 @@ import (
 )
 
 // Truncate cuts Markdown md to at most limit bytes for GitHub
-// (shared/GITHUB.md: a check run's summary holds 65535 characters, a
+// (docs/github.md: a check run's summary holds 65535 characters, a
 // comment 65536; bytes are never fewer than the characters GitHub counts,
 // so a byte limit is safe).
 //

@@ -12,7 +12,7 @@ import (
 // The words of Kilolock's reports, written once. Every fact, marker,
 // since-plan entry, overlap and deviation is put into words here; the text and
 // Markdown renderers lay the sentences out and the JSON documents carry
-// their plain text. Terms are DESIGN.md's "Words".
+// their plain text. Terms are docs/design.md's "Words".
 
 // inlineMax is how many addresses a sentence names before "and N more";
 // the full lists are in the footprint sections.
@@ -181,7 +181,7 @@ const (
 )
 
 // overlapConsequence says what one way of overlapping means at apply time
-// (DESIGN.md apply steps 2–3): a write reservation conflicts with anything
+// (docs/design.md apply steps 2–3): a write reservation conflicts with anything
 // on an overlapping address, so the two applies never run at once; what
 // the second one finds depends on what the first one committed.
 func overlapConsequence(how string) sentence {
@@ -426,7 +426,7 @@ func reencodedWords(set engine.AddressSet) string {
 // countWords counts an address set by what its addresses name — the one
 // phrasing of every count of addresses: "3 resources, 1 output", "2
 // resources", "1 output", "2 resources, 1 prefix" (a widened prefix such as
-// `module.shared.*`). Resources are counted at resource level (DESIGN.md
+// `module.shared.*`). Resources are counted at resource level (docs/design.md
 // "address"); the instances a plan changes are counted apart.
 func countWords(set engine.AddressSet) string {
 	var res, outs, prefixes int

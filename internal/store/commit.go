@@ -78,7 +78,7 @@ func (a Algorithms) CreateRun(ctx context.Context, r engine.Run) error {
 }
 
 // Commit is engine.Store.Commit over a.DB: it writes version head+1 of
-// req.State in ONE transaction (DESIGN.md apply step 6; ADR D5). It first
+// req.State in ONE transaction (docs/design.md apply step 6; ADR D5). It first
 // locks the state (Executor.LockState): another commit or acquisition on
 // the state — in this process or any other — waits until this one ends,
 // and then sees the head it wrote, so serials stay contiguous and no merge

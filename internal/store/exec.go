@@ -15,7 +15,7 @@ import (
 // pool, where each statement runs on its own.
 //
 // Errors: every method maps its driver's errors in the adapter's one mapping
-// function (STYLE.md 7) — a missing row is engine.ErrNotFound, a uniqueness
+// function (docs/style.md 7) — a missing row is engine.ErrNotFound, a uniqueness
 // collision engine.ErrConflict, a missing referenced state or run
 // engine.ErrNotFound, a violated CHECK engine.ErrInvalid. Times go in and
 // come out in UTC; an adapter may store them with microsecond precision.
@@ -38,7 +38,7 @@ type Executor interface {
 	InsertState(ctx context.Context, st engine.State) error
 	// LockState returns the named state with its head serial and locks it
 	// against every other LockState until the transaction ends: this lock
-	// serializes commits and acquisitions on one state (DESIGN.md apply
+	// serializes commits and acquisitions on one state (docs/design.md apply
 	// step 6). ErrNotFound if unknown.
 	LockState(ctx context.Context, name string) (engine.State, error)
 	// ReadState returns the named state without locking it. ErrNotFound if

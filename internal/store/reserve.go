@@ -14,7 +14,7 @@ import (
 // reservations of the state and inserts its own in the same transaction.
 // Every other Acquire on the state — in any process, on any connection —
 // waits on that lock and afterwards sees the rows the previous holder
-// inserted, so no conflicting pair can be held at once (DESIGN.md apply
+// inserted, so no conflicting pair can be held at once (docs/design.md apply
 // step 2).
 //
 // Only Acquire adds reservations. Renew extends a reservation only while it
@@ -23,7 +23,7 @@ import (
 // row before any check reads the state's reservations.
 
 // Acquire is engine.Store.Acquire over a.DB: it takes all of
-// req.Reservations for req.Run on req.State, or none (ADR D2, DESIGN.md
+// req.Reservations for req.Run on req.State, or none (ADR D2, docs/design.md
 // apply step 2). In one transaction it locks the state, reads the clock,
 // runs the lease sweep (sweep; it also locks req.Run), then checks the
 // request against the live reservations of other runs with
@@ -111,7 +111,7 @@ func (a Algorithms) Acquire(ctx context.Context, req engine.AcquireRequest) (eng
 	return out, nil
 }
 
-// describeBlockers fills each blocker's actor and PR from its run (STYLE.md
+// describeBlockers fills each blocker's actor and PR from its run (docs/style.md
 // 8: a refusal names the holding run, its PR and the addresses), and for a
 // fenced one when its Terraform started (ADR 0035).
 func describeBlockers(ctx context.Context, tx Executor, blockers []engine.Blocker) error {

@@ -8,7 +8,7 @@
 // compression and checks, request validation, the markers the store itself
 // writes, and the compatibility rules of a store shared by binaries of
 // several versions (compat.go, ADR 0048). Both adapters call these so that
-// they behave alike and pass the same storetest contract suite (STYLE.md
+// they behave alike and pass the same storetest contract suite (docs/style.md
 // 2). The package does no I/O of its own: only through an Executor.
 package store
 
@@ -79,7 +79,7 @@ func DecompressSnapshot(z []byte, size int64) ([]byte, error) {
 
 // CheckSnapshot checks that a snapshot about to be stored as version serial
 // of a state with lineage says so itself: Terraform compares exactly these
-// two fields when it applies a saved plan (TERRAFORM.md "Staleness"), so a
+// two fields when it applies a saved plan (docs/terraform.md "Staleness"), so a
 // version whose document disagrees would break every later apply. An empty
 // document (a state with no snapshot yet) and a document without the fields
 // pass; a document that is not a JSON object, or that disagrees, is
@@ -276,7 +276,7 @@ func InitVersion(init engine.NewState, now time.Time) engine.Version {
 // CommitProvenance returns the provenance a commit of run at serial stores:
 // Merge's, with CommittedSerial and Run filled in when Merge left them zero.
 // A CommittedSerial other than serial is engine.ErrInvalid: versions grow by
-// exactly one (DESIGN.md "version").
+// exactly one (docs/design.md "version").
 func CommitProvenance(p engine.Provenance, run string, serial int64) (engine.Provenance, error) {
 	if p.CommittedSerial == 0 {
 		p.CommittedSerial = serial

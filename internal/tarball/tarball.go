@@ -38,7 +38,7 @@ var ErrUnsafe = errors.New("unsafe repository archive")
 
 // Extract unpacks a GitHub repository tarball (.tar.gz) into root,
 // which must exist and be empty, stripping the archive's single top-level
-// directory ("owner-repo-sha/"). It refuses — shared/GITHUB.md "Extract
+// directory ("owner-repo-sha/"). It refuses — docs/github.md "Extract
 // tarballs refusing absolute paths, .., links leaving the root, and
 // oversize entries" — with an error wrapping ErrUnsafe:
 //

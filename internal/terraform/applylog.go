@@ -174,7 +174,7 @@ func (r *resourceRecord) result(addr string, steps int, named bool) engine.Resou
 }
 
 // maskTimeout bounds the `terraform show -json` that reads which values
-// to mask (0.1–2 s measured, 1 to 2,000 resources: TERRAFORM.md), which
+// to mask (0.1–2 s measured, 1 to 2,000 resources: docs/terraform.md), which
 // runs also after an interrupt.
 const maskTimeout = 30 * time.Second
 

@@ -14,7 +14,7 @@ import (
 )
 
 // ErrNoBinary is returned by FindBinary when neither KL_TERRAFORM nor a
-// terraform or tofu executable on PATH is found (DESIGN.md "Dependencies":
+// terraform or tofu executable on PATH is found (docs/design.md "Dependencies":
 // any terraform or tofu on PATH, KL_TERRAFORM overrides, `make tools`
 // installs Terraform 1.5.7 into ./bin).
 var ErrNoBinary = errors.New("no terraform binary found")

@@ -14,7 +14,7 @@ import (
 // Checkpoint timing (engine.ApplyRequest.Checkpoint).
 const (
 	// checkpointInterval is the least time between two looks at the state
-	// file: a big state (1.25 MB for 2000 resources — TERRAFORM.md) is read,
+	// file: a big state (1.25 MB for 2000 resources — docs/terraform.md) is read,
 	// hashed and, when changed, handed over at most this often.
 	checkpointInterval = 2 * time.Second
 	// checkpointSettle is how long after a resource completed the first look

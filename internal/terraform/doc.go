@@ -4,8 +4,8 @@
 //
 // The extraction half is pure: ParsePlanJSON reads `terraform show -json
 // PLANFILE` output, ExtractFootprint derives a plan's write set and read set
-// (shared/DESIGN.md "Words", shared/TERRAFORM.md "Plan JSON"), ExtractIntent
-// what a re-plan is compared on (DESIGN.md "intent"), and Summarize the
+// (docs/design.md "Words", docs/terraform.md "Plan JSON"), ExtractIntent
+// what a re-plan is compared on (docs/design.md "intent"), and Summarize the
 // counts a report shows. Footprint chains them for `kl footprint PLAN.json`.
 //
 // Linking this package makes a program the Runner's TF_VAR shim: on Unix

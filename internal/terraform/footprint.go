@@ -15,7 +15,7 @@ import (
 
 // ExtractOptions tunes ExtractFootprint. The zero value reads the plan JSON
 // alone, which does not export locals: every `local.X` then widens the read
-// set to its module prefix (shared/TERRAFORM.md "Plan JSON"); nor what
+// set to its module prefix (docs/terraform.md "Plan JSON"); nor what
 // dynamic blocks, lifecycle conditions and replace_triggered_by, and
 // provisioner connection blocks reference: where plan JSON leaves a trace of
 // them the module widens, and the footprint is marked Unverified unless
@@ -38,7 +38,7 @@ type ExtractOptions struct {
 	// cannot be found or parsed is widened to its prefix, with the reason.
 	ModulesManifest string
 	// RefreshOnly says the plan was made with -refresh-only, which its
-	// JSON does not say (TERRAFORM.md; RefreshOnlyView): PlanFootprint
+	// JSON does not say (docs/terraform.md; RefreshOnlyView): PlanFootprint
 	// then takes its write set from its resource_drift and counts those
 	// objects as Summary.Refresh (ADR 0045). ExtractFootprint ignores it:
 	// its caller passes the view.
@@ -87,7 +87,7 @@ func PlanFootprint(plan *tfjson.Plan, opts ExtractOptions) (engine.Footprint, en
 // NotRefreshOnly returns an error wrapping engine.ErrInvalid when plan
 // cannot have been made with -refresh-only: its resource_changes hold
 // entries whose actions are not no-op (Terraform 1.11 writes no
-// resource_changes at all for `plan -refresh-only`: TERRAFORM.md,
+// resource_changes at all for `plan -refresh-only`: docs/terraform.md,
 // RefreshOnlyView). The error counts them and names the first three with
 // their actions. Nil for a plan without such entries, and for nil.
 func NotRefreshOnly(plan *tfjson.Plan) error {
@@ -119,8 +119,8 @@ func NotRefreshOnly(plan *tfjson.Plan) error {
 		"its write set is its resource_changes: leave out --refresh-only", n, strings.Join(named, ", "), more)
 }
 
-// ExtractFootprint derives a plan's write set and read set (shared/DESIGN.md
-// "write set", "read set"; shared/TERRAFORM.md "Plan JSON").
+// ExtractFootprint derives a plan's write set and read set (docs/design.md
+// "write set", "read set"; docs/terraform.md "Plan JSON").
 //
 // Write: every resource_changes entry whose actions are not no-op (data
 // source reads included), both addresses of a move (previous_address, even
@@ -135,7 +135,7 @@ func NotRefreshOnly(plan *tfjson.Plan) error {
 // every enclosing module call; for a resource whose configuration is gone
 // (a delete, the old address of a move), its depends_on in prior_state. For
 // a configured resource prior_state's depends_on is not read: it is
-// transitive (TERRAFORM.md "Plan JSON"), while a planned value depends only
+// transitive (docs/terraform.md "Plan JSON"), while a planned value depends only
 // on the state of what its configuration references directly — a deeper
 // dependency reaches it only through a resource that is itself written, and
 // whose own references are then read. Reading it would widen the read set to

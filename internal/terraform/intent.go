@@ -15,11 +15,11 @@ import (
 
 // UnknownValue is what an unknown planned value ("known after apply") is
 // replaced with before an intent digest is taken: two plans whose values are
-// both unknown at one place compare equal there (DESIGN.md "intent").
+// both unknown at one place compare equal there (docs/design.md "intent").
 const UnknownValue = "(known after apply)"
 
 // ExtractIntent returns what a plan would do, for comparing a re-plan with
-// the reviewed plan (shared/DESIGN.md "intent"; ADR D4).
+// the reviewed plan (docs/design.md "intent"; ADR D4).
 //
 // Changes is keyed by instance address (resource_changes[].address, with
 // " (deposed KEY)" appended for a deposed object) for every change that

@@ -16,7 +16,7 @@ import (
 )
 
 // hclLoader finds and parses module directories on demand, for
-// ExtractOptions.ConfigDir: locals are not in plan JSON (shared/TERRAFORM.md
+// ExtractOptions.ConfigDir: locals are not in plan JSON (docs/terraform.md
 // "Plan JSON"), so they are read from the configuration itself.
 type hclLoader struct {
 	rootDir     string

@@ -14,12 +14,12 @@ import (
 var _ engine.UpgradedSnapshotReader = (*Runner)(nil)
 
 // maxPlanStateBytes caps the "tfstate" entry InspectPlanFile reads: it is the
-// whole prior state (TERRAFORM.md: 1.25 MB for 2000 resources).
+// whole prior state (docs/terraform.md: 1.25 MB for 2000 resources).
 const maxPlanStateBytes = 512 << 20
 
 // InspectPlanFile reads the lineage, serial and terraform_version of the
 // state snapshot a saved plan was made against: the JSON "tfstate" entry of
-// the plan file, which is a zip (TERRAFORM.md "Plan JSON": the plan JSON has
+// the plan file, which is a zip (docs/terraform.md "Plan JSON": the plan JSON has
 // no serial or lineage, the saved plan file does). A plan made with no prior
 // state has lineage "" and serial 0. Errors wrap engine.ErrInvalid and say
 // what is wrong: not a zip, no tfstate entry, tfstate not JSON.

@@ -14,7 +14,7 @@ import (
 )
 
 // ParsePlanJSON decodes and validates the output of `terraform show -json
-// PLANFILE` (shared/TERRAFORM.md "Plan JSON"), Terraform 0.12 to 1.x.
+// PLANFILE` (docs/terraform.md "Plan JSON"), Terraform 0.12 to 1.x.
 //
 // Numbers in planned values are kept as json.Number so that ExtractIntent
 // digests them exactly. Nested blocks that terraform-json drops while decoding

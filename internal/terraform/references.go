@@ -15,7 +15,7 @@ import (
 )
 
 // How a reference made in module M resolves (relative to M, as in plan
-// JSON's configuration; shared/TERRAFORM.md "Plan JSON"):
+// JSON's configuration; docs/terraform.md "Plan JSON"):
 //
 //	TYPE.NAME[…]…        the resource M.TYPE.NAME
 //	data.T.N…            the data source M.data.T.N, and transitively what its

@@ -80,7 +80,7 @@ type RunnerOptions struct {
 // Runner runs Terraform through terraform-exec for one run at a time in an
 // isolated work dir per call (WorkRoot/<run id>/: its own TF_DATA_DIR, its
 // own config copy and a local backend whose path is its own snapshot file —
-// TERRAFORM.md "Running many Terraform processes on one state safely"). It
+// docs/terraform.md "Running many Terraform processes on one state safely"). It
 // implements engine.Terraform and is safe for concurrent use by different
 // runs; two calls for the same run id at once fail with engine.ErrConflict.
 type Runner struct {
@@ -531,7 +531,7 @@ func (r *Runner) derivePlan(plan *tfjson.Plan, w workDir, req engine.PlanRequest
 // .terraform.lock.hcl, so init selects the providers the plan was made
 // with), runs `init` with the same relative backend path as the plan, and
 // `apply -json plan.tfplan`. Terraform checks the snapshot's lineage and
-// serial against the plan's (TERRAFORM.md "Staleness").
+// serial against the plan's (docs/terraform.md "Staleness").
 //
 // The result is never nil: State holds the state file after the call — what
 // Terraform wrote, also when the apply failed or was cancelled (Terraform

@@ -60,7 +60,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// snapshot returns a state v4 document with no resources (TERRAFORM.md: a
+// snapshot returns a state v4 document with no resources (docs/terraform.md: a
 // serial-0 empty state is accepted).
 func snapshot(lineage string, serial int64) []byte {
 	return fmt.Appendf(nil, `{"version":4,"terraform_version":"1.5.7","serial":%d,"lineage":%q,"outputs":{},"resources":[]}`, serial, lineage)

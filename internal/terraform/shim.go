@@ -15,7 +15,7 @@ import (
 // own variables included (KL_STORE, klbot's key). Passing the values as
 // -var would put them on a command line (ps, /proc/PID/cmdline), and a
 // generated *.auto.tfvars would raise their precedence above terraform.tfvars
-// (TERRAFORM.md). So when the caller's environment holds TF_VAR_*, the
+// (docs/terraform.md). So when the caller's environment holds TF_VAR_*, the
 // Runner gives terraform-exec this program itself as the executable, with
 // the real binary in ShimExecVar and each TF_VAR_NAME=VALUE renamed to
 // ShimVarPrefix+NAME=VALUE (names terraform-exec accepts); the shim, started

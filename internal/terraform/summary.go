@@ -12,7 +12,7 @@ import (
 // read, Move for every entry with previous_address (counted besides its
 // action), Outputs for root output changes that are not no-op. Targets is
 // true when Terraform said the plan is incomplete ("complete": false, from
-// Terraform 1.8; a targeted plan, shared/TERRAFORM.md "Plan JSON"). Forget
+// Terraform 1.8; a targeted plan, docs/terraform.md "Plan JSON"). Forget
 // counts "forget" (removed blocks that keep the object), Import every entry
 // with change.importing (counted besides its action). Refresh-only changes (resource_drift)
 // are not counted: the JSON does not say a plan is refresh-only, and the

@@ -17,7 +17,7 @@ import (
 // overrideFileName is the override file Kilolock writes into the root module
 // copy. An override file replaces the user's own backend block (s3, …):
 // Kilolock owns the state, and the run's state is its snapshot file
-// (TERRAFORM.md "Running many Terraform processes on one state safely").
+// (docs/terraform.md "Running many Terraform processes on one state safely").
 const overrideFileName = "zz_kilolock_backend_override.tf"
 
 // overrideFile is its content. The backend block must be on its own line:
@@ -210,7 +210,7 @@ func restrictWorkDir(dir string) error {
 // the form recorded in the plan, identical in every work dir of the same
 // archive. A plan records a relative backend path and `apply PLANFILE` from
 // another work dir with the same layout writes that work dir's snapshot
-// (TERRAFORM.md facts, verified with 1.11.4).
+// (docs/terraform.md facts, verified with 1.11.4).
 func (w workDir) rel(target string) string {
 	r, err := filepath.Rel(w.Root, target)
 	if err != nil { // both are absolute below Dir: cannot happen
@@ -297,7 +297,7 @@ func applyOptions(w workDir, parallelism int) []tfexec.ApplyOption {
 // from the caller's environment (KEY=VALUE entries; a later entry wins over
 // an earlier one of the same key): terraform-exec's SetEnv REPLACES the
 // environment and refuses TF_IN_AUTOMATION, TF_INPUT, TF_CLI_ARGS*,
-// TF_VAR_*, TF_WORKSPACE, TF_LOG* and a few more (TERRAFORM.md). TF_VAR_*
+// TF_VAR_*, TF_WORKSPACE, TF_LOG* and a few more (docs/terraform.md). TF_VAR_*
 // are returned apart in vars (key TF_VAR_NAME), for the shim (shim.go); the
 // other refused ones are dropped (returned sorted in dropped). TF_DATA_DIR
 // is the run's data dir; CHECKPOINT_DISABLE=1 unless the caller set it (no

@@ -12,11 +12,11 @@ const (
 )
 
 // OutputPrefix starts the address of a root output: "output.NAME"
-// (TERRAFORM.md "Plan JSON": a changed output is part of the write set).
+// (docs/terraform.md "Plan JSON": a changed output is part of the write set).
 const OutputPrefix = "output."
 
 // ResourceAddress returns the resource-level address of a state entry, the
-// way engine.ParseAddress spells it (DESIGN.md "address"): the module path
+// way engine.ParseAddress spells it (docs/design.md "address"): the module path
 // with module instance keys stripped, "data." for data sources, then type
 // and name. Examples:
 //

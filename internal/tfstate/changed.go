@@ -12,7 +12,7 @@ import (
 // whose state entries differ between base and result: added, removed, or
 // any entry of the address differs — an address groups one entry per module
 // instance, and the whole group is compared. This is "what an apply
-// changed" (DESIGN.md apply step 5) and the unplanned changes Merge looks at.
+// changed" (docs/design.md apply step 5) and the unplanned changes Merge looks at.
 //
 // Comparison is semantic, not by bytes: each entry is compared as decoded
 // JSON (object key order and white space do not matter; numbers compare by
@@ -31,7 +31,7 @@ func Changed(base, result *State) []string {
 // saved plan's "tfstate-prev"), and result's entries of the address equal
 // upgraded's. That is what Terraform writes for an instance whose planned
 // action was no-op and whose refresh found nothing, once a provider raised
-// its schema version (TERRAFORM.md): the object is what it was, stored
+// its schema version (docs/terraform.md): the object is what it was, stored
 // anew — representation, not change (ADR 0038). A difference the refresh
 // found (drift), new dependencies, a taint or a new object is not. Nil when
 // upgraded is nil.

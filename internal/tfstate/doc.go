@@ -7,7 +7,7 @@
 //   - find what a run changed (Changed): the resource-level addresses whose
 //     state entries differ between the snapshot a plan was made from and the
 //     state Terraform wrote;
-//   - commit a terraform-lane run by snapshot-merge (Merge, shared/TERRAFORM.md
+//   - commit a terraform-lane run by snapshot-merge (Merge, docs/terraform.md
 //     "Snapshot-merge"): copy the head, replace the entries of the addresses the
 //     run wrote with the run's, and take unplanned changes only where the head
 //     has not moved since the plan (no lost update).
@@ -24,6 +24,6 @@
 // "output.NAME"); this package returns plain strings and must not import the
 // engine, which imports it.
 //
-// States hold secrets in plain text (TERRAFORM.md "Snapshot-merge"): nothing
+// States hold secrets in plain text (docs/terraform.md "Snapshot-merge"): nothing
 // here logs or prints attribute values, and errors name addresses only.
 package tfstate

@@ -49,8 +49,8 @@ type MergeReport struct {
 	Reencoded []string
 }
 
-// Merge commits a terraform-lane run by snapshot-merge (TERRAFORM.md
-// "Snapshot-merge"; DESIGN.md apply step 6). head is the state's current
+// Merge commits a terraform-lane run by snapshot-merge (docs/terraform.md
+// "Snapshot-merge"; docs/design.md apply step 6). head is the state's current
 // head, base the snapshot the run's plan was made from, result the state
 // Terraform wrote when applying it, written the run's write set, serial the
 // serial of the new version (head + 1).

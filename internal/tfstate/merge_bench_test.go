@@ -47,7 +47,7 @@ func mergeSetup(b *testing.B) (head, base, result *tfstate.State, written []stri
 }
 
 // yardstick times one json.Valid pass over the 10,000-resource document,
-// best of five: the baseline that ratios are printed against (STYLE.md 16),
+// best of five: the baseline that ratios are printed against (docs/style.md 16),
 // so numbers from a loaded or slower machine stay comparable.
 func yardstick(b *testing.B, s *tfstate.State) time.Duration {
 	b.Helper()

@@ -62,7 +62,7 @@ type State struct {
 	// state ("1.11.4"); may be empty.
 	TerraformVersion string
 	// Serial grows with every write of the state; Kilolock commits head+1
-	// (TERRAFORM.md "Staleness as Terraform sees it").
+	// (docs/terraform.md "Staleness as Terraform sees it").
 	Serial int64
 	// Lineage identifies the state across all its serials; Terraform refuses
 	// a saved plan made against another lineage.
@@ -73,7 +73,7 @@ type State struct {
 	// mode, type, name), each with all its instances.
 	Resources []Resource
 	// CheckResults is the raw "check_results" value (nil for null). Merge
-	// clears it (TERRAFORM.md "Snapshot-merge"): Terraform recomputes it on the
+	// clears it (docs/terraform.md "Snapshot-merge"): Terraform recomputes it on the
 	// next plan.
 	CheckResults json.RawMessage
 	// Extra holds top-level fields this package does not know, raw, written

@@ -9,7 +9,7 @@ import (
 
 // TerraformDataProvider is the provider address Terraform writes for the
 // built-in terraform_data resource (no provider download needed —
-// TERRAFORM.md "Running many Terraform processes on one state safely").
+// docs/terraform.md "Running many Terraform processes on one state safely").
 const TerraformDataProvider = `provider["terraform.io/builtin/terraform"]`
 
 // SynthesizeTerraformData returns a state of n terraform_data resources, a

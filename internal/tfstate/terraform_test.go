@@ -16,7 +16,7 @@ import (
 )
 
 // terraformBinary returns KL_TERRAFORM, else terraform or tofu from PATH,
-// and skips the test when there is none (STYLE.md 14: real Terraform).
+// and skips the test when there is none (docs/style.md 14: real Terraform).
 func terraformBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("KL_TERRAFORM"); p != "" {
@@ -33,7 +33,7 @@ func terraformBinary(t *testing.T) string {
 
 // workDir is one isolated Terraform working directory with its own
 // TF_DATA_DIR and a local backend whose path is its own state file
-// (TERRAFORM.md "Running many Terraform processes on one state safely").
+// (docs/terraform.md "Running many Terraform processes on one state safely").
 type workDir struct {
 	t     *testing.T
 	bin   string
@@ -202,7 +202,7 @@ resource "terraform_data" "n" {
 	}
 }
 
-// planWriteSet derives a plan's write set the way DESIGN.md defines it:
+// planWriteSet derives a plan's write set the way docs/design.md defines it:
 // resource_changes whose actions are not no-op, both addresses of a move
 // (previous_address), and changed root outputs — at resource level.
 func planWriteSet(t *testing.T, planJSON string) []string {
@@ -240,7 +240,7 @@ func planWriteSet(t *testing.T, planJSON string) []string {
 }
 
 // TestSnapshotMergeWithRealTerraform proves snapshot-merge with the real
-// binary (TERRAFORM.md "Snapshot-merge"): two runs apply disjoint edits to
+// binary (docs/terraform.md "Snapshot-merge"): two runs apply disjoint edits to
 // their own copies of one base state; merging both into the head gives a
 // state on which `terraform plan` of the union configuration reports no
 // changes — nothing lost, nothing stale.

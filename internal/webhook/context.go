@@ -7,7 +7,7 @@ import (
 
 // RequestKeys returns d's request keys as slog attributes, for
 // logger.With(RequestKeys(d)...): delivery and event always; action,
-// installation, repo and pr when set (STYLE.md 11). internal/bot attaches
+// installation, repo and pr when set (docs/style.md 11). internal/bot attaches
 // the same keys to job logs.
 func RequestKeys(d Delivery) []any {
 	keys := make([]any, 0, 6)
@@ -68,7 +68,7 @@ func RequestKeysFrom(ctx context.Context) []any {
 
 // DetachedContext returns a fresh context for async work started from a
 // webhook request: it carries only ctx's request logger and request keys —
-// not its cancellation, deadline or other values (STYLE.md 9, after
+// not its cancellation, deadline or other values (docs/style.md 9, after
 // palantir/go-githubapp's scheduler). The caller bounds it.
 func DetachedContext(ctx context.Context) context.Context {
 	rl, ok := ctx.Value(ctxKey{}).(requestLog)

@@ -1,7 +1,7 @@
 // Package webhook is the HTTP front of klbot: it verifies, parses and
 // routes a GitHub webhook delivery to a Sink, and answers GitHub fast.
 //
-// A request goes through, in order (shared/GITHUB.md "Webhooks"):
+// A request goes through, in order (docs/github.md "Webhooks"):
 //
 //	POST only                                   → 405
 //	body read through http.MaxBytesReader       → 413 over the cap (25 MB)
@@ -127,7 +127,7 @@ type Sink interface {
 // HandlerConfig configures NewHandler.
 type HandlerConfig struct {
 	// Secret is the webhook secret (required: NewHandler refuses to start
-	// without one, shared/GITHUB.md).
+	// without one, docs/github.md).
 	Secret []byte
 	// PreviousSecret (optional; empty means none) is the secret being
 	// replaced while the App's webhook secret is changed on GitHub: a
@@ -465,7 +465,7 @@ const (
 // secret matched (secretCurrent, secretPrevious), or a rejection reason
 // and message. Only "sha256=" and 64 hex digits is accepted:
 // github.ValidateSignature alone would take a "sha1=" value, and SHA-1 is
-// refused (shared/GITHUB.md). Messages never echo the signature or a
+// refused (docs/github.md). Messages never echo the signature or a
 // secret.
 func (h *Handler) verify(hdr http.Header, body []byte) (matched, reason, msg string) {
 	sigs := hdr.Values(SignatureHeader)

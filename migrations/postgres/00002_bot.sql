@@ -8,7 +8,7 @@
 -- +goose Up
 
 -- klbot_deliveries: every webhook delivery accepted, by X-GitHub-Delivery
--- (shared/GITHUB.md: a redelivery carries the same id). Sink.Accept inserts
+-- (docs/github.md: a redelivery carries the same id). Sink.Accept inserts
 -- the row and the delivery's jobs in one transaction; ON CONFLICT DO NOTHING
 -- tells a redelivery.
 CREATE TABLE klbot_deliveries (

@@ -4,7 +4,7 @@
 
 -- +goose Up
 
--- states: one Terraform state Kilolock owns (DESIGN.md "state").
+-- states: one Terraform state Kilolock owns (docs/design.md "state").
 -- head_serial is the serial of the newest version; a commit writes
 -- head_serial+1 and moves it in the same transaction.
 CREATE TABLE states (
@@ -14,7 +14,7 @@ CREATE TABLE states (
     created_at  INTEGER NOT NULL
 ) STRICT;
 
--- versions: immutable snapshots of a state (DESIGN.md "version").
+-- versions: immutable snapshots of a state (docs/design.md "version").
 -- provenance is the JSON of engine.Provenance (ADR D5); size is the
 -- uncompressed snapshot length in bytes; snapshot is the Terraform state v4
 -- document, gzip-compressed, kept as the LAST column so listing versions
@@ -44,7 +44,7 @@ CREATE TABLE version_changes (
 -- "which versions changed address A since serial N".
 CREATE INDEX version_changes_by_address ON version_changes (state, address, serial);
 
--- runs: one plan or one apply (DESIGN.md "run"); id is a ULID, so ORDER BY id
+-- runs: one plan or one apply (docs/design.md "run"); id is a ULID, so ORDER BY id
 -- is creation order. The columns are the queryable projection of the run;
 -- body is the JSON of the whole engine.Run (envelope, allowed-because facts,
 -- since-plan, ...) and is written together with the columns, from the same
@@ -90,7 +90,7 @@ CREATE TABLE artifacts (
     PRIMARY KEY (run, name)
 ) STRICT;
 
--- reservations: (state, address, mode, holder run, lease) claims (DESIGN.md
+-- reservations: (state, address, mode, holder run, lease) claims (docs/design.md
 -- "reservation"). holder is the JSON of engine.Holder. A row whose
 -- expires_at has passed is dead: it is deleted, and its run marked
 -- lease-expired, by the next write transaction that sweeps leases.

@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// GitHub's rule for an app JWT (shared/GITHUB.md "Tokens and rate limits"):
+// GitHub's rule for an app JWT (docs/github.md "Tokens and rate limits"):
 // RS256, iss = app id, exp at most 10 minutes ahead. Installation tokens
 // live one hour.
 const (

@@ -10,7 +10,7 @@
 // 422 {"message":"Validation Failed","errors":[…],"documentation_url":…};
 // unparsable JSON → 400 "Problems parsing JSON". On top of the description
 // it enforces GitHub rules the description does not carry
-// (shared/GITHUB.md): comment bodies ≤ 65536 characters, no conclusion
+// (docs/github.md): comment bodies ≤ 65536 characters, no conclusion
 // "stale", status "completed" needs a conclusion, a check run's head_sha
 // must be a 40-hex commit SHA ("No commit found for SHA").
 //

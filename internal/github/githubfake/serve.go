@@ -13,7 +13,7 @@ import (
 )
 
 // maxCommentBody is GitHub's limit on an issue comment body; the OpenAPI
-// description does not carry it (shared/GITHUB.md "Comments").
+// description does not carry it (docs/github.md "Comments").
 const maxCommentBody = 65536
 
 // call is one routed API request.

@@ -1,4 +1,4 @@
-// Package pgtest gives tests a real PostgreSQL server (STYLE.md 14): the one
+// Package pgtest gives tests a real PostgreSQL server (docs/style.md 14): the one
 // named by TEST_DATABASE_URL, or else ONE throwaway cluster per test binary
 // that the harness makes itself with initdb and runs from a temp dir (as the
 // postgres user when the tests run as root), trust auth, a free loopback

@@ -126,7 +126,7 @@ func TestOpenErrors(t *testing.T) {
 				t.Errorf("Open: %q shows the password", msg)
 			}
 			if msg[0] < 'a' || msg[0] > 'z' {
-				t.Errorf("Open: %q should start lowercase (STYLE.md 7)", msg)
+				t.Errorf("Open: %q should start lowercase (docs/style.md 7)", msg)
 			}
 		})
 	}

@@ -1,5 +1,5 @@
 // Package postgres is the engine.Store for teams: one PostgreSQL database
-// shared by many kl processes and by klbot's replicas (DESIGN.md "Two
+// shared by many kl processes and by klbot's replicas (docs/design.md "Two
 // programs"). It uses github.com/jackc/pgx/v5 through a pgxpool.Pool.
 //
 // Safety comes from PostgreSQL, never from an in-process mutex. Every write
@@ -269,7 +269,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// mapErr maps pgx errors onto the engine's sentinels (STYLE.md 7), keeping
+// mapErr maps pgx errors onto the engine's sentinels (docs/style.md 7), keeping
 // the driver error in the chain: no row → engine.ErrNotFound; unique
 // violation (23505) → engine.ErrConflict; foreign-key violation (23503: the
 // referenced state or run is missing) → engine.ErrNotFound; check violation

@@ -17,7 +17,7 @@ import (
 // transaction. Every other Acquire on the state — in any process, on any
 // connection — waits on that lock, and READ COMMITTED gives each statement
 // after the wait a fresh snapshot, so it sees the rows the previous holder
-// inserted. No conflicting pair can therefore be held at once (DESIGN.md
+// inserted. No conflicting pair can therefore be held at once (docs/design.md
 // apply step 2).
 //
 // Only Acquire adds reservations. Renew can extend a reservation only while

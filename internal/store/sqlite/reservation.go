@@ -13,7 +13,7 @@ import (
 // Reservations are rows; the write transaction is the only guard. Acquire
 // reads the live reservations of the state and inserts its own in the same
 // IMMEDIATE transaction, so no other writer — goroutine or process — can
-// insert a conflicting row in between (DESIGN.md apply step 2). The
+// insert a conflicting row in between (docs/design.md apply step 2). The
 // algorithms are store's (store.Acquire, store.Renew, store.Release,
 // store.ExpireLeases); this file holds their statements.
 

@@ -1,5 +1,5 @@
 // Package sqlite is the embedded engine.Store: one SQLite file, so kl works
-// on a laptop with nothing else installed (DESIGN.md "Two programs"). It uses
+// on a laptop with nothing else installed (docs/design.md "Two programs"). It uses
 // modernc.org/sqlite (pure Go, no cgo) through database/sql.
 //
 // Several kl PROCESSES may share one file. Safety comes from SQLite itself,
@@ -7,7 +7,7 @@
 // not block the writer), every write transaction begins IMMEDIATE so it takes
 // the single write lock before it reads anything (no read-then-upgrade
 // deadlock, no lost update), and busy_timeout makes a writer wait for the
-// lock instead of failing. A commit's "lock the state head" (DESIGN.md apply
+// lock instead of failing. A commit's "lock the state head" (docs/design.md apply
 // step 6) is that write lock.
 //
 // The schema is migrations/sqlite, applied with goose at Open.
@@ -486,7 +486,7 @@ func (s *Store) Close() error {
 // now is the store's clock in UTC.
 func (s *Store) now() time.Time { return s.clock().UTC() }
 
-// mapErr maps driver errors onto the engine's sentinels (STYLE.md 7), keeping
+// mapErr maps driver errors onto the engine's sentinels (docs/style.md 7), keeping
 // the driver error in the chain: no row → engine.ErrNotFound; a UNIQUE or
 // PRIMARY KEY violation → engine.ErrConflict; a FOREIGN KEY violation (the
 // referenced state or run is missing) → engine.ErrNotFound; SQLITE_BUSY or

@@ -1,5 +1,5 @@
 // Package storebench measures the two engine.Store adapters side by side
-// (STYLE.md 16: figures and ratios, never asserted): the since-plan read
+// (docs/style.md 16: figures and ratios, never asserted): the since-plan read
 // (VersionsAfter) and a history page (History) on a state with 100,000
 // versions and 1,000,000 changed-address rows, as p50 and p99 latencies, and
 // reservation throughput — acquire and release by 32 concurrent holders —

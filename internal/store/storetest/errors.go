@@ -84,7 +84,7 @@ func testErrors(t *testing.T, newStore func(t *testing.T) engine.Store) {
 					}
 				}
 				if msg := err.Error(); msg == "" || unicode.IsUpper([]rune(msg)[0]) {
-					t.Fatalf("%s: error %q should start lowercase (STYLE.md 7)", name, msg)
+					t.Fatalf("%s: error %q should start lowercase (docs/style.md 7)", name, msg)
 				}
 			})
 		}

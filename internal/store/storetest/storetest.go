@@ -1,5 +1,5 @@
 // Package storetest is the contract suite every engine.Store adapter must
-// pass (STYLE.md 2, modelled on River's riverdrivertest.Exercise): the
+// pass (docs/style.md 2, modelled on River's riverdrivertest.Exercise): the
 // sqlite package runs it against a temp file, the postgres package against a
 // real server. A behaviour one store has and the other lacks is a bug, so a
 // new rule of engine.Store gets its test here, not in an adapter.
