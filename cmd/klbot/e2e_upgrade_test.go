@@ -116,6 +116,10 @@ func upgradePRs(t *testing.T) []pr {
 	for i, e := range edits {
 		prs = append(prs, pr{i + 1, sha(i + 1), change(t, e), []string{e[0]}})
 	}
+	// Pull request 7 is opened after 1–6 are applied: its branch holds
+	// their changes, so its plan sets none of them back (ADR 0046).
+	last := len(prs) - 1
+	prs[last].files = change(t, edits...)
 	return prs
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kilolock/kilolock/internal/store"
 )
 
 // TestOlderKlOnARaisedStore (ADR 0048): on a store whose compatibility
@@ -69,7 +71,7 @@ func TestOlderKlOnARaisedStore(t *testing.T) {
 			t.Errorf("kl %s on a store at a higher level: exit code %d (%v), want 1", name, r.code(), r.err)
 			continue
 		}
-		for _, want := range []string{"(version dev, compatibility level 1) must not write to this store",
+		for _, want := range []string{"(version " + store.BinaryVersion + ", compatibility level 1) must not write to this store",
 			"its compatibility level is 2, raised by version 0.3.0", "(fence rules changed)", "upgrade to version 0.3.0 or later"} {
 			if !strings.Contains(r.err.Error(), want) {
 				t.Errorf("kl %s: %q does not say %q", name, r.err, want)
