@@ -27,6 +27,26 @@ type defaultStore struct {
 	// found: DIR/.kl exists; otherwise path is the working directory's,
 	// where kl state init creates a new store.
 	found bool
+	// unused is a .kl/ beyond where the search stopped (stop: the
+	// directory it did not enter; why: the rule), which kl does not use;
+	// all "" when there is none.
+	stop, why, unused string
+}
+
+// klAbove is the nearest .kl directory at or above dir, "" for none: one
+// the search stopped short of, which the notice names so that nobody
+// wonders why it is not used.
+func klAbove(dir string) string {
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, storeDirName)); err == nil && fi.IsDir() {
+			return filepath.Join(dir, storeDirName)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 // discovery is the search for the default store (ADR 0049): from wd
@@ -55,14 +75,26 @@ func newDiscovery(ceilings []string, home string) (discovery, error) {
 	if err != nil {
 		return discovery{}, fmt.Errorf("finding the default store: reading the working directory: %w", err)
 	}
-	d := discovery{wd: filepath.Clean(wd), euid: os.Geteuid(), owner: fileOwner}
+	// Paths are compared resolved, as git resolves its ceilings: a
+	// symbolic link in the working directory, a ceiling or $HOME (macOS's
+	// /tmp is /private/tmp) must not carry the search past a boundary.
+	d := discovery{wd: realPath(wd), euid: os.Geteuid(), owner: fileOwner}
 	for _, c := range ceilings {
-		d.ceilings = append(d.ceilings, filepath.Clean(c))
+		d.ceilings = append(d.ceilings, realPath(c))
 	}
 	if filepath.IsAbs(home) {
-		d.ceilings = append(d.ceilings, filepath.Dir(filepath.Clean(home)))
+		d.ceilings = append(d.ceilings, filepath.Dir(realPath(home)))
 	}
 	return d, nil
+}
+
+// realPath is path with its symbolic links resolved, cleaned; path itself,
+// cleaned, when it cannot be resolved (it need not exist).
+func realPath(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return filepath.Clean(r)
+	}
+	return filepath.Clean(path)
 }
 
 // find returns the default store; an error when the nearest .kl/ is not
@@ -87,20 +119,29 @@ func (d discovery) find() (defaultStore, error) {
 			return here, nil // a directory kl may not search: a boundary
 		}
 		parent := filepath.Dir(dir)
-		if parent == dir || slices.Contains(d.ceilings, parent) {
+		stop := func(why string) (defaultStore, error) {
+			if above := klAbove(parent); above != "" {
+				here.stop, here.why, here.unused = parent, why, above
+			}
 			return here, nil
+		}
+		if parent == dir {
+			return here, nil
+		}
+		if slices.Contains(d.ceilings, parent) {
+			return stop("a ceiling: KL_CEILING_DIRECTORIES or the parent of $HOME")
 		}
 		pfi, err := os.Stat(parent)
 		if err != nil {
-			return here, nil
+			return stop("kl cannot read it")
 		}
 		if uid, ok := d.owner(parent, pfi); owned && ok && uid != wdOwner {
-			return here, nil // the owner changes: a shared parent
+			return stop(fmt.Sprintf("owned by uid %d, not by the working directory's owner", uid)) // a shared parent
 		}
 		if pfi.Mode().Perm()&0o002 != 0 {
 			// Writable by everyone (/tmp, /var/tmp, /dev/shm): anyone may
 			// have made its .kl/, and as root every owner is the same.
-			return here, nil
+			return stop("everyone may write to it")
 		}
 		dir = parent
 	}
@@ -125,6 +166,8 @@ func (d discovery) trusted(kl string, fi fs.FileInfo, wdOwner int, owned, above 
 // where says, in words, how the search chose the store's directory.
 func (s defaultStore) where() string {
 	switch {
+	case !s.found && s.unused != "":
+		return fmt.Sprintf("no .kl/ in the working directory or above it; %s is not used: the search does not enter %s (%s)", s.unused, s.stop, s.why)
 	case !s.found:
 		return "no .kl/ in the working directory or above it"
 	case s.above:

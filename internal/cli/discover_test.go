@@ -157,6 +157,29 @@ func TestStoreStopsAtSharedDirectory(t *testing.T) {
 	}
 }
 
+// TestStoreCeilingThroughSymlink: a ceiling named through a symbolic link,
+// or a working directory reached through one, stops the search as the
+// same path would (paths compare resolved, as git's ceilings do; ADR 0049).
+func TestStoreCeilingThroughSymlink(t *testing.T) {
+	base := t.TempDir()
+	a := filepath.Join(base, "a")
+	sub := filepath.Join(a, "b")
+	mkdirs(t, sub)
+	link := filepath.Join(base, "alink")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	env := discoverEnv(base)
+	klOK(t, a, env, "state", "init", "above")
+	for _, tc := range []struct{ wd, ceiling string }{{sub, link}, {filepath.Join(link, "b"), a}} {
+		r := klIn(t, tc.wd, append(env, "KL_CEILING_DIRECTORIES="+tc.ceiling), "state", "list")
+		if r.err == nil || !strings.Contains(r.err.Error(), "no Kilolock store at") ||
+			!strings.Contains(r.err.Error(), filepath.Join(a, ".kl")+" is not used: the search does not enter "+a+" (a ceiling") {
+			t.Errorf("kl in %s with KL_CEILING_DIRECTORIES=%s: err %v; want no store, naming %s/.kl as not used", tc.wd, tc.ceiling, r.err, a)
+		}
+	}
+}
+
 // otherUID owns the directories that belong to "another user".
 const otherUID = 4242
 
@@ -200,7 +223,8 @@ func TestStoreStopsAtOwnerChange(t *testing.T) {
 		t.Errorf("kl state list below a store in another user's directory: err %v, want it to say %q", r.err, want)
 	}
 	r = klOK(t, mine, env, "state", "init", "prod")
-	if want := "kl: created a new store in " + filepath.Join(mine, ".kl") + " (no .kl/ in the working directory or above it)\n"; r.errOut != want {
+	if want := "kl: created a new store in " + filepath.Join(mine, ".kl") + " (no .kl/ in the working directory or above it; " +
+		filepath.Join(shared, ".kl") + " is not used: the search does not enter " + shared + " (owned by uid 4242, not by the working directory's owner))\n"; r.errOut != want {
 		t.Errorf("kl state init below another user's store: stderr %q, want %q", r.errOut, want)
 	}
 	if names, _ := stateNames(t, mine, env); !slices.Equal(names, []string{"prod"}) {
