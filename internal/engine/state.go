@@ -66,7 +66,7 @@ func (e *Engine) InitState(ctx context.Context, name string, from []byte, actor 
 		return State{}, e.createConflict(ctx, name, st.Lineage, err)
 	}
 	if err != nil {
-		return State{}, fmt.Errorf("creating state %s: %w", name, err)
+		return State{}, err // the store's errors name the state already ("creating state NAME: …")
 	}
 	return s, nil
 }
