@@ -325,13 +325,25 @@ func (p *parser) rules(fs map[string]field, where string, pr *Project) {
 
 // onRevert reads on_revert; def is kept when it is invalid.
 func (p *parser) onRevert(f field, where string, def OnRevert) OnRevert {
-	switch v := OnRevert(f.val.Value); {
+	return oneOf(p, f, where, "on_revert", def, RevertWarn, RevertFail)
+}
+
+// oneOf reads key's scalar value f as one of allowed; an invalid value is
+// an error naming the key and what it wants ("want warn or fail"), and def
+// is kept.
+func oneOf[T ~string](p *parser, f field, where, key string, def T, allowed ...T) T {
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	want := strings.Join(names, " or ")
+	switch v := T(f.val.Value); {
 	case f.val.Kind != yaml.ScalarNode:
-		p.bad(f.val.Line, "%son_revert: want warn or fail, got %s", where, describe(f.val))
-	case v == RevertWarn || v == RevertFail:
+		p.bad(f.val.Line, "%s%s: want %s, got %s", where, key, want, describe(f.val))
+	case slices.Contains(allowed, v):
 		return v
 	default:
-		p.bad(f.val.Line, "%son_revert %q: want warn or fail", where, f.val.Value)
+		p.bad(f.val.Line, "%s%s %q: want %s", where, key, f.val.Value, want)
 	}
 	return def
 }
@@ -558,15 +570,7 @@ func (p *parser) string(f field, where string) (string, bool) {
 
 // trigger reads apply_trigger; def is kept when it is invalid.
 func (p *parser) trigger(f field, where string, def Trigger) Trigger {
-	switch t := Trigger(f.val.Value); {
-	case f.val.Kind != yaml.ScalarNode:
-		p.bad(f.val.Line, "%sapply_trigger: want comment or merge, got %s", where, describe(f.val))
-	case t == TriggerComment || t == TriggerMerge:
-		return t
-	default:
-		p.bad(f.val.Line, "%sapply_trigger %q: want comment or merge", where, f.val.Value)
-	}
-	return def
+	return oneOf(p, f, where, "apply_trigger", def, TriggerComment, TriggerMerge)
 }
 
 // requirements reads apply_requirements; def is kept when it is not a list.

@@ -2,7 +2,9 @@ package plandiff
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 )
 
@@ -241,12 +243,7 @@ func memberKeys(bs, as side) []string {
 			}
 		}
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // lcsCells bounds the longest-common-subsequence table of arrayChildren;

@@ -1,6 +1,8 @@
 package plandiff
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	tfjson "github.com/hashicorp/terraform-json"
@@ -316,12 +318,7 @@ func unionKeys(a, b map[string]any) []string {
 	for k := range b {
 		seen[k] = true
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func at(a []any, i int) any {
