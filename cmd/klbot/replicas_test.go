@@ -205,7 +205,7 @@ func noDuplicateCheckRuns(t *testing.T, fake *githubfake.Fake) int {
 //     opened and ready_for_review for one head (GitHub sends both for one
 //     push), one to each replica at the same moment: one 202, one 200;
 //  4. every PR gets exactly one plan, one `kl plan · infra` check run and
-//     one sticky comment, and both replicas' workers ran plan jobs;
+//     one sticky comment;
 //  5. `/kl apply` on every PR (disjoint write sets), spread over both,
 //     PR 3's comment delivered to both at once: every apply succeeds
 //     once — one apply run, one `kl apply · infra` check run, one 👀 —
@@ -268,11 +268,10 @@ func TestTwoReplicas(t *testing.T) {
 		}
 		a.sticky(t, p.n)
 	}
-	plans := a.workedBy(t, "klbot_plan")
-	t.Logf("plan jobs finished per replica: %v", plans)
-	if len(plans) != 2 {
-		t.Errorf("plan jobs were finished by %d River clients (%v), want both replicas'", len(plans), plans)
-	}
+	// Which replica's River client fetches a job is River's choice: six
+	// plan jobs can all go to one (it fetches in batches). Both replicas
+	// working is asserted over all jobs, after the applies.
+	t.Logf("plan jobs finished per replica: %v", a.workedBy(t, "klbot_plan"))
 	noDuplicateCheckRuns(t, fake)
 
 	// --- 5. /kl apply on every PR, spread over both; PR 3's to both at once. ---

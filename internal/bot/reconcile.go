@@ -92,6 +92,13 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 	b := w.b
 	ctx = webhook.NewContext(ctx, b.log.With("job", KindReconcile, "attempt", job.Attempt), webhook.Delivery{Event: "reconcile"})
 	start := time.Now()
+	if b.lockedOut(ctx) {
+		// A newer klbot raised the store's level (ADR 0048): this replica
+		// must not sweep leases or report; a replica that may write does
+		// the round. A snooze does not spend the one attempt (River 0.51).
+		b.metrics.job(KindReconcile, ResultSnoozed, time.Since(start))
+		return river.JobSnooze(lockedOutSnooze)
+	}
 	n, err := b.reconcile(ctx)
 	if err != nil {
 		logOf(ctx).Error("reconciliation failed; the next round does it again", "err", err)
