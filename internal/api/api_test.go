@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -325,5 +326,20 @@ func TestRequestLog(t *testing.T) {
 	}
 	if strings.Contains(f.log.String(), tok[len(token.Prefix)+27:]) || strings.Contains(f.log.String(), "lock-1") {
 		t.Errorf("the log holds the secret or the query:\n%s", f.log.String())
+	}
+}
+
+// TestJSONDocumented checks that docs/json.md documents the API's
+// documents.
+func TestJSONDocumented(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "json.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{SchemaWhoami, SchemaError} {
+		if !strings.Contains(string(b), "### `"+s+"`") {
+			t.Errorf("docs/json.md has no section for %s", s)
+		}
 	}
 }

@@ -18,10 +18,10 @@ import (
 func (a *app) tokenCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
-		Short: "Create, list and revoke the tokens of kl serve (Terraform's http backend, the API)",
+		Short: "Create, list and revoke the tokens of kl serve's API",
 		Long: `A token names an actor, says whether it may write or only read, which states it covers (a glob)
 and until when it is valid. kl token create prints it once; the store keeps only its SHA-256.
-Terraform sends it as the password of its http backend (username: any); other clients as a bearer token.`,
+A client sends it as the password of HTTP Basic auth (the username is ignored) or as a bearer token.`,
 	}
 	cmd.AddCommand(a.tokenCreateCommand(), a.tokenListCommand(), a.tokenRevokeCommand())
 	return cmd

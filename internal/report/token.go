@@ -22,8 +22,7 @@ func TokenCreated(w io.Writer, t token.Token, secret token.Secret, o Options) er
 		return &doc{tone: toneGood, title: title, summary: []block{
 			para(words(code(secret.Reveal()))),
 			para(words("It is shown only this once: Kilolock keeps its SHA-256, not the token.")),
-			para(words("Send it as the password of HTTP Basic auth (Terraform's http backend: ", code("password"), " or ",
-				code("TF_HTTP_PASSWORD"), ", with any ", code("username"), ") or as a bearer token; ",
+			para(words("Send it to kl serve as the password of HTTP Basic auth (any username) or as a bearer token; ",
 				code("kl token revoke "+t.ID), " revokes it.")),
 		}}
 	}, func() any {

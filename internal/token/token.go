@@ -16,8 +16,7 @@
 // from its stolen hash costs too much. A secret of 256 uniformly random
 // bits cannot be guessed from its SHA-256 at any speed (2^255 tries on
 // average), so slowness adds nothing — and Terraform sends the token with
-// every request, so a slow hash would cost every request its time. GitHub
-// stores its tokens the same way.
+// every request, so a slow hash would cost every request its time.
 //
 // The package consumes Store, which store/sqlite and store/postgres
 // implement; storetest.RunTokens holds both to the same contract.
