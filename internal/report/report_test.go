@@ -135,8 +135,12 @@ func goldenCases() []goldenCase {
 		{"state-init", "file", func(w io.Writer, o Options) error { return StateInit(w, statesList()[0], "terraform.tfstate", o) }},
 		{"tokens", "list", func(w io.Writer, o Options) error { return Tokens(w, tokensList(), o) }},
 		{"tokens", "empty", func(w io.Writer, o Options) error { return Tokens(w, nil, o) }},
-		{"token-created", "read-only", func(w io.Writer, o Options) error { return TokenCreated(w, tokensList()[1], secretOf(tokensList()[1]), o) }},
-		{"token-created", "expiring", func(w io.Writer, o Options) error { return TokenCreated(w, tokensList()[0], secretOf(tokensList()[0]), o) }},
+		{"token-created", "read-only", func(w io.Writer, o Options) error {
+			return TokenCreated(w, tokensList()[1], secretOf(tokensList()[1]), o)
+		}},
+		{"token-created", "expiring", func(w io.Writer, o Options) error {
+			return TokenCreated(w, tokensList()[0], secretOf(tokensList()[0]), o)
+		}},
 		{"token-revoked", "revoked", func(w io.Writer, o Options) error { return TokenRevoked(w, tokensList()[3], o) }},
 	}
 }
