@@ -52,8 +52,15 @@ type Config struct {
 	NoColor string `env:"NO_COLOR"`
 	// Term is the terminal type; "dumb" gets no colour.
 	Term string `env:"TERM"`
-	// LogLevel is debug, info, warn or error (default warn), logged to stderr.
+	// LogLevel is debug, info, warn or error (default warn; kl serve:
+	// info, for its request log), logged to stderr.
 	LogLevel string `env:"KL_LOG_LEVEL, default=warn"`
+	// Listen is kl serve's address, host:port (--listen overrides it).
+	// The default is loopback only: serving other hosts is a choice.
+	Listen string `env:"KL_LISTEN, default=127.0.0.1:8700"`
+	// MaxBodyMiB caps kl serve's request bodies, in MiB, 1 to MaxBodyMiB
+	// (--max-body-mib overrides it); a larger body is refused with 413.
+	MaxBodyMiB int `env:"KL_MAX_BODY_MIB, default=64"`
 }
 
 // Bounds of KL_LEASE.

@@ -43,6 +43,7 @@ const (
 	phaseApplyWait                   // kl apply: waiting for reservations
 	phaseApplyPrepare                // kl apply: Terraform runs, before it applies (re-plan, init)
 	phaseApplyTerraform              // kl apply: Terraform applies
+	phaseServe                       // kl serve: serving
 )
 
 // phaseTracker is how far the running command got; progress callbacks set
@@ -95,6 +96,8 @@ func interruptNote(p phase, sig syscall.Signal) string {
 		return "kl: interrupted: stopping while waiting for reservations: Terraform has not run, nothing to commit" + again
 	case phaseApplyPrepare:
 		return "kl: interrupted: stopping Terraform before it applied anything: nothing to commit; releasing the reservations" + again
+	case phaseServe:
+		return fmt.Sprintf("kl: interrupted: kl serve takes no new connections and lets the requests in flight finish (at most %s)", ShutdownTimeout) + again
 	case phaseApplyTerraform:
 		return "kl: interrupted: stopping Terraform; an apply commits what Terraform wrote and releases its reservations" + again
 	}

@@ -133,6 +133,15 @@ func goldenCases() []goldenCase {
 		{"states", "list", func(w io.Writer, o Options) error { return States(w, statesList(), o) }},
 		{"state-init", "empty", func(w io.Writer, o Options) error { return StateInit(w, statesList()[1], "", o) }},
 		{"state-init", "file", func(w io.Writer, o Options) error { return StateInit(w, statesList()[0], "terraform.tfstate", o) }},
+		{"tokens", "list", func(w io.Writer, o Options) error { return Tokens(w, tokensList(), o) }},
+		{"tokens", "empty", func(w io.Writer, o Options) error { return Tokens(w, nil, o) }},
+		{"token-created", "read-only", func(w io.Writer, o Options) error {
+			return TokenCreated(w, tokensList()[1], secretOf(tokensList()[1]), o)
+		}},
+		{"token-created", "expiring", func(w io.Writer, o Options) error {
+			return TokenCreated(w, tokensList()[0], secretOf(tokensList()[0]), o)
+		}},
+		{"token-revoked", "revoked", func(w io.Writer, o Options) error { return TokenRevoked(w, tokensList()[3], o) }},
 	}
 }
 
@@ -269,7 +278,8 @@ func TestJSONDocumented(t *testing.T) {
 		t.Fatalf("reading docs/json.md: %v", err)
 	}
 	for _, s := range []string{SchemaPlan, SchemaApply, SchemaRun, SchemaHistory, SchemaSincePlan, SchemaRuns,
-		SchemaWhy, SchemaStatus, SchemaFootprint, SchemaStates, SchemaStateInit, SchemaVersion} {
+		SchemaWhy, SchemaStatus, SchemaFootprint, SchemaStates, SchemaStateInit, SchemaVersion,
+		SchemaTokens, SchemaTokenCreated, SchemaTokenRevoked} {
 		if !strings.Contains(string(b), "### `"+s+"`") {
 			t.Errorf("docs/json.md has no section for %s", s)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/kilolock/kilolock/internal/store/pgtest"
 	"github.com/kilolock/kilolock/internal/store/postgres"
 	"github.com/kilolock/kilolock/internal/store/storetest"
+	"github.com/kilolock/kilolock/internal/token"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -31,6 +32,15 @@ func setup(t *testing.T, opts ...postgres.Option) (*postgres.Store, string) {
 func TestContract(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) engine.Store {
+		t.Helper()
+		s, _ := setup(t)
+		return s
+	})
+}
+
+func TestTokenContract(t *testing.T) {
+	t.Parallel()
+	storetest.RunTokens(t, func(t *testing.T) token.Store {
 		t.Helper()
 		s, _ := setup(t)
 		return s

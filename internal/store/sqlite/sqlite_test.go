@@ -22,6 +22,7 @@ import (
 	"github.com/kilolock/kilolock/internal/store"
 	"github.com/kilolock/kilolock/internal/store/sqlite"
 	"github.com/kilolock/kilolock/internal/store/storetest"
+	"github.com/kilolock/kilolock/internal/token"
 )
 
 // setup opens a fresh store at a temp path, closed at cleanup, and returns
@@ -609,5 +610,14 @@ func TestOpenLeavesForeignDatabasesAlone(t *testing.T) {
 		if _, err := s.CreateState(t.Context(), storetest.NewState("s")); err != nil {
 			t.Fatalf("CreateState after finishing the migrations: %v", err)
 		}
+	})
+}
+
+func TestTokenContract(t *testing.T) {
+	t.Parallel()
+	storetest.RunTokens(t, func(t *testing.T) token.Store {
+		t.Helper()
+		s, _ := setup(t)
+		return s
 	})
 }
