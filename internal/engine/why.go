@@ -112,6 +112,8 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 			return nil, err
 		}
 		w.Apply = &target
+	case run.PlanRun == "":
+		// A day-2 operation (ADR 0055): no plan; its markers say it all.
 	default:
 		p, err := e.getRun(ctx, run.PlanRun)
 		if err != nil {
