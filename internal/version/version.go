@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -218,12 +219,18 @@ func newest(fsys fs.FS, dir string, d store.Dialect) (int64, error) {
 // compatibility level this binary's migrations raise, and names in a
 // refusal (ADR 0048) — to this binary's version, unless the linker set it
 // (-X, as the rolling-upgrade test does) or the version cannot be read
-// (Get's error; the store then says "dev"). kl and klbot call it first.
+// (Get's error; the store then says "dev"). kl and klbot call it first;
+// it stamps once per process, so that calls of kl's Run in parallel (the
+// tests) do not race on the variable.
 func Stamp() {
-	if store.BinaryVersion != "dev" {
-		return
-	}
-	if info, err := Get(); err == nil {
-		store.BinaryVersion = info.Version
-	}
+	stampOnce.Do(func() {
+		if store.BinaryVersion != "dev" {
+			return
+		}
+		if info, err := Get(); err == nil {
+			store.BinaryVersion = info.Version
+		}
+	})
 }
+
+var stampOnce sync.Once
