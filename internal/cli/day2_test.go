@@ -265,6 +265,9 @@ func TestDay2Operations(t *testing.T) {
 	if !strings.Contains(text, "by       run "+rmRun+" (bob)\n  changed  terraform_data.a (1 resource)\n  reason   deleted by hand\n") {
 		t.Errorf("kl history does not give version 2's actor and reason:\n%s", text)
 	}
+	if why := k.ok("why", rmRun); !strings.Contains(why, "asked state rm of terraform_data.a[1] by bob: deleted by hand") {
+		t.Errorf("kl why of the state rm's run does not say what it asked:\n%s", why)
+	}
 	k.golden("run-show-state-rm.txt", k.ok("run", "show", rmRun))
 	k.golden("run-show-state-rm.json", k.ok("run", "show", rmRun, "--json"))
 }
