@@ -15,9 +15,10 @@ import (
 func (a *app) stateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
-		Short: "Create, list and read the Terraform states Kilolock owns",
+		Short: "Create, list, read and edit the Terraform states Kilolock owns",
 	}
-	cmd.AddCommand(a.stateInitCommand(), a.statePullCommand(), a.stateListCommand())
+	cmd.AddCommand(a.stateInitCommand(), a.statePullCommand(), a.stateListCommand(), a.stateOutputCommand(),
+		a.stateRollbackCommand(), a.statePushCommand(), a.stateRmCommand(), a.stateMvCommand())
 	return cmd
 }
 

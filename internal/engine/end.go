@@ -179,6 +179,7 @@ const (
 	StepRecordEnd           Step = "record-end"
 	StepReadArtifact        Step = "read-artifact" // Artifact
 	StepReadApplyCheckpoint Step = "read-checkpoint"
+	StepRecordOperation     Step = "record-operation" // a day-2 operation's first marker (ADR 0055)
 )
 
 // End is how a run ended (Run.End), as facts: Cause, and the values its

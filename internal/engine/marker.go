@@ -26,6 +26,7 @@ const (
 	MarkerFailed          MarkerKind = "failed"           // Reason says why
 	MarkerRecovered       MarkerKind = "recovered"        // `kl run recover` committed version Serial from what Terraform last wrote
 	MarkerFenceLifted     MarkerKind = "fence-lifted"     // the run's fences were lifted (Lift says how)
+	MarkerOperation       MarkerKind = "operation"        // a day-2 operation was asked (Mode says which; ADR 0055)
 )
 
 // Lift is how a fence was lifted (a "fence-lifted" marker, ADR 0035).
@@ -64,7 +65,8 @@ const (
 //	                  plan itself); written just before Terraform runs, so a run without it never ran Terraform
 //	applied           Count (resources Terraform changed), Addresses; with Count 0 and a Reason, Terraform
 //	                  was not run (a plan without changes)
-//	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses)
+//	committed         Serial (committed), FromSerial (the head it merged onto), Mode, Count (changed addresses);
+//	                  Reason (a day-2 operation: the operator's words)
 //	deviation             Deviation
 //	released          Count
 //	lease-expired     Addresses (the reservations whose lease ran out), End (End.Fenced: those kept as fences,
@@ -73,6 +75,11 @@ const (
 //	fence-lifted      Addresses (the fences lifted), Lift (recovered, committed, unfenced), By and Reason
 //	                  (unfenced: who, in their words)
 //	failed            Reason
+//	operation         Mode (the commit mode it commits: rollback, push, state-rm, state-mv), By (the actor),
+//	                  Reason (their words, when given), Serial (rollback: the version to restore; push: the
+//	                  document's serial), Extra["addresses"] (state-rm: the addresses, one a line),
+//	                  Extra["from"] and Extra["to"] (state-mv), Extra["force"] ("true": push --force);
+//	                  the first marker of the run
 //	recovered         Serial (the version committed), Count (addresses it changed), Addresses (changes
 //	                  kept at the head, not merged), Extra["artifact"] (the artifact recovered from:
 //	                  apply-result.tfstate or apply-checkpoint.tfstate), Reason

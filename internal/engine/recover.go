@@ -184,6 +184,8 @@ func checkRecoverable(r Run) error {
 			return refuse(ErrInvalid, "it is a plan run: recover the apply run that applied it, %s", r.ApplyRun)
 		}
 		return refuse(ErrInvalid, "it is a plan run: only an apply run has what Terraform wrote")
+	case r.PlanRun == "":
+		return refuse(ErrInvalid, "it is a day-2 operation (`kl state …`, ADR 0055): it ran no Terraform and commits in one transaction: nothing to recover")
 	case r.CommittedSerial != 0:
 		return refuse(ErrConflict, "it committed version %d already: what Terraform wrote is there (`kl run show %s`)", r.CommittedSerial, r.ID)
 	case r.InProgress():

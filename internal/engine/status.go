@@ -16,6 +16,9 @@ type ActiveRun struct {
 	Holds     []Reservation `json:"holds"`
 	WaitingOn []Blocker     `json:"waiting_on,omitempty"`
 	Since     time.Time     `json:"since"`
+	// Operation is the "operation" marker of a day-2 operation (an apply
+	// run without a plan, ADR 0055): what it does.
+	Operation *Marker `json:"operation,omitempty"`
 }
 
 // FencedRun is an apply whose holder died while its Terraform ran: its
@@ -94,21 +97,9 @@ func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 		if r.Kind == KindPlan && r.Status == StatusApplying {
 			continue // claimed by an apply run, which is listed itself
 		}
-		ar := ActiveRun{Run: r, Holds: holds[r.ID], Since: r.CreatedAt}
-		if r.Status == StatusWaiting {
-			ms, err := e.Store.Markers(ctx, r.ID)
-			if err != nil {
-				return nil, fmt.Errorf("reading markers of run %s: %w", r.ID, err)
-			}
-			for _, m := range ms {
-				if m.Kind == MarkerWaited && len(holds[m.Other]) > 0 {
-					b := Blocker{Run: m.Other, PR: m.OtherPR, Addresses: m.Addresses, Held: holds[m.Other]}
-					if o, err := e.Store.GetRun(ctx, m.Other); err == nil {
-						b.Actor, b.Holder = o.Actor, o.Holder
-					}
-					ar.WaitingOn = append(ar.WaitingOn, b)
-				}
-			}
+		ar, err := e.activeRun(ctx, r, holds)
+		if err != nil {
+			return nil, err
 		}
 		out.Active = append(out.Active, ar)
 	}
@@ -121,6 +112,32 @@ func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 	}
 	out.OpenPlans = append(out.OpenPlans, open...)
 	return out, nil
+}
+
+// activeRun is run r in progress with what it holds (holds, by run), whom
+// it waits on (its "waited" markers whose runs still hold something) and,
+// for a day-2 operation, its "operation" marker.
+func (e *Engine) activeRun(ctx context.Context, r Run, holds map[string][]Reservation) (ActiveRun, error) {
+	ar := ActiveRun{Run: r, Holds: holds[r.ID], Since: r.CreatedAt}
+	if r.Status == StatusWaiting || (r.Kind == KindApply && r.PlanRun == "") {
+		ms, err := e.Store.Markers(ctx, r.ID)
+		if err != nil {
+			return ActiveRun{}, fmt.Errorf("reading markers of run %s: %w", r.ID, err)
+		}
+		if r.Kind == KindApply && r.PlanRun == "" {
+			ar.Operation = OperationOf(ms)
+		}
+		for _, m := range ms {
+			if r.Status == StatusWaiting && m.Kind == MarkerWaited && len(holds[m.Other]) > 0 {
+				b := Blocker{Run: m.Other, PR: m.OtherPR, Addresses: m.Addresses, Held: holds[m.Other]}
+				if o, err := e.Store.GetRun(ctx, m.Other); err == nil {
+					b.Actor, b.Holder = o.Actor, o.Holder
+				}
+				ar.WaitingOn = append(ar.WaitingOn, b)
+			}
+		}
+	}
+	return ar, nil
 }
 
 // applicable returns the plans (status planned) that an apply could still

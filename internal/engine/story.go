@@ -17,7 +17,8 @@ import (
 type RunStory struct {
 	Run Run `json:"run"`
 	// Plan is the reviewed plan: the run itself for a plan run, its plan for
-	// an apply run.
+	// an apply run; nil for a day-2 operation (an apply run without a plan,
+	// ADR 0055), whose "operation" marker is among Markers (OperationOf).
 	Plan *Run `json:"plan,omitempty"`
 	// Apply is the apply run that claimed a plan run, if any.
 	Apply *Run `json:"apply,omitempty"`
@@ -72,6 +73,9 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 	case KindApply:
 		a := run
 		apply = &a
+		if run.PlanRun == "" {
+			break // a day-2 operation (ADR 0055): no plan
+		}
 		pr, err := e.getRun(ctx, run.PlanRun)
 		if err != nil {
 			return nil, err
@@ -81,7 +85,7 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 	if err := e.storyMarkers(ctx, s, apply); err != nil {
 		return nil, err
 	}
-	if s.Plan.Envelope != nil && s.Plan.Status == StatusPlanned {
+	if s.Plan != nil && s.Plan.Envelope != nil && s.Plan.Status == StatusPlanned {
 		// Open (again): what an apply would face now, not what an earlier
 		// attempt found.
 		sp, err := e.sincePlan(ctx, s.Plan.ID)
@@ -114,10 +118,13 @@ func (e *Engine) RunStory(ctx context.Context, id string) (*RunStory, error) {
 }
 
 // storyMarkers fills s.Replans (the re-plans apply made) and s.Markers:
-// those of the plan, of apply (nil: none) and of its re-plans, each with
-// its run, in time order.
+// those of the plan (if any: a day-2 operation has none), of apply (nil:
+// none) and of its re-plans, each with its run, in time order.
 func (e *Engine) storyMarkers(ctx context.Context, s *RunStory, apply *Run) error {
-	ids := []string{s.Plan.ID}
+	var ids []string
+	if s.Plan != nil {
+		ids = append(ids, s.Plan.ID)
+	}
 	if apply != nil {
 		ids = append(ids, apply.ID)
 		ms, err := e.Store.Markers(ctx, apply.ID)
@@ -165,6 +172,9 @@ func (e *Engine) sincePlan(ctx context.Context, id string) (*SincePlan, error) {
 	run, err := e.getRun(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if run.Kind == KindApply && run.PlanRun == "" {
+		return nil, Errorf(ErrInvalid, "run %s is a day-2 operation (`kl state …`): it has no plan to classify versions against", run.ID)
 	}
 	if run.Kind == KindApply {
 		if run, err = e.getRun(ctx, run.PlanRun); err != nil {

@@ -27,7 +27,29 @@ const (
 	CommitSnapshotMerge CommitMode = "snapshot-merge"
 	// CommitDelta commits only a slice's changed resources (native lane).
 	CommitDelta CommitMode = "delta"
+	// CommitRollback is `kl state rollback`: the content of an earlier
+	// version (Provenance.RestoredSerial) as the new head (ADR 0055).
+	CommitRollback CommitMode = "rollback"
+	// CommitPush is a whole state written by an operator: `kl state push`
+	// (Provenance.PushedSerial, Forced; ADR 0055).
+	CommitPush CommitMode = "push"
+	// CommitStateRm is `kl state rm`: the head without the resource
+	// instances Provenance.Removed (ADR 0055).
+	CommitStateRm CommitMode = "state-rm"
+	// CommitStateMv is `kl state mv`: the head with Provenance.MovedFrom
+	// moved to MovedTo (ADR 0055).
+	CommitStateMv CommitMode = "state-mv"
 )
+
+// Operation reports whether m is a day-2 operation's (ADR 0055): a
+// version an operator wrote under a whole-state reservation, from no plan.
+func (m CommitMode) Operation() bool {
+	switch m {
+	case CommitRollback, CommitPush, CommitStateRm, CommitStateMv:
+		return true
+	}
+	return false
+}
 
 // Version is an immutable snapshot of a state. Serial grows by exactly one
 // per commit; the newest version is the head. Changed lists the addresses
@@ -87,6 +109,24 @@ type Provenance struct {
 	Origin string       `json:"origin,omitempty"`
 	Actor  string       `json:"actor,omitempty"`
 	PR     *PullRequest `json:"pr,omitempty"`
+
+	// What a day-2 operation (Mode.Operation, ADR 0055) did; SourceSerial
+	// is the head it edited. Reason is the operator's words (--reason).
+	Reason string `json:"reason,omitempty"`
+	// RestoredSerial: the version whose content a rollback restored.
+	RestoredSerial int64 `json:"restored_serial,omitempty"`
+	// PushedSerial: the serial in the document a push wrote (the version
+	// has serial CommittedSerial all the same: one per commit); Forced:
+	// --force took a serial not above the head's.
+	PushedSerial int64 `json:"pushed_serial,omitempty"`
+	Forced       bool  `json:"forced,omitempty"`
+	// Removed: the resource instances a state-rm removed, sorted.
+	Removed []string `json:"removed,omitempty"`
+	// MovedFrom, MovedTo: a state-mv's addresses, as Terraform spells them;
+	// Moved: how many resource instances moved.
+	MovedFrom string `json:"moved_from,omitempty"`
+	MovedTo   string `json:"moved_to,omitempty"`
+	Moved     int    `json:"moved,omitempty"`
 }
 
 // Deviation is the difference between a plan's write set and what the apply

@@ -41,8 +41,9 @@ type Why struct {
 	Reserved *Marker `json:"reserved,omitempty"`
 	// Decisive are the markers that decided a refusal or a re-plan, or
 	// tell how an apply ended: staleness-failed, replanned, failed,
-	// lease-expired, deviation, recovered — and apply-started for an apply
-	// that did not commit (Terraform ran: infrastructure may have changed).
+	// lease-expired, deviation, recovered, operation (what a day-2
+	// operation asked, ADR 0055) — and apply-started for an apply that did
+	// not commit (Terraform ran: infrastructure may have changed).
 	Decisive  []Marker   `json:"decisive,omitempty"`
 	SincePlan *SincePlan `json:"since_plan,omitempty"`
 	// Overlaps: for a pending plan, the open plans it would contend with.
@@ -112,6 +113,8 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 			return nil, err
 		}
 		w.Apply = &target
+	case run.PlanRun == "":
+		// A day-2 operation (ADR 0055): no plan; its markers say it all.
 	default:
 		p, err := e.getRun(ctx, run.PlanRun)
 		if err != nil {
@@ -163,7 +166,7 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 			w.Waited = append(w.Waited, m)
 		case MarkerReserved:
 			w.Reserved = &m
-		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered:
+		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered, MarkerOperation:
 			w.Decisive = append(w.Decisive, m)
 		case MarkerApplyStarted:
 			// Decisive where the apply stopped before its own commit:

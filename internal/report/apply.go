@@ -15,10 +15,14 @@ import (
 // that re-checked the plan and how each ended, and fallback markers (ADR
 // D4); the committed version with its provenance and whether it matched
 // the plan (ADR D5) — or, for a refusal, the rule, the version, its
-// producing run and PR, and the addresses.
+// producing run and PR, and the addresses. A day-2 operation's run (an
+// apply run without a plan, ADR 0055) is rendered as its story (RunStory).
 func Apply(w io.Writer, s *engine.RunStory, o Options) error {
 	if s == nil || s.Run.Kind != engine.KindApply {
 		return fmt.Errorf("rendering apply: want the story of an apply run")
+	}
+	if operationRun(s.Run) {
+		return RunStory(w, s, o)
 	}
 	s = prepared(s)
 	return emit(w, o, func() *doc { return applyDoc(s) }, func() any { return applyJSON(s) })

@@ -240,11 +240,21 @@ func sincePlanTable(sp *engine.SincePlan) []block {
 			{markSpan(m)},
 			{txt(fmt.Sprint(e.Serial))},
 			{classLabel(m)},
-			who(e.Run, e.Actor, e.PR),
+			producedBy(e),
 			matter,
 		})
 	}
 	return []block{t, marksIn(used)}
+}
+
+// producedBy names the run of a since-plan entry, and the day-2
+// operation it was, if one (ADR 0055): "run X (alice), a state rm".
+func producedBy(e engine.SincePlanEntry) sentence {
+	s := who(e.Run, e.Actor, e.PR)
+	if e.Mode.Operation() {
+		s = s.add(txt(", a " + modeName(e.Mode)))
+	}
+	return s
 }
 
 // classLabel is a class's words; a planned target changed is also bold,
@@ -487,6 +497,9 @@ func roles(s *engine.RunStory) map[string]string {
 	}
 	if s.Run.Kind == engine.KindApply {
 		out[s.Run.ID] = "apply"
+		if s.Run.PlanRun == "" {
+			out[s.Run.ID] = "operation" // a day-2 operation (ADR 0055)
+		}
 	}
 	return out
 }
@@ -534,7 +547,7 @@ func timeline(s *engine.RunStory) []block {
 		}
 	}
 	if id := applyID(s); id != "" {
-		parts = append(parts, words("apply ", runSpan(id)))
+		parts = append(parts, words(rl[id]+" ", runSpan(id)))
 	}
 	return []block{para(words(toned(toneDim, "runs: "), join(parts, ", "))), t}
 }

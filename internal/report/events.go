@@ -255,8 +255,7 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerApplied:
 		return appliedWords(m, v)
 	case engine.MarkerCommitted:
-		return words(v("committed"), " ", strong(fmt.Sprintf("version %d", m.Serial)),
-			fmt.Sprintf(" merged onto head %d (%s; %s)", m.FromSerial, m.Mode, plural(m.Count, "address changed", "addresses changed")))
+		return committedWords(m, v)
 	case engine.MarkerDeviation:
 		return words(v("deviation"), ": ", deviationWords(m.Deviation))
 	case engine.MarkerReleased:
@@ -267,6 +266,8 @@ func markerWords(m engine.Marker) sentence {
 		return fenceLiftedWords(m, v)
 	case engine.MarkerFailed:
 		return words(v("failed"), reasonSuffix(markerText(m)))
+	case engine.MarkerOperation:
+		return words(v("asked"), " ", operationMarkerWords(m), " by "+m.By, reasonSuffix(m.Reason))
 	case engine.MarkerRecovered:
 		s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
 		if len(m.Addresses) > 0 {
@@ -279,6 +280,17 @@ func markerWords(m engine.Marker) sentence {
 		s = words(s, " ", who(m.Other, "", m.OtherPR))
 	}
 	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(markerText(m)))
+}
+
+// committedWords puts a "committed" marker into words: merged onto the
+// head by an apply, or a day-2 operation's edit of it (ADR 0055).
+func committedWords(m engine.Marker, v func(string) span) sentence {
+	if m.Mode.Operation() {
+		return words(v("committed"), " ", strong(fmt.Sprintf("version %d", m.Serial)),
+			fmt.Sprintf(" onto head %d (%s; %s)", m.FromSerial, modeName(m.Mode), plural(m.Count, "address changed", "addresses changed")))
+	}
+	return words(v("committed"), " ", strong(fmt.Sprintf("version %d", m.Serial)),
+		fmt.Sprintf(" merged onto head %d (%s; %s)", m.FromSerial, m.Mode, plural(m.Count, "address changed", "addresses changed")))
 }
 
 // leaseExpiredWords puts a "lease-expired" marker into words: the run's

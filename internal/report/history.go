@@ -73,6 +73,7 @@ type historyLine struct {
 	failedKey string   // "failed", "interrupted" or "lease expired"
 	warning   sentence // overwritten addresses
 	tainted   sentence // resources Terraform left tainted
+	reason    sentence // a day-2 operation's reason, in the operator's words
 }
 
 func historyOf(h engine.HistoryEntry) historyLine {
@@ -85,6 +86,15 @@ func historyOf(h engine.HistoryEntry) historyLine {
 		if p.Actor != "" {
 			l.actor = words(p.Actor)
 		}
+		return l
+	}
+	if p.Mode.Operation() {
+		// A day-2 operation (ADR 0055): no plan to be exact against.
+		l.tone = toneInfo
+		l.head = words(head, operationProvWords(p))
+		l.changed = changedWords(v.Changed)
+		l.run = who(p.Run, p.Actor, p.PR)
+		l.reason = words(p.Reason)
 		return l
 	}
 	head = head.add(txt(string(p.Mode) + " · "))
@@ -228,6 +238,7 @@ func historyDoc(entries []engine.HistoryEntry, st engine.State) *doc {
 		f = f.addField("WARNING", l.warning)
 		f = f.addField("by", l.run)
 		f = f.addField("changed", l.changed)
+		f = f.addField("reason", l.reason)
 		f = f.addField(l.failedKey, l.failed)
 		f = f.addField("tainted", l.tainted)
 		f = f.addField("actor", l.actor)

@@ -451,6 +451,15 @@ type jProvenance struct {
 	Origin              string      `json:"origin,omitempty"`
 	Actor               string      `json:"actor,omitempty"`
 	PR                  *jPR        `json:"pr,omitempty"`
+	// A day-2 operation's (ADR 0055).
+	Reason         string   `json:"reason,omitempty"`
+	RestoredSerial int64    `json:"restored_serial,omitempty"`
+	PushedSerial   int64    `json:"pushed_serial,omitempty"`
+	Forced         bool     `json:"forced,omitempty"`
+	Removed        []string `json:"removed,omitempty"`
+	MovedFrom      string   `json:"moved_from,omitempty"`
+	MovedTo        string   `json:"moved_to,omitempty"`
+	Moved          int      `json:"moved,omitempty"`
 }
 
 type jVersion struct {
@@ -474,7 +483,9 @@ func toVersion(v *engine.Version) *jVersion {
 		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, SourceSerial: p.SourceSerial,
 			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, AppliedPlanRun: p.AppliedPlanRun, AppliedPlanDigest: p.AppliedPlanDigest,
 			AppliedSourceSerial: p.AppliedSourceSerial, CommitMode: string(p.Mode), Exact: p.Exact,
-			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Reencoded: optStrs(p.Reencoded), Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR)}}
+			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Reencoded: optStrs(p.Reencoded), Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR),
+			Reason: p.Reason, RestoredSerial: p.RestoredSerial, PushedSerial: p.PushedSerial, Forced: p.Forced, Removed: p.Removed,
+			MovedFrom: p.MovedFrom, MovedTo: p.MovedTo, Moved: p.Moved}}
 }
 
 type jRefusal struct {

@@ -367,14 +367,15 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 			r.policy = "--strict-since-plan: plan input changed → refuse (re-plan needed)"
 		}
 		r.next, r.nextCmd = replanNext(a, plan)
+		var mode engine.CommitMode
 		if sp != nil {
 			for _, e := range sp.Entries {
 				if e.Serial == m.Serial {
-					r.actor = e.Actor
+					r.actor, mode = e.Actor, e.Mode
 				}
 			}
 		}
-		r.words = words(strongT(toneBad, "stale plan"), fmt.Sprintf(": version %d, by ", r.serial), who(r.run, r.actor, r.pr),
+		r.words = words(strongT(toneBad, "stale plan"), fmt.Sprintf(": version %d%s, by ", r.serial, modeNote(mode)), who(r.run, r.actor, r.pr),
 			", changed "+what+" ", addrs(r.addrs), "; re-plan")
 		out = append(out, r)
 	}

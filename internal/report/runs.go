@@ -77,6 +77,9 @@ func whatWords(r engine.Run) sentence {
 		return s
 	case engine.KindApply:
 		s := words("plan ", runSpan(r.PlanRun))
+		if r.PlanRun == "" {
+			s = words("day-2 operation, no plan") // its story says which (ADR 0055)
+		}
 		if r.CommittedSerial > 0 {
 			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", r.CommittedSerial)))
 		}

@@ -79,24 +79,7 @@ func statusDoc(st *engine.Status, o Options) *doc {
 		d.summary = append(d.summary, l)
 	}
 	for _, a := range st.Active {
-		r := a.Run
-		title := words(string(r.Kind)+" ", runSpan(r.ID), " · "+r.Actor)
-		if r.PR != nil {
-			title = words(title, " · ", prWords(r.PR))
-		}
-		title = words(title, " · ", toned(statusTone(r.Status), string(r.Status)), " since ", whenWords(a.Since, o.Now))
-		w, rd := holdsOf(a.Holds)
-		var f fields
-		if r.Kind == engine.KindApply {
-			f = f.addField("plan", words(runSpan(r.PlanRun)))
-		}
-		f = f.addField("holds", words(fmt.Sprintf("%d write, %d read", len(w), len(rd))))
-		f = f.addField("write", heldWords(w))
-		f = f.addField("read", heldWords(rd))
-		for _, b := range a.WaitingOn {
-			f = f.addField("waits on", words(who(b.Run, b.Actor, b.PR), " over ", addrs(b.Addresses)))
-		}
-		d.body = append(d.body, section{title: title, blocks: []block{f}})
+		d.body = append(d.body, activeSection(a, o))
 	}
 	if len(st.OpenPlans) > 0 {
 		t := table{head: []string{"plan", "state", "actor", "PR", "source serial", "what"}}
@@ -203,6 +186,8 @@ type jActiveRun struct {
 	Write     []string `json:"write"`
 	Read      []string `json:"read"`
 	WaitingOn []jWait  `json:"waiting_on"`
+	// Operation: what a day-2 operation's run does (ADR 0055).
+	Operation *jOperation `json:"operation,omitempty"`
 }
 
 type jFenced struct {
@@ -235,7 +220,7 @@ func statusJSON(st *engine.Status) statusDocument {
 	for i := range st.Active {
 		a := st.Active[i]
 		w, r := holdsOf(a.Holds)
-		ja := jActiveRun{Run: toRun(&a.Run), Since: jtime(a.Since), Write: strs(w), Read: strs(r), WaitingOn: []jWait{}}
+		ja := jActiveRun{Run: toRun(&a.Run), Since: jtime(a.Since), Write: strs(w), Read: strs(r), WaitingOn: []jWait{}, Operation: toOperation(a.Operation)}
 		for _, b := range a.WaitingOn {
 			jw := jWait{Run: a.Run.ID, On: b.Run, OnPR: toPR(b.PR), Addresses: strs(b.Addresses), Text: waitWords(a, b).plain()}
 			ja.WaitingOn = append(ja.WaitingOn, jw)
@@ -247,4 +232,35 @@ func statusJSON(st *engine.Status) statusDocument {
 		j.OpenPlans = append(j.OpenPlans, runRow{jRun: toRun(&st.OpenPlans[i]), What: whatWords(st.OpenPlans[i]).plain()})
 	}
 	return j
+}
+
+// activeSection is one active run of `kl status`: kind, actor, PR, status
+// and since when; its plan or, for a day-2 operation, what it does; what it
+// holds and whom it waits on.
+func activeSection(a engine.ActiveRun, o Options) section {
+	r := a.Run
+	kind := string(r.Kind)
+	if operationRun(r) {
+		kind = "operation" // a day-2 operation (ADR 0055)
+	}
+	title := words(kind+" ", runSpan(r.ID), " · "+r.Actor)
+	if r.PR != nil {
+		title = words(title, " · ", prWords(r.PR))
+	}
+	title = words(title, " · ", toned(statusTone(r.Status), string(r.Status)), " since ", whenWords(a.Since, o.Now))
+	w, rd := holdsOf(a.Holds)
+	var f fields
+	switch {
+	case a.Operation != nil:
+		f = f.addField("operation", operationMarkerWords(*a.Operation))
+	case r.Kind == engine.KindApply && r.PlanRun != "":
+		f = f.addField("plan", words(runSpan(r.PlanRun)))
+	}
+	f = f.addField("holds", words(fmt.Sprintf("%d write, %d read", len(w), len(rd))))
+	f = f.addField("write", heldWords(w))
+	f = f.addField("read", heldWords(rd))
+	for _, b := range a.WaitingOn {
+		f = f.addField("waits on", words(who(b.Run, b.Actor, b.PR), " over ", addrs(b.Addresses)))
+	}
+	return section{title: title, blocks: []block{f}}
 }

@@ -120,6 +120,9 @@ func storyKind(r engine.Run) sentence {
 }
 
 func storyDoc(s *engine.RunStory) *doc {
+	if operationRun(s.Run) {
+		return operationStoryDoc(s)
+	}
 	r := s.Run
 	v := storyVerdict(s)
 	last := lastAttempt(r, s.Apply)
@@ -248,9 +251,14 @@ type storyDocument struct {
 	Recoverable    *jRecoverable `json:"recoverable,omitempty"`
 	Diff           *jDiff        `json:"diff,omitempty"`
 	ApplyLog       *jApplyLog    `json:"apply_log,omitempty"`
+	// Operation is what a day-2 operation's run asked (ADR 0055).
+	Operation *jOperation `json:"operation,omitempty"`
 }
 
 func storyJSON(s *engine.RunStory) storyDocument {
+	if operationRun(s.Run) {
+		return operationStoryJSON(s)
+	}
 	v := storyVerdict(s)
 	j := storyDocument{Schema: SchemaRun, Verdict: v.word, Text: v.words.plain(), Run: toRun(&s.Run), Plan: toRun(s.Plan),
 		Replans: toRuns(s.Replans), Apply: toRun(s.Apply), Markers: toMarkers(s.Markers, roles(s), statuses(s)),

@@ -24,6 +24,14 @@ func Changed(base, result *State) []string {
 	return sortedKeys(changedSet(base, result, false))
 }
 
+// Equivalent reports whether a and b hold the same resources — data
+// sources included — and the same root outputs, compared as Changed
+// compares them (semantically). Serial, lineage, Terraform version and
+// check results are not compared. A nil state counts as empty.
+func Equivalent(a, b *State) bool {
+	return len(changedSet(a, b, true)) == 0
+}
+
 // Reencoded returns the sorted resource-level addresses of managed
 // resources whose entries differ between base and result only by
 // Terraform's re-encoding, written excluded: upgraded is base as Terraform
