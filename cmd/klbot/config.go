@@ -14,6 +14,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/kilolock/kilolock/internal/api"
 	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/terraform"
@@ -54,6 +55,10 @@ type config struct {
 	// PublicURL is klbot's public base URL (optional), reserved for run
 	// pages: klbot links nothing under it until it serves them.
 	PublicURL string `env:"KLBOT_PUBLIC_URL"`
+	// MaxBodyMiB caps the body of a request to the API klbot mounts
+	// (/api/, /tf/; ADR 0054), in MiB: 1 to api.MaxBodyMiB. The webhook has
+	// its own cap (GitHub's 25 MB).
+	MaxBodyMiB int `env:"KLBOT_MAX_BODY_MIB, default=64"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"KLBOT_LOG_LEVEL, default=info"`
 	// ReconcileInterval is how often klbot compares its tables with GitHub
@@ -120,6 +125,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_WAIT=%s: want 0 or more", cfg.ApplyWait)
 	case cfg.ReconcileInterval < time.Second:
 		return cfg, nil, fmt.Errorf("KLBOT_RECONCILE_INTERVAL=%s: want at least 1s (River runs periodic jobs at most once a second)", cfg.ReconcileInterval)
+	case cfg.MaxBodyMiB < 1 || cfg.MaxBodyMiB > api.MaxBodyMiB:
+		return cfg, nil, fmt.Errorf("KLBOT_MAX_BODY_MIB=%d: use 1 to %d (MiB)", cfg.MaxBodyMiB, api.MaxBodyMiB)
 	case cfg.ShutdownTimeout < bot.MinShutdownTimeout:
 		return cfg, nil, fmt.Errorf("KLBOT_SHUTDOWN_TIMEOUT=%s: want at least %s (the time to stop Terraform and record what it did; ADR 0043)", cfg.ShutdownTimeout, bot.MinShutdownTimeout)
 	}

@@ -327,7 +327,7 @@ func startLoadKlbot(b *testing.B, dsn string) (klbotURL, baselineURL string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	klbotURL = serveLoad(b, routes(hook, p, reg))
+	klbotURL = serveLoad(b, routes(hook, http.NotFoundHandler(), p, reg))
 	// The baseline: the same handler, routes and logs in front of a sink
 	// that records nothing.
 	baseReg := prometheus.NewRegistry()
@@ -335,7 +335,7 @@ func startLoadKlbot(b *testing.B, dsn string) (klbotURL, baselineURL string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return klbotURL, serveLoad(b, routes(baseHook, p, baseReg))
+	return klbotURL, serveLoad(b, routes(baseHook, http.NotFoundHandler(), p, baseReg))
 }
 
 // discardSink is the baseline's sink: it accepts every delivery and

@@ -22,6 +22,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/kilolock/kilolock/internal/api"
 	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -101,7 +102,14 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: routes(hook, pool, reg), ReadHeaderTimeout: 10 * time.Second}
+	// The HTTP API (ADR 0054), on klbot's listener: the same handler as
+	// kl serve's, over the same store; tokens come from kl token create
+	// with KL_STORE set to KLBOT_DATABASE_URL.
+	apiHandler, err := api.New(api.Options{Tokens: store, Logger: log.With("component", "api"), MaxBody: int64(cfg.MaxBodyMiB) << 20})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: routes(hook, apiHandler, pool, reg), ReadHeaderTimeout: 10 * time.Second}
 	stopSweep := b.StartWorkDirSweep(ctx, cfg.ReconcileInterval) // what crashed runs left here (ADR 0042)
 	defer stopSweep()
 	return serve(ctx, cfg, srv, rc, stopper, log, tfBin)
@@ -247,10 +255,13 @@ func closeWithin(d time.Duration, close func()) {
 	}
 }
 
-// routes serves the webhook, the probes and the metrics.
-func routes(hook http.Handler, pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
+// routes serves the webhook, the probes, the metrics and, under /api/ and
+// /tf/, the HTTP API (api.Server: kl serve's routes, ADR 0054).
+func routes(hook, apiHandler http.Handler, pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhook", hook)
+	mux.Handle("/api/", apiHandler)
+	mux.Handle("/tf/", apiHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -119,7 +119,7 @@ func TestReadyz(t *testing.T) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
 	get := func(pool *pgxpool.Pool, path string) (int, string) {
-		srv := httptest.NewServer(routes(http.NotFoundHandler(), pool, reg))
+		srv := httptest.NewServer(routes(http.NotFoundHandler(), http.NotFoundHandler(), pool, reg))
 		defer srv.Close()
 		res, err := http.Get(srv.URL + path)
 		if err != nil {

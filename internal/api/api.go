@@ -37,6 +37,10 @@ import (
 // hold in memory.
 const DefaultMaxBody = 64 << 20
 
+// MaxBodyMiB is the largest cap a server may set, in MiB (4 GiB): the
+// bound of kl serve's --max-body-mib and klbot's KLBOT_MAX_BODY_MIB.
+const MaxBodyMiB = 4096
+
 // Options configures New.
 type Options struct {
 	// Tokens is the store the token authenticator reads (required).

@@ -20,8 +20,6 @@ import (
 // lets the requests in flight finish before it cuts their connections.
 const ShutdownTimeout = 10 * time.Second
 
-// maxBodyMiB bounds --max-body-mib (KL_MAX_BODY_MIB): 4 GiB.
-const maxBodyMiB = 4096
 
 func (a *app) serveCommand() *cobra.Command {
 	var (
@@ -47,7 +45,7 @@ connections and lets the requests in flight finish, for at most 10s.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, HOST:PORT (env KL_LISTEN; default 127.0.0.1:8700, loopback only)")
-	cmd.Flags().IntVar(&mib, "max-body-mib", 0, fmt.Sprintf("largest request body in MiB, 1 to %d; larger ones get 413 (env KL_MAX_BODY_MIB; default 64)", maxBodyMiB))
+	cmd.Flags().IntVar(&mib, "max-body-mib", 0, fmt.Sprintf("largest request body in MiB, 1 to %d; larger ones get 413 (env KL_MAX_BODY_MIB; default 64)", api.MaxBodyMiB))
 	return cmd
 }
 
@@ -59,12 +57,12 @@ func (a *app) serve(ctx context.Context, listen string, mib int, listenFlag, mib
 	if err := checkListen(listen, listenFlag); err != nil {
 		return err
 	}
-	if mib < 1 || mib > maxBodyMiB {
+	if mib < 1 || mib > api.MaxBodyMiB {
 		what := "KL_MAX_BODY_MIB=" + strconv.Itoa(mib)
 		if mibFlag {
 			what = "--max-body-mib " + strconv.Itoa(mib)
 		}
-		return fmt.Errorf("%s: use 1 to %d (MiB)", what, maxBodyMiB)
+		return fmt.Errorf("%s: use 1 to %d (MiB)", what, api.MaxBodyMiB)
 	}
 	tokens, err := a.tokenStore(ctx, true)
 	if err != nil {
