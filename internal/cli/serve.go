@@ -20,7 +20,6 @@ import (
 // lets the requests in flight finish before it cuts their connections.
 const ShutdownTimeout = 10 * time.Second
 
-
 func (a *app) serveCommand() *cobra.Command {
 	var (
 		listen string
