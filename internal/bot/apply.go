@@ -246,6 +246,9 @@ func (b *Bot) applyTargets(ctx context.Context, jr *jobRun, x *applyCtx, targets
 	if err := b.updateSticky(context.WithoutCancel(ctx), x.c, x.repo, x.a.PR); err != nil { // an interrupted apply is reported too
 		return "", err
 	}
+	if err := b.reportAggregate(context.WithoutCancel(ctx), x.c, x.repo, x.a.PR, x.pr.HeadSHA); err != nil {
+		return "", err
+	}
 	if waiting > 0 {
 		return "", queued("%d apply run(s) wait for reservations", waiting)
 	}
