@@ -34,5 +34,6 @@
 // effect) and ExpireTokens. Every request is logged (Requests).
 //
 // Webhook payloads from @octokit/webhooks-examples 7.6.1 (MIT) are
-// embedded: Webhook, Patch, MergedPullRequest, IssueCommentOnPR, Sign.
+// embedded: Webhook, Patch, MergedPullRequest, IssueCommentOnPR,
+// MergeGroupEvent, Sign.
 package githubfake
