@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -19,11 +20,17 @@ const CheckAggregate = "kl"
 // success when every project head touches has an applicable or applied
 // plan, or none is touched; failure otherwise (report.PRCheck). Its
 // external id is the pull request's, project "": a re-run plans every
-// touched project again, as for "kl plan".
-func (b *Bot) reportAggregate(ctx context.Context, c Client, repo github.Repo, pr int, head string) error {
+// touched project again, as for "kl plan". planned says a plan job of
+// head just saved its rows; otherwise (an apply, a refresh) a head no
+// row is of is left alone: it was not planned (yet), and its plan job
+// reports it.
+func (b *Bot) reportAggregate(ctx context.Context, c Client, repo github.Repo, pr int, head string, planned bool) error {
 	rows, err := b.db.projects(ctx, repo.String(), pr)
 	if err != nil {
 		return err
+	}
+	if !planned && !slices.ContainsFunc(rows, func(r projectRow) bool { return r.Open && r.HeadSHA == head }) {
+		return nil
 	}
 	chk := report.PRCheck{HeadSHA: head}
 	for _, r := range rows {

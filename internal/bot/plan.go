@@ -181,7 +181,7 @@ func (b *Bot) planLocked(ctx context.Context, jr *jobRun, c Client, repo github.
 		if err := b.reportNoneTouched(ctx, c, repo, a.PR, co); err != nil {
 			return "", err
 		}
-		if err := b.reportAggregate(ctx, c, repo, a.PR, co.head); err != nil {
+		if err := b.reportAggregate(ctx, c, repo, a.PR, co.head, true); err != nil {
 			return "", err
 		}
 		return ResultSkipped, b.updateSticky(ctx, c, repo, a.PR)
@@ -193,7 +193,7 @@ func (b *Bot) planLocked(ctx context.Context, jr *jobRun, c Client, repo github.
 			return "", err
 		}
 	}
-	if err := b.reportAggregate(ctx, c, repo, a.PR, co.head); err != nil {
+	if err := b.reportAggregate(ctx, c, repo, a.PR, co.head, true); err != nil {
 		return "", err
 	}
 	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)

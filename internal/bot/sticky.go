@@ -120,7 +120,7 @@ func (b *Bot) refresh(ctx context.Context, _ *jobRun, a RefreshArgs) (JobResult,
 		return "", err
 	}
 	if head := openHead(rows); head != "" { // a stale plan fails the "kl" check run
-		if err := b.reportAggregate(ctx, c, repo, a.PR, head); err != nil {
+		if err := b.reportAggregate(ctx, c, repo, a.PR, head, false); err != nil {
 			return "", err
 		}
 	}

@@ -34,7 +34,7 @@ const (
 	VerdictFenced      PRCheckVerdict = "fenced"      // a crashed apply's fence meets it (FencedBy)
 	VerdictNoPlan      PRCheckVerdict = "no-plan"     // the plan failed, or its state does not exist (Note)
 	VerdictNotOpen     PRCheckVerdict = "not-open"    // closed otherwise (Status)
-	VerdictApplyFailed PRCheckVerdict = "apply-ended" // its apply ended without committing it (Status)
+	VerdictApplyFailed PRCheckVerdict = "apply-ended" // its apply ended without committing it (Status: the plan's)
 )
 
 // PRCheckProject is one project of a PRCheck.
@@ -139,7 +139,7 @@ func (p PRCheckProject) words() string {
 		}
 		return "no plan for this commit"
 	case VerdictApplyFailed:
-		return fmt.Sprintf("its apply `%s` ended %s without committing it", p.ApplyRun, p.Status)
+		return fmt.Sprintf("the plan is %s: its apply `%s` did not commit it; comment `/kl plan` to plan again", p.Status, p.ApplyRun)
 	}
 	return fmt.Sprintf("the plan is %s; comment `/kl plan` to plan again", p.Status)
 }
