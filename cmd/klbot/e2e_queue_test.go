@@ -56,8 +56,9 @@ func TestAggregateCheck(t *testing.T) {
 	if k3.Conclusion != "failure" {
 		t.Errorf("PR 3's kl check after PR 1 changed its planned target: %s %q, want failure", k3.Conclusion, k3.Title)
 	}
-	t.Logf("PR 3's kl check:\n%s", k3.Summary)
 	mustContain(t, "PR 3's stale kl check", rendered(k3.Summary), "stale: version 2 by acme/infra#1", "/kl plan")
+	golden(t, "queue/pr3-stale.kl.md", fmt.Sprintf("conclusion: %s\ntitle: %s\n\n%s", k3.Conclusion, k3.Title, k3.Summary))
+	golden(t, "queue/pr9-config.kl.md", fmt.Sprintf("conclusion: %s\ntitle: %s\n\n%s", h.shown(t, p9.head, "kl").Conclusion, h.shown(t, p9.head, "kl").Title, h.shown(t, p9.head, "kl").Summary))
 	for _, p := range []pr{p1, p3, p8, p9} {
 		if n := len(h.checkRuns(p.head, "kl")); n != 1 {
 			t.Errorf("PR %d's head has %d kl check runs, want 1", p.n, n)
@@ -155,7 +156,6 @@ func TestMergeQueue(t *testing.T) {
 	}
 	h.settle()
 	k1, k2, k3 := h.shown(t, sha(51), "kl"), h.shown(t, sha(52), "kl"), h.shown(t, sha(53), "kl")
-	t.Logf("the kl check of the group of #11, #12, #13:\n%s", k3.Summary)
 	if k1.Conclusion != "success" || k1.Title != "Merge group passes: 1 pull request" {
 		t.Errorf("group [#11]: %s %q, want success", k1.Conclusion, k1.Title)
 	}
@@ -173,6 +173,9 @@ func TestMergeQueue(t *testing.T) {
 		"0 independent, 0 plan input changed, 0 planned target changed")
 	if n := h.applyRuns(); n != 1 {
 		t.Errorf("judging the queue made %d apply runs, want only the bootstrap's", n-1)
+	}
+	for name, k := range map[string]githubfake.CheckRun{"group-11": k1, "group-11-12": k2, "group-11-12-13": k3} {
+		golden(t, "queue/"+name+".kl.md", fmt.Sprintf("conclusion: %s\ntitle: %s\n\n%s", k.Conclusion, k.Title, k.Summary))
 	}
 
 	// #13 leaves the queue; #11 and #12 merge, #12's close arriving first.
@@ -262,6 +265,7 @@ func TestMergeGroupDestroyed(t *testing.T) {
 		t.Fatalf("after destroyed: %d kl check runs, want one completed neutral \"Merge group dequeued before it was judged\": %+v", len(crs), crs)
 	}
 	mustContain(t, "the destroyed group's kl check", crs[0].Summary, "destroyed the merge group", "(dequeued)")
+	golden(t, "queue/group-destroyed.kl.md", fmt.Sprintf("conclusion: %s\ntitle: %s\n\n%s", crs[0].Conclusion, crs[0].Title, crs[0].Summary))
 	for _, r := range h.fake.Requests("GET", "/repos/acme/infra/commits/"+sha(51)) {
 		if strings.HasSuffix(r.Path, sha(51)) || strings.HasSuffix(r.Path, "/pulls") {
 			t.Errorf("the destroyed group was judged after all: GET %s", r.Path)
