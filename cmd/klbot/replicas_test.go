@@ -318,8 +318,8 @@ func TestTwoReplicas(t *testing.T) {
 	for _, e := range a.jobErrors(t) {
 		t.Errorf("a job failed an attempt (two replicas got in each other's way?): %s", e)
 	}
-	if n := noDuplicateCheckRuns(t, fake); n != 2*len(prs) {
-		t.Errorf("%d distinct check runs, want %d (a plan and an apply check run per PR)", n, 2*len(prs))
+	if n := noDuplicateCheckRuns(t, fake); n != 3*len(prs) {
+		t.Errorf("%d distinct check runs, want %d (a plan, an apply and the aggregate kl check run per PR)", n, 3*len(prs))
 	}
 }
 

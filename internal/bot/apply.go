@@ -246,6 +246,9 @@ func (b *Bot) applyTargets(ctx context.Context, jr *jobRun, x *applyCtx, targets
 	if err := b.updateSticky(context.WithoutCancel(ctx), x.c, x.repo, x.a.PR); err != nil { // an interrupted apply is reported too
 		return "", err
 	}
+	if err := b.reportAggregate(context.WithoutCancel(ctx), x.c, x.repo, x.a.PR, x.pr.HeadSHA, false); err != nil {
+		return "", err
+	}
 	if waiting > 0 {
 		return "", queued("%d apply run(s) wait for reservations", waiting)
 	}
@@ -614,6 +617,11 @@ func (b *Bot) closed(ctx context.Context, jr *jobRun, x *applyCtx, rows []projec
 			return "", err
 		}
 		x.pr = pr
+	}
+	if x.a.Trigger == TriggerMerge && len(lives) > 0 && len(jr.st.Applied) == 0 {
+		if err := b.mergeOrder(ctx, jr, x); err != nil { // the merge queue's order (ADR 0058)
+			return "", err
+		}
 	}
 	result, waiting := ResultOK, 0
 	for _, r := range rows {

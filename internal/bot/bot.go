@@ -38,6 +38,8 @@ type Client interface {
 	DownloadTarball(ctx context.Context, repo github.Repo, ref string) ([]byte, error)
 	GetFile(ctx context.Context, repo github.Repo, path, ref string, max int64) (github.File, error)
 	Compare(ctx context.Context, repo github.Repo, base, head string) (github.Comparison, error)
+	GetCommit(ctx context.Context, repo github.Repo, ref string) (github.Commit, error)
+	ListCommitPulls(ctx context.Context, repo github.Repo, sha string) ([]github.CommitPull, error)
 }
 
 // Installations hands out the Client of an installation (a GitHub App's
@@ -134,13 +136,14 @@ func New(eng *engine.Engine, gh Installations, pool *pgxpool.Pool, log *slog.Log
 func (b *Bot) SetRiver(c *river.Client[pgx.Tx]) { b.river = c }
 
 // AddWorkers registers the bot's workers (one per job kind): plans and
-// applies bounded by Options.PlanTimeout and ApplyTimeout, replies and
-// refreshes by 5 minutes.
+// applies bounded by Options.PlanTimeout and ApplyTimeout, replies,
+// refreshes and merge groups by 5 minutes.
 func (b *Bot) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &worker[PlanArgs]{b: b, timeout: b.opts.PlanTimeout, work: b.plan})
 	river.AddWorker(w, &worker[ApplyArgs]{b: b, timeout: b.opts.ApplyTimeout, work: b.apply})
 	river.AddWorker(w, &worker[ReplyArgs]{b: b, timeout: 5 * time.Minute, work: b.answer})
 	river.AddWorker(w, &worker[RefreshArgs]{b: b, timeout: 5 * time.Minute, work: b.refresh})
+	river.AddWorker(w, &worker[QueueArgs]{b: b, timeout: 5 * time.Minute, work: b.judgeGroup})
 }
 
 // jobArgs are the args of the bot's jobs: each embeds JobBase.

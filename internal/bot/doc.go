@@ -14,6 +14,11 @@
 //	klbot_reply    reply.go   "/kl why", "/kl history", "/kl help": a reply comment of its own
 //	klbot_refresh  sticky.go  re-render an open PR's sticky comment after another run committed
 //	klbot_reconcile reconcile.go  periodic (River's leader): lease sweep → ended applies reported → closed PRs closed
+//	klbot_queue    queue.go   merge_group (GitHub's merge queue): the group's PRs along first parents → judge
+//	                          in queue order (judge.go) → the group's "kl" check run; destroyed → nothing pending
+//
+// Every pull request head also gets the aggregate "kl" check run
+// (aggregate.go, ADR 0058), the check to require.
 //
 // Each replica also removes the work dirs its crashed runs left
 // (workdir.go) when it starts and every reconcile interval (ADR 0042).

@@ -181,6 +181,9 @@ func (b *Bot) planLocked(ctx context.Context, jr *jobRun, c Client, repo github.
 		if err := b.reportNoneTouched(ctx, c, repo, a.PR, co); err != nil {
 			return "", err
 		}
+		if err := b.reportAggregate(ctx, c, repo, a.PR, co.head, true); err != nil {
+			return "", err
+		}
 		return ResultSkipped, b.updateSticky(ctx, c, repo, a.PR)
 	}
 	lives := b.planLives(jr, a, co.head, co.names)
@@ -189,6 +192,9 @@ func (b *Bot) planLocked(ctx context.Context, jr *jobRun, c Client, repo github.
 		if err := b.planProject(ctx, jr, c, repo, a, co, p, co.touched[name], lives[i]); err != nil {
 			return "", err
 		}
+	}
+	if err := b.reportAggregate(ctx, c, repo, a.PR, co.head, true); err != nil {
+		return "", err
 	}
 	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)
 }
@@ -310,11 +316,14 @@ func readConfig(root, repo string, trigger klyaml.Trigger) (*klyaml.Config, *rep
 }
 
 // reportConfig fails the "kl config" check run on the head with what is
-// wrong and where.
+// wrong and where, and the "kl" check run with it.
 func (b *Bot) reportConfig(ctx context.Context, c Client, repo github.Repo, pr int, n report.ConfigProblem) error {
 	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckConfig, HeadSHA: n.HeadSHA, ExternalID: externalID(pr, ""),
 		Conclusion: "failure", Title: n.Title, Summary: noticeMarkdown(n, report.CheckRunSummaryLimit)})
-	return err
+	if err != nil {
+		return err
+	}
+	return b.putAggregate(ctx, c, repo, pr, report.PRCheck{HeadSHA: n.HeadSHA, Problem: n.Title, ProblemCheck: CheckConfig})
 }
 
 // reportFork says, in the "kl plan" check run, why a push to a pull
@@ -324,7 +333,10 @@ func (b *Bot) reportFork(ctx context.Context, c Client, repo github.Repo, pr git
 	n := report.ForkNotPlanned{HeadSHA: pr.HeadSHA, HeadRepo: pr.HeadRepo, Repo: repo.String()}
 	_, err := b.putCheckRun(ctx, c, repo, github.CheckRun{Name: CheckPlan, HeadSHA: pr.HeadSHA, ExternalID: externalID(pr.Number, ""),
 		Conclusion: "neutral", Title: report.ForkNotPlannedTitle, Summary: noticeMarkdown(n, report.CheckRunSummaryLimit)})
-	return err
+	if err != nil {
+		return err
+	}
+	return b.putAggregate(ctx, c, repo, pr.Number, report.PRCheck{HeadSHA: pr.HeadSHA, Problem: report.ForkNotPlannedTitle, ProblemCheck: CheckPlan})
 }
 
 // reportNoneTouched says, in the "kl plan" check run, that no project is

@@ -187,6 +187,11 @@ func (b *Bot) reconcilePR(ctx context.Context, rows []projectRow) (bool, error) 
 	if pr.State != "closed" {
 		return acted, nil
 	}
+	if pending, err := b.db.closeJobPending(ctx, base.Repo, base.PR); err != nil || pending {
+		// Its closed delivery came: that job (a merge-time apply waiting
+		// for reservations or for the merge queue's order) closes it.
+		return acted, err
+	}
 	return true, b.enqueueClosed(ctx, base, pr)
 }
 

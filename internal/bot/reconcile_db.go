@@ -139,3 +139,19 @@ func (d db) reconcileLock(ctx context.Context, repo string, pr int) (unlock func
 		conn.Release()
 	}, true, nil
 }
+
+// closeJobPending reports whether an apply job of trigger merge or close
+// for pull request (repo, pr) is unfinished in River (available, running,
+// retryable, scheduled — a snoozed job is scheduled — or pending): its
+// closed delivery came, and that job closes the pull request's rows.
+func (d db) closeJobPending(ctx context.Context, repo string, pr int) (bool, error) {
+	var n int
+	err := d.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1
+		AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')
+		AND args->>'repo' = $2 AND (args->>'pr')::bigint = $3 AND args->>'trigger' IN ($4, $5)`,
+		KindApply, repo, pr, string(TriggerMerge), string(TriggerClose)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("reading the close jobs of %s#%d: %w", repo, pr, err)
+	}
+	return n > 0, nil
+}

@@ -37,8 +37,10 @@ const ApplyActionID = "kl-apply"
 //     "/kl" line → a plan, apply or reply job; check_run requested_action
 //     "kl-apply" → an apply job, rerequested → a plan job, both mapped to
 //     their PR and project through external_id (forks give empty
-//     pull_requests); installation created/deleted → recorded/forgotten
-//     in klbot_installations, no job.
+//     pull_requests); merge_group checks_requested or destroyed, and a
+//     re-run of a merge group's "kl" check run (external id "klq:BASE")
+//     → a queue job (ADR 0058); installation created/deleted →
+//     recorded/forgotten in klbot_installations, no job.
 //  3. Commit: only then is the delivery durable (the handler answers 2xx).
 //
 // Anything else is recorded and Ignored.
@@ -134,7 +136,19 @@ func (b *Bot) route(ctx context.Context, tx pgx.Tx, d webhook.Delivery) ([]river
 			return []river.JobArgs{ApplyArgs{JobBase: base, Trigger: TriggerComment, Project: cmd.Project}}, nil
 		}
 		return []river.JobArgs{ReplyArgs{JobBase: base, Command: cmd}}, nil
+	case *gh.MergeGroupEvent:
+		g := e.GetMergeGroup()
+		base.Actor = e.GetSender().GetLogin()
+		return []river.JobArgs{QueueArgs{JobBase: base, Action: d.Action, Reason: d.Reason, HeadSHA: d.HeadSHA,
+			HeadRef: g.GetHeadRef(), BaseSHA: g.GetBaseSHA(), BaseRef: g.GetBaseRef()}}, nil
 	case *gh.CheckRunEvent:
+		if baseRef, ok := parseQueueExternalID(e.GetCheckRun().GetExternalID()); ok {
+			if d.Action != "rerequested" {
+				return nil, nil
+			}
+			base.PR, base.Actor = 0, e.GetSender().GetLogin()
+			return []river.JobArgs{QueueArgs{JobBase: base, Action: QueueChecksRequested, HeadSHA: d.HeadSHA, BaseRef: "refs/heads/" + baseRef}}, nil
+		}
 		pr, project, ok := parseExternalID(e.GetCheckRun().GetExternalID())
 		if !ok {
 			return nil, nil // not one of ours

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
@@ -118,7 +119,25 @@ func (b *Bot) refresh(ctx context.Context, _ *jobRun, a RefreshArgs) (JobResult,
 	if err := b.retireButtons(ctx, c, repo, rows); err != nil {
 		return "", err
 	}
+	if head := openHead(rows); head != "" { // a stale plan fails the "kl" check run
+		if err := b.reportAggregate(ctx, c, repo, a.PR, head, false); err != nil {
+			return "", err
+		}
+	}
 	return ResultOK, b.updateSticky(ctx, c, repo, a.PR)
+}
+
+// openHead is the head commit the latest saved open row of a pull
+// request is of ("" when none is open): the head its last plan job planned.
+func openHead(rows []projectRow) string {
+	var head string
+	var at time.Time
+	for _, r := range rows {
+		if r.Open && r.UpdatedAt.After(at) {
+			head, at = r.HeadSHA, r.UpdatedAt
+		}
+	}
+	return head
 }
 
 // refreshOthers enqueues a refresh of the sticky comment of every other

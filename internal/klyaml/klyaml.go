@@ -93,6 +93,12 @@ type Project struct {
 	// OnRevert is what a plan that would undo an earlier version's change
 	// does (ADR 0046); "" (a project stored before the key) is warn.
 	OnRevert OnRevert `json:"on_revert,omitempty"`
+	// MergeQueue makes klbot judge the project's plans in the merge
+	// groups of GitHub's merge queue (ADR 0058): a pull request whose plan
+	// conflicts with one ahead of it in the group fails the group's "kl"
+	// check run. Default false: the group's "kl" check run passes, saying
+	// it judged nothing. A safety key: true is the tighter value.
+	MergeQueue bool `json:"merge_queue,omitempty"`
 }
 
 // Error is an invalid kl.yaml (or KLBOT_REPO_CONFIG file, or a pull

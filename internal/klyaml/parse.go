@@ -19,8 +19,8 @@ import (
 
 // Keys kl.yaml accepts, at the top level and in a project.
 var (
-	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "on_revert", "plan_drafts", "projects"}
-	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements", "on_revert"}
+	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "on_revert", "merge_queue", "plan_drafts", "projects"}
+	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements", "on_revert", "merge_queue"}
 )
 
 // extensionPrefix starts the top-level keys kl.yaml ignores, as docker
@@ -45,7 +45,7 @@ var (
 // globs valid; names, dirs, states and globs of printable characters only
 // (unicode.IsPrint: no control, format or bidirectional characters);
 // apply_trigger comment or merge; apply_requirements approved or
-// mergeable; on_revert warn or fail; plan_drafts true or false; top-level keys starting with "x-"
+// mergeable; on_revert warn or fail; merge_queue and plan_drafts true or false; top-level keys starting with "x-"
 // are ignored (a place for shared anchors). Defaults: dir ".", workspace
 // "default", when_modified DefaultWhenModified, apply_trigger and
 // apply_requirements from the top level (whose defaults are
@@ -268,7 +268,7 @@ type stateUser struct {
 // none.
 func (p *parser) project(n *yaml.Node, i int, top Project, seen map[string]int, states map[string]stateUser) Project {
 	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger,
-		ApplyRequirements: top.ApplyRequirements, OnRevert: top.OnRevert}
+		ApplyRequirements: top.ApplyRequirements, OnRevert: top.OnRevert, MergeQueue: top.MergeQueue}
 	if n.Kind != yaml.MappingNode {
 		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
 		return pr
@@ -320,6 +320,9 @@ func (p *parser) rules(fs map[string]field, where string, pr *Project) {
 	}
 	if f, ok := fs["on_revert"]; ok {
 		pr.OnRevert = p.onRevert(f, where, pr.OnRevert)
+	}
+	if f, ok := fs["merge_queue"]; ok {
+		pr.MergeQueue = p.bool(f, where+"merge_queue")
 	}
 }
 

@@ -33,10 +33,12 @@ var safetyKeys = []safetyKey{
 	supersetKey("apply_requirements", func(p *Project) *[]Requirement { return &p.ApplyRequirements }),
 	orderedKey("apply_trigger", func(p *Project) *Trigger { return &p.ApplyTrigger }, TriggerComment, TriggerMerge),
 	orderedKey("on_revert", func(p *Project) *OnRevert { return &p.OnRevert }, RevertWarn, RevertFail),
+	boolKey("merge_queue", func(p *Project) *bool { return &p.MergeQueue }),
 }
 
 // SafetyKeys lists the names of the safety keys (ADR 0040), in the order
-// they are checked: apply_requirements, apply_trigger, on_revert.
+// they are checked: apply_requirements, apply_trigger, on_revert,
+// merge_queue.
 func SafetyKeys() []string {
 	out := make([]string, len(safetyKeys))
 	for i, k := range safetyKeys {
@@ -99,6 +101,19 @@ func orderedKey[T ~string](name string, field func(*Project) *T, loosestFirst ..
 		take: func(p *Project, base Project) { *field(p) = *field(&base) },
 		show: func(p *Project) string { return string(*field(p)) },
 		rule: "a pull request may only move it along " + strings.Join(order, " → ") + ", not back",
+	}
+}
+
+// boolKey is a key that turns a check on: true is tighter (a pull
+// request may turn it on, never off).
+func boolKey(name string, field func(*Project) *bool) safetyKey {
+	return safetyKey{
+		name:    name,
+		atLeast: func(p, base *Project) bool { return *field(p) || !*field(base) },
+		join:    func(p *Project, base Project) { *field(p) = *field(p) || *field(&base) },
+		take:    func(p *Project, base Project) { *field(p) = *field(&base) },
+		show:    func(p *Project) string { return fmt.Sprint(*field(p)) },
+		rule:    "a pull request may turn it on, not off",
 	}
 }
 

@@ -343,3 +343,37 @@ func TestOnRevertFromBase(t *testing.T) {
 		t.Fatalf("Tighten of a project stored without on_revert under a warn base = %q, want warn", p.OnRevert)
 	}
 }
+
+// TestMergeQueueFromBase: merge_queue is a safety key (ADR 0058, ADR
+// 0040): a pull request cannot turn the default branch's true off, may
+// turn it on, inherits it by leaving the key out, and a value that is not
+// a boolean is a problem naming the key.
+func TestMergeQueueFromBase(t *testing.T) {
+	t.Parallel()
+	base := BaseOf(mustParse(t, "version: 1\nmerge_queue: true\nprojects:\n  - name: prod\n    state: acme/prod\n", ""))
+	_, err := Merge(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n    merge_queue: false\n", ""), base)
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Merge of merge_queue: false over true = %v, want a problem", err)
+	}
+	want := []string{`kl.yaml:5: project "prod": merge_queue false loosens true set by the default branch's kl.yaml (line 2): ` +
+		`a pull request may turn it on, not off; change it on the default branch first`}
+	if d := cmp.Diff(want, ce.Problems); d != "" {
+		t.Fatalf("problems (-want +got):\n%s", d)
+	}
+	got, err := Merge(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n", ""), base)
+	if err != nil || !got.Projects[0].MergeQueue {
+		t.Fatalf("merge_queue left out: %v, %+v; want true from the base", err, got)
+	}
+	offBase := BaseOf(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n", ""))
+	if got, err := Merge(mustParse(t, "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n    merge_queue: true\n", ""), offBase); err != nil || !got.Projects[0].MergeQueue {
+		t.Fatalf("merge_queue: true over the default: %v, %+v; want true (tighter)", err, got)
+	}
+	if p := Tighten(Project{Name: "prod", State: "acme/prod"}, base); !p.MergeQueue {
+		t.Fatalf("Tighten under a merge_queue: true base = %v, want true", p.MergeQueue)
+	}
+	_, err = Parse([]byte("version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n    merge_queue: yes please\n"), "")
+	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], `kl.yaml:5: project "prod": merge_queue: want true or false`) {
+		t.Fatalf("merge_queue: yes please = %v, want one problem naming the key", err)
+	}
+}

@@ -31,6 +31,9 @@ const (
 	// LiveApplying: the apply runs: reservations, since-plan, re-plan,
 	// Terraform, commit.
 	LiveApplying LivePhase = "applying"
+	// LiveJudging: klbot judges a merge group of GitHub's merge queue
+	// (ADR 0058).
+	LiveJudging LivePhase = "judging"
 )
 
 // JobKind is what a klbot job does, for LiveJob's words.
@@ -42,6 +45,7 @@ const (
 	JobApply   JobKind = "apply"
 	JobRecover JobKind = "recover"
 	JobUnfence JobKind = "unfence"
+	JobQueue   JobKind = "merge queue"
 )
 
 // JobAsk is how a job was asked for (klbot's job triggers).
@@ -55,6 +59,7 @@ const (
 	AskButton    JobAsk = "button"    // the Apply button of a plan check run
 	AskMerge     JobAsk = "merge"     // the pull request was merged
 	AskClose     JobAsk = "close"     // the pull request was closed without merging
+	AskQueue     JobAsk = "queue"     // GitHub's merge queue asked for the checks of a merge group
 )
 
 // LiveJob is what another job of the pull request waits for: a job
@@ -109,6 +114,8 @@ func (j LiveJob) words() string {
 		return "the merge-time apply" + by
 	case AskClose:
 		return "the close of the pull request"
+	case AskQueue:
+		return "the merge queue, for the merge group of `" + shortSHA(j.HeadSHA) + "`"
 	}
 	return fmt.Sprintf("`/kl %s%s`%s", j.Kind, p, by)
 }
@@ -163,6 +170,8 @@ func (n InProgress) Title() string {
 		return fmt.Sprintf("Waiting for reservations held by %d runs", len(n.WaitingOn))
 	case LivePlanning:
 		return "Planning"
+	case LiveJudging:
+		return "Judging the merge group"
 	}
 	if n.Step == "plan" {
 		return "Applying: re-planning against the head"

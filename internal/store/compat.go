@@ -101,6 +101,7 @@ var declared = []Migration{
 	{Version: CompatVersion, Kind: Expand, Why: "creates kl_compat; no binary before it reads or writes it"},
 	{Version: LevelOneVersion, Kind: Raise, Level: levelOne, Why: "records level 1"},
 	{Version: 12, Kind: Expand, Why: "kl_tokens (ADR 0054): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
+	{Version: 15, Kind: Expand, Why: "klbot_merge_groups (ADR 0058): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 }
 
 // extraGoMigrations are the Go migrations of build-tagged test files.

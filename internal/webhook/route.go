@@ -16,7 +16,10 @@ var supportedActions = map[string]map[string]bool{
 	// "/kl …" commands, on pull requests only.
 	"issue_comment": set("created"),
 	// requested_action is the Apply button; rerequested re-plans.
-	"check_run":    set("requested_action", "rerequested"),
+	"check_run": set("requested_action", "rerequested"),
+	// GitHub's merge queue: checks_requested judges a merge group,
+	// destroyed (merged, dequeued, invalidated) ends its check (ADR 0058).
+	"merge_group":  set("checks_requested", "destroyed"),
 	"installation": set("created", "deleted"),
 	"ping":         nil,
 }
@@ -85,6 +88,18 @@ func route(payload any) (d Delivery, note, missing string) {
 			need{d.HeadSHA == "", "check_run.head_sha"},
 			need{d.Action == "requested_action" && (e.RequestedAction == nil || e.RequestedAction.Identifier == ""),
 				"requested_action.identifier"},
+		)
+	case *github.MergeGroupEvent:
+		d.Action = e.GetAction()
+		d.Repo = e.GetRepo().GetFullName()
+		d.Installation = e.GetInstallation().GetID()
+		d.HeadSHA = e.GetMergeGroup().GetHeadSHA()
+		missing = firstMissing(
+			need{d.Repo == "", "repository.full_name"},
+			need{d.Installation == 0, "installation.id"},
+			need{e.MergeGroup == nil, "merge_group"},
+			need{d.HeadSHA == "", "merge_group.head_sha"},
+			need{e.GetMergeGroup().GetBaseRef() == "", "merge_group.base_ref"},
 		)
 	case *github.InstallationEvent:
 		d.Action = e.GetAction()

@@ -75,11 +75,17 @@ type Delivery struct {
 	// check_run.pull_requests; 0 when there is none (a check run from a
 	// fork comes with none: map it through check_run.external_id).
 	PR int
-	// HeadSHA is pull_request.head.sha or check_run.head_sha; "" for
-	// comments (the bot reads the PR) and the other events.
+	// HeadSHA is pull_request.head.sha, check_run.head_sha or
+	// merge_group.head_sha; "" for comments (the bot reads the PR) and the
+	// other events.
 	HeadSHA string
+	// Reason is a merge_group destroyed delivery's "reason" (merged,
+	// dequeued or invalidated), which go-github v62's MergeGroupEvent
+	// does not carry; "" otherwise.
+	Reason string
 	// Payload is *github.PullRequestEvent, *github.IssueCommentEvent,
-	// *github.CheckRunEvent, *github.InstallationEvent or *github.PingEvent.
+	// *github.CheckRunEvent, *github.MergeGroupEvent,
+	// *github.InstallationEvent or *github.PingEvent.
 	Payload  any
 	Received time.Time // when the request arrived (HandlerConfig.Now)
 }
@@ -369,6 +375,7 @@ func parseDelivery(hdr http.Header, event string, body []byte) (Delivery, *skipp
 	}
 	var head struct {
 		Action string `json:"action"`
+		Reason string `json:"reason"` // merge_group destroyed
 	}
 	if err := json.Unmarshal(body, &head); err != nil {
 		msg := "payload is not JSON: " + clip(err.Error(), 300)
@@ -386,6 +393,9 @@ func parseDelivery(hdr http.Header, event string, body []byte) (Delivery, *skipp
 			fmt.Sprintf("parsing %s payload: %s", event, clip(err.Error(), 300))}
 	}
 	d, note, missing := route(parsed)
+	if event == "merge_group" {
+		d.Reason = head.Reason
+	}
 	if note != "" {
 		return Delivery{}, &skipped{d.Action, note}, nil
 	}

@@ -164,6 +164,28 @@ func TestRoutesSupportedDeliveries(t *testing.T) {
 			want: Delivery{Action: "rerequested", Installation: 690857, Repo: "electron/electron", PR: 26764,
 				HeadSHA: "5bd5f196a46b8222fb7484f05faba41a73cf34bd"},
 		},
+		"merge_group checks_requested": {
+			event: "merge_group",
+			body: githubfake.MergeGroupEvent("acme/infra", "checks_requested", "", githubfake.MergeGroup{HeadSHA: headSHA,
+				HeadRef: githubfake.QueueRef("main", 12, strings.Repeat("e", 40)), BaseSHA: strings.Repeat("a", 40), BaseRef: "refs/heads/main"}),
+			want: Delivery{Action: "checks_requested", Installation: 1, Repo: "acme/infra", HeadSHA: headSHA},
+			check: func(t *testing.T, p any) {
+				if g := p.(*github.MergeGroupEvent).GetMergeGroup(); g.GetBaseRef() != "refs/heads/main" || g.GetBaseSHA() != strings.Repeat("a", 40) {
+					t.Errorf("merge group base %q at %q", g.GetBaseRef(), g.GetBaseSHA())
+				}
+			},
+		},
+		"merge_group destroyed (its reason kept)": {
+			event: "merge_group",
+			body: githubfake.MergeGroupEvent("acme/infra", "destroyed", "dequeued", githubfake.MergeGroup{HeadSHA: headSHA,
+				HeadRef: githubfake.QueueRef("main", 12, strings.Repeat("e", 40)), BaseSHA: strings.Repeat("a", 40), BaseRef: "refs/heads/main"}),
+			want: Delivery{Action: "destroyed", Installation: 1, Repo: "acme/infra", HeadSHA: headSHA, Reason: "dequeued"},
+		},
+		"merge_group checks_requested (the example as GitHub sent it)": {
+			event: "merge_group",
+			body:  fixture(t, "merge_group.checks_requested.0"),
+			want:  Delivery{Action: "checks_requested", Installation: 1, Repo: "octo-org/octo-repo", HeadSHA: "2ffea6db159f6b6c47a24e778fb9ef40cf6b1c7d"},
+		},
 		"installation created": {
 			event: "installation",
 			body:  fixture(t, "installation.created.1"),
@@ -187,6 +209,7 @@ func TestRoutesSupportedDeliveries(t *testing.T) {
 	}
 	wantType := map[string]any{
 		"pull_request":  &github.PullRequestEvent{},
+		"merge_group":   &github.MergeGroupEvent{},
 		"issue_comment": &github.IssueCommentEvent{},
 		"check_run":     &github.CheckRunEvent{},
 		"installation":  &github.InstallationEvent{},

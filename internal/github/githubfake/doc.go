@@ -27,10 +27,13 @@
 // tarballs (302 to a link valid 5 minutes), file contents (SetFile; without
 // ref, the default branch "main"), commit comparisons (SetCompare: a pull
 // request's head is up to date with its base unless a test says how far
-// behind it is) and commit statuses. Faults:
+// behind it is), commits (AddCommit, SetBranch: get a commit by SHA or
+// branch, and the pull requests associated with a commit) and commit
+// statuses. Faults:
 // FailNext / Fail (status, headers, optionally after the request took
 // effect) and ExpireTokens. Every request is logged (Requests).
 //
 // Webhook payloads from @octokit/webhooks-examples 7.6.1 (MIT) are
-// embedded: Webhook, Patch, MergedPullRequest, IssueCommentOnPR, Sign.
+// embedded: Webhook, Patch, MergedPullRequest, IssueCommentOnPR,
+// MergeGroupEvent, Sign.
 package githubfake

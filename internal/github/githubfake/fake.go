@@ -70,6 +70,8 @@ type repo struct {
 	tarballs    map[string][]byte            // ref → .tar.gz
 	files       map[string]map[string][]byte // ref → path → content (SetFile)
 	compares    map[string]Comparison        // "base...head" → comparison (SetCompare)
+	commits     map[string]*Commit           // by SHA (AddCommit, SetBranch)
+	branches    map[string]string            // branch → SHA (SetBranch)
 }
 
 type tarLink struct {

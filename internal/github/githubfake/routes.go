@@ -141,9 +141,14 @@ func ParseAPI(b []byte) (*API, error) {
 
 // Match finds the operation for a method and an API path (without the
 // /api/v3 prefix). It returns the path parameters (unescaped); pathKnown
-// tells whether some operation has that path with another method.
+// tells whether some operation has that path with another method. Of
+// several operations matching, the one with the most literal segments
+// wins, as GitHub routes: /commits/{commit_sha}/pulls and
+// /commits/{ref}/check-runs are not get-commit of a ref "SHA/pulls"
+// (its ref may hold slashes, x-multi-segment).
 func (a *API) Match(method, escapedPath string) (op *Operation, params map[string]string, pathKnown bool) {
 	segs := strings.Split(strings.Trim(escapedPath, "/"), "/")
+	best := -1
 	for _, o := range a.Operations {
 		p := map[string]string{}
 		if !matchSegments(o, o.segments, segs, p) {
@@ -153,9 +158,26 @@ func (a *API) Match(method, escapedPath string) (op *Operation, params map[strin
 			pathKnown = true
 			continue
 		}
-		return o, p, true
+		if n := literalSegments(o); n > best {
+			op, params, best = o, p, n
+		}
+	}
+	if op != nil {
+		return op, params, true
 	}
 	return nil, nil, pathKnown
+}
+
+// literalSegments counts the segments of o's path template that are not
+// parameters.
+func literalSegments(o *Operation) int {
+	n := 0
+	for _, s := range o.segments {
+		if !strings.HasPrefix(s, "{") {
+			n++
+		}
+	}
+	return n
 }
 
 func matchSegments(op *Operation, tmpl, segs []string, out map[string]string) bool {

@@ -219,6 +219,41 @@ func RequestedAction(repo, externalID, headSHA, login, identifier string) []byte
 	return b
 }
 
+// MergeGroup is a merge group of GitHub's merge queue, as its merge_group
+// deliveries carry it: the group's head commit and ref
+// (refs/heads/gh-readonly-queue/BASE/pr-N-SHA: the last pull request of
+// the group), and the base branch's commit the group was made on.
+type MergeGroup struct {
+	HeadSHA, HeadRef string
+	BaseSHA, BaseRef string
+}
+
+// QueueRef is the head ref GitHub gives the merge group whose last pull
+// request is pr at head commit prHead, on base branch base:
+// refs/heads/gh-readonly-queue/BASE/pr-N-SHA.
+func QueueRef(base string, pr int, prHead string) string {
+	return fmt.Sprintf("refs/heads/gh-readonly-queue/%s/pr-%d-%s", base, pr, prHead)
+}
+
+// MergeGroupEvent is merge_group.checks_requested.0 (the only action the
+// examples have) pointed at group g of repo, with action set: checks_requested,
+// or destroyed with reason (merged, dequeued, invalidated), which GitHub
+// adds to a destroyed delivery and the example lacks. Installation id 1.
+func MergeGroupEvent(repo, action, reason string, g MergeGroup) []byte {
+	set := inRepo(repo, map[string]any{
+		"action":                     action,
+		"merge_group.head_sha":       g.HeadSHA,
+		"merge_group.head_ref":       g.HeadRef,
+		"merge_group.base_sha":       g.BaseSHA,
+		"merge_group.base_ref":       g.BaseRef,
+		"merge_group.head_commit.id": g.HeadSHA,
+	})
+	if reason != "" {
+		set["reason"] = reason
+	}
+	return MustPatch("merge_group.checks_requested.0", set)
+}
+
 // WebhookRequest builds the POST GitHub would send to url: event and
 // delivery headers, JSON content type, and X-Hub-Signature-256 over body
 // with secret (no signature header when secret is "").
