@@ -394,14 +394,15 @@ func (e *Engine) BackendHead(ctx context.Context, state string) ([]byte, int64, 
 }
 
 // docHead reads a POSTed document: ErrInvalid when it is not JSON,
-// ErrConflict when it is JSON but not a state v4 document.
-func docHead(state string, doc []byte) (*tfstate.State, error) {
+// ErrConflict when it is JSON but not a state v4 document; why is what
+// was wrong with it, for the refusal's marker.
+func docHead(state string, doc []byte) (st *tfstate.State, why string, err error) {
 	if !json.Valid(doc) {
-		return nil, Errorf(ErrInvalid, "writing state %s: the body is not JSON", state)
+		return nil, "the body is not JSON", Errorf(ErrInvalid, "writing state %s: the body is not JSON", state)
 	}
-	st, err := tfstate.Parse(doc)
+	st, err = tfstate.Parse(doc)
 	if err != nil {
-		return nil, Errorf(ErrConflict, "writing state %s: not a Terraform state v4 document: %v", state, err)
+		return nil, err.Error(), Errorf(ErrConflict, "writing state %s: not a Terraform state v4 document: %v", state, err)
 	}
-	return st, nil
+	return st, "", nil
 }

@@ -67,6 +67,17 @@ func (e *Engine) annotate(ctx context.Context, r *Run) {
 	}
 }
 
+// annotateMarkers annotates the ends markers ms (of state) carry, as
+// annotate does a run's.
+func (e *Engine) annotateMarkers(ctx context.Context, state string, ms []Marker) {
+	for i := range ms {
+		if ms[i].End != nil {
+			e.nameBlockers(ctx, ms[i].End.Blockers)
+			e.nameStale(ctx, state, ms[i].End.Stale)
+		}
+	}
+}
+
 // nameStale sets Backend of each push entry of es (state's versions)
 // from its version's provenance.
 func (e *Engine) nameStale(ctx context.Context, state string, es []SincePlanEntry) {

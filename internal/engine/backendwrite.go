@@ -215,9 +215,9 @@ func (e *Engine) WriteBackend(ctx context.Context, in BackendWriteInput) error {
 		return e.refuseWrite(ctx, l, Marker{Extra: map[string]string{"refusal": RefusalReadLock}},
 			Errorf(ErrLocked, "writing state %s: lock %s is a read lock (%s): it does not write", in.State, in.LockID, TerraformCommand(l.info.Operation)))
 	}
-	doc, err := docHead(in.State, in.Document)
+	doc, why, err := docHead(in.State, in.Document)
 	if err != nil {
-		return e.refuseWrite(ctx, l, Marker{Reason: err.Error(), Extra: map[string]string{"refusal": RefusalNotState}}, err)
+		return e.refuseWrite(ctx, l, Marker{Reason: why, Extra: map[string]string{"refusal": RefusalNotState}}, err)
 	}
 	adopt, err := e.checkWrite(ctx, st, l, doc)
 	if err != nil {

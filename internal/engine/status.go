@@ -145,6 +145,7 @@ func (e *Engine) activeRun(ctx context.Context, r Run, holds map[string][]Reserv
 				ar.WaitingOn = append(ar.WaitingOn, b)
 			}
 		}
+		e.nameBlockers(ctx, ar.WaitingOn)
 	}
 	return ar, nil
 }

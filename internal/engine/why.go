@@ -158,6 +158,7 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 	if err != nil {
 		return fmt.Errorf("reading markers of run %s: %w", a.ID, err)
 	}
+	e.annotateMarkers(ctx, a.State, ms)
 	for i := range ms {
 		m := ms[i]
 		m.Run = a.ID
