@@ -585,6 +585,23 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		if rs := h.reservations(); len(rs) != 0 {
 			t.Fatalf("reservations after force-unlock = %+v", rs)
 		}
+		// A Terraform alive past its lease still writes under its fence,
+		// and its own UNLOCK commits and lifts the fence.
+		late := h.lock("tf-late", engine.OperationTypeApply)
+		h.expire(ttl)
+		if err := h.write("tf-late", tfDoc(t, fakeLineage, 2, map[string]string{"a": "a-late", "b": "b0"})); err != nil {
+			t.Fatalf("write under its own fence: %v", err)
+		}
+		out, err = h.unlock("tf-late", false)
+		if err != nil || out.Version == nil || out.Version.Serial != 2 {
+			t.Fatalf("late unlock: %+v %v", out, err)
+		}
+		if out.Run.ID != late.Run.ID || out.Run.End.Lifted != engine.LiftCommitted || len(h.reservations()) != 0 {
+			t.Fatalf("late unlock run end = %+v, reservations %+v", out.Run.End, h.reservations())
+		}
+		if _, head := h.head(); head["a"] != "a-late" {
+			t.Fatalf("head = %v", head)
+		}
 	})
 }
 
