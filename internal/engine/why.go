@@ -167,7 +167,8 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 			w.Waited = append(w.Waited, m)
 		case MarkerReserved:
 			w.Reserved = &m
-		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered, MarkerOperation:
+		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered, MarkerOperation,
+			MarkerBackendLock, MarkerBackendRefused, MarkerUnlocked: // a backend lock says what it was and how it ended (ADR 0056)
 			w.Decisive = append(w.Decisive, m)
 		case MarkerApplyStarted:
 			// Decisive where the apply stopped before its own commit:
