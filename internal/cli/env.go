@@ -61,7 +61,16 @@ type Config struct {
 	// MaxBodyMiB caps kl serve's request bodies, in MiB, 1 to MaxBodyMiB
 	// (--max-body-mib overrides it); a larger body is refused with 413.
 	MaxBodyMiB int `env:"KL_MAX_BODY_MIB, default=64"`
+	// BackendLockTTL is the lease of a lock taken through the http
+	// backend (engine.Engine.BackendLockTTL, ADR 0056), MinBackendLockTTL
+	// to MaxLease: never renewed, since Terraform never renews an http
+	// lock; once it runs out a lock that wrote is fenced.
+	BackendLockTTL time.Duration `env:"KL_BACKEND_LOCK_TTL, default=1h"`
 }
+
+// MinBackendLockTTL is the shortest KL_BACKEND_LOCK_TTL: a lock shorter
+// than a Terraform command's run fences the state under a live Terraform.
+const MinBackendLockTTL = time.Minute
 
 // Bounds of KL_LEASE.
 const (
@@ -169,6 +178,11 @@ func (a *app) loadEnv(ctx context.Context) error {
 		return &envError{key: "KL_LEASE", value: lease, problem: fmt.Sprintf("too long: use at most %s (default %s): "+
 			"the reservations of a kl that was killed block other applies until their lease ends",
 			shortDuration(MaxLease), shortDuration(engine.DefaultLease))}
+	}
+	if ttl := a.cfg.BackendLockTTL; ttl < MinBackendLockTTL || ttl > MaxLease {
+		return &envError{key: "KL_BACKEND_LOCK_TTL", value: vars["KL_BACKEND_LOCK_TTL"], problem: fmt.Sprintf("use %s to %s (default %s): "+
+			"a backend lock is never renewed, and once its lease runs out a lock that wrote fences the state",
+			shortDuration(MinBackendLockTTL), shortDuration(MaxLease), shortDuration(engine.DefaultBackendLockTTL))}
 	}
 	if err := checkCeilings(a.cfg.CeilingDirectories); err != nil {
 		return err

@@ -30,6 +30,7 @@ func (a *app) engine(ctx context.Context, needTerraform bool) (*engine.Engine, e
 		}
 		a.eng = engine.New(st, nil, log)
 		a.eng.Lease = a.cfg.Lease
+		a.eng.BackendLockTTL = a.cfg.BackendLockTTL
 		if a.cfg.WorkDir == "" {
 			a.cfg.WorkDir = workRoot
 		}

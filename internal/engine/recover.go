@@ -73,6 +73,12 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err != nil {
 		return nil, err
 	}
+	if l, err := e.backendLockRun(ctx, run); err != nil || l != nil {
+		if err != nil {
+			return nil, err
+		}
+		return e.recoverLock(ctx, l) // a backend lock (ADR 0056): its last checkpoint
+	}
 	if err := checkRecoverable(run); err != nil {
 		return nil, err
 	}
@@ -139,6 +145,19 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// backendLockRun reads run as a backend lock (ADR 0056), nil when it is
+// not one, with whether its fence stands.
+func (e *Engine) backendLockRun(ctx context.Context, run Run) (*heldLock, error) {
+	if run.Kind != KindApply || run.PlanRun != "" {
+		return nil, nil
+	}
+	l, err := e.lockOf(ctx, run.ID)
+	if l != nil {
+		l.fenced = run.End != nil && len(run.End.Fenced) > 0 && run.End.Lifted == ""
+	}
+	return l, err
 }
 
 // neverReserved reports whether apply run id stopped before it held its

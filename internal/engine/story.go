@@ -153,6 +153,7 @@ func (e *Engine) storyMarkers(ctx context.Context, s *RunStory, apply *Run) erro
 		}
 	}
 	sort.SliceStable(s.Markers, func(i, j int) bool { return s.Markers[i].At.Before(s.Markers[j].At) })
+	e.annotateMarkers(ctx, s.Run.State, s.Markers)
 	return nil
 }
 

@@ -158,6 +158,7 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 	if err != nil {
 		return fmt.Errorf("reading markers of run %s: %w", a.ID, err)
 	}
+	e.annotateMarkers(ctx, a.State, ms)
 	for i := range ms {
 		m := ms[i]
 		m.Run = a.ID
@@ -166,7 +167,8 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 			w.Waited = append(w.Waited, m)
 		case MarkerReserved:
 			w.Reserved = &m
-		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered, MarkerOperation:
+		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered, MarkerOperation,
+			MarkerBackendLock, MarkerBackendRefused, MarkerUnlocked: // a backend lock says what it was and how it ended (ADR 0056)
 			w.Decisive = append(w.Decisive, m)
 		case MarkerApplyStarted:
 			// Decisive where the apply stopped before its own commit:

@@ -251,7 +251,10 @@ func sincePlanTable(sp *engine.SincePlan) []block {
 // operation it was, if one (ADR 0055): "run X (alice), a state rm".
 func producedBy(e engine.SincePlanEntry) sentence {
 	s := who(e.Run, e.Actor, e.PR)
-	if e.Mode.Operation() {
+	switch {
+	case e.Backend != "":
+		s = s.add(txt(", a push through the backend: " + engine.TerraformCommand(e.Backend)))
+	case e.Mode.Operation():
 		s = s.add(txt(", a " + modeName(e.Mode)))
 	}
 	return s
@@ -470,7 +473,11 @@ func refusalFields(r refusal) fields {
 		}
 		f = f.addField("re-plan status", replanStatusWords(r.replan))
 	case ruleConflict:
-		f = f.addField("held by", who(r.run, r.actor, r.pr))
+		held := r.holder
+		if held == nil {
+			held = who(r.run, r.actor, r.pr)
+		}
+		f = f.addField("held by", held)
 		f = f.addField("addresses", addrs(r.addrs))
 	case ruleFenced:
 		f = f.addField("fenced by", who(r.run, r.actor, r.pr))
@@ -499,6 +506,9 @@ func roles(s *engine.RunStory) map[string]string {
 		out[s.Run.ID] = "apply"
 		if s.Run.PlanRun == "" {
 			out[s.Run.ID] = "operation" // a day-2 operation (ADR 0055)
+		}
+		if backendRun(s.Run) {
+			out[s.Run.ID] = "backend lock" // ADR 0056
 		}
 	}
 	return out

@@ -73,6 +73,8 @@ func endText(id string, end *engine.End, cm *Commands) string {
 		return leaseExpiredText(id, end, cm)
 	case engine.CauseLeaseLost:
 		return leaseLostText(id, end, cm)
+	case engine.CauseUnlocked:
+		return unlockedText(end)
 	}
 	return planEndText(end, cm)
 }
@@ -648,6 +650,9 @@ func blockersText(bs []engine.Blocker) string {
 		who := "run " + b.Run
 		if b.PR != nil {
 			who += " (" + b.PR.String() + ")"
+		}
+		if b.Backend != nil {
+			who = blockerLockText(b) // the whole state, under Terraform's lock (ADR 0056)
 		}
 		parts[i] = fmt.Sprintf("%s holds %s", who, strings.Join(b.Addresses.Strings(), ", "))
 	}

@@ -207,6 +207,9 @@ func endWords(status engine.RunStatus, reason string, t tone) sentence {
 // markerWords puts one marker into words; the verb carries its tone.
 func markerWords(m engine.Marker) sentence {
 	v := func(s string) span { return toned(markerTone(m), s) }
+	if s, ok := lockMarkerWords(m, v); ok {
+		return s
+	}
 	switch m.Kind {
 	case engine.MarkerPlanned:
 		return words(v("planned"), fmt.Sprintf(" against serial %d; an apply takes %s", m.Serial, plural(m.Count, "reservation", "reservations")))

@@ -81,6 +81,8 @@ type jRun struct {
 	DiscardedBy     string `json:"discarded_by,omitempty"`
 	DiscardWhy      string `json:"discard_why,omitempty"`
 	CommittedSerial int64  `json:"committed_serial,omitempty"`
+	// BackendLock: Terraform's lock of a backend lock's run (ADR 0056).
+	BackendLock *jLock `json:"backend_lock,omitempty"`
 }
 
 func toRun(r *engine.Run) *jRun {
@@ -91,7 +93,7 @@ func toRun(r *engine.Run) *jRun {
 		ID: r.ID, Kind: string(r.Kind), State: r.State, Actor: r.Actor, Status: string(r.Status), Reason: EndText(r.ID, r.End),
 		PR: toPR(r.PR), CreatedAt: jtime(r.CreatedAt), UpdatedAt: jtime(r.UpdatedAt), FinishedAt: jtimePtr(r.FinishedAt),
 		PlanRun: r.PlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
-		CommittedSerial: r.CommittedSerial,
+		CommittedSerial: r.CommittedSerial, BackendLock: toLock(r.Backend),
 	}
 	if r.Holder.Host != "" {
 		j.Holder = r.Holder.String()
@@ -460,6 +462,10 @@ type jProvenance struct {
 	MovedFrom      string   `json:"moved_from,omitempty"`
 	MovedTo        string   `json:"moved_to,omitempty"`
 	Moved          int      `json:"moved,omitempty"`
+	// A push through the http backend's (ADR 0056).
+	Backend      *jBackendPush `json:"backend,omitempty"`
+	Adopted      bool          `json:"adopted,omitempty"`
+	PriorLineage string        `json:"prior_lineage,omitempty"`
 }
 
 type jVersion struct {
@@ -485,7 +491,8 @@ func toVersion(v *engine.Version) *jVersion {
 			AppliedSourceSerial: p.AppliedSourceSerial, CommitMode: string(p.Mode), Exact: p.Exact,
 			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Reencoded: optStrs(p.Reencoded), Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR),
 			Reason: p.Reason, RestoredSerial: p.RestoredSerial, PushedSerial: p.PushedSerial, Forced: p.Forced, Removed: p.Removed,
-			MovedFrom: p.MovedFrom, MovedTo: p.MovedTo, Moved: p.Moved}}
+			MovedFrom: p.MovedFrom, MovedTo: p.MovedTo, Moved: p.Moved,
+			Backend: toBackendPush(p.Backend), Adopted: p.Adopted, PriorLineage: p.PriorLineage}}
 }
 
 type jRefusal struct {

@@ -54,6 +54,9 @@ func operationProvWords(p engine.Provenance) sentence {
 	case engine.CommitRollback:
 		return words(fmt.Sprintf("rollback to version %d", p.RestoredSerial))
 	case engine.CommitPush:
+		if p.Backend != nil {
+			return backendProvWords(p)
+		}
 		s := words(fmt.Sprintf("push of a document at serial %d", p.PushedSerial))
 		if p.Forced {
 			s = s.add(txt(" (--force: not above the head's serial)"))
@@ -138,6 +141,12 @@ func operationFields(s *engine.RunStory) fields {
 	run := s.Run
 	var f fields
 	f = f.addField("run", who(run.ID, run.Actor, run.PR))
+	if backendRun(run) {
+		f = f.addField("lock", lockWords(run.Actor, *run.Backend))
+		if m := lastOf(s.Markers, run.ID, engine.MarkerBackendRefused); m != nil {
+			f = f.addField("refused write", words(fmtTime(m.At)+": ", refusedWords(*m)))
+		}
+	}
 	if m := operationMarker(s); m != nil {
 		f = f.addField("asked", operationMarkerWords(*m))
 		if m.Reason != "" {
@@ -176,7 +185,10 @@ func operationStoryDoc(s *engine.RunStory) *doc {
 	}
 	d := operationDoc(r)
 	kind := words("day-2 operation")
-	if r.Mode != "" {
+	switch {
+	case backendRun(s.Run):
+		r.Mode, kind = engine.CommitPush, words("backend lock") // ADR 0056
+	case r.Mode != "":
 		kind = words(modeName(r.Mode))
 	}
 	d.title = words("Run ", runSpan(s.Run.ID), " (", kind, ") on ", strong(s.Run.State), ": ", string(s.Run.Status))
@@ -246,6 +258,9 @@ func operationStoryJSON(s *engine.RunStory) storyDocument {
 	m := operationMarker(s)
 	if m != nil {
 		r.Mode = m.Mode
+	}
+	if backendRun(s.Run) {
+		r.Mode = engine.CommitPush
 	}
 	v := operationVerdict(r)
 	return storyDocument{Schema: SchemaRun, Verdict: v.word, Text: v.words.plain(), Run: toRun(&s.Run), Replans: []*jRun{},

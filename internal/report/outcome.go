@@ -205,8 +205,11 @@ type refusal struct {
 	reason  string
 	// unreserved: the reservations a re-plan needs beyond those held.
 	unreserved string
-	next       sentence
-	nextCmd    string // the command of next, for JSON
+	// holder names a conflict's holding run: a backend lock by its
+	// Terraform's lock (ADR 0056); nil: who(run, actor, pr).
+	holder  sentence
+	next    sentence
+	nextCmd string // the command of next, for JSON
 }
 
 // replanStatusWords says where a re-plan stands now: "planned: open for
@@ -367,15 +370,15 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 			r.policy = "--strict-since-plan: plan input changed → refuse (re-plan needed)"
 		}
 		r.next, r.nextCmd = replanNext(a, plan)
-		var mode engine.CommitMode
+		var note string
 		if sp != nil {
 			for _, e := range sp.Entries {
 				if e.Serial == m.Serial {
-					r.actor, mode = e.Actor, e.Mode
+					r.actor, note = e.Actor, pushNote(e)
 				}
 			}
 		}
-		r.words = words(strongT(toneBad, "stale plan"), fmt.Sprintf(": version %d%s, by ", r.serial, modeNote(mode)), who(r.run, r.actor, r.pr),
+		r.words = words(strongT(toneBad, "stale plan"), fmt.Sprintf(": version %d%s, by ", r.serial, note), who(r.run, r.actor, r.pr),
 			", changed "+what+" ", addrs(r.addrs), "; re-plan")
 		out = append(out, r)
 	}
@@ -394,9 +397,10 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 	if waits := ofKind(ms, a.ID, engine.MarkerWaited); len(waits) > 0 && lastOf(ms, a.ID, engine.MarkerReserved) == nil {
 		for _, m := range waits {
 			cmd := "kl apply --wait 10m " + a.PlanRun
-			out = append(out, refusal{rule: ruleConflict, run: m.Other, pr: m.OtherPR, addrs: m.Addresses, plan: a.PlanRun,
+			h := holderOf(a.End, m.Other, who(m.Other, "", m.OtherPR))
+			out = append(out, refusal{rule: ruleConflict, run: m.Other, pr: m.OtherPR, addrs: m.Addresses, plan: a.PlanRun, holder: h,
 				policy:  "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
-				words:   words(strongT(toneBad, conflictWords(a.End)), ": ", who(m.Other, "", m.OtherPR), " holds ", addrs(m.Addresses)),
+				words:   words(strongT(toneBad, conflictWords(a.End)), ": ", h, " holds ", addrs(m.Addresses)),
 				next:    words("apply again when it is done, or wait for it: ", cmdSpan(cmd, command{verb: verbApplyWait})),
 				nextCmd: cmd})
 		}
@@ -409,6 +413,20 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 	return []refusal{{rule: ruleOther, policy: reason, words: words(strongT(toneBad, reason))}}
 }
 
+// holderOf names blocking run id of end: its backend lock (ADR 0056) when
+// end's blockers say it is one, else def.
+func holderOf(end *engine.End, id string, def sentence) sentence {
+	if end == nil {
+		return def
+	}
+	for _, b := range end.Blockers {
+		if b.Run == id && b.Backend != nil {
+			return words(blockerLockText(b))
+		}
+	}
+	return def
+}
+
 // fenceRefusals are the refusals of apply a over fences (ADR 0035): one
 // per fenced blocker — no wait lifts it, only a recovery or an unfence —
 // then the live blockers as conflicts.
@@ -417,9 +435,10 @@ func fenceRefusals(a engine.Run) []refusal {
 	for _, b := range a.End.Blockers {
 		if !b.Fenced {
 			cmd := "kl apply --wait 10m " + a.PlanRun
-			out = append(out, refusal{rule: ruleConflict, run: b.Run, pr: b.PR, addrs: b.Addresses, plan: a.PlanRun,
+			h := holderOf(a.End, b.Run, who(b.Run, b.Actor, b.PR))
+			out = append(out, refusal{rule: ruleConflict, run: b.Run, pr: b.PR, addrs: b.Addresses, plan: a.PlanRun, holder: h,
 				policy:  "write conflicts with anything on an overlapping address → wait (bounded) or refuse",
-				words:   words(strongT(toneBad, "reservations conflict"), ": ", who(b.Run, b.Actor, b.PR), " holds ", addrs(b.Addresses)),
+				words:   words(strongT(toneBad, "reservations conflict"), ": ", h, " holds ", addrs(b.Addresses)),
 				next:    words("apply again when it is done, or wait for it: ", cmdSpan(cmd, command{verb: verbApplyWait})),
 				nextCmd: cmd})
 			continue

@@ -80,6 +80,9 @@ func whatWords(r engine.Run) sentence {
 		if r.PlanRun == "" {
 			s = words("day-2 operation, no plan") // its story says which (ADR 0055)
 		}
+		if backendRun(r) {
+			s = lockWords(r.Actor, *r.Backend) // ADR 0056
+		}
 		if r.CommittedSerial > 0 {
 			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", r.CommittedSerial)))
 		}
@@ -96,6 +99,15 @@ func whatWords(r engine.Run) sentence {
 		return s
 	}
 	return nil
+}
+
+// kindWord is a run's kind as the views name it: plan, apply, or backend
+// lock (an apply run without a plan holding Terraform's lock, ADR 0056).
+func kindWord(r engine.Run) string {
+	if backendRun(r) {
+		return "backend lock"
+	}
+	return string(r.Kind)
 }
 
 // clip shortens s to at most n runes, marking the cut with "…".
@@ -140,7 +152,7 @@ func runsDoc(runs []engine.Run, next string, now time.Time) *doc {
 		if r.PR != nil {
 			pr = words(prWords(r.PR))
 		}
-		t.rows = append(t.rows, []sentence{{runSpan(r.ID)}, words(string(r.Kind)), words(r.State), words(r.Actor), pr,
+		t.rows = append(t.rows, []sentence{{runSpan(r.ID)}, words(kindWord(r)), words(r.State), words(r.Actor), pr,
 			{toned(statusTone(r.Status), string(r.Status))}, whenWords(r.CreatedAt, now), whatWords(r)})
 	}
 	d.summary = append(d.summary, t)

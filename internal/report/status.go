@@ -38,6 +38,9 @@ func holdsOf(rs []engine.Reservation) (write, read engine.AddressSet) {
 
 // waitWords: "run B (PR) waits on run A (PR) over X".
 func waitWords(a engine.ActiveRun, b engine.Blocker) sentence {
+	if b.Backend != nil {
+		return words(who(a.Run.ID, "", a.Run.PR), toned(toneWarn, " waits on "), blockerLockText(b), " over ", addrs(b.Addresses))
+	}
 	return words(who(a.Run.ID, "", a.Run.PR), toned(toneWarn, " waits on "), who(b.Run, b.Actor, b.PR), " over ", addrs(b.Addresses))
 }
 
@@ -188,6 +191,11 @@ type jActiveRun struct {
 	WaitingOn []jWait  `json:"waiting_on"`
 	// Operation: what a day-2 operation's run does (ADR 0055).
 	Operation *jOperation `json:"operation,omitempty"`
+	// A backend lock's (ADR 0056): its lease end, its writes, its last
+	// refused write in words.
+	LeaseUntil *jtime `json:"lease_until,omitempty"`
+	Writes     int    `json:"writes,omitempty"`
+	Refused    string `json:"refused_write,omitempty"`
 }
 
 type jFenced struct {
@@ -221,6 +229,13 @@ func statusJSON(st *engine.Status) statusDocument {
 		a := st.Active[i]
 		w, r := holdsOf(a.Holds)
 		ja := jActiveRun{Run: toRun(&a.Run), Since: jtime(a.Since), Write: strs(w), Read: strs(r), WaitingOn: []jWait{}, Operation: toOperation(a.Operation)}
+		if backendRun(a.Run) {
+			lu := jtime(a.LeaseUntil)
+			ja.LeaseUntil, ja.Writes = &lu, a.Writes
+			if a.Refused != nil {
+				ja.Refused = refusedWords(*a.Refused).plain()
+			}
+		}
 		for _, b := range a.WaitingOn {
 			jw := jWait{Run: a.Run.ID, On: b.Run, OnPR: toPR(b.PR), Addresses: strs(b.Addresses), Text: waitWords(a, b).plain()}
 			ja.WaitingOn = append(ja.WaitingOn, jw)
@@ -240,7 +255,10 @@ func statusJSON(st *engine.Status) statusDocument {
 func activeSection(a engine.ActiveRun, o Options) section {
 	r := a.Run
 	kind := string(r.Kind)
-	if operationRun(r) {
+	switch {
+	case backendRun(r):
+		kind = "backend lock" // ADR 0056
+	case operationRun(r):
 		kind = "operation" // a day-2 operation (ADR 0055)
 	}
 	title := words(kind+" ", runSpan(r.ID), " · "+r.Actor)
@@ -251,6 +269,8 @@ func activeSection(a engine.ActiveRun, o Options) section {
 	w, rd := holdsOf(a.Holds)
 	var f fields
 	switch {
+	case backendRun(r):
+		f = lockFields(f, a, o)
 	case a.Operation != nil:
 		f = f.addField("operation", operationMarkerWords(*a.Operation))
 	case r.Kind == engine.KindApply && r.PlanRun != "":
