@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kilolock/kilolock/internal/token"
 )
 
 // tfRun runs terraform args in dir with the backend's token as
@@ -149,6 +151,20 @@ resource "terraform_data" "after" {
 	run(true, "force-unlock", "-force", holder)
 	if u := fb.unlocks[len(fb.unlocks)-1]; !u.Force || u.LockID != "" {
 		t.Errorf("terraform force-unlock %s made UNLOCK %+v, want an empty body (Force, no lock id)", holder, u)
+	}
+
+	// Refused UNLOCK, LOCK and GET: Terraform prints their status only.
+	out = run(false, "force-unlock", "-force", holder) // not locked now: 409
+	if !strings.Contains(out, "Unexpected HTTP response code 409") {
+		t.Errorf("terraform force-unlock of no lock printed:\n%s", out)
+	}
+	t.Logf("terraform force-unlock refused with 409 printed:\n%s", out)
+	reader := f.mint("consumer", func(n *token.New) { n.ReadOnly = true })
+	if out, err := tfRun(t, dir, reader, "apply", "-auto-approve", "-no-color"); err == nil || !strings.Contains(out, "HTTP remote state endpoint invalid auth") {
+		t.Errorf("terraform apply with a read-only token (403): %v\n%s", err, out)
+	}
+	if out, err := tfRun(t, dir, "", "plan", "-no-color"); err == nil || !strings.Contains(out, "HTTP remote state endpoint requires auth") {
+		t.Errorf("terraform plan without a password (401): %v\n%s", err, out)
 	}
 
 	// A refused POST prints only its status.
