@@ -75,6 +75,10 @@ type Engine struct {
 	Lease time.Duration
 	// Poll is the retry interval while waiting (DefaultPoll if zero).
 	Poll time.Duration
+	// BackendLockTTL is the lease of a backend lock (LockBackend; issue
+	// 14 §3: Terraform never renews an http lock, so it is not renewed):
+	// DefaultBackendLockTTL if zero. `kl serve` reads KL_BACKEND_LOCK_TTL.
+	BackendLockTTL time.Duration
 	// LockMode is LockReservations unless set.
 	LockMode LockMode
 	// Now returns the current time (time.Now if nil).

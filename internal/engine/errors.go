@@ -221,12 +221,19 @@ func (e *StaleError) Error() string {
 	var parts []string
 	for _, v := range e.Entries {
 		p := fmt.Sprintf("version %d", v.Serial)
+		var in []string
+		if v.Backend != "" {
+			in = append(in, "a push through the backend: "+TerraformCommand(v.Backend))
+		}
 		if v.Run != "" {
-			p += " (run " + v.Run
+			r := "run " + v.Run
 			if v.PR != nil {
-				p += ", " + v.PR.String()
+				r += ", " + v.PR.String()
 			}
-			p += ")"
+			in = append(in, r)
+		}
+		if len(in) > 0 {
+			p += " (" + strings.Join(in, ", ") + ")"
 		}
 		p += " changed " + strings.Join(v.Addresses.Strings(), ", ")
 		parts = append(parts, p)

@@ -52,6 +52,9 @@ type fakeTerraform struct {
 	// CancelOnApply, if set, is called inside Apply before it returns:
 	// Ctrl-C while terraform apply runs.
 	CancelOnApply context.CancelFunc
+	// OnApply, if set, is called inside Apply before it returns (a test
+	// holds an apply in the middle of its Terraform with it).
+	OnApply func()
 
 	// Info and InspectErr are what InspectPlanFile returns.
 	Info       engine.PlanFileInfo
@@ -117,6 +120,9 @@ func (f *fakeTerraform) Apply(ctx context.Context, req engine.ApplyRequest) (*en
 	}
 	if f.CancelOnApply != nil {
 		f.CancelOnApply()
+	}
+	if f.OnApply != nil {
+		f.OnApply()
 	}
 	return f.ApplyResult, f.ApplyErr
 }

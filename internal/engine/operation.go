@@ -394,6 +394,7 @@ func (o *operator) reserve(ctx context.Context) error {
 			// "*" (Blocker.Addresses is the part of the request blocked).
 			ce.Blockers[i].Addresses = reservedAddresses(ce.Blockers[i].Held)
 		}
+		e.nameBlockers(ctx, ce.Blockers)
 		var fresh []Marker
 		for _, b := range ce.Blockers {
 			if !seen[b.Run] {

@@ -73,6 +73,16 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err != nil {
 		return nil, err
 	}
+	if run.Kind == KindApply && run.PlanRun == "" {
+		l, err := e.lockOf(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil { // a backend lock (ADR 0056): its last checkpoint
+			l.fenced = run.End != nil && len(run.End.Fenced) > 0 && run.End.Lifted == ""
+			return e.recoverLock(ctx, l)
+		}
+	}
 	if err := checkRecoverable(run); err != nil {
 		return nil, err
 	}

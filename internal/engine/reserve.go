@@ -33,6 +33,7 @@ func (a *applier) reserve(ctx context.Context) (AcquireResult, error) {
 			err = leaseLost(a.run.ID, err)
 			return AcquireResult{}, a.fail(ctx, StatusPlanned, Failed(StepAcquire, err), fmt.Errorf("acquiring reservations for run %s: %w", a.run.ID, err))
 		}
+		e.nameBlockers(ctx, ce.Blockers)
 		fresh := a.blockedBy(ce, w)
 		if fenced(ce.Blockers) {
 			// No wait frees a fence: only a recovery or an unfence of the

@@ -49,6 +49,11 @@ type SincePlanEntry struct {
 	PR          *PullRequest   `json:"pr,omitempty"`
 	CommittedAt time.Time      `json:"committed_at"`
 	Mode        CommitMode     `json:"commit_mode"`
+	// Backend is, for a push through Terraform's http backend, Terraform's
+	// operation ("state-rm", "OperationTypeApply"; ADR 0056), from the
+	// version's provenance when the entry is classified or read (never
+	// stored with a run).
+	Backend string `json:"-"`
 	// OwnApply marks the version committed by the plan's own apply: not a
 	// conflict, and not counted in the three classes.
 	OwnApply bool `json:"own_apply,omitempty"`
@@ -139,6 +144,9 @@ func ClassifySincePlan(planRun string, source int64, fp Footprint, versions []Ve
 			PR:          v.Provenance.PR,
 			CommittedAt: v.CreatedAt,
 			Mode:        v.Provenance.Mode,
+		}
+		if v.Provenance.Backend != nil {
+			e.Backend = v.Provenance.Backend.Operation
 		}
 		if w := v.Changed.Overlapping(fp.Write); len(w) > 0 {
 			e.Class, e.Addresses = ClassWriteChanged, w

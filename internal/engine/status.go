@@ -19,6 +19,13 @@ type ActiveRun struct {
 	// Operation is the "operation" marker of a day-2 operation (an apply
 	// run without a plan, ADR 0055): what it does.
 	Operation *Marker `json:"operation,omitempty"`
+	// A backend lock's (Run.Backend set, ADR 0056): its lease end (the
+	// lock's TTL, never renewed), how many documents it wrote, and the
+	// last POST refused under it (a "backend-refused" marker), which
+	// Terraform shows only as "HTTP error: 409".
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	Writes     int       `json:"writes,omitempty"`
+	Refused    *Marker   `json:"refused,omitempty"`
 }
 
 // FencedRun is an apply whose holder died while its Terraform ran: its
@@ -87,6 +94,7 @@ func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading fenced run %s: %w", id, err)
 		}
+		e.annotate(ctx, &r)
 		f := FencedRun{Run: r, Fences: fences[id]}
 		if r.End != nil {
 			f.TerraformStarted = r.End.TerraformStarted
@@ -126,6 +134,7 @@ func (e *Engine) activeRun(ctx context.Context, r Run, holds map[string][]Reserv
 		}
 		if r.Kind == KindApply && r.PlanRun == "" {
 			ar.Operation = OperationOf(ms)
+			backendActive(&ar, ms)
 		}
 		for _, m := range ms {
 			if r.Status == StatusWaiting && m.Kind == MarkerWaited && len(holds[m.Other]) > 0 {
@@ -138,6 +147,25 @@ func (e *Engine) activeRun(ctx context.Context, r Run, holds map[string][]Reserv
 		}
 	}
 	return ar, nil
+}
+
+// backendActive adds to active run ar what its markers ms say of it as a
+// backend lock, if it is one (ADR 0056).
+func backendActive(ar *ActiveRun, ms []Marker) {
+	m := BackendLockOf(ms)
+	if m == nil {
+		return
+	}
+	info := LockInfoOf(*m)
+	ar.Run.Backend, ar.LeaseUntil = &info, ar.Run.LeaseUntil
+	for i := range ms {
+		switch ms[i].Kind {
+		case MarkerBackendWrite:
+			ar.Writes++
+		case MarkerBackendRefused:
+			ar.Refused = &ms[i]
+		}
+	}
 }
 
 // applicable returns the plans (status planned) that an apply could still
@@ -188,6 +216,9 @@ func (e *Engine) Runs(ctx context.Context, q RunQuery) ([]Run, error) {
 	rs, err := e.Store.ListRuns(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	for i := range rs {
+		e.annotate(ctx, &rs[i])
 	}
 	return rs, nil
 }

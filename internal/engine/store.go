@@ -170,6 +170,19 @@ type CommitResult struct {
 	// Lift is how the commit lifts the run's fences, if it holds any (ADR
 	// 0035): LiftRecovered for a recovery; "" is LiftCommitted.
 	Lift Lift
+	// Adopt, when set, makes the commit an adoption through the http
+	// backend (ADR 0056): the state takes Lineage, and the version serial
+	// max(Serial, head+1) instead of head+1 — allowed only while the head
+	// is the empty first version of `kl state init NAME` (commit mode init,
+	// origin "empty"), else ErrConflict; another state with Lineage is
+	// ErrConflict too (one lineage, one state). Snapshot must carry both.
+	Adopt *Adoption
+}
+
+// Adoption is the lineage and serial a commit adopts (CommitResult.Adopt).
+type Adoption struct {
+	Lineage string
+	Serial  int64
 }
 
 // AcquireRequest asks for a run's whole reservation set.

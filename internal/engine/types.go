@@ -127,6 +127,32 @@ type Provenance struct {
 	MovedFrom string `json:"moved_from,omitempty"`
 	MovedTo   string `json:"moved_to,omitempty"`
 	Moved     int    `json:"moved,omitempty"`
+
+	// Backend: a push written through Terraform's http backend (ADR
+	// 0056): the lock's Terraform facts and how the lock ended. Adopted:
+	// the push replaced the empty version of `kl state init NAME` with a
+	// state of another lineage (its lineage and serial taken; the state's
+	// lineage was PriorLineage).
+	Backend      *BackendPush `json:"backend,omitempty"`
+	Adopted      bool         `json:"adopted,omitempty"`
+	PriorLineage string       `json:"prior_lineage,omitempty"`
+}
+
+// BackendPush is what a version committed from a backend lock's last
+// checkpoint says of Terraform (Provenance.Backend, ADR 0056): its
+// operation (LockInfo.Operation: "OperationTypeApply", "state-rm", …), who
+// and which Terraform version, its lock id, how many documents it wrote
+// under the lock, and how the lock ended when Terraform did not unlock it
+// itself — ForceUnlockedBy (`terraform force-unlock` by that actor) or
+// Recovered (`kl run recover` of a lock whose lease ran out).
+type BackendPush struct {
+	Operation       string `json:"operation"`
+	Who             string `json:"who,omitempty"`
+	Version         string `json:"terraform_version,omitempty"`
+	LockID          string `json:"lock_id"`
+	Writes          int    `json:"writes"`
+	ForceUnlockedBy string `json:"force_unlocked_by,omitempty"`
+	Recovered       bool   `json:"recovered,omitempty"`
 }
 
 // Deviation is the difference between a plan's write set and what the apply
@@ -293,6 +319,12 @@ type Run struct {
 	AllowedBecause []Fact `json:"allowed_because,omitempty"`
 	// SincePlan is the preflight classification this run acted on (ADR D3).
 	SincePlan *SincePlan `json:"since_plan,omitempty"`
+
+	// Backend is Terraform's LockInfo of a backend lock's run (an apply
+	// run without a plan whose first marker is "backend-lock", ADR 0056),
+	// set on read by the engine's views from that marker: the store does
+	// not keep it in the run (the marker is the record). Nil otherwise.
+	Backend *LockInfo `json:"backend_lock,omitempty"`
 }
 
 // Scope holds the plan scope selectors (ADR D1).
@@ -514,4 +546,10 @@ type Blocker struct {
 	Held             []Reservation `json:"held"`
 	Fenced           bool          `json:"fenced,omitempty"`
 	TerraformStarted time.Time     `json:"terraform_started,omitzero"`
+	// Backend is the blocking run's Terraform LockInfo when it is a
+	// backend lock (ADR 0056), set by the engine when it refuses or
+	// reads a run (never stored: a blocker's run keeps it in its marker).
+	// BackendSince is when that lock was taken.
+	Backend      *LockInfo `json:"-"`
+	BackendSince time.Time `json:"-"`
 }

@@ -27,5 +27,6 @@ func (e *Engine) getRun(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, fmt.Errorf("reading run %s: %w", id, err)
 	}
+	e.annotate(ctx, &r)
 	return r, nil
 }

@@ -147,8 +147,11 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("merging into version %d: %w", head.Serial, err)
 	}
-	serial := head.Serial + 1
-	if err := CheckSnapshot(res.Snapshot, st.Lineage, serial); err != nil {
+	serial, lineage, err := adopt(ctx, tx, st, head, res.Adopt)
+	if err != nil {
+		return engine.Version{}, err
+	}
+	if err := CheckSnapshot(res.Snapshot, lineage, serial); err != nil {
 		return engine.Version{}, err
 	}
 	prov, err := CommitProvenance(res.Provenance, req.Run, serial)
@@ -158,7 +161,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	v := engine.Version{
 		State:      st.Name,
 		Serial:     serial,
-		Lineage:    st.Lineage,
+		Lineage:    lineage,
 		CreatedAt:  now,
 		Changed:    engine.NewAddressSet(res.Changed...),
 		Provenance: prov,
@@ -180,6 +183,32 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 		return engine.Version{}, err
 	}
 	return v, nil
+}
+
+// adopt is the serial and lineage of the version a commit writes onto
+// head (locked state st): head+1 and the state's lineage, or, for an
+// adoption through the http backend (a, ADR 0056), a's lineage — set on
+// the state here — and max(a.Serial, head+1), only while head is the empty
+// first version of `kl state init NAME` (ErrConflict otherwise; another
+// state with that lineage is ErrConflict too).
+func adopt(ctx context.Context, tx Executor, st engine.State, head engine.Version, a *engine.Adoption) (int64, string, error) {
+	if a == nil || a.Lineage == st.Lineage {
+		return head.Serial + 1, st.Lineage, nil
+	}
+	if head.Provenance.Mode != engine.CommitInit || head.Provenance.Origin != "empty" {
+		return 0, "", engine.Errorf(engine.ErrConflict, "adopting lineage %s: the head (version %d, %s) is not the empty version of `kl state init %s`: a state adopts another lineage only before anything is committed to it",
+			a.Lineage, head.Serial, head.Provenance.Mode, st.Name)
+	}
+	if a.Lineage == "" {
+		return 0, "", engine.Errorf(engine.ErrInvalid, "adopting an empty lineage into state %s", st.Name)
+	}
+	if err := tx.SetLineage(ctx, st.Name, a.Lineage); err != nil {
+		if errors.Is(err, engine.ErrConflict) {
+			return 0, "", engine.Errorf(engine.ErrConflict, "adopting lineage %s into state %s: another state already has it: adopting one Terraform state twice would fork it: %w", a.Lineage, st.Name, err)
+		}
+		return 0, "", fmt.Errorf("adopting lineage %s: %w", a.Lineage, err)
+	}
+	return max(a.Serial, head.Serial+1), a.Lineage, nil
 }
 
 // finishCommit ends a commit's transaction for run (as locked): the run

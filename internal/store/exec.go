@@ -68,6 +68,10 @@ type Executor interface {
 	// MoveHead sets the state's head serial to to if it is still from, and
 	// reports whether it was.
 	MoveHead(ctx context.Context, state string, from, to int64) (bool, error)
+	// SetLineage sets the lineage of state (an adoption through the http
+	// backend, ADR 0056). ErrConflict if another state has it (the unique
+	// index of migration 3).
+	SetLineage(ctx context.Context, state, lineage string) error
 
 	// InsertRun stores a new run as given. ErrConflict if the id exists;
 	// ErrNotFound if its state does not.

@@ -108,7 +108,15 @@ func sweep(ctx context.Context, tx Executor, now time.Time, lock ...string) ([]s
 	sort.Strings(runs)
 	for _, id := range runs {
 		e := expired[id]
-		if e.run == nil || e.run.Kind != engine.KindApply || e.run.PlanRun == "" {
+		if e.run == nil || e.run.Kind != engine.KindApply {
+			continue
+		}
+		if e.run.PlanRun == "" {
+			// A backend lock (ADR 0056) that wrote, or whose Terraform
+			// applies: recoverable as an apply whose Terraform started.
+			if err := noteStarted(ctx, tx, *e.run); err != nil {
+				return nil, fmt.Errorf("sweeping leases: run %s: %w", id, err)
+			}
 			continue
 		}
 		if err := releaseExpiredPlan(ctx, tx, *e.run, e.ended, now); err != nil {
@@ -263,6 +271,19 @@ func sweepRun(ctx context.Context, tx Executor, now time.Time, id string) (swept
 		return sweptRun{}, false, fmt.Errorf("run %s: %w", id, err)
 	}
 	return sweptRun{run: &r, ended: ended}, true, nil
+}
+
+// noteStarted is step 5 of sweep for apply run a without a plan (locked
+// by sweep): when it has an "apply-started" marker — a backend lock that
+// wrote, or whose Terraform applies (ADR 0056); a day-2 operation never
+// has one — its end says `kl run recover` commits what it last wrote
+// (NoteApplyStarted).
+func noteStarted(ctx context.Context, tx Executor, a engine.Run) error {
+	started, err := tx.HasMarker(ctx, a.ID, engine.MarkerApplyStarted)
+	if err != nil || !started || !NoteApplyStarted(&a) {
+		return err
+	}
+	return tx.SaveRun(ctx, a)
 }
 
 // releaseExpiredPlan is step 5 of sweep for apply run a (it and its plan

@@ -51,6 +51,18 @@ func (e executor) MoveHead(ctx context.Context, state string, from, to int64) (b
 	return tag.RowsAffected() == 1, nil
 }
 
+// SetLineage sets the lineage of state (store.Executor.SetLineage).
+func (e executor) SetLineage(ctx context.Context, state, lineage string) error {
+	tag, err := e.q.Exec(ctx, `UPDATE states SET lineage = $1 WHERE name = $2`, lineage, state)
+	if err != nil {
+		return e.s.mapErr(err)
+	}
+	if tag.RowsAffected() != 1 {
+		return engine.Errorf(engine.ErrNotFound, "state %s does not exist", state)
+	}
+	return nil
+}
+
 // ListStates returns every state ordered by name (byte order: the column is
 // COLLATE "C", as SQLite's BINARY).
 func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {

@@ -50,6 +50,22 @@ func (e executor) MoveHead(ctx context.Context, state string, from, to int64) (b
 	return n == 1, nil
 }
 
+// SetLineage sets the lineage of state (store.Executor.SetLineage).
+func (e executor) SetLineage(ctx context.Context, state, lineage string) error {
+	res, err := e.q.ExecContext(ctx, `UPDATE states SET lineage = ? WHERE name = ?`, lineage, state)
+	if err != nil {
+		return e.s.mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return e.s.mapErr(err)
+	}
+	if n != 1 {
+		return engine.Errorf(engine.ErrNotFound, "state %s does not exist", state)
+	}
+	return nil
+}
+
 // ListStates returns every state ordered by name.
 func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT name, lineage, head_serial, created_at FROM states ORDER BY name`)

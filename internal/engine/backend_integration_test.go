@@ -1,0 +1,709 @@
+package engine_test
+
+// The http backend's engine API (issue 14 §3, §4, §7; ADR 0056) on both
+// real stores: backend locks as whole-state reservations, POSTs as
+// checkpoints, one version at UNLOCK, fences and recovery, force-unlock,
+// adoption, and since-plan naming a push. The HTTP layer and real
+// Terraform through it are internal/api's tests; kl applies beside a lock
+// here run a fake Terraform (the interplay is the engine's, not
+// Terraform's).
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/report"
+	"github.com/kilolock/kilolock/internal/store/pgtest"
+	"github.com/kilolock/kilolock/internal/store/postgres"
+	"github.com/kilolock/kilolock/internal/store/sqlite"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// bh is one engine over a real store (SQLite or PostgreSQL) and a fake
+// Terraform, with testState adopted at serial 1 holding
+// terraform_data.a = "a0" and terraform_data.b = "b0" (lineage fakeLineage).
+type bh struct {
+	t     *testing.T
+	eng   *engine.Engine
+	store engine.Store
+	tf    *fakeTerraform
+}
+
+// eachStore runs fn as a subtest on SQLite and on PostgreSQL.
+func eachStore(t *testing.T, fn func(t *testing.T, h *bh)) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newBH(t, kind))
+		})
+	}
+}
+
+func openStore(t *testing.T, kind string) engine.Store {
+	t.Helper()
+	ctx := t.Context()
+	var st engine.Store
+	var err error
+	switch kind {
+	case "sqlite":
+		st, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "kl.db"))
+	case "postgres":
+		st, err = postgres.Open(ctx, pgtest.DSN(t))
+	}
+	if err != nil {
+		t.Fatalf("opening %s store: %v", kind, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newBH(t *testing.T, kind string) *bh {
+	t.Helper()
+	st := openStore(t, kind)
+	tf := &fakeTerraform{}
+	log := slog.New(slog.NewTextHandler(newTestLogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	eng := engine.New(st, tf, log)
+	eng.Lease = 3 * time.Second
+	eng.Poll = 20 * time.Millisecond
+	if _, err := eng.InitState(t.Context(), testState, tfDoc(t, fakeLineage, 1, map[string]string{"a": "a0", "b": "b0"}), "tester"); err != nil {
+		t.Fatalf("InitState: %v", err)
+	}
+	return &bh{t: t, eng: eng, store: st, tf: tf}
+}
+
+// lockInfo is Terraform's LockInfo of a lock with id and operation op.
+func lockInfo(id, op string) engine.LockInfo {
+	return engine.LockInfo{ID: id, Operation: op, Who: "bob@laptop", Version: "1.11.4", Created: time.Date(2026, 12, 2, 10, 2, 0, 0, time.UTC), Path: testState}
+}
+
+// lock takes a backend lock for bob, or fails.
+func (h *bh) lock(id, op string) *engine.BackendLock {
+	h.t.Helper()
+	l, err := h.eng.LockBackend(h.t.Context(), engine.BackendLockInput{State: testState, Actor: "bob", Info: lockInfo(id, op), Write: engine.Writes(op)})
+	if err != nil {
+		h.t.Fatalf("LockBackend %s %s: %v", id, op, err)
+	}
+	return l
+}
+
+// write POSTs doc under lock id.
+func (h *bh) write(id string, doc []byte) error {
+	return h.eng.WriteBackend(h.t.Context(), engine.BackendWriteInput{State: testState, LockID: id, Actor: "bob", Document: doc})
+}
+
+func (h *bh) unlock(id string, force bool) (*engine.BackendUnlockOutcome, error) {
+	return h.eng.UnlockBackend(h.t.Context(), engine.BackendUnlockInput{State: testState, Actor: "bob", LockID: id, Force: force})
+}
+
+func (h *bh) head() (engine.State, map[string]string) {
+	h.t.Helper()
+	st, err := h.store.GetState(h.t.Context(), testState)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	doc, err := h.store.Snapshot(h.t.Context(), testState, st.HeadSerial)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st, parseHead(h.t, doc).inputs()
+}
+
+func (h *bh) markers(id string) []engine.Marker {
+	h.t.Helper()
+	ms, err := h.store.Markers(h.t.Context(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ms
+}
+
+func (h *bh) reservations() []engine.Reservation {
+	h.t.Helper()
+	rs, err := h.store.Reservations(h.t.Context(), testState)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rs
+}
+
+// plan stores a plan of alice updating the named resources at the head.
+func (h *bh) plan(write ...string) engine.Run {
+	h.t.Helper()
+	st, _ := h.head()
+	return h.planOn(st, write...)
+}
+
+// planOn stores a plan of alice updating the named resources of state st
+// at its head.
+func (h *bh) planOn(st engine.State, write ...string) engine.Run {
+	h.t.Helper()
+	in := engine.Intent{Changes: map[string]engine.IntentChange{}}
+	for _, w := range write {
+		in.Changes["terraform_data."+w] = engine.IntentChange{Actions: []string{"update"}, AfterDigest: "sha256:" + w}
+	}
+	planFile := []byte(fmt.Sprintf("fake plan of %v at %d", write, st.HeadSerial))
+	sum := sha256.Sum256(planFile)
+	h.tf.PlanResult = &engine.PlanResult{PlanFile: planFile, Digest: "sha256:" + hex.EncodeToString(sum[:]), Config: []byte("cfg"),
+		Footprint: engine.Footprint{Write: addrs(write...)}, Intent: in, Summary: engine.PlanSummary{Change: len(write)},
+		Lineage: st.Lineage, Serial: st.HeadSerial, TerraformVersion: "1.11.4"}
+	out, err := h.eng.Plan(h.t.Context(), engine.PlanInput{State: st.Name, Dir: h.t.TempDir(), Actor: "alice"})
+	if err != nil {
+		h.t.Fatalf("Plan: %v", err)
+	}
+	h.tf.Info = engine.PlanFileInfo{Lineage: st.Lineage, Serial: st.HeadSerial, TerraformVersion: "1.11.4"}
+	return out.Run
+}
+
+// applyResult makes the fake's apply write values over the head.
+func (h *bh) applyResult(values map[string]string) {
+	h.t.Helper()
+	st, cur := h.head()
+	for k, v := range values {
+		cur[k] = v
+	}
+	h.tf.ApplyResult = &engine.ApplyResult{State: tfDoc(h.t, st.Lineage, st.HeadSerial+1, cur), Changed: len(values)}
+}
+
+func TestBackendLockUnlockNothingWritten(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		l := h.lock("tf-1", engine.OperationTypeApply)
+		if len(h.reservations()) != 1 || h.reservations()[0].Address != engine.AllAddresses || h.reservations()[0].Mode != engine.ModeWrite {
+			t.Fatalf("reservations = %+v, want * write", h.reservations())
+		}
+		if l.Run.Backend == nil || l.Run.Backend.ID != "tf-1" || l.Run.Kind != engine.KindApply || l.Run.PlanRun != "" {
+			t.Fatalf("lock run = %+v", l.Run)
+		}
+		out, err := h.unlock("tf-1", false)
+		if err != nil {
+			t.Fatalf("UnlockBackend: %v", err)
+		}
+		if out.Version != nil {
+			t.Fatalf("unlock committed version %d, want none", out.Version.Serial)
+		}
+		if out.Run.Status != engine.StatusApplied || !out.Run.End.Is(engine.CauseUnlocked) || out.Run.CommittedSerial != 0 {
+			t.Fatalf("run = %s %+v, want applied, unlocked, nothing committed", out.Run.Status, out.Run.End)
+		}
+		if st, _ := h.head(); st.HeadSerial != 1 {
+			t.Fatalf("head = %d, want 1", st.HeadSerial)
+		}
+		if rs := h.reservations(); len(rs) != 0 {
+			t.Fatalf("reservations after unlock = %+v", rs)
+		}
+		// Unlocking again: no such lock.
+		if _, err := h.unlock("tf-1", false); !errors.Is(err, engine.ErrConflict) {
+			t.Fatalf("second unlock: %v, want ErrConflict", err)
+		}
+		// The run reads as a backend lock in `kl runs`.
+		var buf strings.Builder
+		runs, err := h.eng.Runs(t.Context(), engine.RunQuery{State: testState})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.Runs(&buf, runs, report.RunsPage{}, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "backend lock by bob (terraform apply, Terraform 1.11.4)") {
+			t.Errorf("kl runs does not name the backend lock:\n%s", buf.String())
+		}
+	})
+}
+
+func TestBackendWritesAreOneVersionAtUnlock(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		l := h.lock("tf-2", engine.OperationTypeApply)
+		for i, v := range []string{"a1", "a2", "a3"} {
+			if err := h.write("tf-2", tfDoc(t, fakeLineage, int64(2+i), map[string]string{"a": v, "b": "b0"})); err != nil {
+				t.Fatalf("write %d: %v", i, err)
+			}
+		}
+		if st, _ := h.head(); st.HeadSerial != 1 {
+			t.Fatalf("a write made version %d before UNLOCK", st.HeadSerial)
+		}
+		out, err := h.unlock("tf-2", false)
+		if err != nil {
+			t.Fatalf("UnlockBackend: %v", err)
+		}
+		v := out.Version
+		if v == nil || v.Serial != 2 {
+			t.Fatalf("version = %+v, want 2", v)
+		}
+		if st, head := h.head(); st.HeadSerial != 2 || head["a"] != "a3" || head["b"] != "b0" {
+			t.Fatalf("head %d = %v, want 2 with a3, b0", st.HeadSerial, head)
+		}
+		p := v.Provenance
+		if p.Mode != engine.CommitPush || p.Run != l.Run.ID || p.Actor != "bob" || p.Backend == nil ||
+			p.Backend.Operation != engine.OperationTypeApply || p.Backend.Who != "bob@laptop" || p.Backend.Version != "1.11.4" || p.Backend.Writes != 3 || p.Partial {
+			t.Fatalf("provenance = %+v (backend %+v)", p, p.Backend)
+		}
+		if !sameSet(v.Changed, addrs("a")) {
+			t.Fatalf("changed = %v, want a only", v.Changed)
+		}
+		if out.Run.Status != engine.StatusApplied || out.Run.CommittedSerial != 2 {
+			t.Fatalf("run = %s committed %d", out.Run.Status, out.Run.CommittedSerial)
+		}
+		if n := len(kindsOf(h.markers(l.Run.ID), engine.MarkerBackendWrite)); n != 3 {
+			t.Fatalf("%d backend-write markers, want 3", n)
+		}
+		if rs := h.reservations(); len(rs) != 0 {
+			t.Fatalf("reservations after unlock = %+v", rs)
+		}
+		var buf strings.Builder
+		hist, err := h.eng.History(t.Context(), testState, engine.HistoryQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.History(&buf, engine.State{Name: testState}, hist, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(buf.String(), "push through the backend: terraform apply") {
+			t.Errorf("kl history does not name the push:\n%s", buf.String())
+		}
+	})
+}
+
+func TestBackendWriteRefusals(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		doc := tfDoc(t, fakeLineage, 2, map[string]string{"a": "a1", "b": "b0"})
+		if err := h.write("", doc); !errors.Is(err, engine.ErrLocked) || !strings.Contains(err.Error(), "not locked") {
+			t.Fatalf("write without a lock: %v, want ErrLocked saying it is not locked", err)
+		}
+		l := h.lock("tf-3", "state-rm")
+		if err := h.write("tf-other", doc); !errors.Is(err, engine.ErrLocked) || !strings.Contains(err.Error(), "backend lock run "+l.Run.ID) {
+			t.Fatalf("write with a wrong id: %v, want ErrLocked naming the lock", err)
+		}
+		other := "11111111-2222-3333-4444-555555555555"
+		err := h.write("tf-3", tfDoc(t, other, 5, map[string]string{"a": "a1"}))
+		if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), fakeLineage) {
+			t.Fatalf("write of another lineage: %v, want ErrConflict naming both lineages", err)
+		}
+		if err := h.write("tf-3", tfDoc(t, fakeLineage, 0, map[string]string{"a": "a1"})); !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), "below the head's 1") {
+			t.Fatalf("write of an older serial: %v", err)
+		}
+		if err := h.write("tf-3", []byte(`{"version":3}`)); !errors.Is(err, engine.ErrConflict) {
+			t.Fatalf("write of a non-v4 document: %v, want ErrConflict", err)
+		}
+		if err := h.write("tf-3", []byte(`not json`)); !errors.Is(err, engine.ErrInvalid) {
+			t.Fatalf("write of a non-JSON body: %v, want ErrInvalid", err)
+		}
+		var refusals []string
+		for _, m := range kindsOf(h.markers(l.Run.ID), engine.MarkerBackendRefused) {
+			refusals = append(refusals, m.Extra["refusal"])
+		}
+		if got := strings.Join(refusals, ","); got != "lineage,serial,not-state,not-state" {
+			t.Fatalf("refusal markers = %s", got)
+		}
+		// kl status says why Terraform got 409.
+		st, err := h.eng.Status(t.Context(), testState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf strings.Builder
+		if err := report.Status(&buf, st, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"backend lock", "lease until", "refused write"} {
+			if !strings.Contains(buf.String(), want) {
+				t.Errorf("kl status lacks %q:\n%s", want, buf.String())
+			}
+		}
+		if _, err := h.unlock("tf-3", false); err != nil {
+			t.Fatal(err)
+		}
+		// A read lock does not write.
+		r := h.lock("tf-4", engine.OperationTypePlan)
+		if err := h.write("tf-4", doc); !errors.Is(err, engine.ErrLocked) || !strings.Contains(err.Error(), "read lock") {
+			t.Fatalf("write under a read lock: %v", err)
+		}
+		if got := kindsOf(h.markers(r.Run.ID), engine.MarkerBackendRefused); len(got) != 1 || got[0].Extra["refusal"] != engine.RefusalReadLock {
+			t.Fatalf("read-lock refusal markers = %+v", got)
+		}
+	})
+}
+
+// holdApply starts a kl apply of a plan writing names whose fake Terraform
+// waits until release is called; it returns once the apply holds its
+// reservations, and done yields its outcome.
+func (h *bh) holdApply(names ...string) (run string, release func(), done <-chan error) {
+	h.t.Helper()
+	p := h.plan(names...)
+	vals := map[string]string{}
+	for _, n := range names {
+		vals[n] = n + "-kl"
+	}
+	h.applyResult(vals)
+	gate := make(chan struct{})
+	reserved := make(chan string, 1)
+	h.tf.OnApply = func() { <-gate }
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.eng.Apply(h.t.Context(), engine.ApplyInput{PlanRun: p.ID, Actor: "alice", OnReserved: func(id string) { reserved <- id }})
+		errc <- err
+	}()
+	select {
+	case run = <-reserved:
+	case err := <-errc:
+		h.t.Fatalf("apply ended before it reserved: %v", err)
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("apply did not reserve")
+	}
+	var once sync.Once
+	return run, func() { once.Do(func() { close(gate) }) }, errc
+}
+
+func TestBackendReadLockRefusedWhileKlApplyWrites(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		apply, release, done := h.holdApply("a")
+		defer release()
+		_, err := h.eng.LockBackend(t.Context(), engine.BackendLockInput{State: testState, Actor: "carol", Info: lockInfo("tf-plan", engine.OperationTypePlan)})
+		var le *engine.BackendLockedError
+		if !errors.As(err, &le) || !errors.Is(err, engine.ErrLocked) {
+			t.Fatalf("read lock beside a kl apply: %v, want *BackendLockedError", err)
+		}
+		if le.Holder.ID != apply || le.Holder.Operation != "apply" || le.Holder.Who != "alice" ||
+			!strings.Contains(le.Holder.Info, "kl apply run "+apply+" by alice holds terraform_data.a") {
+			t.Fatalf("holder = %+v", le.Holder)
+		}
+		// A refused LOCK leaves no run behind (Terraform retries it).
+		rs, err := h.store.ListRuns(t.Context(), engine.RunQuery{State: testState, Kind: engine.KindApply})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("apply runs = %d (%v), want only the kl apply", len(rs), err)
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("kl apply: %v", err)
+		}
+		r := h.lock("tf-plan", engine.OperationTypePlan)
+		if h.reservations()[0].Mode != engine.ModeRead {
+			t.Fatalf("plan lock mode = %s, want read", h.reservations()[0].Mode)
+		}
+		// A second read lock coexists with it.
+		h.lock("tf-plan-2", engine.OperationTypePlan)
+		if out, err := h.unlock("tf-plan", false); err != nil || out.Run.ID != r.Run.ID || out.Version != nil {
+			t.Fatalf("unlock of the read lock: %+v %v", out, err)
+		}
+	})
+}
+
+func TestKlApplyBesideABackendLock(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		p := h.plan("a")
+		h.applyResult(map[string]string{"a": "a-kl"})
+		l := h.lock("tf-5", engine.OperationTypeApply)
+		_, err := h.eng.Apply(t.Context(), engine.ApplyInput{PlanRun: p.ID, Actor: "alice"})
+		var ce *engine.ConflictError
+		if !errors.As(err, &ce) || len(ce.Blockers) != 1 || ce.Blockers[0].Run != l.Run.ID || ce.Blockers[0].Backend == nil {
+			t.Fatalf("kl apply beside a backend lock: %v, want a conflict naming the lock", err)
+		}
+		refused, err := h.eng.Run(t.Context(), runErrorID(err))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := report.EndText(refused.ID, refused.End)
+		if !strings.Contains(text, "backend lock by bob: terraform apply (OperationTypeApply) since 10:02") {
+			t.Fatalf("refusal = %q, want it to name the backend lock", text)
+		}
+		// A second plan waits for the lock and goes ahead after UNLOCK.
+		p2 := h.plan("b")
+		h.applyResult(map[string]string{"b": "b-kl"})
+		waited := make(chan []engine.Blocker, 1)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := h.eng.Apply(t.Context(), engine.ApplyInput{PlanRun: p2.ID, Actor: "alice", Wait: 30 * time.Second,
+				OnWait: func(bs []engine.Blocker) { waited <- bs }})
+			errc <- err
+		}()
+		select {
+		case bs := <-waited:
+			if len(bs) != 1 || bs[0].Backend == nil || bs[0].Backend.Operation != engine.OperationTypeApply {
+				t.Fatalf("waits on %+v", bs)
+			}
+		case err := <-errc:
+			t.Fatalf("apply did not wait: %v", err)
+		}
+		if err := h.write("tf-5", tfDoc(t, fakeLineage, 2, map[string]string{"a": "a-tf", "b": "b0"})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.unlock("tf-5", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("waiting apply: %v", err)
+		}
+		if st, head := h.head(); st.HeadSerial != 3 || head["a"] != "a-tf" || head["b"] != "b-kl" {
+			t.Fatalf("head %d = %v, want 3: a-tf (the push), b-kl (the apply)", st.HeadSerial, head)
+		}
+	})
+}
+
+func TestConcurrentBackendLocksOneWins(t *testing.T) {
+	t.Parallel()
+	h := newBH(t, "postgres")
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = h.eng.LockBackend(t.Context(), engine.BackendLockInput{State: testState, Actor: "bob",
+				Info: lockInfo(fmt.Sprintf("tf-%d", i), engine.OperationTypeApply), Write: true})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		var le *engine.BackendLockedError
+		switch {
+		case err == nil:
+			won++
+		case errors.As(err, &le):
+		default:
+			t.Errorf("lock %d: %v, want a *BackendLockedError", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d locks won, want exactly 1 (%v)", won, errs)
+	}
+	if rs := h.reservations(); len(rs) != 1 {
+		t.Fatalf("reservations = %+v, want one", rs)
+	}
+}
+
+// expire waits past a backend lock's lease (ttl) and runs the sweep.
+func (h *bh) expire(ttl time.Duration) {
+	h.t.Helper()
+	time.Sleep(ttl + 300*time.Millisecond)
+	if _, err := h.store.ExpireLeases(h.t.Context()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestBackendLockLeaseLapseFencesAndRecovers(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		const ttl = time.Second
+		h.eng.BackendLockTTL = ttl
+		w := h.lock("tf-6", "state-rm")
+		if err := h.write("tf-6", tfDoc(t, fakeLineage, 2, map[string]string{"a": "a0"})); err != nil {
+			t.Fatal(err)
+		}
+		h.expire(ttl)
+		run, err := h.eng.Run(t.Context(), w.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Status != engine.StatusLeaseExpired || !run.End.Recoverable || !sameSet(run.End.Fenced, engine.AddressSet{engine.AllAddresses}) {
+			t.Fatalf("lapsed lock that wrote = %s %+v, want lease-expired, fenced *, recoverable", run.Status, run.End)
+		}
+		rs := h.reservations()
+		if len(rs) != 1 || !rs[0].Fenced() {
+			t.Fatalf("reservations = %+v, want the fence", rs)
+		}
+		_, err = h.eng.LockBackend(t.Context(), engine.BackendLockInput{State: testState, Actor: "carol", Info: lockInfo("tf-x", engine.OperationTypePlan)})
+		var le *engine.BackendLockedError
+		if !errors.As(err, &le) || !le.Blockers[0].Fenced || !strings.Contains(le.Holder.Info, "kl run recover "+w.Run.ID) {
+			t.Fatalf("lock beside the fence: %v", err)
+		}
+		p := h.plan("a")
+		h.applyResult(map[string]string{"a": "a-kl"})
+		var fe *engine.FencedError
+		if _, err := h.eng.Apply(t.Context(), engine.ApplyInput{PlanRun: p.ID, Actor: "alice"}); !errors.As(err, &fe) {
+			t.Fatalf("kl apply beside the fence: %v, want a *FencedError", err)
+		}
+		out, err := h.eng.Recover(t.Context(), w.Run.ID)
+		if err != nil {
+			t.Fatalf("Recover: %v", err)
+		}
+		if out.Version == nil || out.Version.Serial != 2 || !sameSet(out.Version.Changed, addrs("b")) ||
+			out.Version.Provenance.Backend == nil || !out.Version.Provenance.Backend.Recovered || !out.Version.Provenance.Partial {
+			t.Fatalf("recovered version = %+v", out.Version)
+		}
+		if _, head := h.head(); len(head) != 1 || head["a"] != "a0" {
+			t.Fatalf("head after recover = %v, want a0 only", head)
+		}
+		if rs := h.reservations(); len(rs) != 0 {
+			t.Fatalf("reservations after recover = %+v", rs)
+		}
+		if out.Run.CommittedSerial != 2 || out.Run.End.Recoverable || out.Run.End.Lifted != engine.LiftRecovered {
+			t.Fatalf("recovered run = %+v", out.Run.End)
+		}
+		if _, err := h.eng.Recover(t.Context(), w.Run.ID); !errors.Is(err, engine.ErrConflict) {
+			t.Fatalf("second recover: %v, want ErrConflict", err)
+		}
+	})
+}
+
+func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		const ttl = time.Second
+		h.eng.BackendLockTTL = ttl
+		// A read lock and an unwritten state-rm lock are just released.
+		for _, op := range []string{engine.OperationTypePlan, "state-rm"} {
+			l := h.lock("tf-"+op, op)
+			h.expire(ttl)
+			if rs := h.reservations(); len(rs) != 0 {
+				t.Fatalf("%s: reservations after the lapse = %+v, want none", op, rs)
+			}
+			r, err := h.eng.Run(t.Context(), l.Run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != engine.StatusLeaseExpired || len(r.End.Fenced) > 0 || r.End.Recoverable {
+				t.Fatalf("%s: lapsed lock = %s %+v, want lease-expired, no fence", op, r.Status, r.End)
+			}
+		}
+		// An apply's lock is fenced even unwritten: its Terraform may have
+		// changed real objects. Recover has nothing; force-unlock lifts it.
+		a := h.lock("tf-apply", engine.OperationTypeApply)
+		h.expire(ttl)
+		if rs := h.reservations(); len(rs) != 1 || !rs[0].Fenced() {
+			t.Fatalf("apply lock after the lapse: reservations = %+v, want its fence", rs)
+		}
+		if _, err := h.eng.Recover(t.Context(), a.Run.ID); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("recover of an unwritten lock: %v, want ErrNotFound", err)
+		}
+		out, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", Force: true})
+		if err != nil || out.Version != nil {
+			t.Fatalf("force-unlock of the fenced lock: %+v %v", out, err)
+		}
+		if rs := h.reservations(); len(rs) != 0 {
+			t.Fatalf("reservations after force-unlock = %+v", rs)
+		}
+	})
+}
+
+func TestBackendForceUnlock(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		apply, release, done := h.holdApply("a")
+		_, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", Force: true})
+		if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), "kl apply run "+apply) || !strings.Contains(err.Error(), "lifts only a backend lock") {
+			t.Fatalf("force-unlock of a kl apply: %v, want ErrConflict naming it", err)
+		}
+		if _, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", LockID: apply, Force: true}); !errors.Is(err, engine.ErrConflict) {
+			t.Fatalf("force-unlock naming the kl apply: %v, want ErrConflict", err)
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("kl apply after the refused force-unlock: %v", err)
+		}
+		// A lock that wrote, forced: its last checkpoint is committed, partial.
+		l := h.lock("tf-9", engine.OperationTypeApply)
+		if err := h.write("tf-9", tfDoc(t, fakeLineage, 3, map[string]string{"a": "a-kl", "b": "b9"})); err != nil {
+			t.Fatal(err)
+		}
+		out, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", Force: true})
+		if err != nil {
+			t.Fatalf("force-unlock: %v", err)
+		}
+		if out.Run.ID != l.Run.ID || out.Version == nil || !out.Version.Provenance.Partial || out.Version.Provenance.Backend.ForceUnlockedBy != "ops" {
+			t.Fatalf("force-unlock outcome = %+v", out)
+		}
+		u := kindsOf(h.markers(l.Run.ID), engine.MarkerUnlocked)
+		if len(u) != 1 || u[0].By != "ops" || !engine.ForceUnlocked(u[0]) {
+			t.Fatalf("unlocked markers = %+v", u)
+		}
+		if _, head := h.head(); head["b"] != "b9" {
+			t.Fatalf("head = %v", head)
+		}
+	})
+}
+
+func TestBackendAdoptsIntoAnEmptyState(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		ctx := t.Context()
+		empty, err := h.eng.InitState(ctx, "acme/new", nil, "tester")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const old = "99999999-0000-4000-8000-000000000007"
+		if _, err := h.eng.LockBackend(ctx, engine.BackendLockInput{State: "acme/new", Actor: "bob", Info: lockInfo("tf-m", "migration destination state"), Write: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.eng.WriteBackend(ctx, engine.BackendWriteInput{State: "acme/new", LockID: "tf-m", Actor: "bob", Document: tfDoc(t, old, 7, map[string]string{"x": "x7"})}); err != nil {
+			t.Fatalf("adopting write: %v", err)
+		}
+		out, err := h.eng.UnlockBackend(ctx, engine.BackendUnlockInput{State: "acme/new", Actor: "bob", LockID: "tf-m"})
+		if err != nil {
+			t.Fatalf("unlock: %v", err)
+		}
+		v := out.Version
+		if v == nil || v.Serial != 7 || v.Lineage != old || !v.Provenance.Adopted || v.Provenance.PriorLineage != empty.Lineage || v.Provenance.Mode != engine.CommitPush {
+			t.Fatalf("adopted version = %+v", v)
+		}
+		st, err := h.store.GetState(ctx, "acme/new")
+		if err != nil || st.Lineage != old || st.HeadSerial != 7 {
+			t.Fatalf("state after adoption = %+v %v", st, err)
+		}
+		doc, _, err := h.eng.BackendHead(ctx, "acme/new")
+		if err != nil || !strings.Contains(string(doc), old) || !strings.Contains(string(doc), `"serial": 7`) && !strings.Contains(string(doc), `"serial":7`) {
+			t.Fatalf("head document = %s %v", doc, err)
+		}
+		// Not once a plan was made against the empty state.
+		planned, err := h.eng.InitState(ctx, "acme/planned", nil, "tester")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.planOn(planned, "x")
+		if _, err := h.eng.LockBackend(ctx, engine.BackendLockInput{State: "acme/planned", Actor: "bob", Info: lockInfo("tf-p", "migration destination state"), Write: true}); err != nil {
+			t.Fatal(err)
+		}
+		err = h.eng.WriteBackend(ctx, engine.BackendWriteInput{State: "acme/planned", LockID: "tf-p", Actor: "bob", Document: tfDoc(t, "99999999-0000-4000-8000-000000000008", 3, nil)})
+		if !errors.Is(err, engine.ErrConflict) {
+			t.Fatalf("adoption after a plan: %v, want ErrConflict", err)
+		}
+	})
+}
+
+func TestSincePlanRefusesNamingABackendPush(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		p := h.plan("b")
+		l := h.lock("tf-rm", "state-rm")
+		if err := h.write("tf-rm", tfDoc(t, fakeLineage, 2, map[string]string{"a": "a0"})); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := h.unlock("tf-rm", false); err != nil || out.Version == nil || !sameSet(out.Version.Changed, addrs("b")) {
+			t.Fatalf("unlock: %+v %v", out, err)
+		}
+		h.applyResult(map[string]string{"b": "b-kl"})
+		_, err := h.eng.Apply(t.Context(), engine.ApplyInput{PlanRun: p.ID, Actor: "alice"})
+		var se *engine.StaleError
+		if !errors.As(err, &se) {
+			t.Fatalf("apply after the push: %v, want a *StaleError", err)
+		}
+		want := "version 2 (a push through the backend: terraform state rm, run " + l.Run.ID + ")"
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("stale refusal = %q, want %q", err, want)
+		}
+		story, err := h.eng.RunStory(t.Context(), runErrorID(err))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf strings.Builder
+		if err := report.Apply(&buf, story, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		want = "version 2 (a push through the backend: terraform state rm), by run " + l.Run.ID + " (bob)"
+		if !strings.Contains(buf.String(), want) {
+			t.Fatalf("kl apply's refusal lacks %q:\n%s", want, buf.String())
+		}
+	})
+}
