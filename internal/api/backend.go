@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
@@ -182,13 +184,15 @@ func (s *Server) lockState(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, lock.Info)
 }
 
-// unlockState releases a backend lock (write access). Terraform sends the
+// unlockState releases a backend lock: write access, except for a plan's
+// read lock, which read access releases (releasesOwnReadLock) — else a
+// read-only token's `terraform plan` would lock and never unlock. Terraform sends the
 // LockInfo it locked with; `terraform force-unlock ID` sends an empty body
 // (a fresh client holds no lock info, and the ID is not sent at all): an
 // empty body is a forced unlock, which lifts the state's backend lock
 // whoever holds it — never a kl or klbot run's reservations.
 func (s *Server) unlockState(w http.ResponseWriter, r *http.Request) {
-	name, err := s.allowed(r, Write)
+	name, err := s.allowed(r, Read)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -204,6 +208,12 @@ func (s *Server) unlockState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := IdentityFrom(r.Context())
+	if !releasesOwnReadLock(info) {
+		if err := id.Allow(name, Write); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	}
 	in := engine.BackendUnlockInput{State: name, Actor: id.Actor, LockID: info.ID, Force: len(bytes.TrimSpace(body)) == 0}
 	if _, err := s.backend.UnlockBackend(r.Context(), in); err != nil {
 		s.writeBackendError(w, r, err)
@@ -275,4 +285,18 @@ func parseLockInfo(body []byte, method string) (engine.LockInfo, error) {
 		return info, &Error{Status: http.StatusBadRequest, Msg: "LOCK body without ID or Operation: it must be Terraform's lock info"}
 	}
 	return info, nil
+}
+
+// releasesOwnReadLock reports whether an UNLOCK body is a plan's release
+// of its own read lock, which read access may do: Terraform's LockInfo of
+// Operation OperationPlan, naming the lock by Terraform's own lock id (a
+// UUID the locking Terraform made up). A Kilolock run id (a ULID, which a
+// 423 answers to anyone who may read) is refused: it could name another's
+// write lock. A forced unlock (an empty body) always needs write access.
+func releasesOwnReadLock(info engine.LockInfo) bool {
+	if info.Operation != OperationPlan || info.ID == "" {
+		return false
+	}
+	_, err := ulid.ParseStrict(info.ID)
+	return err != nil
 }

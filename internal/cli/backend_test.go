@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,10 @@ func prodConfig(names ...string) string {
 	}
 	return b.String()
 }
+
+// flat is Terraform's output with its line wrapping undone (it wraps
+// diagnostics at 78 columns).
+func flat(out string) string { return strings.Join(strings.Fields(out), " ") }
 
 // TestBackendTerraform is plain Terraform on a Kilolock state through kl
 // serve, on both stores: init, apply, state list, output, state mv,
@@ -278,7 +283,7 @@ func TestBackendRefusals(t *testing.T) {
 			}
 			// The winner's Terraform "died": Terraform prints the run id,
 			// and force-unlock lifts the lock.
-			out := bob.fails("apply", "-auto-approve", "-no-color")
+			out := flat(bob.fails("apply", "-auto-approve", "-no-color"))
 			if !strings.Contains(out, "HTTP remote state already locked: ID="+holders[0]) {
 				t.Errorf("terraform apply on a held backend lock printed:\n%s\nwant the holder's run id %s", out, holders[0])
 			}
@@ -321,6 +326,7 @@ func TestBackendLockIsAReservation(t *testing.T) {
 			dir := filepath.Join(k.dir, "tf")
 			write(t, filepath.Join(dir, "backend.tf"), s.backendBlock("shared"))
 			write(t, filepath.Join(dir, "main.tf"), "resource \"terraform_data\" \"k\" {\n  input = \"v1\"\n}\n\n"+
+				"resource \"terraform_data\" \"fast\" {\n  input = \"fast\"\n}\n\n"+
 				"resource \"terraform_data\" \"t\" {\n  input = \"t\"\n  provisioner \"local-exec\" {\n    command = \"sleep 21\"\n  }\n}\n\n"+
 				"resource \"terraform_data\" \"after\" {\n  input      = \"after\"\n  depends_on = [terraform_data.t]\n}\n")
 			bob := tf{k, dir, writer}
@@ -349,7 +355,7 @@ func TestBackendLockIsAReservation(t *testing.T) {
 			for _, m := range story.Markers {
 				waited = waited || m.Kind == "waited" && m.OtherRun != ""
 			}
-			if story.Run.Status != "succeeded" || !waited {
+			if story.Run.Status != "applied" || !waited {
 				t.Errorf("kl apply --wait 2m beside the backend lock: %s, markers %+v; want it to succeed after waiting", story.Run.Status, story.Markers)
 			}
 			h := k.history("shared")
@@ -357,13 +363,14 @@ func TestBackendLockIsAReservation(t *testing.T) {
 				t.Errorf("the terraform apply and the kl apply made %d versions, want 2 (one per run, however many POSTs)", len(h)-before)
 			}
 			_, addrs := k.pull("shared")
-			if !slices.Equal(addrs, []string{"terraform_data.after", "terraform_data.k", "terraform_data.t"}) {
+			if !slices.Equal(addrs, []string{"terraform_data.after", "terraform_data.fast", "terraform_data.k", "terraform_data.t"}) {
 				t.Errorf("the head holds %v", addrs)
 			}
 
 			// A kl apply runs; Terraform through the backend waits for it.
 			slow := reULID.FindString(k.ok("plan", "--state", "shared", "-C", klDir("k4", "v4",
-				"resource \"terraform_data\" \"t\" {\n  input = \"t\"\n}\n\nresource \"terraform_data\" \"after\" {\n  input = \"after\"\n}\n\n"+
+				"resource \"terraform_data\" \"fast\" {\n  input = \"fast\"\n}\n\n"+
+					"resource \"terraform_data\" \"t\" {\n  input = \"t\"\n}\n\nresource \"terraform_data\" \"after\" {\n  input = \"after\"\n}\n\n"+
 					"resource \"terraform_data\" \"slow\" {\n  input = \"s\"\n  provisioner \"local-exec\" {\n    command = \"sleep 8\"\n  }\n}\n")))
 			klApply := make(chan result, 1)
 			go func() { klApply <- k.run("apply", slow) }()
@@ -372,13 +379,22 @@ func TestBackendLockIsAReservation(t *testing.T) {
 			}
 			time.Sleep(time.Second) // its reservations are taken
 			write(t, filepath.Join(dir, "main.tf"), "resource \"terraform_data\" \"k\" {\n  input = \"v4\"\n}\n\n"+
+				"resource \"terraform_data\" \"fast\" {\n  input = \"fast\"\n}\n\n"+
 				"resource \"terraform_data\" \"t\" {\n  input = \"t\"\n}\n\nresource \"terraform_data\" \"after\" {\n  input = \"after\"\n}\n\n"+
 				"resource \"terraform_data\" \"slow\" {\n  input = \"s\"\n}\n")
-			if out := bob.fails("plan", "-no-color"); !strings.Contains(out, "HTTP remote state already locked: ID="+slow) {
-				t.Errorf("terraform plan beside kl apply %s printed:\n%s", slow, out)
+			// Terraform prints the holding run's id: the kl apply of plan slow.
+			out := flat(bob.fails("plan", "-no-color"))
+			holder := regexp.MustCompile(`HTTP remote state already locked: ID=(\S+)`).FindStringSubmatch(out)
+			if holder == nil {
+				t.Fatalf("terraform plan beside the kl apply of plan %s printed:\n%s", slow, out)
 			}
-			if out := bob.fails("force-unlock", "-force", slow); !strings.Contains(out, "409") {
-				t.Errorf("terraform force-unlock of kl apply %s printed:\n%s", slow, out)
+			var shown storyDoc
+			k.jsonOf(&shown, "run", "show", holder[1])
+			if shown.Run.Kind != "apply" || shown.Run.PlanRun != slow {
+				t.Errorf("terraform plan named the holder %s: a %s run of plan %q, want the kl apply of plan %s", holder[1], shown.Run.Kind, shown.Run.PlanRun, slow)
+			}
+			if out := bob.fails("force-unlock", "-force", holder[1]); !strings.Contains(out, "409") {
+				t.Errorf("terraform force-unlock of kl apply %s printed:\n%s", holder[1], out)
 			}
 			waiting := bob.start("plan", "-lock-timeout=2m", "-detailed-exitcode", "-no-color")
 			if r := <-klApply; r.err != nil {
