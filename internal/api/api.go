@@ -1,8 +1,8 @@
 // Package api is Kilolock's HTTP face (docs/design.md "Layout"; ADR 0054):
 // one handler that `kl serve` mounts on its listener and klbot on its own.
-// It owns every route — today /healthz and /api/v1/whoami; Terraform's
-// http backend (/tf/states/NAME, issue 14 §2–§4) and the run pages come
-// here too — and the middleware they share, outermost first:
+// It owns every route — /healthz, /api/v1/whoami and Terraform's http
+// backend (/tf/states/NAME, issue 14 §2–§4, backend.go); the run pages
+// come here too — and the middleware they share, outermost first:
 //
 //   - the request log (log.go): one slog record per request — method, path
 //     (never the query), status, bytes, duration, and the actor and token
@@ -52,11 +52,15 @@ type Options struct {
 	MaxBody int64
 	// Now is the clock a token's expiry is compared with (time.Now if nil).
 	Now func() time.Time
+	// Backend serves Terraform's http backend at /tf/states/NAME
+	// (backend.go); nil serves none (those paths are 404).
+	Backend Backend
 }
 
 // Server is the API's handler: routes behind the shared middleware.
 type Server struct {
 	auth    Authenticator
+	backend Backend
 	log     *slog.Logger
 	maxBody int64
 	mux     *http.ServeMux
@@ -78,7 +82,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{auth: &TokenAuth{Tokens: o.Tokens, Now: o.Now}, log: o.Logger, maxBody: o.MaxBody, mux: http.NewServeMux()}
+	s := &Server{auth: &TokenAuth{Tokens: o.Tokens, Now: o.Now}, backend: o.Backend, log: o.Logger, maxBody: o.MaxBody, mux: http.NewServeMux()}
 	s.routes()
 	s.handler = s.logRequests(s.capBodies(s.mux))
 	return s, nil
@@ -94,6 +98,9 @@ func (s *Server) MaxBody() int64 { return s.maxBody }
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /api/v1/whoami", s.authenticated(http.HandlerFunc(s.whoami)))
+	if s.backend != nil {
+		s.backendRoutes()
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, &Error{Status: http.StatusNotFound, Msg: "no such route: " + r.Method + " " + r.URL.Path})
 	})

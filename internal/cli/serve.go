@@ -27,9 +27,11 @@ func (a *app) serveCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--listen HOST:PORT] [--max-body-mib N]",
-		Short: "Serve Kilolock's HTTP API on the store (/healthz, /api/v1/whoami; Terraform's http backend is to come)",
+		Short: "Serve Kilolock's HTTP API on the store: Terraform's http backend at /tf/states/NAME, /healthz, /api/v1/whoami",
 		Long: `kl serve serves Kilolock's HTTP API on the store, SQLite or PostgreSQL: the handler klbot mounts too.
-Requests authenticate with a token of kl token create. It logs one JSON line per request on stderr
+It serves Terraform's http backend at /tf/states/NAME (README "Terraform's http backend"): a LOCK is a
+whole-state reservation, the writes under it one version at UNLOCK. Requests authenticate with a token of
+kl token create. It logs one JSON line per request on stderr
 (at info unless KL_LOG_LEVEL says otherwise), never a credential. SIGINT or SIGTERM stops it: it takes no new
 connections and lets the requests in flight finish, for at most 10s.`,
 		Args: cobra.NoArgs,
@@ -63,12 +65,16 @@ func (a *app) serve(ctx context.Context, listen string, mib int, listenFlag, mib
 		}
 		return fmt.Errorf("%s: use 1 to %d (MiB)", what, api.MaxBodyMiB)
 	}
+	e, err := a.engineToWrite(ctx, false)
+	if err != nil {
+		return err
+	}
 	tokens, err := a.tokenStore(ctx, true)
 	if err != nil {
 		return err
 	}
 	log := a.serveLogger()
-	h, err := api.New(api.Options{Tokens: tokens, Logger: log, MaxBody: int64(mib) << 20})
+	h, err := api.New(api.Options{Tokens: tokens, Backend: e, Logger: log, MaxBody: int64(mib) << 20})
 	if err != nil {
 		return err
 	}
