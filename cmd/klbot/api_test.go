@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github/githubfake"
 	"github.com/kilolock/kilolock/internal/store/pgtest"
 	"github.com/kilolock/kilolock/internal/store/postgres"
@@ -19,7 +20,8 @@ import (
 // shared store (as `kl token create` with KL_STORE=KLBOT_DATABASE_URL
 // makes one) is known to GET /api/v1/whoami; no token is 401; an unknown
 // API route is the API's 404 document; an over-large body is 413 at
-// KLBOT_MAX_BODY_MIB; klbot's own /healthz and /webhook stay klbot's.
+// KLBOT_MAX_BODY_MIB; Terraform's http backend serves a state of the
+// store, over klbot's engine; klbot's own /healthz and /webhook stay klbot's.
 func TestAPIMounted(t *testing.T) {
 	t.Parallel()
 	tfBin := terraformBinary(t)
@@ -84,6 +86,20 @@ func TestAPIMounted(t *testing.T) {
 	big := strings.NewReader(strings.Repeat("x", 1<<20+1))
 	if code, body := do("POST", "/api/v1/whoami", secret.Reveal(), big); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "1 MiB") {
 		t.Errorf("a body over KLBOT_MAX_BODY_MIB=1: %d %s, want 413 naming the limit", code, body)
+	}
+	// Terraform's http backend, over klbot's engine: a state made in the
+	// shared store is served with its lineage; a read-only token may not
+	// lock it for an apply.
+	if _, err := engine.New(st, nil, nil).InitState(ctx, "prod/net", nil, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	code, body = do("GET", "/tf/states/prod/net", secret.Reveal(), nil)
+	if code != http.StatusOK || !strings.Contains(body, `"lineage"`) {
+		t.Errorf("GET /tf/states/prod/net through klbot: %d %s, want 200 with the head's document", code, body)
+	}
+	lock := strings.NewReader(`{"ID":"a1b2","Operation":"OperationTypeApply","Who":"ci@runner","Version":"1.11.4"}`)
+	if code, body := do("LOCK", "/tf/states/prod/net", secret.Reveal(), lock); code != http.StatusForbidden {
+		t.Errorf("LOCK for an apply with a read-only token through klbot: %d %s, want 403", code, body)
 	}
 	if code, body := do("GET", "/healthz", "", nil); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("klbot's /healthz: %d %q, want 200 ok", code, body)

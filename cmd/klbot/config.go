@@ -59,6 +59,11 @@ type config struct {
 	// (/api/, /tf/; ADR 0054), in MiB: 1 to api.MaxBodyMiB. The webhook has
 	// its own cap (GitHub's 25 MB).
 	MaxBodyMiB int `env:"KLBOT_MAX_BODY_MIB, default=64"`
+	// BackendLockTTL is the lease of a lock Terraform takes through the
+	// http backend (engine.Engine.BackendLockTTL; ADR 0056): Terraform never
+	// renews one, so a lock older than this is released or, if its
+	// Terraform may have written, fenced. 1m to 24h.
+	BackendLockTTL time.Duration `env:"KLBOT_BACKEND_LOCK_TTL, default=1h"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"KLBOT_LOG_LEVEL, default=info"`
 	// ReconcileInterval is how often klbot compares its tables with GitHub
@@ -127,6 +132,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, fmt.Errorf("KLBOT_RECONCILE_INTERVAL=%s: want at least 1s (River runs periodic jobs at most once a second)", cfg.ReconcileInterval)
 	case cfg.MaxBodyMiB < 1 || cfg.MaxBodyMiB > api.MaxBodyMiB:
 		return cfg, nil, fmt.Errorf("KLBOT_MAX_BODY_MIB=%d: use 1 to %d (MiB)", cfg.MaxBodyMiB, api.MaxBodyMiB)
+	case cfg.BackendLockTTL < time.Minute || cfg.BackendLockTTL > 24*time.Hour:
+		return cfg, nil, fmt.Errorf("KLBOT_BACKEND_LOCK_TTL=%s: use 1m to 24h (Terraform never renews an http backend lock; ADR 0056)", cfg.BackendLockTTL)
 	case cfg.ShutdownTimeout < bot.MinShutdownTimeout:
 		return cfg, nil, fmt.Errorf("KLBOT_SHUTDOWN_TIMEOUT=%s: want at least %s (the time to stop Terraform and record what it did; ADR 0043)", cfg.ShutdownTimeout, bot.MinShutdownTimeout)
 	}

@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, env []string) error {
 
 	eng := engine.New(store, runner, log)
 	eng.Lease = cfg.Lease
+	eng.BackendLockTTL = cfg.BackendLockTTL
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	stopper := bot.NewStopper()
@@ -102,10 +103,11 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return err
 	}
-	// The HTTP API (ADR 0054), on klbot's listener: the same handler as
-	// kl serve's, over the same store; tokens come from kl token create
-	// with KL_STORE set to KLBOT_DATABASE_URL.
-	apiHandler, err := api.New(api.Options{Tokens: store, Logger: log.With("component", "api"), MaxBody: int64(cfg.MaxBodyMiB) << 20})
+	// The HTTP API (ADR 0054) and Terraform's http backend (ADR 0056,
+	// 0059), on klbot's listener: the same handler as kl serve's, over the
+	// same store and engine; tokens come from kl token create with
+	// KL_STORE set to KLBOT_DATABASE_URL.
+	apiHandler, err := api.New(api.Options{Tokens: store, Backend: eng, Logger: log.With("component", "api"), MaxBody: int64(cfg.MaxBodyMiB) << 20})
 	if err != nil {
 		return err
 	}

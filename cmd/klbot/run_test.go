@@ -81,6 +81,8 @@ func TestRunConfigErrors(t *testing.T) {
 		"no shutdown time":        {append(base, "KLBOT_SHUTDOWN_TIMEOUT=0"), "KLBOT_SHUTDOWN_TIMEOUT=0s: want at least 1s"},
 		"bad fork switch":         {append(base, "KLBOT_ALLOW_FORK_PRS=maybe"), "KLBOT_ALLOW_FORK_PRS"},
 		"reconcile too often":     {append(base, "KLBOT_RECONCILE_INTERVAL=500ms"), "KLBOT_RECONCILE_INTERVAL=500ms: want at least 1s"},
+		"body cap too large":      {append(base, "KLBOT_MAX_BODY_MIB=5000"), "KLBOT_MAX_BODY_MIB=5000: use 1 to 4096 (MiB)"},
+		"backend lock too short":  {append(base, "KLBOT_BACKEND_LOCK_TTL=10s"), "KLBOT_BACKEND_LOCK_TTL=10s: use 1m to 24h"},
 		"bad reconcile interval":  {append(base, "KLBOT_RECONCILE_INTERVAL=often"), "KLBOT_RECONCILE_INTERVAL"},
 		"terraform not terraform": {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/bin/true"), "KLBOT_TERRAFORM=/bin/true is not Terraform or OpenTofu"},
 		"terraform missing":       {append(without(base, "KLBOT_TERRAFORM"), "KLBOT_TERRAFORM=/nonexistent/terraform"), `resolving KLBOT_TERRAFORM="/nonexistent/terraform"`},
