@@ -214,7 +214,8 @@ func (s *Server) unlockState(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	in := engine.BackendUnlockInput{State: name, Actor: id.Actor, LockID: info.ID, Force: len(bytes.TrimSpace(body)) == 0}
+	in := engine.BackendUnlockInput{State: name, Actor: id.Actor, LockID: info.ID, Force: len(bytes.TrimSpace(body)) == 0,
+		ReadOnly: id.Allow(name, Write) != nil}
 	if _, err := s.backend.UnlockBackend(r.Context(), in); err != nil {
 		s.writeBackendError(w, r, err)
 		return

@@ -20,6 +20,8 @@ import (
 //   - engine.ErrLocked (a write without a live write lock of its id): 423;
 //   - engine.ErrConflict (wrong lineage, a serial below the head's, an
 //     unlock of what is not locked, a forced unlock of a kl run): 409;
+//   - engine.ErrForbidden (a read-only token releasing more than its own
+//     plan's read lock): 403;
 //   - engine.ErrInvalid: 400; engine.ErrNotFound: 404;
 //   - engine.ErrReadOnly (a newer binary raised the store's level): 503;
 //   - a cancelled request: 503; an *Error as it is; anything else 500.
@@ -46,6 +48,8 @@ func backendRefusal(err error) (*Error, *engine.LockInfo) {
 		return &Error{Status: http.StatusLocked, Msg: err.Error(), Err: err}, nil
 	case errors.Is(err, engine.ErrReadOnly):
 		return &Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Err: err}, nil
+	case errors.Is(err, engine.ErrForbidden):
+		return &Error{Status: http.StatusForbidden, Msg: err.Error(), Err: err}, nil
 	case errors.Is(err, engine.ErrConflict):
 		return &Error{Status: http.StatusConflict, Msg: err.Error(), Err: err}, nil
 	case errors.Is(err, engine.ErrInvalid):

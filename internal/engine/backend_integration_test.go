@@ -724,3 +724,43 @@ func TestSincePlanRefusesNamingABackendPush(t *testing.T) {
 		}
 	})
 }
+
+// TestBackendReadOnlyUnlock: a read-only caller (a read-only token) may
+// release its own plan's read lock, named by Terraform's lock id — and
+// nothing else: not a write lock, not a read lock named by its run id
+// (which every 423 tells any reader), not by force. Each refusal is
+// ErrForbidden (the http backend's 403) and leaves the lock held.
+func TestBackendReadOnlyUnlock(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		ro := func(id string, force bool) error {
+			_, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "reader", LockID: id, Force: force, ReadOnly: true})
+			return err
+		}
+		w := h.lock("tf-w", engine.OperationTypeApply)
+		for _, id := range []string{"tf-w", w.Run.ID} {
+			if err := ro(id, false); !errors.Is(err, engine.ErrForbidden) {
+				t.Errorf("a read-only unlock of the write lock by %s: %v, want ErrForbidden", id, err)
+			}
+		}
+		if err := ro("", true); !errors.Is(err, engine.ErrForbidden) || !strings.Contains(err.Error(), "force-unlock needs a token that may write") {
+			t.Errorf("a read-only force-unlock: %v, want ErrForbidden saying force-unlock needs write", err)
+		}
+		if len(h.reservations()) != 1 {
+			t.Fatalf("after the refused unlocks: reservations %+v, want the write lock's", h.reservations())
+		}
+		if _, err := h.unlock("tf-w", false); err != nil {
+			t.Fatal(err)
+		}
+		r := h.lock("tf-r", engine.OperationTypePlan)
+		if err := ro(r.Run.ID, false); !errors.Is(err, engine.ErrForbidden) {
+			t.Errorf("a read-only unlock of a read lock by its run id: %v, want ErrForbidden", err)
+		}
+		if err := ro("tf-r", false); err != nil {
+			t.Errorf("a read-only unlock of its own plan's read lock: %v, want it released", err)
+		}
+		if rs := h.reservations(); len(rs) != 0 {
+			t.Errorf("after the plan's own unlock: reservations %+v, want none", rs)
+		}
+	})
+}

@@ -26,6 +26,12 @@ type BackendUnlockInput struct {
 	// Force: `terraform force-unlock` (an empty body), or an ID that is
 	// not the caller's own lock.
 	Force bool
+	// ReadOnly: the caller may only read (a read-only token). It may
+	// release only a read lock, named by Terraform's own lock id — not the
+	// lock's run id, which every 423 tells any reader — and never force
+	// one (ErrForbidden otherwise): a `terraform plan` with a read-only
+	// token must release the read lock it took, and nothing more.
+	ReadOnly bool
 }
 
 // BackendUnlockOutcome is what an UNLOCK did: the lock's run, and the
@@ -333,6 +339,9 @@ func (e *Engine) UnlockBackend(ctx context.Context, in BackendUnlockInput) (*Bac
 	if _, err := e.getState(ctx, in.State); err != nil {
 		return nil, err
 	}
+	if in.ReadOnly && in.Force {
+		return nil, Errorf(ErrForbidden, "force-unlocking state %s: a read-only token may release only its own plan's read lock; force-unlock needs a token that may write", in.State)
+	}
 	e.expireLeases(ctx)
 	if !in.Force {
 		l, err := e.findLock(ctx, in.State, in.LockID, true)
@@ -341,6 +350,9 @@ func (e *Engine) UnlockBackend(ctx context.Context, in BackendUnlockInput) (*Bac
 		}
 		if l == nil {
 			return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "unlocking")
+		}
+		if in.ReadOnly && (l.mode != ModeRead || in.LockID != l.info.ID) {
+			return nil, Errorf(ErrForbidden, "unlocking state %s: a read-only token may release only its own plan's read lock, named by Terraform's lock id; run %s is %s", in.State, l.run.ID, lockWords(l))
 		}
 		return e.unlock(ctx, l, in.Actor, false)
 	}
@@ -638,4 +650,12 @@ func (e *Engine) recoverLock(ctx context.Context, l *heldLock) (*ApplyOutcome, e
 func ForceUnlocked(m Marker) bool {
 	b, _ := strconv.ParseBool(m.Extra["force"])
 	return b
+}
+
+// lockWords says what kind of backend lock l is, for a refusal.
+func lockWords(l *heldLock) string {
+	if l.mode == ModeRead {
+		return "a read lock named by its run id"
+	}
+	return "a write lock"
 }

@@ -43,6 +43,10 @@ var (
 	// raised its compatibility level, so this one does not follow its rules
 	// (ADR 0048) — but may still be read.
 	ErrReadOnly = errors.New("store is read-only for this binary")
+	// ErrForbidden: the caller may not do this with the access it has — a
+	// read-only token releasing anything but its own plan's read lock
+	// (BackendUnlockInput.ReadOnly; ADR 0059). HTTP's 403.
+	ErrForbidden = errors.New("forbidden")
 )
 
 // KindError is an error of a kind: errors.Is(err, Kind) holds, and its
