@@ -57,6 +57,7 @@ Options Kilolock cannot honour (-state, -lock=false, -chdir, …) are refused wi
 	cmd.Flags().StringArrayVar(&in.Replace, "replace", nil, "resource instance to replace (repeatable), as terraform plan -replace")
 	cmd.Flags().StringVar(&pr, "pr", "", "pull request this plan is for, OWNER/REPO#N, or \"actions\" for the pull request of the GitHub Actions event (recorded in the envelope and named in every report)")
 	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit SHA the configuration is at, 7-40 hex characters (recorded in the envelope)")
+	cmd.Flags().BoolVar(&in.PlannedAtMerge, "at-merge", false, "record that this plan is made as its pull request merges, so nobody reviewed it: every report of it and of its apply says \"planned at merge, not reviewed\" (needs --pr)")
 	return cmd
 }
 
@@ -80,7 +81,12 @@ func (a *app) plan(ctx context.Context, in engine.PlanInput, pr string) error {
 	if err != nil {
 		return err
 	}
-	in.PR, in.CommitSHA = p, sha
+	if in.PlannedAtMerge && p == nil {
+		return errors.New("--at-merge needs --pr: a plan made at merge is the plan of the pull request that merged")
+	}
+	// A newer plan of a pull request replaces its older open plans of the
+	// same project (state, directory), as klbot's do (issue 15 §4).
+	in.PR, in.CommitSHA, in.SupersedeOlder = p, sha, p != nil
 	e, err := a.engineToWrite(ctx, true)
 	if err != nil {
 		return err

@@ -340,6 +340,10 @@ type Envelope struct {
 	TerraformVersion string        `json:"terraform_version,omitempty"`
 	PR               *PullRequest  `json:"pr,omitempty"`
 	CommitSHA        string        `json:"commit_sha,omitempty"`
+	// PlannedAtMerge: the plan was made when its pull request merged (the
+	// GitHub Action's on-missing-plan: plan-and-apply), so nobody reviewed
+	// it; reports say "planned at merge, not reviewed" (issue 15 §1).
+	PlannedAtMerge bool `json:"planned_at_merge,omitempty"`
 	// Reverts are the instances this plan writes whose planned value would
 	// undo an earlier version's change (ADR 0046), found when it was
 	// stored; by address. Attribute names only, never values.
