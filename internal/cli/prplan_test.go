@@ -129,3 +129,75 @@ func TestStoreKeyValueDSN(t *testing.T) {
 		t.Errorf("kl state list with a key=value store: %v\n%s", r.err, r.out)
 	}
 }
+
+// TestApplyPR (issue 15 §1): kl apply --pr applies the pull request's
+// newest plan at the commit — the reviewed one, the same plan digest —
+// and says clearly when there is none: no plan of the pull request, none
+// at the commit (naming the plans it has), the newest there superseded;
+// plans of two states at the commit need --state.
+func TestApplyPR(t *testing.T) {
+	k := setup(t)
+	cfg := filepath.Join(k.dir, "cfg")
+	write(t, filepath.Join(cfg, "main.tf"), reportConfig("v1"))
+	k.ok("state", "init", "prod")
+	k.ok("state", "init", "stage")
+	c1, c2 := strings.Repeat("a1", 20), strings.Repeat("b2", 20)
+
+	var p1, p2, stage prPlanDoc
+	k.jsonOf(&p1, "plan", "--state", "prod", "-C", cfg, "--pr", "acme/infra#7", "--commit", c1)
+	write(t, filepath.Join(cfg, "main.tf"), reportConfig("v2"))
+	k.jsonOf(&p2, "plan", "--state", "prod", "-C", cfg, "--pr", "acme/infra#7", "--commit", c2)
+	k.jsonOf(&stage, "plan", "--state", "stage", "-C", cfg, "--pr", "acme/infra#7", "--commit", c2)
+
+	fails := func(code int, want []string, args ...string) {
+		t.Helper()
+		r := k.run(args...)
+		if r.code() != code {
+			t.Fatalf("kl %s: exit code %d (%v), want %d", strings.Join(args, " "), r.code(), r.err, code)
+		}
+		for _, w := range want {
+			if !strings.Contains(r.err.Error(), w) {
+				t.Errorf("kl %s: error %q does not say %q", strings.Join(args, " "), r.err, w)
+			}
+		}
+	}
+	fails(1, []string{"no plan of acme/infra#9 in the store", "kl plan --pr acme/infra#9"}, "apply", "--pr", "acme/infra#9")
+	fails(1, []string{"no plan of acme/infra#7 at commit " + strings.Repeat("d4", 20), p2.Run.ID + " (planned, commit " + c2[:12],
+		p1.Run.ID + " (superseded, commit " + c1[:12]}, "apply", "--pr", "acme/infra#7", "--commit", strings.Repeat("d4", 20))
+	fails(1, []string{"the newest plan of acme/infra#7 at commit " + c1 + ", " + p1.Run.ID + ", is superseded: not applicable"},
+		"apply", "--pr", "acme/infra#7", "--commit", c1)
+	fails(1, []string{"acme/infra#7 has plans of 2 projects at commit " + c2, "state prod, directory", "state stage, directory", "--state"},
+		"apply", "--pr", "acme/infra#7")
+	fails(1, []string{"not both"}, "apply", p2.Run.ID, "--pr", "acme/infra#7")
+	fails(1, []string{"--commit is for --pr"}, "apply", p2.Run.ID, "--commit", c2)
+	fails(1, []string{`--pr "acme/infra"`}, "apply", "--pr", "acme/infra")
+
+	// --json: a missing plan is a kilolock/error/v1 document of kind not-found.
+	r := k.run("--json", "apply", "--pr", "acme/infra#7", "--commit", strings.Repeat("d4", 20), "--state", "prod")
+	if r.code() != 1 || !strings.Contains(r.out, `"kind": "not-found"`) {
+		t.Errorf("kl --json apply --pr of a missing plan: exit %d, stdout:\n%s", r.code(), r.out)
+	}
+
+	var applied struct {
+		Verdict string `json:"verdict"`
+		Plan    struct {
+			ID       string `json:"id"`
+			Envelope struct {
+				PlanDigest string `json:"plan_digest"`
+			} `json:"envelope"`
+		} `json:"plan"`
+		Version struct {
+			Provenance struct {
+				PlanDigest        string `json:"plan_digest"`
+				AppliedPlanDigest string `json:"applied_plan_digest"`
+			} `json:"provenance"`
+		} `json:"version"`
+	}
+	k.jsonOf(&applied, "apply", "--pr", "acme/infra#7", "--commit", c2[:7], "--state", "prod")
+	if applied.Verdict != "allowed" || applied.Plan.ID != p2.Run.ID || applied.Version.Provenance.PlanDigest != p2.Envelope.PlanDigest || applied.Version.Provenance.AppliedPlanDigest != "" {
+		t.Errorf("kl apply --pr: verdict %s of plan %s, applied digest %s; want plan %s applied with its digest %s",
+			applied.Verdict, applied.Plan.ID, applied.Version.Provenance.PlanDigest+applied.Version.Provenance.AppliedPlanDigest, p2.Run.ID, p2.Envelope.PlanDigest)
+	}
+	// Applied already: a refusal naming the apply, not a second apply.
+	k.refused("already applied", "apply", "--pr", "acme/infra#7", "--state", "prod")
+}
