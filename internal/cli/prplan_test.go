@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -200,4 +201,63 @@ func TestApplyPR(t *testing.T) {
 	}
 	// Applied already: a refusal naming the apply, not a second apply.
 	k.refused("already applied", "apply", "--pr", "acme/infra#7", "--state", "prod")
+}
+
+// TestApplyPlannedAtMerge (issue 15 §1, §4): a plan made at merge (kl
+// plan --at-merge) and its apply are never called "reviewed": the plan
+// report says "planned at merge, not reviewed", the apply report "applied
+// a plan nobody reviewed", in text, Markdown and JSON; inside GitHub
+// Actions the pull request is linked.
+func TestApplyPlannedAtMerge(t *testing.T) {
+	k := setup(t)
+	cfg := filepath.Join(k.dir, "cfg")
+	write(t, filepath.Join(cfg, "main.tf"), reportConfig("v1"))
+	k.ok("state", "init", "prod")
+	merge := strings.Repeat("e5", 20)
+	r := k.run("plan", "--state", "prod", "-C", cfg, "--at-merge")
+	if r.err == nil || !strings.Contains(r.err.Error(), "--at-merge needs --pr") {
+		t.Errorf("kl plan --at-merge without --pr: %v, want it refused", r.err)
+	}
+	env := append(append([]string(nil), k.env...), "GITHUB_SERVER_URL=https://github.example", "GITHUB_REPOSITORY=acme/infra")
+	kl, _ := k.recording(env)
+	var plan prPlanDoc
+	out := kl("plan", "--state", "prod", "-C", cfg, "--pr", "acme/infra#7", "--commit", merge, "--at-merge", "--json")
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || !plan.Envelope.PlannedAtMerge {
+		t.Fatalf("kl plan --at-merge --json: planned_at_merge not true (%v):\n%s", err, out)
+	}
+	text := kl("run", "show", plan.Run.ID)
+	if !strings.Contains(text, "planned at merge, not reviewed") {
+		t.Errorf("kl run show of a plan made at merge does not say it is not reviewed:\n%s", text)
+	}
+	md := kl("apply", plan.Run.ID)
+	for _, want := range []string{"planned at merge, not reviewed: " + plan.Run.ID, "applied a plan nobody reviewed", "acme/infra#7"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the apply's report does not say %q:\n%s", want, md)
+		}
+	}
+	var pj struct {
+		Run struct {
+			PR struct {
+				URL string `json:"url"`
+			} `json:"pr"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal([]byte(out), &pj); err != nil || pj.Run.PR.URL != "https://github.example/acme/infra/pull/7" {
+		t.Errorf("the plan's pull request is not linked (%v): %+v", err, pj)
+	}
+	if strings.Contains(md, "reviewed "+plan.Run.ID) || strings.Contains(md, "the reviewed plan") {
+		t.Errorf("the apply's report calls the plan made at merge reviewed:\n%s", md)
+	}
+	var hist struct {
+		Entries []struct {
+			Version struct {
+				Provenance struct {
+					PlannedAtMerge bool `json:"planned_at_merge"`
+				} `json:"provenance"`
+			} `json:"version"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(kl("history", "--state", "prod", "--json")), &hist); err != nil || len(hist.Entries) == 0 || !hist.Entries[0].Version.Provenance.PlannedAtMerge {
+		t.Errorf("kl history --json: the version's provenance does not say planned_at_merge (%v): %+v", err, hist)
+	}
 }

@@ -149,15 +149,30 @@ func (a *app) planPullRequest(pr, sha string) (*engine.PullRequest, string, erro
 		if sha == "" && !t.askHead {
 			sha = t.sha
 		}
-		return &engine.PullRequest{Repo: t.repo.String(), Number: t.pr, HeadSHA: sha}, sha, nil
+		p := &engine.PullRequest{Repo: t.repo.String(), Number: t.pr, HeadSHA: sha}
+		p.URL = a.prURL(p)
+		return p, sha, nil
 	default:
 		p, err := parsePR(pr)
 		if err != nil {
 			return nil, "", err
 		}
 		p.HeadSHA = sha
+		p.URL = a.prURL(p)
 		return p, sha, nil
 	}
+}
+
+// prURL links pull request p, of the repository of the GitHub Actions
+// job (GITHUB_REPOSITORY, on GITHUB_SERVER_URL), so that every report
+// of its plan and apply links it; "" outside Actions or for another
+// repository.
+func (a *app) prURL(p *engine.PullRequest) string {
+	server, repo := strings.TrimSuffix(a.getenv("GITHUB_SERVER_URL"), "/"), a.getenv("GITHUB_REPOSITORY")
+	if server == "" || !strings.EqualFold(repo, p.Repo) {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/pull/%d", server, p.Repo, p.Number)
 }
 
 func (a *app) applyCommand() *cobra.Command {

@@ -82,6 +82,9 @@ type Provenance struct {
 	CommittedSerial int64  `json:"committed_serial"`
 	// PlanDigest is the reviewed plan's ("sha256:<hex>" of its saved plan).
 	PlanDigest string `json:"plan_digest,omitempty"`
+	// PlannedAtMerge: that plan was made at merge, not reviewed
+	// (Envelope.PlannedAtMerge).
+	PlannedAtMerge bool `json:"planned_at_merge,omitempty"`
 	// AppliedPlanRun, AppliedPlanDigest and AppliedSourceSerial: the
 	// re-plan Terraform applied in place of the reviewed plan, its digest
 	// and the head it was made against (the snapshot Terraform applied
