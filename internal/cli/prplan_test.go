@@ -261,3 +261,40 @@ func TestApplyPlannedAtMerge(t *testing.T) {
 		t.Errorf("kl history --json: the version's provenance does not say planned_at_merge (%v): %+v", err, hist)
 	}
 }
+
+// TestReportApplyOnPush (issue 15 §4): kl report github of an apply on
+// push — no pull request in the event — updates the sticky comment of the
+// pull request its plan was made for, which links it; the check run is
+// on the pushed commit.
+func TestReportApplyOnPush(t *testing.T) {
+	g := setupGitHub(t, nil)
+	planOut := g.runWith(g.ghEnv, "", "--json", "plan", "--state", ghState, "-C", g.cfg, "--pr", "actions")
+	if planOut.err != nil {
+		t.Fatalf("kl plan --pr actions: %v\n%s", planOut.err, planOut.errOut)
+	}
+	plan := runIDOf(t, planOut.out)
+	g.report("--from-json", g.save("plan", planOut.out))
+	if c := g.comment(); !strings.Contains(c.Body, "Plan `"+plan+"`") {
+		t.Fatalf("the plan's comment does not tell plan %s:\n%s", plan, c.Body)
+	}
+
+	push := strings.Repeat("c3", 20)
+	write(t, g.event, `{"ref":"refs/heads/main","before":"`+strings.Repeat("d4", 20)+`","after":"`+push+`"}`)
+	g.ghEnv = append(g.ghEnv, "GITHUB_EVENT_NAME=push", "GITHUB_SHA="+push)
+	r := g.runWith(g.ghEnv, "", "--json", "apply", plan, "--state", ghState)
+	if r.err != nil {
+		t.Fatalf("kl apply: %v\n%s", r.err, r.errOut)
+	}
+	apply := runIDOf(t, r.out)
+	g.report("--from-json", g.save("apply", r.out))
+	c := g.comment()
+	if !strings.Contains(c.Body, "Apply `"+apply+"`") || c.Edits != 1 {
+		t.Errorf("the apply on push did not update the sticky comment of #%d (%d edits):\n%s", ghPR, c.Edits, c.Body)
+	}
+	if !strings.Contains(c.Body, "[acme/infra#7]("+g.fake.URL()+"/acme/infra/pull/7)") {
+		t.Errorf("the apply's comment does not link the pull request:\n%s", c.Body)
+	}
+	if cr := g.checkRun("kl apply · " + ghState); cr.HeadSHA != push {
+		t.Errorf("the apply's check run is on %s, want the pushed commit %s", cr.HeadSHA, push)
+	}
+}

@@ -18,7 +18,10 @@ func (f *Fake) prFields(rp *repo, pr *PR) map[string]any {
 	if pr.Mergeable != nil {
 		mergeable = *pr.Mergeable
 	}
-	var mergedAt, mergedBy any
+	var mergedAt, mergedBy, mergeCommit any
+	if pr.MergeCommitSHA != "" {
+		mergeCommit = pr.MergeCommitSHA
+	}
 	if pr.Merged {
 		mergedAt = ts(f.now())
 	}
@@ -28,6 +31,7 @@ func (f *Fake) prFields(rp *repo, pr *PR) map[string]any {
 	return map[string]any{
 		"id": rp.id*1000 + int64(pr.Number), "number": pr.Number, "title": pr.Title, "state": pr.State,
 		"draft": pr.Draft, "merged": pr.Merged, "merged_at": mergedAt, "merged_by": mergedBy, "mergeable": mergeable,
+		"merge_commit_sha": mergeCommit,
 		"url":      fmt.Sprintf("%s/repos/%s/pulls/%d", f.apiBase(), full, pr.Number),
 		"html_url": fmt.Sprintf("%s/%s/pull/%d", f.htmlBase(), full, pr.Number),
 		"user":     userFields(pr.Author),
