@@ -169,9 +169,9 @@ func (k *mergeKit) kl(args ...string) []byte {
 // runShow is the part of kl run show --json these tests read.
 type runShow struct {
 	Run struct {
-		ID       string `json:"id"`
-		Kind     string `json:"kind"`
-		Status   string `json:"status"`
+		ID      string `json:"id"`
+		Kind    string `json:"kind"`
+		Status  string `json:"status"`
 		PlanRun string `json:"plan_run"`
 	} `json:"run"`
 	Envelope *struct {
