@@ -179,7 +179,9 @@ func (a *app) applyCommand() *cobra.Command {
 	var in engine.ApplyInput
 	var pr, commit string
 	cmd := &cobra.Command{
-		Use:   "apply (RUN | --pr OWNER/REPO#N [--commit SHA])",
+		Use: "apply RUN",
+		Example: `  kl apply 01J9Z6M3W4X5Y6Z7A8B9C0D1E2
+  kl apply --pr acme/infra#42 --commit 0123abcd --state acme/infra/prod   # the pull request's reviewed plan`,
 		Short: "Apply plan run RUN: reserve its footprint, check what changed since plan, apply, commit",
 		Long: `Apply takes every reservation of the plan's envelope at once (or none), waiting up to --wait
 for runs that hold overlapping ones; classifies the versions committed since the plan
