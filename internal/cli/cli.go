@@ -153,11 +153,11 @@ whether it committed exactly what was planned, and which state version it produc
 			return a.loadEnv(cmd.Context())
 		},
 	}
-	root.PersistentFlags().StringVar(&a.store, "store", "", "store: SQLite file path or postgres:// URL (env KL_STORE; default: the nearest .kl/kl.db from the working directory upward)")
+	root.PersistentFlags().StringVar(&a.store, "store", "", "store: SQLite file path, postgres:// URL or libpq key=value string (env KL_STORE; default: the nearest .kl/kl.db from the working directory upward)")
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print JSON (versioned schema, see docs/json.md) instead of text")
 	root.AddCommand(a.stateCommand(), a.planCommand(), a.applyCommand(), a.footprintCommand(),
 		a.historyCommand(), a.runsCommand(), a.runCommand(), a.whyCommand(), a.statusCommand())
-	root.AddCommand(a.reportCommand(), a.versionCommand(), a.tokenCommand(), a.serveCommand())
+	root.AddCommand(a.reportCommand(), a.githubCommand(), a.versionCommand(), a.tokenCommand(), a.serveCommand())
 	a.setVersionFlag(root)
 	return root
 }

@@ -312,6 +312,7 @@ func (a *app) reportGitHub(ctx context.Context, args []string, f ghReportFlags) 
 		}
 	}
 	run := story.Run
+	target.adoptRunPR(run, f)
 	res := ghReportResult{Schema: SchemaReportGitHub, Run: run.ID, Kind: string(run.Kind), State: run.State,
 		Status: string(run.Status), CommittedSerial: run.CommittedSerial, Repo: target.repo.String(), PR: target.pr,
 		Warnings: []string{}}

@@ -296,7 +296,13 @@ func TestReportGitHubFork(t *testing.T) {
 	deny()
 	out, errOut := g.report("--from-json", doc)
 	mustContain(t, "stderr", errOut, "::warning title=kl report github::GitHub refused to write (403)",
-		"Resource not accessible by integration", "fork mallory/infra", "read-only GITHUB_TOKEN", "job summary", "--strict")
+		"Resource not accessible by integration", "fork mallory/infra", "read-only GITHUB_TOKEN", "job summary", "--strict",
+		// The operation GitHub refused: the comment did not exist, so it
+		// was being created, not updated (issue 15 §4).
+		`creating check run "kl plan · acme/prod"`, `creating the sticky "action:acme/prod" comment on acme/infra#7`)
+	if strings.Contains(errOut, "updating the sticky") {
+		t.Errorf("the warning names an update of a comment that was being created:\n%s", errOut)
+	}
 	if strings.Count(errOut, "::warning") != 1 {
 		t.Errorf("want one warning for both refused writes, got:\n%s", errOut)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
 )
 
@@ -108,6 +109,18 @@ func (a *app) ghTargetOf(f ghReportFlags) (ghTarget, error) {
 		return t, fmt.Errorf("reporting to GitHub: %w for the check run: pass --sha SHA or set GITHUB_SHA", errNoCommit)
 	}
 	return t, nil
+}
+
+// adoptRunPR makes the sticky comment go to the pull request run names,
+// when the event names none and --pr is not given: an apply on push (the
+// GitHub Action at merge) updates the comment of the pull request its
+// plan was made for (issue 15 §4). Only a pull request of the reported
+// repository is taken; the check run stays on the event's commit.
+func (t *ghTarget) adoptRunPR(run engine.Run, f ghReportFlags) {
+	if t.pr != 0 || f.pr != 0 || run.PR == nil || run.PR.Number <= 0 || !strings.EqualFold(run.PR.Repo, t.repo.String()) {
+		return
+	}
+	t.pr = run.PR.Number
 }
 
 // errNoCommit: ghTargetOf found no commit (kl plan --pr actions needs none).

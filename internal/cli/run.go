@@ -57,6 +57,7 @@ Options Kilolock cannot honour (-state, -lock=false, -chdir, …) are refused wi
 	cmd.Flags().StringArrayVar(&in.Replace, "replace", nil, "resource instance to replace (repeatable), as terraform plan -replace")
 	cmd.Flags().StringVar(&pr, "pr", "", "pull request this plan is for, OWNER/REPO#N, or \"actions\" for the pull request of the GitHub Actions event (recorded in the envelope and named in every report)")
 	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit SHA the configuration is at, 7-40 hex characters (recorded in the envelope)")
+	cmd.Flags().BoolVar(&in.PlannedAtMerge, "at-merge", false, "record that this plan is made as its pull request merges, so nobody reviewed it: every report of it and of its apply says \"planned at merge, not reviewed\" (needs --pr)")
 	return cmd
 }
 
@@ -80,7 +81,12 @@ func (a *app) plan(ctx context.Context, in engine.PlanInput, pr string) error {
 	if err != nil {
 		return err
 	}
-	in.PR, in.CommitSHA = p, sha
+	if in.PlannedAtMerge && p == nil {
+		return errors.New("--at-merge needs --pr: a plan made at merge is the plan of the pull request that merged")
+	}
+	// A newer plan of a pull request replaces its older open plans of the
+	// same project (state, directory), as klbot's do (issue 15 §4).
+	in.PR, in.CommitSHA, in.SupersedeOlder = p, sha, p != nil
 	e, err := a.engineToWrite(ctx, true)
 	if err != nil {
 		return err
@@ -143,21 +149,39 @@ func (a *app) planPullRequest(pr, sha string) (*engine.PullRequest, string, erro
 		if sha == "" && !t.askHead {
 			sha = t.sha
 		}
-		return &engine.PullRequest{Repo: t.repo.String(), Number: t.pr, HeadSHA: sha}, sha, nil
+		p := &engine.PullRequest{Repo: t.repo.String(), Number: t.pr, HeadSHA: sha}
+		p.URL = a.prURL(p)
+		return p, sha, nil
 	default:
 		p, err := parsePR(pr)
 		if err != nil {
 			return nil, "", err
 		}
 		p.HeadSHA = sha
+		p.URL = a.prURL(p)
 		return p, sha, nil
 	}
 }
 
+// prURL links pull request p, of the repository of the GitHub Actions
+// job (GITHUB_REPOSITORY, on GITHUB_SERVER_URL), so that every report
+// of its plan and apply links it; "" outside Actions or for another
+// repository.
+func (a *app) prURL(p *engine.PullRequest) string {
+	server, repo := strings.TrimSuffix(a.getenv("GITHUB_SERVER_URL"), "/"), a.getenv("GITHUB_REPOSITORY")
+	if server == "" || !strings.EqualFold(repo, p.Repo) {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/pull/%d", server, p.Repo, p.Number)
+}
+
 func (a *app) applyCommand() *cobra.Command {
 	var in engine.ApplyInput
+	var pr, commit string
 	cmd := &cobra.Command{
-		Use:   "apply RUN",
+		Use: "apply RUN",
+		Example: `  kl apply 01J9Z6M3W4X5Y6Z7A8B9C0D1E2
+  kl apply --pr acme/infra#42 --commit 0123abcd --state acme/infra/prod   # the pull request's reviewed plan`,
 		Short: "Apply plan run RUN: reserve its footprint, check what changed since plan, apply, commit",
 		Long: `Apply takes every reservation of the plan's envelope at once (or none), waiting up to --wait
 for runs that hold overlapping ones; classifies the versions committed since the plan
@@ -169,65 +193,104 @@ it needs no reservation beyond the plan's — otherwise the re-plan is left for 
 it was made from; and commits the result into the head as a new version in one transaction. A
 plan without changes reserves nothing, runs no Terraform and commits nothing.
 
+--pr OWNER/REPO#N instead of RUN applies the pull request's reviewed plan: its newest plan
+(kl plan --pr) at commit --commit SHA — the pull request's last commit, as a merge-time apply
+gives it — or, without --commit, at the commit of its newest plan; --state narrows it to one
+state. No such plan, or the newest one there stale, superseded or failed, is an error naming the
+pull request, the commit and the plans it has; so are plans of several projects at that commit
+(name one with --state). It reads only the store: any CI can run it at merge.
+
 If this kl is killed while Terraform applies, what Terraform wrote is kept as a checkpoint:
 once the run's lease has run out, kl run recover RUN commits it.
 
 Exit status: 0 committed (or nothing to commit: a plan without changes); 3 refused (reservation conflict, stale plan, intent changed, plan
 not applicable: an apply run, a plan of another state, a plan applied or discarded); 130 or 143
 stopped by SIGINT (Ctrl-C) or SIGTERM; 1 any other failure (a failed Terraform apply commits what
-it wrote).`,
-		Args: cobra.ExactArgs(1),
+it wrote; no plan of the pull request at the commit).`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.PlanRun = args[0]
 			if in.Wait < 0 {
 				return fmt.Errorf("--wait %s: negative: use 0 to refuse at once, or how long to wait (e.g. 5m)", in.Wait)
 			}
-			e, err := a.engineToWrite(cmd.Context(), true)
-			if err != nil {
-				return err
-			}
-			// An unknown state is an error, as for every command that
-			// names one; a plan of another existing state is a refusal.
-			if err := knownState(cmd.Context(), e, in.State); err != nil {
-				return err
-			}
-			in.Actor = a.actor()
-			p := a.progress()
-			in.Progress = func(ev engine.Progress) {
-				a.phase.terraformPhase(ev.Phase)
-				p.update(ev)
-			}
-			in.OnWait = func(bs []engine.Blocker) {
-				a.phase.set(phaseApplyWait)
-				p.waiting(bs)
-			}
-			a.phase.set(phaseApplyStart)
-			out, err := e.Apply(cmd.Context(), in)
-			p.done()
-			// Whenever an apply run exists, it tells its story — refused,
-			// failed or committed.
-			id := runOf(err)
-			if out != nil {
-				id = out.Run.ID
-			}
-			if id != "" {
-				story, serr := e.RunStory(context.WithoutCancel(cmd.Context()), id)
-				if serr != nil {
-					return errors.Join(err, serr)
-				}
-				if rerr := report.Apply(a.io.Out, story, a.reportOptions()); rerr != nil {
-					return errors.Join(err, rerr)
-				}
-			}
-			// A plan that is not applicable (an apply run, a plan of another
-			// state or lineage, a corrupted saved plan) is refused too.
-			return refusal(err, engine.ErrInvalid)
+			return a.apply(cmd.Context(), in, args, pr, commit)
 		},
 	}
-	cmd.Flags().StringVar(&in.State, "state", "", "refuse unless the plan belongs to this state")
+	cmd.Flags().StringVar(&in.State, "state", "", "refuse unless the plan belongs to this state (with --pr: the state whose plan to apply)")
 	cmd.Flags().BoolVar(&in.Strict, "strict-since-plan", false, "refuse when a version since the plan changed its read set, instead of re-planning")
 	cmd.Flags().DurationVar(&in.Wait, "wait", 0, "wait this long for conflicting reservations to be released (e.g. 5m); 0 refuses at once; not negative")
+	cmd.Flags().StringVar(&pr, "pr", "", "apply the newest plan of this pull request, OWNER/REPO#N, instead of RUN")
+	cmd.Flags().StringVar(&commit, "commit", "", "with --pr: the pull request's head commit whose plan to apply, 7-40 hex characters (default: the commit of its newest plan)")
 	return cmd
+}
+
+// apply is kl apply: the plan run is RUN (args) or, with --pr, the pull
+// request's plan at commit (engine.PRPlan); its story is printed whenever
+// an apply run exists — refused, failed or committed.
+func (a *app) apply(ctx context.Context, in engine.ApplyInput, args []string, pr, commit string) error {
+	switch {
+	case len(args) == 1 && pr != "":
+		return errors.New("kl apply takes a RUN or --pr OWNER/REPO#N, not both")
+	case len(args) == 0 && pr == "":
+		return errors.New("kl apply needs the plan run to apply: RUN, or --pr OWNER/REPO#N for a pull request's reviewed plan")
+	case commit != "" && pr == "":
+		return errors.New("--commit is for --pr: RUN names the plan itself")
+	case commit != "" && !commitSHA.MatchString(commit):
+		return fmt.Errorf("--commit %q: want a commit SHA, 7 to 40 hexadecimal characters", commit)
+	}
+	var q *engine.PRPlanQuery
+	if pr != "" {
+		p, err := parsePR(pr)
+		if err != nil {
+			return err
+		}
+		q = &engine.PRPlanQuery{PR: *p, Commit: commit, State: in.State}
+	}
+	e, err := a.engineToWrite(ctx, true)
+	if err != nil {
+		return err
+	}
+	// An unknown state is an error, as for every command that names one;
+	// a plan of another existing state is a refusal.
+	if err := knownState(ctx, e, in.State); err != nil {
+		return err
+	}
+	if q != nil {
+		plan, err := e.PRPlan(ctx, *q)
+		if err != nil {
+			return err
+		}
+		args = []string{plan.ID}
+	}
+	in.PlanRun = args[0]
+	in.Actor = a.actor()
+	p := a.progress()
+	in.Progress = func(ev engine.Progress) {
+		a.phase.terraformPhase(ev.Phase)
+		p.update(ev)
+	}
+	in.OnWait = func(bs []engine.Blocker) {
+		a.phase.set(phaseApplyWait)
+		p.waiting(bs)
+	}
+	a.phase.set(phaseApplyStart)
+	out, err := e.Apply(ctx, in)
+	p.done()
+	id := runOf(err)
+	if out != nil {
+		id = out.Run.ID
+	}
+	if id != "" {
+		story, serr := e.RunStory(context.WithoutCancel(ctx), id)
+		if serr != nil {
+			return errors.Join(err, serr)
+		}
+		if rerr := report.Apply(a.io.Out, story, a.reportOptions()); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
+	// A plan that is not applicable (an apply run, a plan of another
+	// state or lineage, a corrupted saved plan) is refused too.
+	return refusal(err, engine.ErrInvalid)
 }
 
 // checkPlanFiles checks that dir (-C) is a directory and that each of

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/kilolock/kilolock/internal/engine"
@@ -105,7 +106,7 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	}
 	switch {
 	case def != nil:
-	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"):
+	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"), keyValueDSN.MatchString(loc):
 		st, err := postgres.Open(ctx, loc)
 		if err != nil {
 			return nil, "", err // it names the server (host, port, database, user), never the password
@@ -158,6 +159,14 @@ func (a *app) close() {
 		_ = a.closers[i]()
 	}
 }
+
+// keyValueDSN matches a libpq keyword/value connection string ("host=db
+// dbname=kl password=…", PostgreSQL's "Connection Strings", which pgx's
+// pgconn.ParseConfig parses as it does a postgres:// URL): a word a
+// connection string starts a setting with, then "=". A SQLite path that
+// would match (a file named "host=x") is given as ./host=x or
+// sqlite://host=x.
+var keyValueDSN = regexp.MustCompile(`(^|\s)(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout|options|application_name)\s*=`)
 
 // redact hides a password in a URL-shaped store location.
 func redact(loc string) string {

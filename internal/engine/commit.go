@@ -457,7 +457,7 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 	prov := Provenance{
 		Run: m.run.ID, PlanRun: m.plan,
 		SourceSerial: m.reviewed.SourceSerial, CommittedSerial: serial,
-		PlanDigest: m.reviewed.PlanDigest, Mode: CommitSnapshotMerge,
+		PlanDigest: m.reviewed.PlanDigest, PlannedAtMerge: m.reviewed.PlannedAtMerge, Mode: CommitSnapshotMerge,
 		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR, Reencoded: reencoded,
 	}
 	if m.applied != "" {

@@ -33,6 +33,16 @@ type PlanInput struct {
 	CommitSHA    string
 	ChangedFiles []string
 	Progress     func(Progress)
+	// SupersedeOlder: once this plan is stored, the open plans of PR of
+	// the same state, scope directory and workspace are superseded by it
+	// (SupersededByNewerPlan at CommitSHA), before its overlaps are
+	// listed, so a pull request's older plan is never its own overlap (kl
+	// plan --pr; klbot supersedes its own rows first).
+	SupersedeOlder bool
+	// PlannedAtMerge records in the envelope that this plan was made when
+	// its pull request merged, not in the pull request where it could be
+	// reviewed (the GitHub Action's on-missing-plan: plan-and-apply).
+	PlannedAtMerge bool
 }
 
 // PlanOutcome is a stored plan run and the other open plans of the same
@@ -122,9 +132,14 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 		e.failRun(ctx, run.ID, Failed(StepPlan, err))
 		return nil, fmt.Errorf("planning run %s on state %s: %w", run.ID, st.Name, err)
 	}
-	run, err = e.storePlan(ctx, run, st, scope, res, in.Vars, in.PR, in.CommitSHA, "")
+	run, err = e.storePlan(ctx, run, st, scope, res, in.Vars, planOrigin{PR: in.PR, Commit: in.CommitSHA, AtMerge: in.PlannedAtMerge})
 	if err != nil {
 		return nil, err
+	}
+	if in.SupersedeOlder {
+		if err := e.supersedeOlder(ctx, run); err != nil {
+			return nil, err
+		}
 	}
 	overlaps, err := e.Overlaps(ctx, run)
 	if err != nil {
@@ -151,10 +166,21 @@ func validateTarget(t string) error {
 	return fmt.Errorf("want a resource, instance or module address")
 }
 
+// planOrigin is where a plan comes from, for its envelope: its pull
+// request and commit, the reviewed plan it re-plans (ReplanOf, "" for
+// none), and whether it was planned at merge (PlanInput.PlannedAtMerge).
+type planOrigin struct {
+	PR       *PullRequest
+	Commit   string
+	ReplanOf string
+	AtMerge  bool
+}
+
 // storePlan stores a finished plan's artifacts — with vars, the -var
 // values it was made with, as ArtifactVars — and envelope and marks it
-// planned. replanOf names the reviewed plan when this is a re-plan.
-func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, res *PlanResult, vars []Var, pr *PullRequest, sha, replanOf string) (Run, error) {
+// planned.
+func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, res *PlanResult, vars []Var, o planOrigin) (Run, error) {
+	pr, sha, replanOf := o.PR, o.Commit, o.ReplanOf
 	if res.Lineage != st.Lineage {
 		e.failRun(ctx, run.ID, &End{Cause: CauseFailed, Step: StepCheckLineage, Lineage: res.Lineage, StateLineage: st.Lineage})
 		return Run{}, Errorf(ErrInvalid, "plan %s was made against lineage %s, but state %s has lineage %s", run.ID, res.Lineage, st.Name, st.Lineage)
@@ -188,7 +214,7 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 		Actor: run.Actor, Holder: run.Holder, StartedAt: run.CreatedAt, FinishedAt: e.now(),
 		State: st.Name, Lineage: res.Lineage, SourceSerial: res.Serial, Scope: scope,
 		Footprint: res.Footprint, Lane: LaneTerraform, PlanDigest: res.Digest, Summary: res.Summary,
-		TerraformVersion: res.TerraformVersion, PR: pr, CommitSHA: sha,
+		TerraformVersion: res.TerraformVersion, PR: pr, CommitSHA: sha, PlannedAtMerge: o.AtMerge,
 	}
 	if env.Reverts, err = e.reverts(ctx, st.Name, res.Serial, pr, scope.Options, res.Planned); err != nil {
 		e.failRun(ctx, run.ID, Failed(StepPlan, err))

@@ -88,7 +88,7 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 		e.failRun(ctx, rp.ID, Failed(StepPlan, err))
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepReplan, err).withRun(rp.ID), fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err))
 	}
-	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, env.PR, env.CommitSHA, a.plan.ID); err != nil {
+	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, planOrigin{PR: env.PR, Commit: env.CommitSHA, ReplanOf: a.plan.ID, AtMerge: env.PlannedAtMerge}); err != nil {
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepStoreReplan, err), err)
 	}
 	return rp, res, st.HeadSerial, nil

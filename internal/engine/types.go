@@ -82,6 +82,9 @@ type Provenance struct {
 	CommittedSerial int64  `json:"committed_serial"`
 	// PlanDigest is the reviewed plan's ("sha256:<hex>" of its saved plan).
 	PlanDigest string `json:"plan_digest,omitempty"`
+	// PlannedAtMerge: that plan was made at merge, not reviewed
+	// (Envelope.PlannedAtMerge).
+	PlannedAtMerge bool `json:"planned_at_merge,omitempty"`
 	// AppliedPlanRun, AppliedPlanDigest and AppliedSourceSerial: the
 	// re-plan Terraform applied in place of the reviewed plan, its digest
 	// and the head it was made against (the snapshot Terraform applied
@@ -372,6 +375,10 @@ type Envelope struct {
 	TerraformVersion string        `json:"terraform_version,omitempty"`
 	PR               *PullRequest  `json:"pr,omitempty"`
 	CommitSHA        string        `json:"commit_sha,omitempty"`
+	// PlannedAtMerge: the plan was made when its pull request merged (the
+	// GitHub Action's on-missing-plan: plan-and-apply), so nobody reviewed
+	// it; reports say "planned at merge, not reviewed" (issue 15 §1).
+	PlannedAtMerge bool `json:"planned_at_merge,omitempty"`
 	// Reverts are the instances this plan writes whose planned value would
 	// undo an earlier version's change (ADR 0046), found when it was
 	// stored; by address. Attribute names only, never values.

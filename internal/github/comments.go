@@ -49,10 +49,13 @@ func StickyMarker(key string) (string, error) {
 // Two concurrent calls for one PR and key can each create a comment:
 // callers serialize per PR (klbot holds the pull request's writer lock).
 func (c *Client) UpsertStickyComment(ctx context.Context, repo Repo, pr int, key, body string) (StickyComment, error) {
-	what := fmt.Sprintf("updating the sticky %q comment on %s#%d", key, repo, pr)
+	// The error names the step that failed: a 403 on creating the
+	// comment is not one on editing it (issue 15 §4).
+	step := "writing"
+	what := func() string { return fmt.Sprintf("%s the sticky %q comment on %s#%d", step, key, repo, pr) }
 	marker, err := StickyMarker(key)
 	if err != nil {
-		return StickyComment{}, fmt.Errorf("%s: %w", what, err)
+		return StickyComment{}, fmt.Errorf("%s: %w", what(), err)
 	}
 	room := MaxCommentBody - utf8.RuneCountInString(marker) - 1
 	full := marker + "\n" + c.fit(body, room)
@@ -60,7 +63,7 @@ func (c *Client) UpsertStickyComment(ctx context.Context, repo Repo, pr int, key
 	createFailed := false
 	err = c.retryWrite(ctx, func() error {
 		var err error
-		out, err = c.upsertOnce(ctx, repo, pr, marker, full)
+		out, err = c.upsertOnce(ctx, repo, pr, marker, full, &step)
 		var fe finalError
 		if err != nil && !errors.As(err, &fe) {
 			createFailed = true
@@ -71,15 +74,17 @@ func (c *Client) UpsertStickyComment(ctx context.Context, repo Repo, pr int, key
 		return err
 	}, nil)
 	if err != nil {
-		return StickyComment{}, fmt.Errorf("%s: %w", what, mapErr(err))
+		return StickyComment{}, fmt.Errorf("%s: %w", what(), mapErr(err))
 	}
 	return out, nil
 }
 
 // upsertOnce lists, then edits or creates. Only a failed create is left
 // retryable for UpsertStickyComment; the listing and the edit are
-// idempotent and were retried by the transport already.
-func (c *Client) upsertOnce(ctx context.Context, repo Repo, pr int, marker, full string) (StickyComment, error) {
+// idempotent and were retried by the transport already. It sets step to
+// what it does: "finding", "editing", "creating".
+func (c *Client) upsertOnce(ctx context.Context, repo Repo, pr int, marker, full string, step *string) (StickyComment, error) {
+	*step = "finding"
 	existing, err := c.findSticky(ctx, repo, pr, marker)
 	if err != nil {
 		return StickyComment{}, finalError{err}
@@ -88,12 +93,14 @@ func (c *Client) upsertOnce(ctx context.Context, repo Repo, pr int, marker, full
 		if existing.GetBody() == full {
 			return StickyComment{ID: existing.GetID(), HTMLURL: existing.GetHTMLURL(), Action: "unchanged"}, nil
 		}
+		*step = "editing"
 		cm, _, err := c.gh.Issues.EditComment(ctx, repo.Owner, repo.Name, existing.GetID(), &gh.IssueComment{Body: &full})
 		if err != nil {
 			return StickyComment{}, finalError{err}
 		}
 		return StickyComment{ID: cm.GetID(), HTMLURL: cm.GetHTMLURL(), Action: "edited"}, nil
 	}
+	*step = "creating"
 	cm, _, err := c.gh.Issues.CreateComment(ctx, repo.Owner, repo.Name, pr, &gh.IssueComment{Body: &full})
 	if err != nil {
 		return StickyComment{}, err

@@ -47,13 +47,23 @@ func (c *Client) GetCommit(ctx context.Context, repo Repo, ref string) (Commit, 
 	return out, nil
 }
 
-// CommitPull is a pull request GitHub associates with a commit.
+// CommitPull is a pull request GitHub associates with a commit, from the
+// "pull-request-simple" shape GitHub lists (it has merged_at, not merged).
 type CommitPull struct {
-	Number  int
-	State   string // open or closed
+	Number int
+	State  string // open or closed
+	// Merged: merged_at is set.
 	Merged  bool
 	HeadSHA string
 	BaseRef string
+	// BaseRepo is the base repository's full name (owner/name).
+	BaseRepo string
+	// MergeCommitSHA is the commit its merge put on the base branch (a
+	// merge, squash or last rebased commit); GitHub sets a test merge
+	// commit on open ones too.
+	MergeCommitSHA string
+	HTMLURL        string
+	Title          string
 }
 
 // ListCommitPulls lists the pull requests GitHub associates with commit
@@ -73,8 +83,9 @@ func (c *Client) ListCommitPulls(ctx context.Context, repo Repo, sha string) ([]
 			return nil, fmt.Errorf("%s: %w", what, commitErr(err))
 		}
 		for _, p := range prs {
-			out = append(out, CommitPull{Number: p.GetNumber(), State: p.GetState(), Merged: p.GetMerged(),
-				HeadSHA: p.GetHead().GetSHA(), BaseRef: p.GetBase().GetRef()})
+			out = append(out, CommitPull{Number: p.GetNumber(), State: p.GetState(), Merged: p.MergedAt != nil,
+				HeadSHA: p.GetHead().GetSHA(), BaseRef: p.GetBase().GetRef(), BaseRepo: p.GetBase().GetRepo().GetFullName(),
+				MergeCommitSHA: p.GetMergeCommitSHA(), HTMLURL: p.GetHTMLURL(), Title: p.GetTitle()})
 		}
 		if resp.NextPage == 0 {
 			return out, nil

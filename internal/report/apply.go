@@ -59,23 +59,27 @@ func applyDoc(s *engine.RunStory) *doc {
 // never ran Terraform, which plan it was for and what became of it.
 func planFieldWords(s *engine.RunStory, a *engine.Run) sentence {
 	taken, serial := replanTaken(s, a)
+	noun := reviewedNoun(atMerge(s, a))
 	switch {
 	case a.CommittedSerial > 0 || a.Status == engine.StatusApplied:
-		pl := appliedPlanWords(a.PlanRun, replanCheck(s.Markers, a.ID), taken, serial)
+		pl := appliedPlanWords(noun, a.PlanRun, replanCheck(s.Markers, a.ID), taken, serial)
 		if p := reviewedPlan(s, a); p != nil && p.Status == engine.StatusFailed {
 			pl = pl.add(txt(" (now failed: it cannot be applied again)"))
 		}
 		return pl
 	case a.Status == engine.StatusApplying && taken != "":
-		return words("reviewed ", runSpan(a.PlanRun), fmt.Sprintf("; re-planned against head %d, intent unchanged: applying the re-plan ", serial), runSpan(taken))
+		return words(noun, runSpan(a.PlanRun), fmt.Sprintf("; re-planned against head %d, intent unchanged: applying the re-plan ", serial), runSpan(taken))
 	case a.Status == engine.StatusApplying:
-		pl := words("reviewed ", runSpan(a.PlanRun))
+		pl := words(noun, runSpan(a.PlanRun))
 		if c := replanCheck(s.Markers, a.ID); c != nil {
 			pl = words(pl, "; re-checked by re-plan ", runSpan(c.Other), fmt.Sprintf(" against head %d: intent unchanged", c.Serial))
 		}
+		if atMerge(s, a) {
+			return pl.add(txt("; applying it"))
+		}
 		return pl.add(txt("; applying the reviewed plan"))
 	}
-	pl := words("reviewed ", runSpan(a.PlanRun))
+	pl := words(noun, runSpan(a.PlanRun))
 	if p := reviewedPlan(s, a); p != nil && !a.Status.Open() {
 		switch p.Status {
 		case engine.StatusStale, engine.StatusSuperseded, engine.StatusFailed:
@@ -85,6 +89,30 @@ func planFieldWords(s *engine.RunStory, a *engine.Run) sentence {
 		}
 	}
 	return pl
+}
+
+// atMerge reports whether apply a's plan was made at merge, not reviewed
+// (Envelope.PlannedAtMerge).
+func atMerge(s *engine.RunStory, a *engine.Run) bool {
+	p := reviewedPlan(s, a)
+	return p != nil && p.Envelope != nil && p.Envelope.PlannedAtMerge
+}
+
+// unreviewedWarning is the apply report's loud field for a plan made at
+// merge: "applied a plan nobody reviewed" once Terraform applied it.
+func unreviewedWarning(s *engine.RunStory, a *engine.Run) sentence {
+	if !atMerge(s, a) {
+		return nil
+	}
+	what := "applies a plan nobody reviewed"
+	switch {
+	case a.CommittedSerial > 0 || a.Status == engine.StatusApplied:
+		what = "applied a plan nobody reviewed"
+	case !a.Status.Open():
+		what = "was to apply a plan nobody reviewed"
+	}
+	return words(toned(toneWarn, "⚠ this apply "+what), ": plan ", runSpan(a.PlanRun),
+		" was planned at merge, when its pull request had no applicable reviewed plan, not in the pull request where it could be reviewed")
 }
 
 // reviewedPlan returns the story's plan when it is apply a's reviewed plan.
@@ -104,6 +132,7 @@ func applyFields(s *engine.RunStory, a *engine.Run) fields {
 	f = f.addField("actor", words(a.Actor))
 	f = f.addField("PR", prField(a.PR, ""))
 	f = f.addField("plan", planFieldWords(s, a))
+	f = f.addField("UNREVIEWED", unreviewedWarning(s, a))
 	if res := lastOf(s.Markers, a.ID, engine.MarkerReserved); res != nil {
 		f = f.addField("reserved", reservedWords(res, ofKind(s.Markers, a.ID, engine.MarkerWaited)))
 	}

@@ -109,6 +109,7 @@ func envelopeFields(r engine.Run, env *engine.Envelope) fields {
 	}
 	f = f.addField("plan digest", digest)
 	f = f.addField("PR", prField(env.PR, env.CommitSHA))
+	f = f.addField("review", atMergeWords(env))
 	f = f.addField("changes", changesWords(env.Summary))
 	if r.ReplanOf != "" {
 		f = f.addField("re-plan of", words(runSpan(r.ReplanOf)))
@@ -310,7 +311,7 @@ func provenanceFields(v *engine.Version, ms []engine.Marker) fields {
 		f = f.addField("applied by", who(p.Run, p.Actor, p.PR))
 	}
 	if p.PlanRun != "" {
-		f = f.addField("plan", appliedPlanWords(p.PlanRun, replanCheck(ms, p.Run), p.AppliedPlanRun, p.AppliedSourceSerial))
+		f = f.addField("plan", appliedPlanWords(reviewedNoun(p.PlannedAtMerge), p.PlanRun, replanCheck(ms, p.Run), p.AppliedPlanRun, p.AppliedSourceSerial))
 	}
 	if p.PlanDigest != "" {
 		d := words(code(p.PlanDigest))
@@ -376,9 +377,10 @@ func lostWords(l engine.LostWrite) sentence {
 // replan.go); "reviewed P" when it applied the reviewed plan. An apply
 // recorded before re-plans were applied (a check marker, no applied
 // re-plan) applied the reviewed plan to its own snapshot: "…; applied the
-// reviewed plan".
-func appliedPlanWords(plan string, check *engine.Marker, applied string, serial int64) sentence {
-	s := words("reviewed ", runSpan(plan))
+// reviewed plan". noun is reviewedNoun's: a plan made at merge is named
+// as what it is, never "reviewed".
+func appliedPlanWords(noun, plan string, check *engine.Marker, applied string, serial int64) sentence {
+	s := words(noun, runSpan(plan))
 	switch {
 	case applied != "":
 		return words(s, fmt.Sprintf("; re-planned against head %d, intent unchanged: applied the re-plan ", serial), runSpan(applied))
@@ -386,6 +388,17 @@ func appliedPlanWords(plan string, check *engine.Marker, applied string, serial 
 		return s
 	}
 	return words(s, "; re-checked by re-plan ", runSpan(check.Other), fmt.Sprintf(" against head %d: intent unchanged; applied the reviewed plan", check.Serial))
+}
+
+// reviewedNoun names the plan an apply applies: "reviewed P", or for a
+// plan made at merge (Envelope.PlannedAtMerge: the GitHub Action's
+// on-missing-plan: plan-and-apply) "planned at merge, not reviewed: P" —
+// a word must never claim more than happened (issue 15 §4).
+func reviewedNoun(atMerge bool) string {
+	if atMerge {
+		return "planned at merge, not reviewed: "
+	}
+	return "reviewed "
 }
 
 // replanTaken is the re-plan apply run a applies (or applied) in place of

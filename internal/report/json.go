@@ -184,6 +184,8 @@ type jEnvelope struct {
 	TerraformVersion string  `json:"terraform_version,omitempty"`
 	PR               *jPR    `json:"pr,omitempty"`
 	CommitSHA        string  `json:"commit_sha,omitempty"`
+	// PlannedAtMerge: made at merge, not reviewed (issue 15 §1).
+	PlannedAtMerge bool `json:"planned_at_merge,omitempty"`
 	// Reverts: what the plan would undo (ADR 0046); left out when nothing.
 	Reverts []jRevert `json:"reverts,omitempty"`
 	// Branch: how the branch stood against its base (klbot, ADR 0046
@@ -201,7 +203,7 @@ func toEnvelope(e *engine.Envelope) *jEnvelope {
 		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), Replace: orEmpty(e.Scope.Replace), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
 			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles), Options: toOptions(e.Scope.Options)},
 		Lane: string(e.Lane), PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
-		Reverts: toReverts(e), Branch: toBranch(e.Branch),
+		PlannedAtMerge: e.PlannedAtMerge, Reverts: toReverts(e), Branch: toBranch(e.Branch),
 	}
 	if e.Slice != nil {
 		j.Slice = &jSlice{Roots: strs(e.Slice.Roots), Closure: strs(e.Slice.Closure), Proved: e.Slice.Proved}
@@ -442,6 +444,7 @@ type jProvenance struct {
 	SourceSerial        int64       `json:"source_serial"`
 	CommittedSerial     int64       `json:"committed_serial"`
 	PlanDigest          string      `json:"plan_digest,omitempty"`
+	PlannedAtMerge      bool        `json:"planned_at_merge,omitempty"`
 	AppliedPlanRun      string      `json:"applied_plan_run,omitempty"`
 	AppliedPlanDigest   string      `json:"applied_plan_digest,omitempty"`
 	AppliedSourceSerial int64       `json:"applied_source_serial,omitempty"`
@@ -487,7 +490,7 @@ func toVersion(v *engine.Version) *jVersion {
 	return &jVersion{State: v.State, Serial: v.Serial, Lineage: v.Lineage, CreatedAt: jtime(v.CreatedAt),
 		Changed: strs(v.Changed), Resources: v.Resources, SizeBytes: v.Size,
 		Provenance: jProvenance{Run: p.Run, PlanRun: p.PlanRun, SourceSerial: p.SourceSerial,
-			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, AppliedPlanRun: p.AppliedPlanRun, AppliedPlanDigest: p.AppliedPlanDigest,
+			CommittedSerial: p.CommittedSerial, PlanDigest: p.PlanDigest, PlannedAtMerge: p.PlannedAtMerge, AppliedPlanRun: p.AppliedPlanRun, AppliedPlanDigest: p.AppliedPlanDigest,
 			AppliedSourceSerial: p.AppliedSourceSerial, CommitMode: string(p.Mode), Exact: p.Exact,
 			Deviation: toDeviation(p.Deviation), Partial: p.Partial, Reencoded: optStrs(p.Reencoded), Origin: p.Origin, Actor: p.Actor, PR: toPR(p.PR),
 			Reason: p.Reason, RestoredSerial: p.RestoredSerial, PushedSerial: p.PushedSerial, Forced: p.Forced, Removed: p.Removed,

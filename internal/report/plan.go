@@ -47,6 +47,7 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 	f = f.addField("source serial", words(fmt.Sprint(env.SourceSerial)))
 	f = f.addField("actor", words(r.Actor))
 	f = f.addField("PR", prField(env.PR, env.CommitSHA))
+	f = f.addField("review", atMergeWords(env))
 	f = f.addField("scope", scopeWords(env.Scope))
 	f = f.addField("changes", changesWords(env.Summary))
 	f = f.addField("write set", writeSetWords(env.Footprint.Write, env.Summary))
@@ -200,4 +201,14 @@ func modeTone(m engine.ReservationMode) tone {
 		return toneWarn
 	}
 	return toneDim
+}
+
+// atMergeWords says that a plan was made at merge (Envelope.PlannedAtMerge)
+// and so reviewed by nobody; nil for any other plan, of which the report
+// claims nothing.
+func atMergeWords(env *engine.Envelope) sentence {
+	if !env.PlannedAtMerge {
+		return nil
+	}
+	return words(toned(toneWarn, "⚠ planned at merge, not reviewed"), ": the pull request had no applicable reviewed plan when it merged, so this plan was made then and nobody reviewed it")
 }

@@ -109,9 +109,11 @@ func (f *Fake) getCommit(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // listCommitPulls answers GET /repos/{o}/{r}/commits/{commit_sha}/pulls:
-// the pull requests the commit is associated with (Commit.PRs), and those
-// whose head is the commit, newest first, paginated; an unknown commit is
-// 422 "No commit found for SHA".
+// the pull requests the commit is associated with — those AddCommit named
+// (Commit.PRs), and those PR.associated holds (its head, its merge commit,
+// its commits) — newest first, paginated; a commit the fake knows (also
+// one a comparison lists) with none is []; one it knows nothing of is 422
+// "No commit found for SHA".
 func (f *Fake) listCommitPulls(w http.ResponseWriter, r *http.Request, c *call) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -132,15 +134,62 @@ func (f *Fake) listCommitPulls(w http.ResponseWriter, r *http.Request, c *call) 
 		}
 	}
 	for _, pr := range rp.prs {
-		if pr.HeadSHA == sha && !seen[pr.Number] {
+		if pr.associated(strings.ToLower(sha)) && !seen[pr.Number] {
 			seen[pr.Number] = true
 			prs = append(prs, pr)
 		}
 	}
-	if cm == nil && len(prs) == 0 {
+	if cm == nil && len(prs) == 0 && !rp.comparedLocked(sha) {
 		noCommit(w, sha)
 		return
 	}
 	sort.Slice(prs, func(i, j int) bool { return prs[i].Number > prs[j].Number })
 	f.writePage(w, r, c, len(prs), func(i int) map[string]any { return f.prFields(rp, prs[i]) })
+}
+
+// associated reports whether pr is one GitHub lists for commit sha:
+// GitHub's "list pull requests associated with a commit" answers, for a
+// commit on the base branch, the merged pull request that brought it
+// (its merge_commit_sha: the merge, squash or last rebased commit), and
+// for a commit on a branch, the pull requests whose commits hold it —
+// here its head and PR.Commits.
+func (pr *PR) associated(sha string) bool {
+	if sha == "" {
+		return false
+	}
+	if pr.MergeCommitSHA == sha || pr.HeadSHA == sha {
+		return true
+	}
+	for _, c := range pr.Commits {
+		if c == sha {
+			return true
+		}
+	}
+	return false
+}
+
+// comparedCommits is what a comparison lists as the head's commits the
+// base lacks, oldest first: Commits when declared, else the head alone
+// when it is ahead (the fake keeps no commit graph).
+func comparedCommits(cmp Comparison, head string) []string {
+	if len(cmp.Commits) > 0 {
+		return cmp.Commits
+	}
+	if cmp.AheadBy > 0 {
+		return []string{head}
+	}
+	return nil
+}
+
+// comparedLocked reports whether a comparison of SetCompare lists commit
+// sha: a commit GitHub has, though no pull request holds it.
+func (rp *repo) comparedLocked(sha string) bool {
+	for _, c := range rp.compares {
+		for _, x := range c.Commits {
+			if strings.EqualFold(x, sha) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -17,6 +17,11 @@ import (
 type Comparison struct {
 	AheadBy, BehindBy int
 	BaseSHA           string
+	// Commits are the head's commits the base lacks, oldest first, as the
+	// answer lists them a page at a time (per_page, page); AheadBy is
+	// their number when left 0. Nil: the head alone when AheadBy > 0
+	// (commits.go: comparedCommits).
+	Commits []string
 }
 
 // SetCompare declares how head (a commit SHA or a branch) compares with
@@ -32,6 +37,9 @@ type Comparison struct {
 func (f *Fake) SetCompare(fullName, base, head string, c Comparison) {
 	if c.AheadBy < 0 || c.BehindBy < 0 {
 		panic(fmt.Sprintf("githubfake: SetCompare(%s, %s...%s): negative counts %d, %d", fullName, base, head, c.AheadBy, c.BehindBy))
+	}
+	if c.AheadBy == 0 {
+		c.AheadBy = len(c.Commits)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -90,12 +98,11 @@ func (f *Fake) compare(w http.ResponseWriter, r *http.Request, c *call) {
 		return map[string]any{"sha": sha, "url": fmt.Sprintf("%s/repos/%s/commits/%s", f.apiBase(), full, sha),
 			"html_url": fmt.Sprintf("%s/%s/commit/%s", f.htmlBase(), full, sha)}
 	}
-	var commits []any
-	if cmp.AheadBy > 0 {
-		commits = append(commits, fillExample(listOf(c.op.Examples[http.StatusOK], "commits"), commit(head)))
-	}
-	if commits == nil {
-		commits = []any{}
+	all := comparedCommits(cmp, head)
+	lo, hi := f.paginate(w, r, len(all))
+	commits := []any{}
+	for _, sha := range all[lo:hi] {
+		commits = append(commits, fillExample(listOf(c.op.Examples[http.StatusOK], "commits"), commit(sha)))
 	}
 	page := fmt.Sprintf("%s/%s/compare/%s", f.htmlBase(), full, c.params["basehead"])
 	writeJSON(w, http.StatusOK, f.fill(c.op, http.StatusOK, map[string]any{

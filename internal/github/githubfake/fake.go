@@ -42,7 +42,10 @@ type Fake struct {
 	statuses      []map[string]any
 	links         map[string]tarLink
 	failures      []*Failure
-	log           []Request
+	// log is the request log, guarded by logMu (not mu: a handler that
+	// holds mu writes its answer, and the answer is logged as it starts).
+	logMu sync.Mutex
+	log   []Request
 	nextID        int64
 	keys          int
 }
@@ -128,17 +131,29 @@ func (f *Fake) id() int64 {
 
 func (f *Fake) now() time.Time { return f.Now().UTC().Truncate(time.Second) }
 
-// recorder captures the status a handler writes, for the request log.
+// recorder captures the status a handler writes, for the request log,
+// and logs the request (logged) before the answer's first byte leaves: a
+// client that has its answer finds its request in Requests.
 type recorder struct {
 	http.ResponseWriter
 	status int
 	buf    *bytes.Buffer // non-nil: hold the body (AfterHandling failures)
+	logged func(status int)
 }
 
 func (r *recorder) WriteHeader(code int) {
 	r.status = code
 	if r.buf == nil {
+		r.log()
 		r.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// log logs the request once, with the status being sent.
+func (r *recorder) log() {
+	if r.logged != nil {
+		r.logged(r.status)
+		r.logged = nil
 	}
 }
 
@@ -155,12 +170,13 @@ func (r *recorder) Write(b []byte) (int, error) {
 func (f *Fake) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	rec := &recorder{ResponseWriter: w}
-	defer func() {
-		f.mu.Lock()
+	rec.logged = func(status int) {
+		f.logMu.Lock()
 		f.log = append(f.log, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-			Header: r.Header.Clone(), Body: body, Time: f.Now(), Status: rec.status})
-		f.mu.Unlock()
-	}()
+			Header: r.Header.Clone(), Body: body, Time: f.Now(), Status: status})
+		f.logMu.Unlock()
+	}
+	defer rec.log() // a handler that wrote nothing: net/http sends 200
 	if err != nil || len(body) > maxBody {
 		writeJSON(rec, http.StatusRequestEntityTooLarge, map[string]any{"message": "Request body too large"})
 		return

@@ -11,8 +11,8 @@ import (
 // Requests returns the logged requests whose method is method ("" for
 // any) and whose API path (without /api/v3) starts with pathPrefix.
 func (f *Fake) Requests(method, pathPrefix string) []Request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.logMu.Lock()
+	defer f.logMu.Unlock()
 	var out []Request
 	for _, r := range f.log {
 		if method != "" && r.Method != method {

@@ -18,7 +18,10 @@ func (f *Fake) prFields(rp *repo, pr *PR) map[string]any {
 	if pr.Mergeable != nil {
 		mergeable = *pr.Mergeable
 	}
-	var mergedAt, mergedBy any
+	var mergedAt, mergedBy, mergeCommit any
+	if pr.MergeCommitSHA != "" {
+		mergeCommit = pr.MergeCommitSHA
+	}
 	if pr.Merged {
 		mergedAt = ts(f.now())
 	}
@@ -28,9 +31,10 @@ func (f *Fake) prFields(rp *repo, pr *PR) map[string]any {
 	return map[string]any{
 		"id": rp.id*1000 + int64(pr.Number), "number": pr.Number, "title": pr.Title, "state": pr.State,
 		"draft": pr.Draft, "merged": pr.Merged, "merged_at": mergedAt, "merged_by": mergedBy, "mergeable": mergeable,
-		"url":      fmt.Sprintf("%s/repos/%s/pulls/%d", f.apiBase(), full, pr.Number),
-		"html_url": fmt.Sprintf("%s/%s/pull/%d", f.htmlBase(), full, pr.Number),
-		"user":     userFields(pr.Author),
+		"merge_commit_sha": mergeCommit,
+		"url":              fmt.Sprintf("%s/repos/%s/pulls/%d", f.apiBase(), full, pr.Number),
+		"html_url":         fmt.Sprintf("%s/%s/pull/%d", f.htmlBase(), full, pr.Number),
+		"user":             userFields(pr.Author),
 		"head": map[string]any{"ref": pr.HeadRef, "sha": pr.HeadSHA, "label": headOwner + ":" + pr.HeadRef,
 			"repo": map[string]any{"full_name": headFull, "name": headName, "fork": fork,
 				"owner": map[string]any{"login": headOwner}}},

@@ -93,6 +93,13 @@ type PR struct {
 	BaseRef   string
 	BaseSHA   string
 	Files     []string // changed files, status "modified"
+	// MergeCommitSHA is merge_commit_sha: for a merged pull request the
+	// commit its merge put on the base (a merge, squash or last rebased
+	// commit); "" answers null. Commits are its branch's commits besides
+	// HeadSHA. Both decide what "list pull requests associated with a
+	// commit" answers (commits.go).
+	MergeCommitSHA string
+	Commits        []string
 }
 
 // AddPR registers (or replaces) a pull request of repo "owner/name".
@@ -116,6 +123,7 @@ func (f *Fake) AddPR(fullName string, pr PR) {
 		pr.Title = fmt.Sprintf("PR %d", pr.Number)
 	}
 	pr.Files = append([]string(nil), pr.Files...)
+	pr.Commits = append([]string(nil), pr.Commits...)
 	r.prs[pr.Number] = &pr
 }
 

@@ -1,0 +1,366 @@
+package action_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kilolock/kilolock/internal/github/githubfake"
+)
+
+// mergeKit is a GitHub fake, a workspace and a SQLite store that the
+// action's steps run against for pull requests and for pushes to main.
+type mergeKit struct {
+	t     *testing.T
+	r     *runner
+	fake  *githubfake.Fake
+	work  string
+	temp  string
+	store string
+	event string
+}
+
+const mergeRepo, mergeToken = "acme/infra", "ghs_job_token_merge"
+
+// mergeConfig is a root module of three terraform_data resources whose
+// inputs are a, b and c.
+func mergeConfig(a, b, c string) string {
+	return fmt.Sprintf(`resource "terraform_data" "a" {
+  input = %q
+}
+
+resource "terraform_data" "b" {
+  input = %q
+}
+
+resource "terraform_data" "c" {
+  input = %q
+}
+`, a, b, c)
+}
+
+func newMergeKit(t *testing.T) *mergeKit {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds kl and runs Terraform")
+	}
+	for _, bin := range []string{"bash", "go", "terraform", "git"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not on PATH", bin)
+		}
+	}
+	actionPath, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := readAction(t)
+	root := t.TempDir()
+	k := &mergeKit{t: t, fake: githubfake.New(t), work: filepath.Join(root, "workspace"), temp: filepath.Join(root, "runner-temp"),
+		store: filepath.Join(root, "store", "kl.db"), event: filepath.Join(root, "event.json")}
+	for _, d := range []string{filepath.Join(k.work, "infra"), k.temp, filepath.Dir(k.store)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.fake.AddRepo(mergeRepo)
+	k.fake.AddToken(mergeToken, "github-actions[bot]")
+	k.r = &runner{t: t, action: a, work: k.work, temp: k.temp}
+	k.r.github = map[string]string{
+		"action_path": actionPath, "action_ref": "", "actor": "octocat", "token": mergeToken,
+		"repository": mergeRepo, "workspace": k.work,
+		"server_url": k.fake.URL(), "api_url": k.fake.URL() + "/api/v3", "run_id": "9002",
+	}
+	for _, kv := range os.Environ() {
+		key, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(key, "GITHUB_") || strings.HasPrefix(key, "RUNNER_") || strings.HasPrefix(key, "INPUT_") ||
+			strings.HasPrefix(key, "ACTIONS_") || strings.HasPrefix(key, "KL_") || strings.HasPrefix(key, "TF_") || key == "CI" {
+			continue
+		}
+		k.r.env = append(k.r.env, kv)
+	}
+	k.r.env = append(k.r.env, "CI=true", "GITHUB_ACTIONS=true", "RUNNER_OS=Linux", "RUNNER_TEMP="+k.temp,
+		"GITHUB_WORKSPACE="+k.work, "GITHUB_REPOSITORY="+mergeRepo, "GITHUB_EVENT_PATH="+k.event, "GITHUB_ACTOR=octocat",
+		"GITHUB_API_URL="+k.r.github["api_url"], "GITHUB_SERVER_URL="+k.fake.URL(), "GITHUB_RUN_ID=9002",
+		"TF_CLI_CONFIG_FILE=/dev/null", "CHECKPOINT_DISABLE=1")
+	return k
+}
+
+// setEvent makes the next use of the action run for event name with
+// payload, at commit sha (GITHUB_SHA).
+func (k *mergeKit) setEvent(name string, payload []byte, sha string) {
+	k.t.Helper()
+	if err := os.WriteFile(k.event, payload, 0o644); err != nil {
+		k.t.Fatal(err)
+	}
+	k.r.github["event_name"], k.r.github["sha"] = name, sha
+	var env []string
+	for _, kv := range k.r.env {
+		if !strings.HasPrefix(kv, "GITHUB_EVENT_NAME=") && !strings.HasPrefix(kv, "GITHUB_SHA=") {
+			env = append(env, kv)
+		}
+	}
+	k.r.env = append(env, "GITHUB_EVENT_NAME="+name, "GITHUB_SHA="+sha)
+}
+
+// config writes the workspace's root module.
+func (k *mergeKit) config(a, b, c string) {
+	k.t.Helper()
+	if err := os.WriteFile(filepath.Join(k.work, "infra", "main.tf"), []byte(mergeConfig(a, b, c)), 0o644); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// planPR uses the action to plan pull request n at head on its
+// pull_request event and returns the plan run.
+func (k *mergeKit) planPR(n int, head string) string {
+	k.t.Helper()
+	k.fake.AddPR(mergeRepo, githubfake.PR{Number: n, HeadSHA: head})
+	k.setEvent("pull_request", githubfake.PullRequestEvent("pull_request.synchronize.22", mergeRepo, n, head), strings.Repeat("0f", 20))
+	res := k.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra", "store": k.store, "create-state": "true"}, 0)
+	if res.outputs["run-id"] == "" {
+		k.t.Fatalf("plan of #%d: no run-id: %v", n, res.outputs)
+	}
+	return res.outputs["run-id"]
+}
+
+// merged records pull request n, at head, as merged into main by commit
+// merge (its merge_commit_sha).
+func (k *mergeKit) merged(n int, head, merge string) {
+	k.fake.AddPR(mergeRepo, githubfake.PR{Number: n, HeadSHA: head, State: "closed", Merged: true, MergeCommitSHA: merge})
+}
+
+// push makes the next use of the action a push to main from before to
+// after, whose compare lists commits.
+func (k *mergeKit) push(before, after string, commits ...string) {
+	k.t.Helper()
+	k.fake.SetCompare(mergeRepo, before, after, githubfake.Comparison{Commits: commits})
+	payload := fmt.Sprintf(`{"ref":"refs/heads/main","before":%q,"after":%q,"repository":{"full_name":%q}}`, before, after, mergeRepo)
+	k.setEvent("push", []byte(payload), after)
+}
+
+// use runs the action with inputs and wants exit status code; the store
+// is never in the log but in add-mask commands.
+func (k *mergeKit) use(inputs map[string]string, code int) run {
+	k.t.Helper()
+	res := k.r.use(inputs)
+	k.t.Logf("action log:\n%s", res.log)
+	if res.code != code || (code == 0) != (res.failed == "") {
+		k.t.Fatalf("action: step %q failed with exit status %d, want %d", res.failed, res.code, code)
+	}
+	return res
+}
+
+// kl runs the kl the action built against the store.
+func (k *mergeKit) kl(args ...string) []byte {
+	k.t.Helper()
+	cmd := exec.Command(filepath.Join(k.temp, "kilolock", "bin", "kl"), args...)
+	cmd.Env = append(append([]string(nil), k.r.env...), "KL_STORE="+k.store)
+	out, err := cmd.Output()
+	if err != nil {
+		k.t.Fatalf("kl %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// runShow is the part of kl run show --json these tests read.
+type runShow struct {
+	Run struct {
+		ID      string `json:"id"`
+		Kind    string `json:"kind"`
+		Status  string `json:"status"`
+		PlanRun string `json:"plan_run"`
+	} `json:"run"`
+	Envelope *struct {
+		PlanDigest     string `json:"plan_digest"`
+		PlannedAtMerge bool   `json:"planned_at_merge"`
+	} `json:"envelope"`
+	Version *struct {
+		Provenance struct {
+			PlanRun    string `json:"plan_run"`
+			PlanDigest string `json:"plan_digest"`
+		} `json:"provenance"`
+	} `json:"version"`
+}
+
+func (k *mergeKit) show(id string) runShow {
+	k.t.Helper()
+	var s runShow
+	if err := json.Unmarshal(k.kl("--json", "run", "show", id), &s); err != nil {
+		k.t.Fatal(err)
+	}
+	return s
+}
+
+func sha(seed int) string { return strings.Repeat(fmt.Sprintf("%02x", seed), 20) }
+
+// TestActionAppliesReviewedPlanOnPush (issue 15 §1): on a push to main
+// the action applies, for each pull request the push merged, in order,
+// its reviewed plan — the plan made on its last commit, the same digest
+// — and reports it on the pull request (its head's check run, its sticky
+// comment); a stale reviewed plan fails the job; with on-missing-plan:
+// plan-and-apply the pushed commit is planned at merge and applied, and
+// the summary says loudly that nobody reviewed it; a push that merged two
+// pull requests applies both, in the order they merged.
+func TestActionAppliesReviewedPlanOnPush(t *testing.T) {
+	k := newMergeKit(t)
+	apply := map[string]string{"command": "apply", "state": "acme/prod", "working-directory": "infra", "store": k.store}
+
+	// A merge commit: #12's reviewed plan, its digest, applied.
+	k.config("v1", "v1", "v1")
+	h12, m12 := sha(0x12), sha(0xa2)
+	p12 := k.planPR(12, h12)
+	k.merged(12, h12, m12)
+	k.push(sha(1), m12, h12, m12)
+	res := k.use(apply, 0)
+	aid := res.outputs["run-id"]
+	a := k.show(aid)
+	want := k.show(p12).Envelope.PlanDigest
+	if a.Run.Kind != "apply" || a.Run.PlanRun != p12 || a.Version == nil || a.Version.Provenance.PlanDigest != want {
+		t.Fatalf("the push applied %+v, want #12's reviewed plan %s with digest %s", a, p12, want)
+	}
+	if o := res.outputs; o["conclusion"] != "success" || o["committed-serial"] != "1" || o["exit-code"] != "0" {
+		t.Errorf("outputs = %v", o)
+	}
+	for _, w := range []string{"Apply `" + aid + "` of plan `" + p12 + "`", "reviewed `" + p12 + "`", "[acme/infra#12](" + k.fake.URL() + "/acme/infra/pull/12)"} {
+		if !strings.Contains(res.summary, w) {
+			t.Errorf("the job summary does not say %q:\n%s", w, res.summary)
+		}
+	}
+	var applyCheck bool
+	for _, c := range k.fake.CheckRuns(mergeRepo) {
+		if c.Name == "kl apply · acme/prod" && c.HeadSHA == h12 && c.ExternalID == aid && c.Conclusion == "success" {
+			applyCheck = true
+		}
+	}
+	if !applyCheck {
+		t.Errorf("no successful kl apply check run on #12's head: %+v", k.fake.CheckRuns(mergeRepo))
+	}
+	if cs := k.fake.Comments(mergeRepo, 12); len(cs) != 1 || !strings.Contains(cs[0].Body, "Apply `"+aid+"`") || cs[0].Edits != 1 {
+		t.Errorf("#12's sticky comment was not updated with the apply: %+v", cs)
+	}
+
+	// #13 and #14 both change a; #14 merges first: #13's reviewed plan
+	// is stale, and the job fails.
+	h13, h14, m13, m14 := sha(0x13), sha(0x14), sha(0xa3), sha(0xa4)
+	k.config("v13", "v1", "v1")
+	p13 := k.planPR(13, h13)
+	k.config("v14", "v1", "v1")
+	k.planPR(14, h14)
+	k.merged(14, h14, m14)
+	k.push(m12, m14, h14, m14)
+	k.use(apply, 0)
+	k.merged(13, h13, m13)
+	k.push(m14, m13, h13, m13)
+	k.config("v13", "v1", "v1")
+	res = k.use(apply, 3)
+	if res.failed != "Exit with kl's status" || !strings.Contains(res.summary, "refused") || !strings.Contains(res.log, "acme/infra#13: its reviewed plan was not applied (exit 3)") {
+		t.Errorf("a stale reviewed plan: step %q failed, summary:\n%s", res.failed, res.summary)
+	}
+	if s := k.show(p13).Run.Status; s != "stale" {
+		t.Errorf("#13's plan is %s, want stale", s)
+	}
+	if strings.Contains(res.summary, "nobody reviewed") {
+		t.Errorf("without on-missing-plan, a plan at merge was made:\n%s", res.summary)
+	}
+
+	// The same push again, opted in: planned at merge, applied, and said.
+	apply["on-missing-plan"] = "plan-and-apply"
+	res = k.use(apply, 0)
+	fresh := k.show(res.outputs["run-id"])
+	fp := k.show(fresh.Run.PlanRun)
+	if fresh.Run.Status != "applied" || fp.Envelope == nil || !fp.Envelope.PlannedAtMerge || fresh.Run.PlanRun == p13 {
+		t.Fatalf("opted in: applied %+v of plan %+v, want a plan made at merge", fresh.Run, fp.Run)
+	}
+	for _, w := range []string{"### ⚠ acme/infra#13: applying a plan nobody reviewed", "planned at merge, not reviewed", "applied a plan nobody reviewed"} {
+		if !strings.Contains(res.summary, w) {
+			t.Errorf("the job summary does not say %q:\n%s", w, res.summary)
+		}
+	}
+	if strings.Contains(res.summary, "reviewed `"+fresh.Run.PlanRun+"`") {
+		t.Errorf("the job summary calls the plan made at merge reviewed:\n%s", res.summary)
+	}
+
+	// One push, two pull requests (a merge queue): both applied, in the
+	// order they merged — #16 before #15, though numbered after it.
+	h15, h16, m15, m16 := sha(0x15), sha(0x16), sha(0xa5), sha(0xa6)
+	k.config("v13", "v15", "v1")
+	p15 := k.planPR(15, h15)
+	k.config("v13", "v1", "v16")
+	p16 := k.planPR(16, h16)
+	k.merged(15, h15, m15)
+	k.merged(16, h16, m16)
+	k.push(m13, m15, h16, m16, h15, m15)
+	k.config("v13", "v15", "v16")
+	res = k.use(apply, 0)
+	if !strings.Contains(res.log, "this push merged: acme/infra#16 acme/infra#15") {
+		t.Errorf("the push's pull requests, in order, are not #16 then #15:\n%s", res.log)
+	}
+	i16, i15 := strings.Index(res.summary, "of plan `"+p16+"`"), strings.Index(res.summary, "of plan `"+p15+"`")
+	if i16 < 0 || i15 < 0 || i16 > i15 {
+		t.Errorf("the summary does not tell #16's apply, then #15's:\n%s", res.summary)
+	}
+	for _, p := range []string{p15, p16} {
+		if s := k.show(p).Run.Status; s != "applied" {
+			t.Errorf("plan %s is %s, want applied", p, s)
+		}
+	}
+}
+
+// TestActionStoreInput (issue 15 §4): an empty store input — a secret not
+// set — fails before anything is built or planned, saying so; a store in
+// any DSN form is masked (the whole value and its password alone) before
+// any step runs, and its password is in no output but the add-mask
+// commands, whether kl reaches the server or not.
+func TestActionStoreInput(t *testing.T) {
+	k := newMergeKit(t)
+	k.config("v1", "v1", "v1")
+	k.fake.AddPR(mergeRepo, githubfake.PR{Number: 7, HeadSHA: sha(7)})
+	k.setEvent("pull_request", githubfake.PullRequestEvent("pull_request.synchronize.22", mergeRepo, 7, sha(7)), sha(0x0f))
+
+	res := k.r.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra", "store": ""})
+	if res.failed != "Check inputs" || !strings.Contains(res.log, "::error title=kilolock::input store is empty") {
+		t.Errorf("an empty store: step %q failed, want Check inputs to say the input is empty:\n%s", res.failed, res.log)
+	}
+	if strings.Contains(res.log, "kl state init") || strings.Contains(res.log, "── kl plan\n") {
+		t.Errorf("an empty store went on to kl:\n%s", res.log)
+	}
+
+	const password = "st0re-pw-8841"
+	for name, store := range map[string]string{
+		"key=value":        "host=127.0.0.1 port=1 user=kl dbname=kl connect_timeout=3 password=" + password,
+		"key=value quoted": "host=127.0.0.1 port=1 password='" + password + "' dbname=kl connect_timeout=3",
+		"URL":              "postgres://kl:" + password + "@127.0.0.1:1/kl?connect_timeout=3",
+	} {
+		for _, create := range []string{"true", "false"} {
+			t.Run(name+" create-state "+create, func(t *testing.T) {
+				res := k.r.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra", "store": store, "create-state": create})
+				if res.code != 1 {
+					t.Errorf("an unreachable store: step %q exit %d, want 1:\n%s", res.failed, res.code, res.log)
+				}
+				masks := map[string]bool{}
+				for _, line := range strings.Split(res.log, "\n") {
+					if v, ok := strings.CutPrefix(line, "::add-mask::"); ok {
+						masks[v] = true
+						continue
+					}
+					if strings.Contains(line, password) {
+						t.Errorf("the log shows the store's password outside an add-mask command: %q", line)
+					}
+				}
+				if !masks[store] || !masks[password] {
+					t.Errorf("add-mask of the store %v and of its password %v, want both: %v", masks[store], masks[password], masks)
+				}
+				if strings.Contains(res.summary, password) {
+					t.Errorf("the job summary shows the store's password:\n%s", res.summary)
+				}
+				if !strings.Contains(res.log+res.summary, "PostgreSQL") {
+					t.Errorf("the failure does not name a PostgreSQL store:\n%s", res.log)
+				}
+			})
+		}
+	}
+}
