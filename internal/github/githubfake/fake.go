@@ -44,10 +44,10 @@ type Fake struct {
 	failures      []*Failure
 	// log is the request log, guarded by logMu (not mu: a handler that
 	// holds mu writes its answer, and the answer is logged as it starts).
-	logMu sync.Mutex
-	log   []Request
-	nextID        int64
-	keys          int
+	logMu  sync.Mutex
+	log    []Request
+	nextID int64
+	keys   int
 }
 
 type installation struct {
