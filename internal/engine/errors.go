@@ -105,6 +105,12 @@ type ConflictError struct {
 func (e *ConflictError) Error() string {
 	var parts []string
 	for _, b := range e.Blockers {
+		if b.Backend != nil {
+			// Terraform's own lock through the http backend: name the
+			// operator and the operation (issue 14 §3), not a bare run.
+			parts = append(parts, blockerPhrase(b))
+			continue
+		}
 		who := "run " + b.Run
 		if b.PR != nil {
 			who += " (" + b.PR.String() + ")"
