@@ -36,6 +36,14 @@ type fakeState struct {
 
 var _ Backend = (*fakeBackend)(nil)
 
+// lastUnlock is the last UnlockBackend input, read under the fake's lock
+// (the server's goroutines write it).
+func (f *fakeBackend) lastUnlock() engine.BackendUnlockInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unlocks[len(f.unlocks)-1]
+}
+
 func newFakeBackend() *fakeBackend { return &fakeBackend{states: map[string]*fakeState{}} }
 
 // init makes state name with an empty head of lineage.

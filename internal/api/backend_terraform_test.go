@@ -149,7 +149,7 @@ resource "terraform_data" "after" {
 
 	// force-unlock: an UNLOCK with an empty body; the ID is not sent.
 	run(true, "force-unlock", "-force", holder)
-	if u := fb.unlocks[len(fb.unlocks)-1]; !u.Force || u.LockID != "" {
+	if u := fb.lastUnlock(); !u.Force || u.LockID != "" {
 		t.Errorf("terraform force-unlock %s made UNLOCK %+v, want an empty body (Force, no lock id)", holder, u)
 	}
 

@@ -148,7 +148,7 @@ func TestBackendProtocol(t *testing.T) {
 			}
 		}
 	}
-	if got := fb.unlocks[len(fb.unlocks)-1]; !got.Force || got.LockID != "" || got.Actor != "bob" {
+	if got := fb.lastUnlock(); !got.Force || got.LockID != "" || got.Actor != "bob" {
 		t.Errorf("an empty UNLOCK asked the engine %+v, want Force with no lock id, by bob", got)
 	}
 	wantCalls := []string{"lock acme/prod read tf-plan", "write acme/prod tf-plan", "unlock acme/prod tf-plan false",
