@@ -6,6 +6,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/github"
+	"github.com/kilolock/kilolock/internal/queue"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
@@ -70,43 +71,9 @@ func (b *Bot) notApplicable(ctx context.Context, r projectRow, buttonSHA, head s
 	return n, nil
 }
 
-// staleOrFenced reads whether open plan run is stale — the first version
-// since it that changed its write set — or fenced by crashed applies
-// (the runs whose fences meet its footprint).
+// staleOrFenced is queue.StaleOrFenced over klbot's engine.
 func (b *Bot) staleOrFenced(ctx context.Context, run engine.Run) (*engine.SincePlanEntry, []string, error) {
-	sp, err := b.eng.SincePlan(ctx, run.ID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if w := sp.Of(engine.ClassWriteChanged); len(w) > 0 {
-		return &w[0], nil, nil
-	}
-	if run.Envelope == nil {
-		return nil, nil, nil
-	}
-	st, err := b.eng.Status(ctx, run.State)
-	if err != nil {
-		return nil, nil, err
-	}
-	var fenced []string
-	for _, f := range st.Fenced {
-		if meets(run.Envelope.Reservations, f.Fences) {
-			fenced = append(fenced, f.Run.ID)
-		}
-	}
-	return nil, fenced, nil
-}
-
-// meets reports whether a plan's reservations conflict with any fence.
-func meets(plan, fences []engine.Reservation) bool {
-	for _, p := range plan {
-		for _, f := range fences {
-			if p.ConflictsWith(f) {
-				return true
-			}
-		}
-	}
-	return false
+	return queue.StaleOrFenced(ctx, b.eng, run)
 }
 
 // retireButtons removes the Apply button of each plan of rows not yet

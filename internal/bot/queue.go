@@ -2,11 +2,7 @@ package bot
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +10,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/github"
 	"github.com/kilolock/kilolock/internal/klyaml"
+	"github.com/kilolock/kilolock/internal/queue"
 	"github.com/kilolock/kilolock/internal/report"
 )
 
@@ -50,11 +47,6 @@ func (QueueArgs) Kind() string { return KindQueue }
 // InsertOpts sets the attempts.
 func (QueueArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: MaxAttempts} }
 
-// maxGroupWalk bounds the first-parent walk from a group's head to its
-// base: GitHub's merge queue builds at most 100 pull requests into a
-// group, one commit each.
-const maxGroupWalk = 100
-
 // queueExternalID is the external id of a merge group's "kl" check run,
 // "klq:BASE": a Re-run of it judges the group again.
 func queueExternalID(baseRef string) string {
@@ -67,15 +59,12 @@ func parseQueueExternalID(s string) (string, bool) {
 	return base, ok && base != "" && !strings.ContainsAny(base, " \t\n")
 }
 
-// queueRefRE reads the last pull request of a group from its head ref.
-var queueRefRE = regexp.MustCompile(`^refs/heads/gh-readonly-queue/.+/pr-([0-9]+)-[0-9a-f]{40}$`)
-
 // judgeGroup is the merge-queue job (QueueArgs, ADR 0058): for destroyed,
 // the group's "kl" check run is completed if still in progress;
 // otherwise the group's "kl" check run is shown in progress, its pull
 // requests are found (groupPRs), each one's plans read (queuedPR, with
 // the safety keys read from the base: merge_queue, apply_trigger), judged
-// in queue order (judge), the group recorded for the merge-time applies'
+// in queue order (queue.Judge), the group recorded for the merge-time applies'
 // order, and the check run completed: success when every pull request
 // passes. A group GitHub destroyed before the job ran is not judged.
 func (b *Bot) judgeGroup(ctx context.Context, jr *jobRun, a QueueArgs) (JobResult, error) {
@@ -128,7 +117,7 @@ func (b *Bot) judgeInto(ctx context.Context, c Client, repo github.Repo, a Queue
 		g.Problem = strings.ToLower(cp.Title[:1]) + cp.Title[1:]
 		return nil
 	}
-	var queued []queuedPR
+	var queued []queue.PR
 	var rec []groupPR
 	for _, n := range nums {
 		q, err := b.queuedPR(ctx, c, repo, n, g.BaseRef, base)
@@ -136,80 +125,33 @@ func (b *Bot) judgeInto(ctx context.Context, c Client, repo github.Repo, a Queue
 			return err
 		}
 		queued = append(queued, q)
-		rec = append(rec, groupPR{PR: n, Head: q.head})
+		rec = append(rec, groupPR{PR: n, Head: q.Head})
 	}
-	g.PRs = judge(queued)
+	g.PRs = queue.Judge(queued)
 	return b.db.saveGroup(ctx, a.Repo, a.HeadSHA, g.BaseRef, rec)
 }
 
-// groupPRs finds a merge group's pull requests, in queue order: from the
-// group's head commit along first parents to the base branch's current
-// head (or the base commit the group was made on), the open pull requests
-// into that branch GitHub associates with each commit (get-commit and the
-// pull requests of a commit). A walk that does not reach the base within
-// maxGroupWalk commits, a commit GitHub does not have, or a group whose
-// head ref names a pull request the walk did not find is a problem: the
-// group is not judged, and fails.
+// groupPRs finds a merge group's pull requests, in queue order
+// (queue.Walk): a problem fails the group, not judged.
 func (b *Bot) groupPRs(ctx context.Context, c Client, repo github.Repo, a QueueArgs) ([]int, string, error) {
-	base := strings.TrimPrefix(a.BaseRef, "refs/heads/")
-	tip, err := c.GetCommit(ctx, repo, "heads/"+base)
-	if errors.Is(err, github.ErrNotFound) {
-		return nil, fmt.Sprintf("the base branch `%s` has no head commit on GitHub", base), nil
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	var nums []int
-	sha := a.HeadSHA
-	for i := 0; sha != tip.SHA && sha != a.BaseSHA; i++ {
-		if i == maxGroupWalk {
-			return nil, fmt.Sprintf("the first parents of `%s` do not reach the head of `%s` within %d commits", shortSHA(a.HeadSHA), base, maxGroupWalk), nil
-		}
-		cm, err := c.GetCommit(ctx, repo, sha)
-		if errors.Is(err, github.ErrNotFound) {
-			return nil, fmt.Sprintf("GitHub has no commit `%s`", shortSHA(sha)), nil
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		pulls, err := c.ListCommitPulls(ctx, repo, sha)
-		if err != nil && !errors.Is(err, github.ErrNotFound) {
-			return nil, "", err
-		}
-		for _, p := range pulls {
-			if p.State == "open" && p.BaseRef == base && !slices.Contains(nums, p.Number) {
-				nums = append(nums, p.Number)
-			}
-		}
-		if len(cm.Parents) == 0 {
-			return nil, fmt.Sprintf("the first parents of `%s` reach a root commit, not the head of `%s`", shortSHA(a.HeadSHA), base), nil
-		}
-		sha = cm.Parents[0]
-	}
-	slices.Reverse(nums)
-	if m := queueRefRE.FindStringSubmatch(a.HeadRef); m != nil {
-		if n, _ := strconv.Atoi(m[1]); !slices.Contains(nums, n) {
-			return nil, fmt.Sprintf("the group's ref names #%d, which none of its commits is of", n), nil
-		}
-	}
-	return nums, "", nil
+	return queue.Walk(ctx, c, repo, queue.Group{HeadSHA: a.HeadSHA, HeadRef: a.HeadRef, BaseSHA: a.BaseSHA, BaseRef: a.BaseRef})
 }
 
 // queuedPR reads what the judgement needs of pull request n: its head,
 // and for each project its head touches the plan of that head, with the
 // rules of its apply read again from base (klyaml.Tighten, ADR 0040).
-func (b *Bot) queuedPR(ctx context.Context, c Client, repo github.Repo, n int, baseBranch string, base *klyaml.Base) (queuedPR, error) {
+func (b *Bot) queuedPR(ctx context.Context, c Client, repo github.Repo, n int, baseBranch string, base *klyaml.Base) (queue.PR, error) {
 	pr, err := c.GetPullRequest(ctx, repo, n)
 	if err != nil {
-		return queuedPR{}, err
+		return queue.PR{}, err
 	}
-	q := queuedPR{number: n, head: pr.HeadSHA}
+	q := queue.PR{Number: n, Head: pr.HeadSHA}
 	switch {
 	case pr.State != "open":
-		q.problem = "the pull request is " + pr.State
+		q.Problem = "the pull request is " + pr.State
 		return q, nil
 	case pr.BaseRef != baseBranch:
-		q.problem = fmt.Sprintf("the pull request is into `%s`, not `%s`", pr.BaseRef, baseBranch)
+		q.Problem = fmt.Sprintf("the pull request is into `%s`, not `%s`", pr.BaseRef, baseBranch)
 		return q, nil
 	}
 	rows, err := b.db.projects(ctx, repo.String(), n)
@@ -225,7 +167,7 @@ func (b *Bot) queuedPR(ctx context.Context, c Client, repo github.Repo, n int, b
 			return q, err
 		}
 		if ok {
-			q.plans = append(q.plans, p)
+			q.Plans = append(q.Plans, p)
 		}
 	}
 	return q, nil
@@ -233,23 +175,23 @@ func (b *Bot) queuedPR(ctx context.Context, c Client, repo github.Repo, n int, b
 
 // queuedPlan is project row r's plan as the judgement reads it; ok is
 // false for a project its head no longer touches.
-func (b *Bot) queuedPlan(ctx context.Context, r projectRow, base *klyaml.Base) (queuedPlan, bool, error) {
+func (b *Bot) queuedPlan(ctx context.Context, r projectRow, base *klyaml.Base) (queue.Plan, bool, error) {
 	cfg := r.Config
 	cfg.State = r.State
 	cfg = klyaml.Tighten(cfg, base)
-	p := queuedPlan{project: r.Project, state: r.State, planRun: r.PlanRun,
-		onMerge: cfg.ApplyTrigger == klyaml.TriggerMerge, mergeQueue: cfg.MergeQueue}
+	p := queue.Plan{Project: r.Project, State: r.State, PlanRun: r.PlanRun,
+		OnMerge: cfg.ApplyTrigger == klyaml.TriggerMerge, MergeQueue: cfg.MergeQueue}
 	agg, ok, err := b.aggregateProject(ctx, r)
 	if err != nil || !ok {
 		return p, ok, err
 	}
 	switch agg.Verdict {
 	case report.VerdictApplied:
-		p.st = planApplied
+		p.St = queue.PlanApplied
 		return p, true, nil
 	case report.VerdictApplicable, report.VerdictStale, report.VerdictFenced:
 	default:
-		return p, true, nil // planNone
+		return p, true, nil // queue.PlanNone
 	}
 	run, err := b.eng.Run(ctx, r.PlanRun)
 	if err != nil {
@@ -262,7 +204,7 @@ func (b *Bot) queuedPlan(ctx context.Context, r projectRow, base *klyaml.Base) (
 	if err != nil {
 		return p, false, err
 	}
-	p.st, p.footprint, p.sincePlan, p.fencedBy = planOpen, run.Envelope.Footprint, *sp, agg.FencedBy
+	p.St, p.Footprint, p.SincePlan, p.FencedBy = queue.PlanOpen, run.Envelope.Footprint, *sp, agg.FencedBy
 	return p, true, nil
 }
 

@@ -1,4 +1,4 @@
-package bot
+package queue
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/kilolock/kilolock/internal/report"
 )
 
-// TestJudge: the verdicts of judge for each kind of plan in a merge group,
+// TestJudge: the verdicts of Judge for each kind of plan in a merge group,
 // in queue order (ADR 0058). The end-to-end tests (cmd/klbot
 // TestMergeQueue) run the common ones against GitHub's fake and real
 // Terraform; this covers the rest.
@@ -20,15 +20,15 @@ func TestJudge(t *testing.T) {
 		}
 		return f
 	}
-	open := func(write, read string, onMerge bool) queuedPlan {
-		return queuedPlan{project: "infra", state: "acme/infra", planRun: "P", st: planOpen, onMerge: onMerge, mergeQueue: true, footprint: fp(write, read)}
+	open := func(write, read string, onMerge bool) Plan {
+		return Plan{Project: "infra", State: "acme/infra", PlanRun: "P", St: PlanOpen, OnMerge: onMerge, MergeQueue: true, Footprint: fp(write, read)}
 	}
 	stale := open("terraform_data.c", "", true)
-	stale.sincePlan = engine.SincePlan{Entries: []engine.SincePlanEntry{{Serial: 7, Class: engine.ClassWriteChanged}}}
+	stale.SincePlan = engine.SincePlan{Entries: []engine.SincePlanEntry{{Serial: 7, Class: engine.ClassWriteChanged}}}
 	off := open("terraform_data.a", "", false)
-	off.mergeQueue = false
+	off.MergeQueue = false
 	tests := map[string]struct {
-		plan queuedPlan
+		plan Plan
 		want report.QueueVerdict
 	}{
 		"writes what #1 writes":                       {open("terraform_data.a", "", true), report.QueueWriteConflict},
@@ -37,17 +37,17 @@ func TestJudge(t *testing.T) {
 		"independent of #1, applied on merge":         {open("terraform_data.b", "", true), report.QueueIndependent},
 		"independent of #1, comment, not applied":     {open("terraform_data.b", "", false), report.QueueNotApplied},
 		"stale against the head":                      {stale, report.QueueStale},
-		"fenced":                                      {func() queuedPlan { p := open("terraform_data.b", "", true); p.fencedBy = []string{"A"}; return p }(), report.QueueFenced},
-		"applied already":                             {queuedPlan{project: "infra", state: "acme/infra", st: planApplied, mergeQueue: true}, report.QueueApplied},
-		"no plan of the head":                         {queuedPlan{project: "infra", state: "acme/infra", st: planNone, mergeQueue: true}, report.QueueNoPlan},
+		"fenced":                                      {func() Plan { p := open("terraform_data.b", "", true); p.FencedBy = []string{"A"}; return p }(), report.QueueFenced},
+		"applied already":                             {Plan{Project: "infra", State: "acme/infra", St: PlanApplied, MergeQueue: true}, report.QueueApplied},
+		"no plan of the head":                         {Plan{Project: "infra", State: "acme/infra", St: PlanNone, MergeQueue: true}, report.QueueNoPlan},
 		"merge_queue false: not judged":               {off, report.QueueNotJudged},
-		"another state: #1's writes do not count":     {func() queuedPlan { p := open("terraform_data.a", "", true); p.state = "acme/other"; return p }(), report.QueueIndependent},
+		"another State: #1's writes do not count":     {func() Plan { p := open("terraform_data.a", "", true); p.State = "acme/other"; return p }(), report.QueueIndependent},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			first := queuedPR{number: 1, plans: []queuedPlan{open("terraform_data.a", "", true)}}
-			got := judge([]queuedPR{first, {number: 2, plans: []queuedPlan{tc.plan}}})
+			first := PR{Number: 1, Plans: []Plan{open("terraform_data.a", "", true)}}
+			got := Judge([]PR{first, {Number: 2, Plans: []Plan{tc.plan}}})
 			if v := got[0].Projects[0].Verdict; v != report.QueueIndependent {
 				t.Fatalf("#1 (first in the queue): %s, want independent", v)
 			}
@@ -61,7 +61,7 @@ func TestJudge(t *testing.T) {
 	}
 	// A plan ahead that does not apply on merge (apply_trigger comment)
 	// writes nothing at the merge: it does not count for those behind.
-	got := judge([]queuedPR{{number: 1, plans: []queuedPlan{open("terraform_data.a", "", false)}}, {number: 2, plans: []queuedPlan{open("terraform_data.a", "", true)}}})
+	got := Judge([]PR{{Number: 1, Plans: []Plan{open("terraform_data.a", "", false)}}, {Number: 2, Plans: []Plan{open("terraform_data.a", "", true)}}})
 	if v := got[1].Projects[0].Verdict; v != report.QueueIndependent {
 		t.Errorf("behind a comment-applied plan of the same address: %s, want independent", v)
 	}
