@@ -20,9 +20,9 @@ const SchemaPushedPRs = "kilolock/pushed-prs/v1"
 func (a *app) githubCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "github",
-		Short: "Ask GitHub what a workflow needs (the pull requests a push merged)",
+		Short: "Ask GitHub what a workflow needs (the pull requests a push merged, the kl check of a merge group or pull request)",
 	}
-	cmd.AddCommand(a.pushedPRsCommand())
+	cmd.AddCommand(a.pushedPRsCommand(), a.checkCommand())
 	return cmd
 }
 

@@ -205,3 +205,30 @@ func (e *Engine) supersedeOlder(ctx context.Context, run Run) error {
 	}
 	return nil
 }
+
+// PRPlans returns the plans of pull request q.PR at commit q.Commit
+// (required, matched as PRPlan matches it) of state q.State ("" for
+// any): the newest of each project (state, scope directory and
+// workspace), re-plans an apply made left out, newest first, whatever
+// their status — kl github check judges each (ADR 0060). None is not an
+// error. Errors: ErrInvalid for a malformed pull request or commit, or
+// no commit; the store's.
+func (e *Engine) PRPlans(ctx context.Context, q PRPlanQuery) ([]Run, error) {
+	if q.Commit == "" {
+		return nil, Errorf(ErrInvalid, "finding the plans of %s: no commit given", q.PR.String())
+	}
+	plans, err := e.prPlans(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []Run
+	for _, p := range plans {
+		if !sameCommit(planCommit(p), q.Commit) || seen[planProject(p)] {
+			continue
+		}
+		seen[planProject(p)] = true
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -22,10 +22,14 @@ type Plan struct {
 	Project, State, PlanRun string
 	OnMerge                 bool // the plan is applied when its pull request merges (klbot: apply_trigger: merge)
 	MergeQueue              bool // judged at all (klbot: kl.yaml merge_queue, read from the base, ADR 0040)
-	St                      PlanState
-	Footprint               engine.Footprint // PlanOpen: the plan's
-	SincePlan               engine.SincePlan // PlanOpen: the versions since the plan, against the state's head
-	FencedBy                []string         // PlanOpen: the crashed applies whose fences meet it (StaleOrFenced)
+	// Strict: its merge-time apply refuses a changed plan input instead of
+	// re-planning (kl apply --strict-since-plan): reading what a plan
+	// ahead writes fails it even when it applies on merge.
+	Strict    bool
+	St        PlanState
+	Footprint engine.Footprint // PlanOpen: the plan's
+	SincePlan engine.SincePlan // PlanOpen: the versions since the plan, against the state's head
+	FencedBy  []string         // PlanOpen: the crashed applies whose fences meet it (StaleOrFenced)
 }
 
 // PR is a pull request of a merge group, in queue order; Problem, when
@@ -53,7 +57,7 @@ type aheadWrite struct {
 // changed", its read set "plan input changed"). A plan fails when a plan
 // ahead writes what it writes; when one ahead writes what it reads it
 // passes only if it applies on merge (the merge-time applies then run in
-// queue order, each under the re-plan rule, ADR 0039). A plan that does
+// queue order, each under the re-plan rule, ADR 0039) and is not Strict. A plan that does
 // not apply on merge must be applied before its pull request merges.
 // Plans with MergeQueue false are not judged, but their writes count for
 // those behind them. The result holds one QueuePR per pull request, in
@@ -115,7 +119,7 @@ func judgePlan(p Plan, ahead []aheadWrite) report.QueueProject {
 		qp.Verdict, qp.FencedBy = report.QueueFenced, p.FencedBy
 	case writeHit != nil:
 		qp.Verdict, qp.Conflict = report.QueueWriteConflict, writeHit
-	case !p.OnMerge && readHit != nil:
+	case (!p.OnMerge || p.Strict) && readHit != nil:
 		qp.Verdict, qp.Conflict = report.QueueReadConflict, readHit
 	case !p.OnMerge:
 		qp.Verdict = report.QueueNotApplied

@@ -34,6 +34,7 @@ func TestJudge(t *testing.T) {
 		"writes what #1 writes":                       {open("terraform_data.a", "", true), report.QueueWriteConflict},
 		"reads what #1 writes, applied on merge":      {open("terraform_data.b", "terraform_data.a", true), report.QueueReadAfterWrite},
 		"reads what #1 writes, apply_trigger comment": {open("terraform_data.b", "terraform_data.a", false), report.QueueReadConflict},
+		"reads what #1 writes, on merge but strict":   {func() Plan { p := open("terraform_data.b", "terraform_data.a", true); p.Strict = true; return p }(), report.QueueReadConflict},
 		"independent of #1, applied on merge":         {open("terraform_data.b", "", true), report.QueueIndependent},
 		"independent of #1, comment, not applied":     {open("terraform_data.b", "", false), report.QueueNotApplied},
 		"stale against the head":                      {stale, report.QueueStale},

@@ -21,6 +21,10 @@ type PRCheck struct {
 	// kl.yaml, a pull request from a fork not planned on push) and the
 	// check run that says more.
 	Problem, ProblemCheck string
+	// Workflow: kl wrote it in a workflow (kl github check, ADR 0060), not
+	// klbot: the hints name workflow steps and kl commands, not /kl
+	// comments.
+	Workflow bool
 }
 
 // PRCheckVerdict is where a project's plan stands, for the `kl` check run.
@@ -97,7 +101,11 @@ func (c PRCheck) markdown(o Options) string {
 	fmt.Fprintf(&b, "%s%s\n\n", o.heading(0), c.Title())
 	switch {
 	case c.Problem != "":
-		fmt.Fprintf(&b, "Commit `%s` was not planned: %s. See the `%s` check run.\n", shortSHA(c.HeadSHA), c.Problem, c.ProblemCheck)
+		fmt.Fprintf(&b, "Commit `%s` was not planned: %s.", shortSHA(c.HeadSHA), c.Problem)
+		if c.ProblemCheck != "" {
+			fmt.Fprintf(&b, " See the `%s` check run.", c.ProblemCheck)
+		}
+		b.WriteString("\n")
 		return b.String()
 	case len(c.Projects) == 0:
 		fmt.Fprintf(&b, "Commit `%s` touches no project of `kl.yaml`: nothing to plan or apply.\n", shortSHA(c.HeadSHA))
@@ -109,14 +117,18 @@ func (c PRCheck) markdown(o Options) string {
 		if !p.Verdict.passes() {
 			mark = "⛔"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s %s |\n", p.Project, p.State, codeListOr(oneOrNone(p.PlanRun), "none"), mark, p.words())
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s %s |\n", p.Project, p.State, codeListOr(oneOrNone(p.PlanRun), "none"), mark, p.words(c.Workflow))
 	}
 	b.WriteString("\nThis check run (`kl`) is the one to require, in branch protection and in the merge queue: GitHub asks the same check names of pull requests and of merge groups.\n")
 	return b.String()
 }
 
-// words says where project p's plan stands, for its table row.
-func (p PRCheckProject) words() string {
+// words says where project p's plan stands, for its table row; workflow:
+// written by kl github check, whose hints are a workflow's.
+func (p PRCheckProject) words(workflow bool) string {
+	if w := p.workflowWords(); workflow && w != "" {
+		return w
+	}
 	switch p.Verdict {
 	case VerdictApplicable:
 		if p.OnMerge {
@@ -150,3 +162,33 @@ func oneOrNone(s string) []string {
 	}
 	return []string{s}
 }
+
+// workflowWords says where project p's plan stands, written by kl github
+// check, for the verdicts whose klbot words name /kl comments; "" for the
+// others, whose words are the same.
+func (p PRCheckProject) workflowWords() string {
+	switch p.Verdict {
+	case VerdictApplicable:
+		if p.OnMerge {
+			return "applicable; applied when the pull request merges"
+		}
+		return "applicable; `kl apply " + p.PlanRun + "` applies it"
+	case VerdictStale:
+		by := ""
+		if p.By != nil {
+			by = " by " + p.By.String()
+		}
+		return fmt.Sprintf("stale: version %d%s changed its planned target; plan it again", p.Serial, by)
+	case VerdictFenced:
+		return "fenced by the crashed apply " + codeListOr(p.FencedBy, "") + "; see `kl why " + p.PlanRun + "`"
+	case VerdictApplyFailed:
+		return fmt.Sprintf("the plan is %s: its apply `%s` did not commit it; plan it again", p.Status, p.ApplyRun)
+	case VerdictNotOpen:
+		return fmt.Sprintf("the plan is %s; plan it again", p.Status)
+	}
+	return ""
+}
+
+// Passes reports whether the verdict lets the `kl` check pass
+// (applicable or applied).
+func (v PRCheckVerdict) Passes() bool { return v.passes() }

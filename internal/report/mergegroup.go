@@ -23,6 +23,10 @@ type MergeGroup struct {
 	// the group was destroyed before klbot judged it: the check run is
 	// completed, judging nothing.
 	Destroyed string
+	// Workflow: kl judged the group in a workflow (kl github check, ADR
+	// 0060), not klbot: the words name kl, and the hints name workflow
+	// steps and kl commands instead of klbot's /kl comments.
+	Workflow bool
 }
 
 // QueuePR is one pull request of a merge group.
@@ -142,11 +146,18 @@ func (g MergeGroup) markdown(o Options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s%s\n\n", o.heading(0), g.Title())
 	switch {
+	case g.Destroyed != "" && g.Workflow:
+		fmt.Fprintf(&b, "GitHub destroyed the merge group of commit `%s` (%s); nothing was judged.\n", shortSHA(g.HeadSHA), g.Destroyed)
+		return b.String()
 	case g.Destroyed != "":
 		fmt.Fprintf(&b, "GitHub destroyed the merge group of commit `%s` (%s) before klbot judged it; nothing was judged.\n", shortSHA(g.HeadSHA), g.Destroyed)
 		return b.String()
 	case g.Problem != "":
-		fmt.Fprintf(&b, "klbot could not tell which pull requests the merge group of commit `%s` holds: %s. Nothing may merge that klbot did not judge.\n", shortSHA(g.HeadSHA), g.Problem)
+		who := "klbot"
+		if g.Workflow {
+			who = "kl"
+		}
+		fmt.Fprintf(&b, "%s could not tell which pull requests the merge group of commit `%s` holds: %s. Nothing may merge that %s did not judge.\n", who, shortSHA(g.HeadSHA), g.Problem, who)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "The merge group of commit `%s` into `%s`, in queue order (the first merges first). Each plan is judged against the state's head and against the write sets of the pull requests ahead of it.\n\n", shortSHA(g.HeadSHA), g.BaseRef)
@@ -160,23 +171,31 @@ func (g MergeGroup) markdown(o Options) string {
 			fmt.Fprintf(&b, "%s.\n\n", upperFirst(p.Problem))
 			continue
 		}
+		if len(p.Projects) == 0 && g.Workflow {
+			b.WriteString("The store holds no plan of this commit: it touches no project kl planned, so nothing to judge.\n\n")
+			continue
+		}
 		if len(p.Projects) == 0 {
 			b.WriteString("Touches no project: nothing to judge.\n\n")
 			continue
 		}
 		for _, pp := range p.Projects {
-			b.WriteString(pp.markdown(p.Number))
+			b.WriteString(pp.markdown(g.Workflow))
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("A pull request that fails leaves the queue; `/kl plan` on it plans again once what it waits for has merged.\n")
+	if g.Workflow {
+		b.WriteString("A pull request that fails leaves the queue; plan it again (its pull request's plan job) once what it waits for has merged.\n")
+	} else {
+		b.WriteString("A pull request that fails leaves the queue; `/kl plan` on it plans again once what it waits for has merged.\n")
+	}
 	return b.String()
 }
 
-// markdown is project pp's item of pull request pr.
-func (pp QueueProject) markdown(pr int) string {
+// markdown is project pp's item; workflow: judged by kl github check.
+func (pp QueueProject) markdown(workflow bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "- `%s` (state `%s`, plan %s): %s\n", pp.Project, pp.State, codeListOr(oneOrNone(pp.PlanRun), "none"), pp.words())
+	fmt.Fprintf(&b, "- `%s` (state `%s`, plan %s): %s\n", pp.Project, pp.State, codeListOr(oneOrNone(pp.PlanRun), "none"), pp.words(workflow))
 	if pp.PlanRun != "" && pp.Verdict != QueueApplied && pp.Verdict != QueueNoPlan {
 		s := pp.SincePlan
 		fmt.Fprintf(&b, "  - since its plan (serial %d → head %d): %d independent, %d plan input changed, %d planned target changed\n",
@@ -192,8 +211,12 @@ func (pp QueueProject) markdown(pr int) string {
 	return b.String()
 }
 
-// words is the verdict of project pp, in a sentence.
-func (pp QueueProject) words() string {
+// words is the verdict of project pp, in a sentence; workflow: judged by
+// kl github check, whose hints are a workflow's (workflowWords).
+func (pp QueueProject) words(workflow bool) string {
+	if w := pp.workflowWords(); workflow && w != "" {
+		return w
+	}
 	switch pp.Verdict {
 	case QueueApplied:
 		return "✅ applied already"
@@ -222,3 +245,28 @@ func (pp QueueProject) words() string {
 	}
 	return string(pp.Verdict)
 }
+
+// workflowWords is the verdict of project pp judged in a workflow (kl
+// github check), for the verdicts whose klbot words name /kl comments or
+// apply_trigger; "" for the others, whose words are the same.
+func (pp QueueProject) workflowWords() string {
+	switch pp.Verdict {
+	case QueueNoPlan:
+		return "⛔ no open plan of this head in the store; plan it (its pull request's plan job)"
+	case QueueNotApplied:
+		return "⛔ not applied, and this check was told plans do not apply on merge (`applies-on-merge: false`): merging would leave it unapplied; apply it before it merges"
+	case QueueStale:
+		by := ""
+		if pp.Stale.PR != nil {
+			by = " by " + pp.Stale.PR.String()
+		}
+		return fmt.Sprintf("⛔ stale: version %d%s changed its planned target; plan it again", pp.Stale.Serial, by)
+	case QueueFenced:
+		return "⛔ fenced by the crashed apply " + codeListOr(pp.FencedBy, "") + "; see `kl why " + pp.PlanRun + "`"
+	}
+	return ""
+}
+
+// Passes reports whether pull request p passes: no problem, and every
+// project's verdict passes.
+func (p QueuePR) Passes() bool { return p.passes() }
