@@ -190,6 +190,16 @@ func TestCheckMergeGroup(t *testing.T) {
 	if r.err != nil || !doc.OK || doc.Title != "Merge group passes: 2 pull requests" {
 		t.Fatalf("group 1, 2: %v, %+v", r.err, doc)
 	}
+	// Plans applied before merging, not on merge: an open plan fails (the
+	// merge would leave it unapplied), and writes nothing for #2.
+	doc, r = k.check(githubfake.MergeGroupEvent(ghRepo, "checks_requested", "", githubfake.MergeGroup{HeadSHA: head, HeadRef: ref, BaseSHA: k.base, BaseRef: "refs/heads/main"}), "--applies-on-merge=false")
+	if cli.ExitCode(r.err) != 3 || doc.OK || doc.MergeGroup.PRs[0].Projects[0].Verdict != "not-applied" || doc.MergeGroup.PRs[1].Projects[0].Conflict != nil {
+		t.Fatalf("group 1, 2, --applies-on-merge=false: %v, %+v", r.err, doc.MergeGroup)
+	}
+	rt = k.runWith(k.ghEnv, "", "github", "check", "--applies-on-merge=false")
+	if !strings.Contains(rt.out, "⛔ not applied, and this check was told plans do not apply on merge (`applies-on-merge: false`)") {
+		t.Errorf("--applies-on-merge=false: the text does not say why an open plan fails:\n%s", rt.out)
+	}
 	doc, r = k.check(githubfake.MergeGroupEvent(ghRepo, "destroyed", "dequeued", githubfake.MergeGroup{HeadSHA: head, HeadRef: ref, BaseSHA: k.base, BaseRef: "refs/heads/main"}))
 	if r.err != nil || !doc.OK || !strings.Contains(doc.Title, "dequeued") {
 		t.Fatalf("destroyed: %v, %+v", r.err, doc)
