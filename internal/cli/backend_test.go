@@ -406,3 +406,96 @@ func TestBackendLockIsAReservation(t *testing.T) {
 		})
 	}
 }
+
+// TestBackendLockWords (issue 14, a fresh-eyes review of real Terraform
+// against kl serve, F1, F2, F4): a terraform plan through the backend
+// takes a read lock, and once it unlocks, kl runs, kl run show and kl
+// why say it was a read lock of terraform plan that was released — never
+// applied, allowed or "no changes" — and its JSON kind is backend-lock; a
+// terraform state push whose every POST was refused (another lineage)
+// was released with no version written, naming the refused write; kl
+// status shows a held read lock as reading, with no writes line.
+func TestBackendLockWords(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform")
+	}
+	t.Parallel()
+	for kind, newKit := range kits {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			k := newKit(t)
+			k.ok("state", "init", "acme/prod")
+			writer, _ := k.tokens()
+			s := serveBackend(t, k)
+			dir := filepath.Join(k.dir, "prod")
+			write(t, filepath.Join(dir, "backend.tf"), s.backendBlock("acme/prod"))
+			write(t, filepath.Join(dir, "main.tf"), prodConfig("a"))
+			bob := tf{k, dir, writer}
+			bob.ok("init", "-no-color")
+			bob.ok("apply", "-auto-approve", "-no-color")
+			type row struct {
+				ID, Kind, Status, Reason, What string
+				BackendLock                    struct{ Operation, Mode string } `json:"backend_lock"`
+			}
+			latest := func() row {
+				var doc struct{ Runs []row }
+				k.jsonOf(&doc, "runs", "--state", "acme/prod")
+				return doc.Runs[0]
+			}
+			check := func(what string, r row, want ...string) {
+				t.Helper()
+				var line string // its row in kl runs
+				for _, l := range strings.Split(k.ok("runs", "--state", "acme/prod"), "\n") {
+					if strings.Contains(l, r.ID) {
+						line = l
+					}
+				}
+				own := line + "\n" + k.ok("run", "show", r.ID) + k.ok("why", r.ID)
+				var why struct{ Verdict, Text string }
+				k.jsonOf(&why, "why", r.ID)
+				if r.Kind != "backend-lock" || r.Status != "released" || why.Verdict != "released" {
+					t.Errorf("%s: kind %s, status %s, why %s; want backend-lock, released, released", what, r.Kind, r.Status, why.Verdict)
+				}
+				for _, w := range want {
+					if !strings.Contains(own, w) {
+						t.Errorf("%s: the views do not say %q:\n%s", what, w, own)
+					}
+				}
+				for _, w := range []string{"applied", "allowed", "no changes"} {
+					if strings.Contains(own, w) {
+						t.Errorf("%s: the views say %q:\n%s", what, w, own)
+					}
+				}
+			}
+
+			bob.ok("plan", "-no-color")
+			plan := latest()
+			if plan.BackendLock.Operation != "OperationTypePlan" || plan.BackendLock.Mode != "read" {
+				t.Fatalf("the plan's run: %+v", plan)
+			}
+			check("terraform plan", plan, "the read lock of terraform plan (OperationTypePlan) ended at UNLOCK by bob: a read lock writes nothing",
+				"released at UNLOCK: a read lock writes nothing")
+
+			other := filepath.Join(k.dir, "other.tfstate")
+			write(t, other, `{"version":4,"terraform_version":"1.11.4","serial":50,"lineage":"another-lineage","outputs":{},"resources":[]}`)
+			if out := bob.fails("state", "push", "-force", "-no-color", other); !strings.Contains(out, "HTTP error: 409") {
+				t.Fatalf("terraform state push of another lineage printed:\n%s", out)
+			}
+			check("a refused terraform state push", latest(), "with no version written: Kilolock refused its write", "the document has lineage another-lineage",
+				"released with no version written: 1 write refused")
+
+			// A read lock held (as terraform plan holds it while it plans).
+			info := `{"ID":"plan-1","Operation":"OperationTypePlan","Who":"bob@laptop","Version":"1.11.4","Created":"2026-12-02T10:00:00Z","Path":""}`
+			if code, body := s.do("LOCK", "acme/prod", writer, info); code != 200 {
+				t.Fatalf("LOCK of a plan: %d %s", code, body)
+			}
+			st := k.ok("status")
+			if !strings.Contains(st, "reading (terraform plan through the backend)") || strings.Contains(st, "applying") || strings.Contains(st, "checkpoints, committed") {
+				t.Errorf("kl status of a held read lock:\n%s", st)
+			}
+			if code, body := s.do("UNLOCK", "acme/prod", writer, info); code != 200 {
+				t.Fatalf("UNLOCK of the plan: %d %s", code, body)
+			}
+		})
+	}
+}

@@ -110,6 +110,9 @@ func statusDoc(st *engine.Status, o Options) *doc {
 // started T); it fences X — `kl run recover A` …" (ADR 0035).
 func fencedWords(f engine.FencedRun) sentence {
 	w, _ := holdsOf(f.Fences)
+	if backendRun(f.Run) {
+		return fencedLockWords(f, w)
+	}
 	s := words(who(f.Run.ID, f.Run.Actor, f.Run.PR), " ", toned(toneBad, "is fenced"), ": lease expired mid-apply")
 	if !f.TerraformStarted.IsZero() {
 		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
@@ -265,7 +268,12 @@ func activeSection(a engine.ActiveRun, o Options) section {
 	if r.PR != nil {
 		title = words(title, " · ", prWords(r.PR))
 	}
-	title = words(title, " · ", toned(statusTone(r.Status), string(r.Status)), " since ", whenWords(a.Since, o.Now))
+	status := words(toned(statusTone(r.Status), string(r.Status)))
+	if backendRun(r) && r.Lock.Read() {
+		// A read reservation (ADR 0056): it applies nothing.
+		status = words(toned(toneInfo, "reading"), " (", engine.TerraformCommand(r.Backend.Operation), " through the backend)")
+	}
+	title = words(title, " · ", status, " since ", whenWords(a.Since, o.Now))
 	w, rd := holdsOf(a.Holds)
 	var f fields
 	switch {
