@@ -684,6 +684,25 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		if _, head := h.head(); head["a"] != "a-late" {
 			t.Fatalf("head = %v", head)
 		}
+		// Its words (issue 14 review F6): the lease ran out at its end
+		// time — the marker's time too — and the UNLOCK came after and
+		// committed: nothing more is needed.
+		lr, err := h.eng.Run(t.Context(), late.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := report.RunEndText(lr)
+		for _, w := range []string{"ran out at " + lr.End.LeaseEnd.Format(time.RFC3339) + " without an UNLOCK", "its UNLOCK arrived after the lease ran out",
+			"committed its last checkpoint as version 2", "nothing more is needed"} {
+			if !strings.Contains(text, w) {
+				t.Errorf("the late lock's end = %q, want %q", text, w)
+			}
+		}
+		for _, m := range h.markers(late.Run.ID) {
+			if m.Kind == engine.MarkerLeaseExpired && !m.At.Truncate(time.Second).Equal(lr.End.LeaseEnd) {
+				t.Errorf("lease-expired marker at %v, want the lease's end %v", m.At, lr.End.LeaseEnd)
+			}
+		}
 	})
 }
 
