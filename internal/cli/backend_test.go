@@ -354,6 +354,14 @@ func TestBackendLockIsAReservation(t *testing.T) {
 			waited := false
 			for _, m := range story.Markers {
 				waited = waited || m.Kind == "waited" && m.OtherRun != ""
+				// Its record names the lock's operator, Terraform's
+				// operation and Who (issue 14 review F8), not a bare run.
+				if want := "backend lock " + m.OtherRun + " by bob (terraform apply (OperationTypeApply), Terraform "; m.Kind == "waited" && !strings.Contains(m.Text, want) {
+					t.Errorf("kl apply --wait's waited marker reads %q, want it to name %q…", m.Text, want)
+				}
+			}
+			if shown := k.ok("run", "show", story.Run.ID); !strings.Contains(shown, "by bob (terraform apply (OperationTypeApply), Terraform ") {
+				t.Errorf("kl run show of the apply that waited on the backend lock:\n%s", shown)
 			}
 			if story.Run.Status != "applied" || !waited {
 				t.Errorf("kl apply --wait 2m beside the backend lock: %s, markers %+v; want it to succeed after waiting", story.Run.Status, story.Markers)
