@@ -507,3 +507,72 @@ func TestBackendLockWords(t *testing.T) {
 		})
 	}
 }
+
+// TestBackendLeaseWords (issue 14 review F5, F6, F7): with
+// KL_BACKEND_LOCK_TTL=1m, a terraform apply through the backend that
+// outlives its lease and then unlocks reads as a lease that ran out
+// without an UNLOCK, whose UNLOCK came after and committed; a LOCK of an
+// apply left to lapse without a write is a fence whose words name the
+// lease, Terraform's operation and Who, and offer an unfence — not a
+// recover (it wrote no checkpoint) — and never "stopped renewing" (the
+// holder is kl serve, alive).
+func TestBackendLeaseWords(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform past a one-minute lease")
+	}
+	t.Parallel()
+	for kind, newKit := range kits {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			k := newKit(t)
+			k.ok("state", "init", "slow")
+			k.ok("state", "init", "other")
+			writer, _ := k.tokens()
+			k.env = append(k.env, "KL_BACKEND_LOCK_TTL=1m")
+			s := serveBackend(t, k)
+			dir := filepath.Join(k.dir, "slow")
+			write(t, filepath.Join(dir, "backend.tf"), s.backendBlock("slow"))
+			write(t, filepath.Join(dir, "main.tf"), "resource \"terraform_data\" \"slow\" {\n  input = \"s\"\n  provisioner \"local-exec\" {\n    command = \"sleep 68\"\n  }\n}\n")
+			bob := tf{k, dir, writer}
+			bob.ok("init", "-no-color")
+			apply := bob.start("apply", "-auto-approve", "-no-color")
+			info := `{"ID":"gone-1","Operation":"OperationTypeApply","Who":"carol@box","Version":"1.11.4","Created":"2026-12-02T10:00:00Z","Path":""}`
+			if code, body := s.do("LOCK", "other", writer, info); code != 200 {
+				t.Fatalf("LOCK: %d %s", code, body)
+			}
+			if out, err := apply.wait(t, 3*time.Minute); err != nil {
+				t.Fatalf("terraform apply past its lease: %v\n%s", err, out)
+			}
+			var runs struct{ Runs []struct{ ID, State string } }
+			k.jsonOf(&runs, "runs")
+			ids := map[string]string{}
+			for _, r := range runs.Runs {
+				ids[r.State] = r.ID
+			}
+
+			late := k.ok("run", "show", ids["slow"]) + k.ok("why", ids["slow"]) + k.ok("runs", "--state", "slow")
+			for _, w := range []string{"KL_BACKEND_LOCK_TTL", "without an UNLOCK", "its UNLOCK arrived after the lease ran out", "nothing more is needed", "committed version 1"} {
+				if !strings.Contains(late, w) {
+					t.Errorf("the apply whose UNLOCK came after its lease: the views do not say %q:\n%s", w, late)
+				}
+			}
+			if strings.Contains(late, "stopped renewing") || strings.Contains(late, "mid-apply (fenced)") {
+				t.Errorf("the apply whose UNLOCK came after its lease: false words:\n%s", late)
+			}
+
+			fence := k.ok("status") + k.ok("run", "show", ids["other"]) + k.ok("why", ids["other"])
+			for _, w := range []string{"KL_BACKEND_LOCK_TTL", "without an UNLOCK", "terraform apply (OperationTypeApply)", "carol@box", "bob",
+				"nothing to recover", "kl run unfence " + ids["other"]} {
+				if !strings.Contains(fence, w) {
+					t.Errorf("the lapsed lock's fence: the views do not say %q:\n%s", w, fence)
+				}
+			}
+			if strings.Contains(fence, "stopped renewing") || strings.Contains(fence, "kl run recover") {
+				t.Errorf("the lapsed lock's fence: false words:\n%s", fence)
+			}
+			if r := k.run("run", "recover", ids["other"]); r.err == nil || !strings.Contains(r.err.Error(), "nothing to recover") {
+				t.Errorf("kl run recover of a lock that wrote nothing: %v", r.err)
+			}
+		})
+	}
+}

@@ -201,7 +201,7 @@ func TestLapsedBackendLockFence(t *testing.T) {
 			r := lockRunOf(engine.OperationTypeApply, engine.StatusLeaseExpired, end, engine.LockFacts{Mode: engine.ModeWrite, Writes: c.writes, LeaseExpired: &lapsed})
 			views := lockViews(t, r, lockMarkers(engine.OperationTypeApply, "write", lapsed), engine.VerdictFailed)
 			var b strings.Builder
-			if err := Status(&b, &engine.Status{Fenced: []engine.FencedRun{{Run: r, TerraformStarted: lockAt,
+			if err := Status(&b, &engine.Status{Expired: []string{lockRun}, Fenced: []engine.FencedRun{{Run: r, TerraformStarted: lockAt,
 				Fences: []engine.Reservation{{Address: engine.AllAddresses, Mode: engine.ModeWrite, Run: lockRun}}}}}, Options{}); err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestLapsedBackendLockFence(t *testing.T) {
 			delete(views, "runs json")
 			delete(views, "runs text")
 			wantWords(t, views, append([]string{"KL_BACKEND_LOCK_TTL", "without an UNLOCK", "terraform apply (OperationTypeApply)", "bob@laptop", "bob"}, c.want...),
-				append([]string{"stopped renewing", "holder vm:4242"}, c.refuses...))
+				append([]string{"stopped renewing", "holder vm:4242", "mid-apply"}, c.refuses...))
 		})
 	}
 }

@@ -73,6 +73,10 @@ func statusDoc(st *engine.Status, o Options) *doc {
 	if len(st.Expired) > 0 {
 		var l list
 		for _, id := range st.Expired {
+			if f := fencedRun(st, id); f != nil && backendRun(f.Run) {
+				l = append(l, item{s: words(who(id, "", nil), toned(toneBad, " lease ran out without an UNLOCK (fenced)"), ": the backend lock stays a fence (above)")})
+				continue
+			}
 			if fencedIn(st, id) {
 				l = append(l, item{s: words(who(id, "", nil), toned(toneBad, " lease expired mid-apply (fenced)"), ": its write set stays fenced (above)")})
 				continue
@@ -146,6 +150,16 @@ func fencesOver(st *engine.Status, p engine.Run) []engine.FencedRun {
 		}
 	}
 	return out
+}
+
+// fencedRun is run id among st's fenced runs, or nil.
+func fencedRun(st *engine.Status, id string) *engine.FencedRun {
+	for i := range st.Fenced {
+		if st.Fenced[i].Run.ID == id {
+			return &st.Fenced[i]
+		}
+	}
+	return nil
 }
 
 // fencedIn reports whether run id is among st's fenced runs.
