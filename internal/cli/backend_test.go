@@ -354,6 +354,14 @@ func TestBackendLockIsAReservation(t *testing.T) {
 			waited := false
 			for _, m := range story.Markers {
 				waited = waited || m.Kind == "waited" && m.OtherRun != ""
+				// Its record names the lock's operator, Terraform's
+				// operation and Who (issue 14 review F8), not a bare run.
+				if want := "backend lock " + m.OtherRun + " by bob (terraform apply (OperationTypeApply), Terraform "; m.Kind == "waited" && !strings.Contains(m.Text, want) {
+					t.Errorf("kl apply --wait's waited marker reads %q, want it to name %q…", m.Text, want)
+				}
+			}
+			if shown := k.ok("run", "show", story.Run.ID); !strings.Contains(shown, "by bob (terraform apply (OperationTypeApply), Terraform ") {
+				t.Errorf("kl run show of the apply that waited on the backend lock:\n%s", shown)
 			}
 			if story.Run.Status != "applied" || !waited {
 				t.Errorf("kl apply --wait 2m beside the backend lock: %s, markers %+v; want it to succeed after waiting", story.Run.Status, story.Markers)
@@ -402,6 +410,168 @@ func TestBackendLockIsAReservation(t *testing.T) {
 			}
 			if out, err := waiting.wait(t, 2*time.Minute); err != nil {
 				t.Errorf("terraform plan -lock-timeout=2m after the kl apply: %v (exit 2: changes)\n%s", err, out)
+			}
+		})
+	}
+}
+
+// TestBackendLockWords (issue 14, a fresh-eyes review of real Terraform
+// against kl serve, F1, F2, F4): a terraform plan through the backend
+// takes a read lock, and once it unlocks, kl runs, kl run show and kl
+// why say it was a read lock of terraform plan that was released — never
+// applied, allowed or "no changes" — and its JSON kind is backend-lock; a
+// terraform state push whose every POST was refused (another lineage)
+// was released with no version written, naming the refused write; kl
+// status shows a held read lock as reading, with no writes line.
+func TestBackendLockWords(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform")
+	}
+	t.Parallel()
+	for kind, newKit := range kits {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			k := newKit(t)
+			k.ok("state", "init", "acme/prod")
+			writer, _ := k.tokens()
+			s := serveBackend(t, k)
+			dir := filepath.Join(k.dir, "prod")
+			write(t, filepath.Join(dir, "backend.tf"), s.backendBlock("acme/prod"))
+			write(t, filepath.Join(dir, "main.tf"), prodConfig("a"))
+			bob := tf{k, dir, writer}
+			bob.ok("init", "-no-color")
+			bob.ok("apply", "-auto-approve", "-no-color")
+			type row struct {
+				ID, Kind, Status, Reason, What string
+				BackendLock                    struct{ Operation, Mode string } `json:"backend_lock"`
+			}
+			latest := func() row {
+				var doc struct{ Runs []row }
+				k.jsonOf(&doc, "runs", "--state", "acme/prod")
+				return doc.Runs[0]
+			}
+			check := func(what string, r row, want ...string) {
+				t.Helper()
+				var line string // its row in kl runs
+				for _, l := range strings.Split(k.ok("runs", "--state", "acme/prod"), "\n") {
+					if strings.Contains(l, r.ID) {
+						line = l
+					}
+				}
+				own := line + "\n" + k.ok("run", "show", r.ID) + k.ok("why", r.ID)
+				var why struct{ Verdict, Text string }
+				k.jsonOf(&why, "why", r.ID)
+				if r.Kind != "backend-lock" || r.Status != "released" || why.Verdict != "released" {
+					t.Errorf("%s: kind %s, status %s, why %s; want backend-lock, released, released", what, r.Kind, r.Status, why.Verdict)
+				}
+				for _, w := range want {
+					if !strings.Contains(own, w) {
+						t.Errorf("%s: the views do not say %q:\n%s", what, w, own)
+					}
+				}
+				for _, w := range []string{"applied", "allowed", "no changes"} {
+					if strings.Contains(own, w) {
+						t.Errorf("%s: the views say %q:\n%s", what, w, own)
+					}
+				}
+			}
+
+			bob.ok("plan", "-no-color")
+			plan := latest()
+			if plan.BackendLock.Operation != "OperationTypePlan" || plan.BackendLock.Mode != "read" {
+				t.Fatalf("the plan's run: %+v", plan)
+			}
+			check("terraform plan", plan, "the read lock of terraform plan (OperationTypePlan) ended at UNLOCK by bob: a read lock writes nothing",
+				"released at UNLOCK: a read lock writes nothing")
+
+			other := filepath.Join(k.dir, "other.tfstate")
+			write(t, other, `{"version":4,"terraform_version":"1.11.4","serial":50,"lineage":"another-lineage","outputs":{},"resources":[]}`)
+			if out := bob.fails("state", "push", "-force", "-no-color", other); !strings.Contains(out, "HTTP error: 409") {
+				t.Fatalf("terraform state push of another lineage printed:\n%s", out)
+			}
+			check("a refused terraform state push", latest(), "with no version written: Kilolock refused its write", "the document has lineage another-lineage",
+				"released with no version written: 1 write refused")
+
+			// A read lock held (as terraform plan holds it while it plans).
+			info := `{"ID":"plan-1","Operation":"OperationTypePlan","Who":"bob@laptop","Version":"1.11.4","Created":"2026-12-02T10:00:00Z","Path":""}`
+			if code, body := s.do("LOCK", "acme/prod", writer, info); code != 200 {
+				t.Fatalf("LOCK of a plan: %d %s", code, body)
+			}
+			st := k.ok("status")
+			if !strings.Contains(st, "reading (terraform plan through the backend)") || strings.Contains(st, "applying") || strings.Contains(st, "checkpoints, committed") {
+				t.Errorf("kl status of a held read lock:\n%s", st)
+			}
+			if code, body := s.do("UNLOCK", "acme/prod", writer, info); code != 200 {
+				t.Fatalf("UNLOCK of the plan: %d %s", code, body)
+			}
+		})
+	}
+}
+
+// TestBackendLeaseWords (issue 14 review F5, F6, F7): with
+// KL_BACKEND_LOCK_TTL=1m, a terraform apply through the backend that
+// outlives its lease and then unlocks reads as a lease that ran out
+// without an UNLOCK, whose UNLOCK came after and committed; a LOCK of an
+// apply left to lapse without a write is a fence whose words name the
+// lease, Terraform's operation and Who, and offer an unfence — not a
+// recover (it wrote no checkpoint) — and never "stopped renewing" (the
+// holder is kl serve, alive).
+func TestBackendLeaseWords(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Terraform past a one-minute lease")
+	}
+	t.Parallel()
+	for kind, newKit := range kits {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			k := newKit(t)
+			k.ok("state", "init", "slow")
+			k.ok("state", "init", "other")
+			writer, _ := k.tokens()
+			k.env = append(k.env, "KL_BACKEND_LOCK_TTL=1m")
+			s := serveBackend(t, k)
+			dir := filepath.Join(k.dir, "slow")
+			write(t, filepath.Join(dir, "backend.tf"), s.backendBlock("slow"))
+			write(t, filepath.Join(dir, "main.tf"), "resource \"terraform_data\" \"slow\" {\n  input = \"s\"\n  provisioner \"local-exec\" {\n    command = \"sleep 68\"\n  }\n}\n")
+			bob := tf{k, dir, writer}
+			bob.ok("init", "-no-color")
+			apply := bob.start("apply", "-auto-approve", "-no-color")
+			info := `{"ID":"gone-1","Operation":"OperationTypeApply","Who":"carol@box","Version":"1.11.4","Created":"2026-12-02T10:00:00Z","Path":""}`
+			if code, body := s.do("LOCK", "other", writer, info); code != 200 {
+				t.Fatalf("LOCK: %d %s", code, body)
+			}
+			if out, err := apply.wait(t, 3*time.Minute); err != nil {
+				t.Fatalf("terraform apply past its lease: %v\n%s", err, out)
+			}
+			var runs struct{ Runs []struct{ ID, State string } }
+			k.jsonOf(&runs, "runs")
+			ids := map[string]string{}
+			for _, r := range runs.Runs {
+				ids[r.State] = r.ID
+			}
+
+			late := k.ok("run", "show", ids["slow"]) + k.ok("why", ids["slow"]) + k.ok("runs", "--state", "slow")
+			for _, w := range []string{"KL_BACKEND_LOCK_TTL", "without an UNLOCK", "its UNLOCK arrived after the lease ran out", "nothing more is needed", "committed version 1"} {
+				if !strings.Contains(late, w) {
+					t.Errorf("the apply whose UNLOCK came after its lease: the views do not say %q:\n%s", w, late)
+				}
+			}
+			if strings.Contains(late, "stopped renewing") || strings.Contains(late, "mid-apply (fenced)") {
+				t.Errorf("the apply whose UNLOCK came after its lease: false words:\n%s", late)
+			}
+
+			fence := k.ok("status") + k.ok("run", "show", ids["other"]) + k.ok("why", ids["other"])
+			for _, w := range []string{"KL_BACKEND_LOCK_TTL", "without an UNLOCK", "terraform apply (OperationTypeApply)", "carol@box", "bob",
+				"nothing to recover", "kl run unfence " + ids["other"]} {
+				if !strings.Contains(fence, w) {
+					t.Errorf("the lapsed lock's fence: the views do not say %q:\n%s", w, fence)
+				}
+			}
+			if strings.Contains(fence, "stopped renewing") || strings.Contains(fence, "kl run recover") {
+				t.Errorf("the lapsed lock's fence: false words:\n%s", fence)
+			}
+			if r := k.run("run", "recover", ids["other"]); r.err == nil || !strings.Contains(r.err.Error(), "nothing to recover") {
+				t.Errorf("kl run recover of a lock that wrote nothing: %v", r.err)
 			}
 		})
 	}

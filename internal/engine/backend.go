@@ -303,7 +303,14 @@ func blockerPhrase(b Blocker) string {
 		}
 	}
 	addrs := strings.Join(b.Addresses.Strings(), ", ")
-	if b.Fenced {
+	switch {
+	case b.Fenced && b.Backend != nil && b.Lock != nil && b.Lock.Writes == 0:
+		// A lapsed backend lock with no checkpoint: nothing to recover
+		// (ADR 0056 decision 6).
+		return fmt.Sprintf("%s fences %s: its lease ran out without an UNLOCK and it wrote no checkpoint, so there is nothing to recover; after checking the real objects, `kl run unfence %s --reason TEXT` lifts it", who, addrs, b.Run)
+	case b.Fenced && b.Backend != nil:
+		return fmt.Sprintf("%s fences %s: its lease ran out without an UNLOCK; `kl run recover %s` commits its last checkpoint", who, addrs, b.Run)
+	case b.Fenced:
 		return fmt.Sprintf("%s fences %s: its holder died while its Terraform ran; `kl run recover %s` commits what it last wrote", who, addrs, b.Run)
 	}
 	return who + " holds " + addrs

@@ -213,7 +213,7 @@ func TestBackendLockUnlockNothingWritten(t *testing.T) {
 		if err := report.Runs(&buf, runs, report.RunsPage{}, report.Options{}); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(buf.String(), "backend lock by bob (terraform apply, Terraform 1.11.4)") {
+		if !strings.Contains(buf.String(), "backend write lock by bob (terraform apply, Terraform 1.11.4); released with no version written") {
 			t.Errorf("kl runs does not name the backend lock:\n%s", buf.String())
 		}
 	})
@@ -447,6 +447,88 @@ func TestKlApplyBesideABackendLock(t *testing.T) {
 		if st, head := h.head(); st.HeadSerial != 3 || head["a"] != "a-tf" || head["b"] != "b-kl" {
 			t.Fatalf("head %d = %v, want 3: a-tf (the push), b-kl (the apply)", st.HeadSerial, head)
 		}
+		// Its record names the lock's operator and Terraform's operation
+		// (issue 14 review F8), not a bare run id.
+		p2r, err := h.eng.Run(t.Context(), p2.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		story, err := h.eng.RunStory(t.Context(), p2r.ApplyRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := report.RunStory(&b, story, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		want := "backend lock " + l.Run.ID + " by bob (terraform apply (OperationTypeApply), Terraform 1.11.4, on bob@laptop)"
+		if strings.Count(b.String(), want) < 2 { // the waited marker and the waited-for fact
+			t.Fatalf("the waiting apply's story does not name the backend lock as %q (its waited marker and its waited-for fact):\n%s", want, b.String())
+		}
+	})
+}
+
+// TestBackendLockEndsInWords (issue 14 review F1, F2, F7): a plan's read
+// lock and a write lock whose every POST was refused end released, not
+// allowed or applied, with the facts the views need (mode, refusals); a
+// lapsed apply's lock that wrote no checkpoint is refused to others
+// naming an unfence, not a recover that has nothing to commit.
+func TestBackendLockEndsInWords(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		ctx := t.Context()
+		rl := h.lock("tf-plan", engine.OperationTypePlan)
+		if _, err := h.unlock("tf-plan", false); err != nil {
+			t.Fatal(err)
+		}
+		w, err := h.eng.Why(ctx, rl.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Verdict != engine.VerdictReleased || w.Run.Lock == nil || !w.Run.Lock.Read() || w.Run.Lock.Unlocked == nil {
+			t.Fatalf("why of an unlocked read lock: verdict %s, lock %+v; want released, a read lock, unlocked", w.Verdict, w.Run.Lock)
+		}
+		wl := h.lock("tf-push", "state-push")
+		if err := h.write("tf-push", tfDoc(t, "another-lineage", 9, map[string]string{"a": "x"})); !errors.Is(err, engine.ErrConflict) {
+			t.Fatalf("write of another lineage: %v, want ErrConflict", err)
+		}
+		if _, err := h.unlock("tf-push", false); err != nil {
+			t.Fatal(err)
+		}
+		w, err = h.eng.Why(ctx, wl.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Verdict != engine.VerdictReleased || w.Run.Lock == nil || w.Run.Lock.Writes != 0 || len(w.Run.Lock.Refused) != 1 {
+			t.Fatalf("why of a write lock whose writes were refused: verdict %s, lock %+v; want released, 0 writes, 1 refused", w.Verdict, w.Run.Lock)
+		}
+		if text := report.RunEndText(w.Run); !strings.Contains(text, "with no version written: Kilolock refused its write") || !strings.Contains(text, "another-lineage") {
+			t.Fatalf("its end = %q, want no version written and the refused write named", text)
+		}
+
+		const ttl = time.Second
+		h.eng.BackendLockTTL = ttl
+		a := h.lock("tf-apply", engine.OperationTypeApply)
+		h.expire(ttl)
+		_, err = h.eng.LockBackend(ctx, engine.BackendLockInput{State: testState, Actor: "carol", Info: lockInfo("tf-x", engine.OperationTypePlan)})
+		var le *engine.BackendLockedError
+		if !errors.As(err, &le) || strings.Contains(le.Holder.Info, "kl run recover") || !strings.Contains(le.Holder.Info, "kl run unfence "+a.Run.ID) {
+			t.Fatalf("lock beside a fence that wrote no checkpoint: %v; want an unfence, no recover", err)
+		}
+		st, err := h.eng.Status(ctx, testState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Fenced) != 1 || st.Fenced[0].Run.Lock == nil || st.Fenced[0].Run.Lock.Writes != 0 {
+			t.Fatalf("status: fenced %+v, want the lock with its facts", st.Fenced)
+		}
+		var b strings.Builder
+		if err := report.Status(&b, st, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if s := b.String(); strings.Contains(s, "kl run recover") || strings.Contains(s, "stopped renewing") || !strings.Contains(s, "KL_BACKEND_LOCK_TTL") {
+			t.Fatalf("kl status of the lapsed lock:\n%s", s)
+		}
 	})
 }
 
@@ -601,6 +683,25 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		}
 		if _, head := h.head(); head["a"] != "a-late" {
 			t.Fatalf("head = %v", head)
+		}
+		// Its words (issue 14 review F6): the lease ran out at its end
+		// time — the marker's time too — and the UNLOCK came after and
+		// committed: nothing more is needed.
+		lr, err := h.eng.Run(t.Context(), late.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := report.RunEndText(lr)
+		for _, w := range []string{"ran out at " + lr.End.LeaseEnd.Format(time.RFC3339) + " without an UNLOCK", "its UNLOCK arrived after the lease ran out",
+			"committed its last checkpoint as version 2", "nothing more is needed"} {
+			if !strings.Contains(text, w) {
+				t.Errorf("the late lock's end = %q, want %q", text, w)
+			}
+		}
+		for _, m := range h.markers(late.Run.ID) {
+			if m.Kind == engine.MarkerLeaseExpired && !m.At.Truncate(time.Second).Equal(lr.End.LeaseEnd) {
+				t.Errorf("lease-expired marker at %v, want the lease's end %v", m.At, lr.End.LeaseEnd)
+			}
 		}
 	})
 }

@@ -118,6 +118,14 @@ type Marker struct {
 	// lifted it when an operator did.
 	Lift Lift   `json:"lift,omitempty"`
 	By   string `json:"by,omitempty"`
+	// OtherBackend and OtherActor: when Other is a backend lock (a
+	// "waited" marker's blocker, ADR 0056), its Terraform LockInfo and its
+	// actor, set on read by the engine's views; never stored.
+	OtherBackend *LockInfo `json:"-"`
+	OtherActor   string    `json:"-"`
+	// Lock is the LockInfo of the backend lock whose marker this is (its
+	// run's Backend), set on read by the engine's views; never stored.
+	Lock *LockInfo `json:"-"`
 }
 
 // Duration is a time.Duration that marshals as Go's duration string
@@ -188,4 +196,9 @@ type Fact struct {
 	// that ran out (its holder died) — so that the words say which. Nil
 	// when Run was still in progress (it gave up the addresses otherwise).
 	OtherEnd *End `json:"other_end,omitempty"`
+	// Backend and Actor: when Run is a backend lock (ADR 0056), its
+	// Terraform LockInfo and actor, set on read by the engine's views;
+	// never stored.
+	Backend *LockInfo `json:"-"`
+	Actor   string    `json:"-"`
 }

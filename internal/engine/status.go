@@ -158,7 +158,7 @@ func backendActive(ar *ActiveRun, ms []Marker) {
 		return
 	}
 	info := LockInfoOf(*m)
-	ar.Run.Backend, ar.LeaseUntil = &info, ar.Run.LeaseUntil
+	ar.Run.Backend, ar.Run.Lock, ar.LeaseUntil = &info, lockFacts(ms), ar.Run.LeaseUntil
 	for i := range ms {
 		switch ms[i].Kind {
 		case MarkerBackendWrite:

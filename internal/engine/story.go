@@ -149,6 +149,9 @@ func (e *Engine) storyMarkers(ctx context.Context, s *RunStory, apply *Run) erro
 		}
 		for _, m := range ms {
 			m.Run = rid
+			if apply != nil && rid == apply.ID {
+				m.Lock = apply.Backend // a backend lock's (ADR 0056), else nil
+			}
 			s.Markers = append(s.Markers, m)
 		}
 	}

@@ -328,6 +328,10 @@ type Run struct {
 	// set on read by the engine's views from that marker: the store does
 	// not keep it in the run (the marker is the record). Nil otherwise.
 	Backend *LockInfo `json:"backend_lock,omitempty"`
+	// Lock is what the views know of a backend lock's run beyond its
+	// LockInfo (its mode, writes, refusals, unlock), set with Backend on
+	// read; never stored (the markers are the record).
+	Lock *LockFacts `json:"-"`
 }
 
 // Scope holds the plan scope selectors (ADR D1).
@@ -559,4 +563,7 @@ type Blocker struct {
 	// BackendSince is when that lock was taken.
 	Backend      *LockInfo `json:"-"`
 	BackendSince time.Time `json:"-"`
+	// Lock is the blocking backend lock's facts (mode, writes, …), set
+	// with Backend; never stored.
+	Lock *LockFacts `json:"-"`
 }

@@ -19,6 +19,11 @@ const (
 	VerdictWaiting     Verdict = "waiting"     // blocked now on other runs
 	VerdictPending     Verdict = "pending"     // a plan not applied yet
 	VerdictClosed      Verdict = "closed"      // a plan that will never be applied: superseded, discarded or stale, with no apply of its own
+	// VerdictReleased: a backend lock (ADR 0056) that ended at UNLOCK
+	// with no version — a read lock of `terraform plan`, or a write lock
+	// that wrote nothing new (all its POSTs refused, or none): it applied
+	// nothing, so it is neither "allowed" nor "applied".
+	VerdictReleased Verdict = "released"
 )
 
 // Why answers "why was this run allowed, why did it wait, why was it
@@ -129,6 +134,9 @@ func (e *Engine) Why(ctx context.Context, id string) (*Why, error) {
 	w.Facts = target.AllowedBecause
 	w.SincePlan = target.SincePlan
 	w.Verdict = ApplyVerdict(target.Status)
+	if LockReleased(target) {
+		w.Verdict = VerdictReleased
+	}
 	return w, nil
 }
 
@@ -161,7 +169,7 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 	e.annotateMarkers(ctx, a.State, ms)
 	for i := range ms {
 		m := ms[i]
-		m.Run = a.ID
+		m.Run, m.Lock = a.ID, a.Backend
 		switch m.Kind {
 		case MarkerWaited:
 			w.Waited = append(w.Waited, m)
@@ -179,6 +187,13 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 		}
 	}
 	return nil
+}
+
+// LockReleased reports whether run r is a backend lock (Run.Backend set
+// by the views) that ended at UNLOCK with no version (End cause
+// CauseUnlocked): released, not applied (ADR 0056).
+func LockReleased(r Run) bool {
+	return r.Backend != nil && r.CommittedSerial == 0 && r.End.Is(CauseUnlocked)
 }
 
 // ClosedPlan reports whether plan run r, claimed by no apply, failed

@@ -165,7 +165,7 @@ func reservedWords(res *engine.Marker, waits []engine.Marker) sentence {
 		s = s.add(txt(", after waiting " + durationWords(res.Waited)))
 		var parts []sentence
 		for _, m := range waits {
-			parts = append(parts, words(who(m.Other, "", m.OtherPR), " over ", addrs(m.Addresses)))
+			parts = append(parts, words(waitedWho(m.Other, m.OtherPR, m.OtherBackend, m.OtherActor), " over ", addrs(m.Addresses)))
 		}
 		if len(parts) > 0 {
 			s = words(s, " for ", join(parts, " and "))

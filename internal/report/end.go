@@ -260,6 +260,16 @@ func fencedText(bs []engine.Blocker, cm *Commands) string {
 		if b.PR != nil {
 			who += " (" + b.PR.String() + ")"
 		}
+		if b.Backend != nil {
+			// A backend lock whose lease ran out (ADR 0056): nobody died.
+			writes := 0
+			if b.Lock != nil {
+				writes = b.Lock.Writes
+			}
+			parts = append(parts, fmt.Sprintf("%s fences %s: its lease (KL_BACKEND_LOCK_TTL) ran out without an UNLOCK, so what the real objects are is unknown; %s",
+				blockerLockText(b), abbreviate(b.Addresses.Strings(), 8), lockLift(b.Run, writes)))
+			continue
+		}
 		started := ""
 		if !b.TerraformStarted.IsZero() {
 			started = " at " + leaseTime(b.TerraformStarted)
@@ -727,6 +737,8 @@ func markerText(m engine.Marker) string {
 		// Written before the commit: how Terraform stopped; the
 		// committed marker says what was kept.
 		return "interrupted during terraform apply"
+	case m.Kind == engine.MarkerLeaseExpired && m.Lock != nil:
+		return lockLapsedMarkerText(m)
 	}
 	return EndText(m.Run, m.End)
 }

@@ -53,7 +53,7 @@ func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 		case waits == 1 && waited > 0:
 			s = words("waited ", durationWords(waited), " ")
 		}
-		return words(s, "for ", who(f.Run, "", f.PR), " over ", addrs(f.Addresses), freedWords(f.OtherEnd))
+		return words(s, "for ", waitedWho(f.Run, f.PR, f.Backend, f.Actor), " over ", addrs(f.Addresses), freedWords(f.OtherEnd))
 	case engine.FactSliceClosure:
 		return words("state-engine slice closure proved sufficient", addrsSuffix(" over ", f.Addresses))
 	}
@@ -220,7 +220,7 @@ func markerWords(m engine.Marker) sentence {
 		}
 		return s
 	case engine.MarkerWaited:
-		s := words(v("waiting"), " on ", who(m.Other, "", m.OtherPR), " over ", addrs(m.Addresses))
+		s := words(v("waiting"), " on ", waitedWho(m.Other, m.OtherPR, m.OtherBackend, m.OtherActor), " over ", addrs(m.Addresses))
 		if m.Waited > 0 {
 			s = s.add(txt(" for " + durationWords(m.Waited)))
 		}
@@ -303,6 +303,9 @@ func leaseExpiredWords(m engine.Marker, v func(string) span) sentence {
 	if len(m.Addresses) == 0 {
 		return words(v("lease expired"), reasonSuffix(markerText(m)))
 	}
+	if m.Lock != nil {
+		return words(v("lease ran out"), ": "+lockLapsedMarkerText(m))
+	}
 	if m.End != nil && len(m.End.Fenced) > 0 {
 		s := words(v("lease expired mid-apply (fenced)"), ": ", addrs(m.End.Fenced), " stay fenced")
 		if dropped := m.Addresses.Minus(m.End.Fenced); len(dropped) > 0 {
@@ -322,6 +325,9 @@ func fenceLiftedWords(m engine.Marker, v func(string) span) sentence {
 			": nothing committed; what its Terraform did there is in no version")
 	case engine.LiftRecovered:
 		return words(v("fence lifted"), " on ", addrs(m.Addresses), ": the recovery committed what its Terraform last wrote")
+	}
+	if m.Lock != nil {
+		return words(v("fence lifted"), " on ", addrs(m.Addresses), ": its Terraform's UNLOCK came after the lease ran out and committed its last checkpoint")
 	}
 	return words(v("fence lifted"), " on ", addrs(m.Addresses), ": its holder came back and committed what its Terraform did")
 }

@@ -90,13 +90,16 @@ func toRun(r *engine.Run) *jRun {
 		return nil
 	}
 	j := &jRun{
-		ID: r.ID, Kind: string(r.Kind), State: r.State, Actor: r.Actor, Status: string(r.Status), Reason: EndText(r.ID, r.End),
+		ID: r.ID, Kind: runKind(*r), State: r.State, Actor: r.Actor, Status: lockStatus(*r), Reason: RunEndText(*r),
 		PR: toPR(r.PR), CreatedAt: jtime(r.CreatedAt), UpdatedAt: jtime(r.UpdatedAt), FinishedAt: jtimePtr(r.FinishedAt),
 		PlanRun: r.PlanRun, ApplyRun: r.ApplyRun, ReplanOf: r.ReplanOf,
 		CommittedSerial: r.CommittedSerial, BackendLock: toLock(r.Backend),
 	}
 	if r.Holder.Host != "" {
 		j.Holder = r.Holder.String()
+	}
+	if j.BackendLock != nil && r.Lock != nil {
+		j.BackendLock.Mode = string(r.Lock.Mode)
 	}
 	if r.End != nil {
 		j.Cause = string(r.End.Cause)

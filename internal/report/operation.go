@@ -110,6 +110,11 @@ func operationVerdict(r OperationResult) verdict {
 			fmt.Sprintf(": the head of %s (version %d) already holds what this %s would write", r.State, r.Head, modeName(r.Mode)))}
 	}
 	run, v := r.Story.Run, r.Story.Version
+	if text, ok := lockRunText(run); ok && v == nil {
+		// A backend lock (ADR 0056): released, or its lease ran out.
+		word := lockStatus(run)
+		return verdict{word, runStatusTone(run), words(strongT(runStatusTone(run), strings.ReplaceAll(word, "-", " ")), ": "+text)}
+	}
 	switch {
 	case v != nil:
 		return verdict{"committed", toneGood, words(strongT(toneGood, "committed"), " ", strong(fmt.Sprintf("version %d", v.Serial)),
@@ -142,9 +147,12 @@ func operationFields(s *engine.RunStory) fields {
 	var f fields
 	f = f.addField("run", who(run.ID, run.Actor, run.PR))
 	if backendRun(run) {
-		f = f.addField("lock", lockWords(run.Actor, *run.Backend))
+		f = f.addField("lock", lockWords(run.Actor, *run.Backend, run.Lock))
 		if m := lastOf(s.Markers, run.ID, engine.MarkerBackendRefused); m != nil {
 			f = f.addField("refused write", words(fmtTime(m.At)+": ", refusedWords(*m)))
+		}
+		if text, ok := lockRunText(run); ok && s.Version != nil {
+			f = f.addField("lease", words(text)) // its UNLOCK came after its lease ran out
 		}
 	}
 	if m := operationMarker(s); m != nil {
@@ -191,7 +199,7 @@ func operationStoryDoc(s *engine.RunStory) *doc {
 	case r.Mode != "":
 		kind = words(modeName(r.Mode))
 	}
-	d.title = words("Run ", runSpan(s.Run.ID), " (", kind, ") on ", strong(s.Run.State), ": ", string(s.Run.Status))
+	d.title = words("Run ", runSpan(s.Run.ID), " (", kind, ") on ", strong(s.Run.State), ": ", lockStatus(s.Run))
 	d.section(words("Timeline"), timeline(s)...)
 	return d
 }

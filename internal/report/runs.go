@@ -81,10 +81,13 @@ func whatWords(r engine.Run) sentence {
 			s = words("day-2 operation, no plan") // its story says which (ADR 0055)
 		}
 		if backendRun(r) {
-			s = lockWords(r.Actor, *r.Backend) // ADR 0056
+			s = lockWords(r.Actor, *r.Backend, r.Lock) // ADR 0056
 		}
 		if r.CommittedSerial > 0 {
 			s = s.add(txt("; committed "), strong(fmt.Sprintf("version %d", r.CommittedSerial)))
+		}
+		if c := lockShort(r); c != "" {
+			return s.add(txt("; "), toned(runStatusTone(r), c))
 		}
 		switch r.Status {
 		case engine.StatusApplied:
@@ -153,7 +156,7 @@ func runsDoc(runs []engine.Run, next string, now time.Time) *doc {
 			pr = words(prWords(r.PR))
 		}
 		t.rows = append(t.rows, []sentence{{runSpan(r.ID)}, words(kindWord(r)), words(r.State), words(r.Actor), pr,
-			{toned(statusTone(r.Status), string(r.Status))}, whenWords(r.CreatedAt, now), whatWords(r)})
+			{toned(runStatusTone(r), lockStatus(r))}, whenWords(r.CreatedAt, now), whatWords(r)})
 	}
 	d.summary = append(d.summary, t)
 	if next != "" {

@@ -73,6 +73,10 @@ func statusDoc(st *engine.Status, o Options) *doc {
 	if len(st.Expired) > 0 {
 		var l list
 		for _, id := range st.Expired {
+			if f := fencedRun(st, id); f != nil && backendRun(f.Run) {
+				l = append(l, item{s: words(who(id, "", nil), toned(toneBad, " lease ran out without an UNLOCK (fenced)"), ": the backend lock stays a fence (above)")})
+				continue
+			}
 			if fencedIn(st, id) {
 				l = append(l, item{s: words(who(id, "", nil), toned(toneBad, " lease expired mid-apply (fenced)"), ": its write set stays fenced (above)")})
 				continue
@@ -110,6 +114,9 @@ func statusDoc(st *engine.Status, o Options) *doc {
 // started T); it fences X — `kl run recover A` …" (ADR 0035).
 func fencedWords(f engine.FencedRun) sentence {
 	w, _ := holdsOf(f.Fences)
+	if backendRun(f.Run) {
+		return fencedLockWords(f, w)
+	}
 	s := words(who(f.Run.ID, f.Run.Actor, f.Run.PR), " ", toned(toneBad, "is fenced"), ": lease expired mid-apply")
 	if !f.TerraformStarted.IsZero() {
 		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
@@ -143,6 +150,16 @@ func fencesOver(st *engine.Status, p engine.Run) []engine.FencedRun {
 		}
 	}
 	return out
+}
+
+// fencedRun is run id among st's fenced runs, or nil.
+func fencedRun(st *engine.Status, id string) *engine.FencedRun {
+	for i := range st.Fenced {
+		if st.Fenced[i].Run.ID == id {
+			return &st.Fenced[i]
+		}
+	}
+	return nil
 }
 
 // fencedIn reports whether run id is among st's fenced runs.
@@ -265,7 +282,12 @@ func activeSection(a engine.ActiveRun, o Options) section {
 	if r.PR != nil {
 		title = words(title, " · ", prWords(r.PR))
 	}
-	title = words(title, " · ", toned(statusTone(r.Status), string(r.Status)), " since ", whenWords(a.Since, o.Now))
+	status := words(toned(statusTone(r.Status), string(r.Status)))
+	if backendRun(r) && r.Lock.Read() {
+		// A read reservation (ADR 0056): it applies nothing.
+		status = words(toned(toneInfo, "reading"), " (", engine.TerraformCommand(r.Backend.Operation), " through the backend)")
+	}
+	title = words(title, " · ", status, " since ", whenWords(a.Since, o.Now))
 	w, rd := holdsOf(a.Holds)
 	var f fields
 	switch {

@@ -69,7 +69,7 @@ func whyReason(y *engine.Why) string {
 		}
 		return planPendingReason(run)
 	}
-	return EndText(whyTarget(y).ID, whyTarget(y).End)
+	return RunEndText(whyTarget(y))
 }
 
 // planPendingReason says where plan r stands: "plan not applied yet",
@@ -110,6 +110,11 @@ func planPendingReason(r engine.Run) string {
 // whyVerdict is the one-line answer.
 func whyVerdict(y *engine.Why) verdict {
 	t := whyTarget(y)
+	if text, ok := lockRunText(t); ok {
+		// A backend lock (ADR 0056): released at UNLOCK, or its lease ran
+		// out; it applied no plan.
+		return verdict{string(y.Verdict), runStatusTone(t), words(strongT(runStatusTone(t), lockStatus(t)), ": "+text)}
+	}
 	switch y.Verdict {
 	case engine.VerdictPending:
 		if y.Run.Kind == engine.KindPlan && y.Run.Status == engine.StatusPlanned {

@@ -311,8 +311,9 @@ func FenceLiftedMarker(fences []engine.Reservation, lift engine.Lift, by, why st
 }
 
 // LeaseExpiredMarker is the "lease-expired" marker the store appends to a run
-// whose reservations on addrs lapsed because their lease ended: dropped, or
-// (f) kept as fences, which its End names.
+// whose reservations on addrs lapsed because their lease ended at at (the
+// marker's time: when they expired, not when the sweep saw it): dropped,
+// or (f) kept as fences, which its End names.
 func LeaseExpiredMarker(addrs engine.AddressSet, f Fence, at time.Time) engine.Marker {
 	m := engine.Marker{Kind: engine.MarkerLeaseExpired, At: at, Addresses: engine.NewAddressSet(addrs...)}
 	if len(f.Addresses) > 0 {
@@ -372,7 +373,11 @@ func ExpireRunLease(r *engine.Run, now time.Time) engine.Marker {
 	}
 	r.UpdatedAt = now
 	end := *r.End
-	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: now, End: &end}
+	at := now
+	if !r.LeaseUntil.IsZero() && r.LeaseUntil.Before(now) {
+		at = r.LeaseUntil // when its lease ran out, not when the sweep saw it
+	}
+	return engine.Marker{Kind: engine.MarkerLeaseExpired, At: at, End: &end}
 }
 
 // RenewRunLease is RenewRun's change to r at now: LeaseUntil = now+lease

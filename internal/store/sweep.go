@@ -194,7 +194,10 @@ func sweepReservations(ctx context.Context, tx Executor, now time.Time, candidat
 			}
 			e.run = &r
 		}
-		if err := appendMarkers(ctx, tx, id, now, []engine.Marker{LeaseExpiredMarker(l.addrs, f, now)}); err != nil {
+		// The marker is at the lease's end, when it expired, not at now,
+		// when the sweep saw it (a backend lock's lease may run out an
+		// hour before anyone looks).
+		if err := appendMarkers(ctx, tx, id, now, []engine.Marker{LeaseExpiredMarker(l.addrs, f, l.ended)}); err != nil {
 			return nil, fmt.Errorf("run %s: %w", id, err)
 		}
 		out[id] = e

@@ -273,7 +273,10 @@ func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		f.mustAcquire("s", a.ID, shortLease, w("module.app.*"), rd("terraform_data.x"))
 		_, err := f.acquire("s", b.ID, time.Minute, w("module.app.terraform_data.web"))
 		wantErr(t, "Acquire while the lease runs", err, engine.ErrConflict)
-		time.Sleep(shortLease + expiryMargin)
+		// Swept more than a second after the lease ran out: the marker
+		// says when it ran out, not when the sweep saw it (issue 14
+		// review F6).
+		time.Sleep(shortLease + expiryMargin + 1100*time.Millisecond)
 		if rs := f.reservations("s"); len(rs) != 0 {
 			t.Fatalf("Reservations lists lapsed reservations: %v", held(rs))
 		}
@@ -290,6 +293,9 @@ func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			t.Fatalf("markers = %v; want one lease-expired", kinds(ms))
 		}
 		diff(t, "lease-expired addresses", ms[0].Addresses, engine.NewAddressSet("module.app.*", "terraform_data.x"))
+		if !ms[0].At.Truncate(time.Second).Equal(got.End.LeaseEnd) {
+			t.Fatalf("lease-expired marker at %v; want when the lease ran out, %v (the sweep saw it later)", ms[0].At, got.End.LeaseEnd)
+		}
 		if ms := f.markers(b.ID); len(ms) != 0 {
 			t.Fatalf("the acquiring run got markers %v", kinds(ms))
 		}
