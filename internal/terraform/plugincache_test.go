@@ -29,7 +29,7 @@ resource "kltest_object" "a" {
 // cacheLockFile is the dependency lock file of cacheConfig: the h1 hash of
 // the test provider's package in p's mirror (dirhash of the zip, which is
 // Terraform's h1 of the unpacked package).
-func cacheLockFile(t *testing.T, p *tptest.Provider) string {
+func cacheLockFile(t testing.TB, p *tptest.Provider) string {
 	t.Helper()
 	h, err := dirhash.HashZip(filepath.Join(p.Mirror, testprovider.MirrorPackage()), dirhash.Hash1)
 	if err != nil {
@@ -217,7 +217,8 @@ func TestPluginCacheConcurrentInits(t *testing.T) {
 // anyway (plugin_cache_may_break_dependency_lock_file) — its provider
 // installed from its origin for the run alone (into the run's own plugin
 // dir, not the user's plugin_cache_dir either), and the run's note says
-// so. The apply of that plan has the plan's lock file (Terraform wrote it
+// so (but not a configuration of built-in resources alone, which has no
+// provider to lock). The apply of that plan has the plan's lock file (Terraform wrote it
 // at the plan's init): it takes the provider from the cache, with no note.
 func TestPluginCacheNoLockFile(t *testing.T) {
 	t.Parallel()
@@ -251,6 +252,13 @@ func TestPluginCacheNoLockFile(t *testing.T) {
 	}
 	if objs := p.Objects(t); len(objs) != 1 {
 		t.Errorf("the fake API holds %v, want the object the apply created", objs)
+	}
+
+	// Built-in resources alone: no provider to lock, Terraform writes no
+	// lock file, and there is nothing to tell.
+	builtin := setupConfig(t, map[string]string{"main.tf": "resource \"terraform_data\" \"x\" {}\n"})
+	if plan, err := r.Plan(ctx, engine.PlanRequest{Run: "01BUILTIN", Dir: builtin}); err != nil || len(plan.Notes) != 0 {
+		t.Errorf("plan of terraform_data alone: %v, notes %q; want no note", err, plan.Notes)
 	}
 }
 

@@ -329,6 +329,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err := r.init(ctx, tf, w, rep, log); err != nil {
 		return nil, err
 	}
+	notes = append(notes, r.lockNotes(w, log)...)
 	plan, err := r.plan(ctx, tf, w, req, varFiles, args != nil, rep, log)
 	if err != nil {
 		return nil, err
@@ -641,6 +642,7 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	if err := r.init(ctx, tf, w, rep, log); err != nil {
 		return err
 	}
+	res.Notes = append(res.Notes, r.lockNotes(w, log)...)
 	t := time.Now()
 	rep.phase(phaseApply)
 	cp := newCheckpointer(req.Checkpoint, w.Snapshot, req.Snapshot, log)

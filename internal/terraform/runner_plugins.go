@@ -24,12 +24,13 @@ const noLockFileNote = "the configuration has no " + lockFileName + ", so its pr
 // shared cache. Without a Runner cache it does nothing.
 //
 // It returns the notes for the run's story (engine.PlanResult.Notes): a
-// configuration without a lock file (noLockFileNote: its providers are
-// then installed from their origin into the run's own, empty, plugin dir),
-// a cached package moved aside and reinstalled, a provider that could not
+// cached package moved aside and reinstalled, a provider that could not
 // be cached (it is then installed for the run alone, by Terraform, from
 // its origin: a provider Terraform cannot install fails the init with
-// Terraform's own error). A lock file that cannot be parsed is an error
+// Terraform's own error). A configuration without a lock file gets none of
+// the cache: its providers are installed by Terraform from their origin
+// into the run's own, empty, plugin dir, and lockNotes tells it after the
+// init. A lock file that cannot be parsed is an error
 // (engine.ErrInvalid), as Terraform's init would make it.
 func (r *Runner) providers(ctx context.Context, w *workDir, log *slog.Logger) ([]string, error) {
 	if r.cache == nil {
@@ -44,8 +45,8 @@ func (r *Runner) providers(ctx context.Context, w *workDir, log *slog.Logger) ([
 		return nil, err
 	}
 	if !ok {
-		log.Warn("no dependency lock file: providers installed for this run alone, not from the plugin cache", "lock_file", lockFileName)
-		return []string{noLockFileNote}, nil
+		w.noLockFile = true // told after init, if Terraform wrote one (lockNotes)
+		return nil, nil
 	}
 	install := installWith(r.binary, r.env, log)
 	var notes []string
@@ -63,6 +64,21 @@ func (r *Runner) providers(ctx context.Context, w *workDir, log *slog.Logger) ([
 		}
 	}
 	return notes, nil
+}
+
+// lockNotes is the note of a run whose configuration had no lock file
+// (noLockFileNote), told after its init only if Terraform wrote one then: a
+// configuration of built-in resources alone (terraform_data) has no
+// provider to lock, and Terraform writes none.
+func (r *Runner) lockNotes(w workDir, log *slog.Logger) []string {
+	if !w.noLockFile {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(w.Root, lockFileName)); err != nil {
+		return nil
+	}
+	log.Warn("no dependency lock file: providers installed for this run alone, not from the plugin cache", "lock_file", lockFileName)
+	return []string{noLockFileNote}
 }
 
 // cacheProvider fills the cache with p and copies it into the run's plugin

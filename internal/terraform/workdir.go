@@ -50,6 +50,9 @@ type workDir struct {
 	// TF_PLUGIN_CACHE_DIR: copies of the plugin cache's verified
 	// packages, ADR 0061); "" without a plugin cache.
 	Plugins string
+	// noLockFile: the configuration had no .terraform.lock.hcl when the
+	// plugin cache step ran (Runner.lockNotes).
+	noLockFile bool
 }
 
 // newWorkDir creates WorkRoot/<run>/ with cfg/ and data/. The run id must be
