@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -51,8 +52,10 @@ type pluginCache struct {
 	installs atomic.Int64
 }
 
-// newPluginCache creates dir (0700) when missing and returns its cache.
-func newPluginCache(dir string) (*pluginCache, error) {
+// newPluginCache creates dir (0700) when missing and returns its cache,
+// after removing the staging dirs of installs that a killed process left
+// there untouched for staleAfter (removeStaleStaging).
+func newPluginCache(dir string, staleAfter time.Duration, log *slog.Logger) (*pluginCache, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("resolving plugin cache dir %s: %w", dir, err)
@@ -60,7 +63,31 @@ func newPluginCache(dir string) (*pluginCache, error) {
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, fmt.Errorf("creating plugin cache dir: %w", err)
 	}
+	removeStaleStaging(filepath.Join(abs, ".staging"), staleAfter, time.Now(), log)
 	return &pluginCache{dir: abs}, nil
+}
+
+// removeStaleStaging removes the install-* dirs below staging whose
+// modification time is staleAfter or more before now: an install in
+// progress takes minutes at most, and a finished one removes its own.
+// Best effort: failures are logged.
+func removeStaleStaging(staging string, staleAfter time.Duration, now time.Time, log *slog.Logger) {
+	ents, err := os.ReadDir(staging)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "install-") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) < staleAfter {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(staging, e.Name())); err != nil {
+			log.Warn("removing a stale plugin cache staging dir", "dir", e.Name(), "error", err)
+		}
+	}
 }
 
 // pkgDir is where p's package for this platform lives in the cache dir

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/dirhash"
 
@@ -305,5 +306,35 @@ provider "kilolock.test/kilolock/kltest" {
 		if _, err := parseLockFile([]byte(src), lockFileName); !errors.Is(err, engine.ErrInvalid) {
 			t.Errorf("%s: parseLockFile(%q) = %v, want engine.ErrInvalid", name, src, err)
 		}
+	}
+}
+
+// TestRemoveStaleStaging: an install's staging dir a killed process left
+// is removed once untouched for the stale age; a recent one (an install in
+// progress) and other entries stay.
+func TestRemoveStaleStaging(t *testing.T) {
+	t.Parallel()
+	staging := t.TempDir()
+	now := time.Now()
+	for name, age := range map[string]time.Duration{"install-old": 25 * time.Hour, "install-new": time.Minute, "other": 25 * time.Hour} {
+		p := filepath.Join(staging, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeStaleStaging(staging, DefaultStaleAfter, now, slog.New(slog.DiscardHandler))
+	var left []string
+	ents, err := os.ReadDir(staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, " ") != "install-new other" {
+		t.Errorf("left %v, want install-new and other", left)
 	}
 }

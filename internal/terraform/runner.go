@@ -187,7 +187,7 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 	}
 	var cache *pluginCache
 	if opts.PluginCacheDir != "" {
-		if cache, err = newPluginCache(opts.PluginCacheDir); err != nil {
+		if cache, err = newPluginCache(opts.PluginCacheDir, DefaultStaleAfter, log); err != nil {
 			return nil, fmt.Errorf("creating terraform runner: %w", err)
 		}
 	}
