@@ -94,12 +94,13 @@ demo: tools build
 	KL=$(BIN)/kl ./examples/big-state/conflict-visibility-demo.sh
 
 ## bench: concurrency, overhead and commit figures beside their baselines, medians, summary table (prints, asserts nothing; ~5 min);
-## the store benchmark; then the webhook load test (~40 s): WEBHOOK_LOAD signed deliveries over loopback to klbot's endpoint on
+## the store benchmark; a plan with the test provider without a plugin cache, with Terraform's and with Kilolock's (ADR 0061, ~40 s); then the webhook load test (~40 s): WEBHOOK_LOAD signed deliveries over loopback to klbot's endpoint on
 ## PostgreSQL and to a baseline, p50/p99 beside the baseline's; it fails on a 5xx or a delivery recorded or enqueued twice
 WEBHOOK_LOAD ?= -load.rate 200 -load.duration 30s -load.redeliver 0.1
 bench: tools build
 	$(GO) run ./internal/bench/cmd/klbench -kl $(BIN)/kl
 	$(GO) test -run '^$$' -bench 'Store' -benchtime 3s -timeout 30m ./internal/store/storebench/
+	$(GO) test -run '^$$' -bench 'PluginCache' -benchtime 10x -timeout 10m ./internal/terraform/
 	$(GO) test -run '^$$' -bench 'WebhookLoad' -benchtime 1x -timeout 5m ./cmd/klbot/ -args $(WEBHOOK_LOAD)
 
 clean:

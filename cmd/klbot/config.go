@@ -50,6 +50,12 @@ type config struct {
 	ApplyTrigger string `env:"KLBOT_APPLY_TRIGGER, default=comment"`
 	// WorkDir holds per-job checkouts and per-run Terraform work dirs (secrets).
 	WorkDir string `env:"KLBOT_WORKDIR"`
+	// PluginCacheDir is klbot's provider plugin cache (ADR 0061;
+	// terraform.RunnerOptions.PluginCacheDir): default plugins/ in
+	// WorkDir; "off" disables it (Terraform then installs providers as its
+	// CLI configuration says). Replicas sharing one disk may share it: the
+	// installs take a file lock.
+	PluginCacheDir string `env:"KLBOT_PLUGIN_CACHE_DIR"`
 	// Terraform is the terraform or tofu binary (default: on PATH).
 	Terraform string `env:"KLBOT_TERRAFORM"`
 	// PublicURL is klbot's public base URL (optional), reserved for run

@@ -135,11 +135,16 @@ func newWebhookHandler(cfg config, sink webhook.Sink, log *slog.Logger, reg prom
 	return hook, nil
 }
 
+// pluginCacheOff is the KLBOT_PLUGIN_CACHE_DIR that disables the plugin
+// cache.
+const pluginCacheOff = "off"
+
 // newRunner finds the Terraform binary (KLBOT_TERRAFORM, else terraform or
 // tofu on PATH), checks that it is Terraform or OpenTofu, and returns a
 // Runner working under workRoot that kills a Terraform still running
 // interrupt after interrupting it (bot.ShutdownPlan.Interrupt), with the
-// binary's path.
+// binary's path. Its plugin cache is KLBOT_PLUGIN_CACHE_DIR, default
+// plugins/ beside workRoot (KLBOT_WORKDIR/plugins), none when "off".
 func newRunner(ctx context.Context, cfg config, env []string, workRoot string, interrupt time.Duration, log *slog.Logger) (*terraform.Runner, string, error) {
 	tfBin, err := terraform.FindBinaryNamed("KLBOT_TERRAFORM", func(k string) string {
 		if k == "KLBOT_TERRAFORM" {
@@ -153,9 +158,17 @@ func newRunner(ctx context.Context, cfg config, env []string, workRoot string, i
 	if err := terraform.CheckVersion(ctx, tfBin, env); err != nil {
 		return nil, "", fmt.Errorf("KLBOT_TERRAFORM=%s is not Terraform or OpenTofu: %w", tfBin, err)
 	}
-	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: workRoot, Binary: tfBin, Env: env, Logger: log, InterruptGrace: interrupt})
+	plugins := cfg.PluginCacheDir
+	switch plugins {
+	case "":
+		plugins = filepath.Join(filepath.Dir(workRoot), "plugins")
+	case pluginCacheOff:
+		plugins = ""
+	}
+	runner, err := terraform.NewRunner(terraform.RunnerOptions{WorkRoot: workRoot, Binary: tfBin, Env: env, Logger: log, InterruptGrace: interrupt,
+		PluginCacheDir: plugins})
 	if err != nil {
-		return nil, "", fmt.Errorf("KLBOT_WORKDIR: %w", err)
+		return nil, "", fmt.Errorf("KLBOT_WORKDIR or KLBOT_PLUGIN_CACHE_DIR: %w", err)
 	}
 	return runner, tfBin, nil
 }

@@ -47,6 +47,12 @@ type Config struct {
 	WorkDir string `env:"KL_WORKDIR"`
 	// KeepWorkDirs keeps per-run work dirs for debugging (they hold secrets).
 	KeepWorkDirs bool `env:"KL_KEEP_WORKDIRS"`
+	// PluginCacheDir is Kilolock's provider plugin cache (ADR 0061;
+	// terraform.RunnerOptions.PluginCacheDir): default plugins/ next to the
+	// SQLite file (.kl/plugins), or kilolock-plugins in the OS temp dir for
+	// PostgreSQL; PluginCacheOff ("off") disables it, and Terraform then
+	// installs providers as its own CLI configuration says.
+	PluginCacheDir string `env:"KL_PLUGIN_CACHE_DIR"`
 	// NoColor, set to anything, disables colour even on a terminal
 	// (https://no-color.org: "regardless of its value").
 	NoColor string `env:"NO_COLOR"`
@@ -67,6 +73,9 @@ type Config struct {
 	// lock; once it runs out a lock that wrote is fenced.
 	BackendLockTTL time.Duration `env:"KL_BACKEND_LOCK_TTL, default=1h"`
 }
+
+// PluginCacheOff is the KL_PLUGIN_CACHE_DIR that disables the plugin cache.
+const PluginCacheOff = "off"
 
 // MinBackendLockTTL is the shortest KL_BACKEND_LOCK_TTL: a lock shorter
 // than a Terraform command's run fences the state under a live Terraform.

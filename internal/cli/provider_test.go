@@ -61,9 +61,11 @@ output "a_secret" {
 // provider built from source (the test provider, installed by `terraform
 // init` from a filesystem mirror through TF_CLI_CONFIG_FILE): the applies
 // commit exactly what was planned (the data source it reads is no
-// change); every Terraform process of the four runs uses the one copy of
-// the provider Terraform unpacked into the plugin cache dir on the first
-// init; and the sensitive value appears in no output of kl — text, JSON or
+// change); kl's plugin cache (plugins/ next to the store, ADR 0061) is
+// filled once, each run executing its own copy, and the plugin_cache_dir
+// of the user's CLI configuration is not used; the plan of the
+// configuration without a lock file says its providers were not cached;
+// and the sensitive value appears in no output of kl — text, JSON or
 // debug log.
 func TestRealProvider(t *testing.T) {
 	t.Parallel()
@@ -109,26 +111,37 @@ func TestRealProvider(t *testing.T) {
 
 	kl("state", "init", "prod")
 	runs := planApply("3", "kltest_object.a", "kltest_object.b", "output.a_secret")
-	cached := p.Cached(t)
-	if len(cached) != 1 {
-		t.Fatalf("plugin cache holds %v after the first runs, want the one provider package", cached)
-	}
-	binary := filepath.Join(p.CacheDir, cached[0], "terraform-provider-"+testprovider.Type+"_v"+testprovider.Version)
+	// The configuration has no lock file: the plan installed its provider
+	// for itself alone; the apply, with the plan's lock file, filled kl's
+	// plugin cache, next to the store (ADR 0061).
+	pkg := filepath.Join(k.dir, "plugins", testprovider.Hostname, testprovider.Namespace, testprovider.Type, testprovider.Version, testprovider.Platform)
+	binary := filepath.Join(pkg, "terraform-provider-"+testprovider.Type+"_v"+testprovider.Version)
 	first := inode(t, binary)
 	if objs := p.Objects(t); len(objs) != 3 {
 		t.Fatalf("the fake API holds %v, want the 3 objects the apply created", objs)
 	}
+	if show := kl("run", "show", runs[0]); !strings.Contains(show, "providers: the configuration has no .terraform.lock.hcl") {
+		t.Errorf("kl run show of the plan without a lock file does not say its providers were not cached:\n%s", show)
+	}
+	// The lock file Terraform wrote is committed: the next runs take the
+	// provider from the cache.
+	write(t, filepath.Join(cfg, ".terraform.lock.hcl"), lockFileOf(t, work, runs[1]))
 
 	runs = append(runs, planApply("4", "kltest_object.a")...)
-	if got := p.Cached(t); len(got) != 1 || inode(t, binary) != first {
-		t.Errorf("plugin cache holds %v (binary inode %d, first %d): want the one package the first init unpacked", got, inode(t, binary), first)
+	if inode(t, binary) != first {
+		t.Errorf("plugin cache binary inode %d, first %d: want the one package installed once", inode(t, binary), first)
+	}
+	if got := p.Cached(t); len(got) != 0 {
+		t.Errorf("the CLI configuration's plugin_cache_dir holds %v: kl's cache must replace it", got)
 	}
 	for _, run := range runs {
 		link := filepath.Join(work, run, "data", "providers", testprovider.Hostname, testprovider.Namespace, testprovider.Type,
 			testprovider.Version, testprovider.Platform)
 		target, err := os.Readlink(link)
-		if err != nil || filepath.Join(p.CacheDir, cached[0]) != target {
-			t.Errorf("run %s: %s links to %q (%v), want the plugin cache's package %s", run, link, target, err, filepath.Join(p.CacheDir, cached[0]))
+		want := filepath.Join(work, run, "plugins", testprovider.Hostname, testprovider.Namespace, testprovider.Type, testprovider.Version,
+			testprovider.Platform)
+		if err != nil || target != want {
+			t.Errorf("run %s: %s links to %q (%v), want the run's own copy %s", run, link, target, err, want)
 		}
 		kl("run", "show", run)
 		kl("run", "show", run, "--json")
@@ -141,6 +154,23 @@ func TestRealProvider(t *testing.T) {
 			t.Errorf("output %d of kl shows the sensitive value:\n%s", i, out)
 		}
 	}
+}
+
+// lockFileOf is the lock file Terraform wrote in the kept work dir of run.
+func lockFileOf(t *testing.T, work, run string) string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(work, run, "cfg", "*", ".terraform.lock.hcl"))
+	if err == nil && len(m) == 0 {
+		m, err = filepath.Glob(filepath.Join(work, run, "cfg", ".terraform.lock.hcl"))
+	}
+	if err != nil || len(m) != 1 {
+		t.Fatalf("lock file of run %s: %v (%v)", run, m, err)
+	}
+	b, err := os.ReadFile(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // inode is the inode number of path (the same file, not rewritten).
@@ -302,5 +332,49 @@ func TestSchemaUpgradeIsNoDeviation(t *testing.T) {
 		strings.Join(d.Version.Provenance.Reencoded, " ") != "kltest_object.r0 kltest_object.r2 kltest_object.r3" {
 		t.Errorf("apply over a changed object = %s (%s), version %+v; want r4 changed but not planned, r0, r2, r3 re-encoded",
 			d.Verdict, d.Text, d.Version)
+	}
+}
+
+// TestPluginCacheDirSetting: KL_PLUGIN_CACHE_DIR moves kl's plugin cache
+// (ADR 0061) elsewhere, and "off" disables it: Terraform then installs as
+// the user's CLI configuration says (its plugin_cache_dir here), and kl
+// makes no plugins/ next to the store.
+func TestPluginCacheDirSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, setting string
+		klCache       func(dir string) string // where kl's cache must hold the provider; "" none
+		userCache     bool                    // the CLI configuration's plugin_cache_dir holds it
+	}{
+		{name: "elsewhere", setting: "elsewhere", klCache: func(dir string) string { return filepath.Join(dir, "elsewhere") }},
+		{name: "off", setting: "off", userCache: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			k := setup(t)
+			p := withProvider(k)
+			setting := tc.setting
+			if tc.klCache != nil {
+				setting = tc.klCache(k.dir)
+			}
+			k.env = envWith(k.env, "KL_PLUGIN_CACHE_DIR="+setting)
+			cfg := filepath.Join(k.dir, "cfg")
+			write(t, filepath.Join(cfg, "main.tf"), strings.Replace(providerConfig, "SIZE", "1", 1))
+			k.ok("state", "init", "prod")
+			plan := reULID.FindString(k.ok("plan", "--state", "prod", "-C", cfg))
+			k.ok("apply", plan)
+			pkg := filepath.Join(testprovider.Hostname, testprovider.Namespace, testprovider.Type, testprovider.Version, testprovider.Platform)
+			if tc.klCache != nil {
+				if _, err := os.Stat(filepath.Join(tc.klCache(k.dir), pkg)); err != nil {
+					t.Errorf("kl's plugin cache at %s lacks the provider: %v", tc.klCache(k.dir), err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(k.dir, "plugins")); err == nil {
+				t.Errorf("kl made plugins/ next to the store with KL_PLUGIN_CACHE_DIR=%s", setting)
+			}
+			if got := p.Cached(t); (len(got) == 1) != tc.userCache {
+				t.Errorf("the CLI configuration's plugin_cache_dir holds %v; want the provider there: %v", got, tc.userCache)
+			}
+		})
 	}
 }

@@ -25,9 +25,19 @@ func (a *app) engine(ctx context.Context, needTerraform bool) (*engine.Engine, e
 	}
 	log := a.logger()
 	if a.eng == nil {
-		st, workRoot, err := a.openStore(ctx)
+		st, storeDir, err := a.openStore(ctx)
 		if err != nil {
 			return nil, err
+		}
+		workRoot, plugins := filepath.Join(storeDir, "runs"), filepath.Join(storeDir, "plugins")
+		if storeDir == "" { // PostgreSQL
+			workRoot, plugins = filepath.Join(os.TempDir(), "kilolock-runs"), filepath.Join(os.TempDir(), "kilolock-plugins")
+		}
+		switch a.cfg.PluginCacheDir {
+		case "":
+			a.cfg.PluginCacheDir = plugins
+		case PluginCacheOff:
+			a.cfg.PluginCacheDir = ""
 		}
 		a.eng = engine.New(st, nil, log)
 		a.eng.Lease = a.cfg.Lease
@@ -54,6 +64,7 @@ func (a *app) engine(ctx context.Context, needTerraform bool) (*engine.Engine, e
 		}
 		r, err := terraform.NewRunner(terraform.RunnerOptions{
 			WorkRoot: a.cfg.WorkDir, Binary: bin, Env: a.env, KeepWorkDirs: a.cfg.KeepWorkDirs, Logger: log,
+			PluginCacheDir: a.cfg.PluginCacheDir,
 			// Never the work dir of a run whose lease may still run.
 			StaleAfter: max(terraform.DefaultStaleAfter, 2*a.cfg.Lease),
 		})
@@ -86,7 +97,9 @@ func (a *app) engineToWrite(ctx context.Context, needTerraform bool) (*engine.En
 // openStore opens the store named by --store or KL_STORE, else the
 // default store (the nearest .kl/kl.db, discovery), and says on stderr
 // which default store it used when it is not the working directory's, or
-// that kl state init created it.
+// that kl state init created it. It returns the store and its directory:
+// the SQLite file's (runs/ and plugins/ go there by default), "" for
+// PostgreSQL.
 func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	loc := a.store
 	if loc == "" {
@@ -112,7 +125,7 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 			return nil, "", err // it names the server (host, port, database, user), never the password
 		}
 		a.closers = append(a.closers, st.Close)
-		return st, filepath.Join(os.TempDir(), "kilolock-runs"), nil
+		return st, "", nil
 	case strings.Contains(loc, "://") && !strings.HasPrefix(loc, "sqlite://") && !strings.HasPrefix(loc, "file://"):
 		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
 	}
@@ -132,7 +145,7 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	case def != nil && def.above:
 		fmt.Fprintf(a.io.Err, "kl: using the store in %s (%s)\n", filepath.Dir(path), def.where())
 	}
-	return st, filepath.Join(filepath.Dir(path), "runs"), nil
+	return st, filepath.Dir(path), nil
 }
 
 // missingStore is the error for a SQLite store that does not exist (or

@@ -103,6 +103,12 @@ func (a *applier) runTerraform(ctx context.Context, base []byte) (res *ApplyResu
 	res, applyErr = a.e.Terraform.Apply(ctx, ApplyRequest{Run: a.run.ID, PlanFile: a.pf.planFile, Config: a.pf.config, Snapshot: base,
 		Progress: a.in.Progress, Checkpoint: a.checkpoint(ctx),
 		Parallelism: a.pf.run.Envelope.Scope.Options.Parallelism, Vars: a.pf.vars})
+	if res != nil && len(res.Notes) > 0 {
+		// Recorded whatever Terraform did, also after a cancellation.
+		if err := a.e.Store.AddMarkers(context.WithoutCancel(ctx), a.run.ID, providerMarkers(res.Notes)...); err != nil {
+			a.e.log().Error("recording providers markers", "run", a.run.ID, "err", err)
+		}
+	}
 	return res, applyErr, nil
 }
 

@@ -27,7 +27,18 @@ const (
 	MarkerRecovered       MarkerKind = "recovered"        // `kl run recover` committed version Serial from what Terraform last wrote
 	MarkerFenceLifted     MarkerKind = "fence-lifted"     // the run's fences were lifted (Lift says how)
 	MarkerOperation       MarkerKind = "operation"        // a day-2 operation was asked (Mode says which; ADR 0055)
+	MarkerProviders       MarkerKind = "providers"        // how the run's providers were installed, when worth telling (Reason; ADR 0061)
 )
+
+// providerMarkers are the "providers" markers of a Terraform call's notes
+// (PlanResult.Notes, ApplyResult.Notes), one each.
+func providerMarkers(notes []string) []Marker {
+	var ms []Marker
+	for _, n := range notes {
+		ms = append(ms, Marker{Kind: MarkerProviders, Reason: n})
+	}
+	return ms
+}
 
 // Lift is how a fence was lifted (a "fence-lifted" marker, ADR 0035).
 type Lift string
@@ -80,6 +91,8 @@ const (
 //	                  document's serial), Extra["addresses"] (state-rm: the addresses, one a line),
 //	                  Extra["from"] and Extra["to"] (state-mv), Extra["force"] ("true": push --force);
 //	                  the first marker of the run
+//	providers         Reason: how the run's providers were installed when that is worth telling (no lock
+//	                  file: not from the plugin cache; a cached package moved aside and reinstalled; ADR 0061)
 //	recovered         Serial (the version committed), Count (addresses it changed), Addresses (changes
 //	                  kept at the head, not merged), Extra["artifact"] (the artifact recovered from:
 //	                  apply-result.tfstate or apply-checkpoint.tfstate), Reason

@@ -225,7 +225,7 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 	// targeted whatever the version (docs/terraform.md "Plan JSON").
 	env.Summary.Targets = env.Summary.Targets || len(scope.Targets) > 0
 	marker := Marker{Kind: MarkerPlanned, Serial: res.Serial, Count: len(env.Reservations)}
-	var widenMarkers []Marker
+	widenMarkers := providerMarkers(res.Notes)
 	for _, w := range res.Footprint.Widened {
 		widenMarkers = append(widenMarkers, Marker{Kind: MarkerWidened, Addresses: AddressSet{w.Address}, Reason: w.From + ": " + w.Reason})
 	}

@@ -93,6 +93,11 @@ type PlanResult struct {
 	// secrets: the engine compares them with snapshots and stores only
 	// what it found. Nil: no revert check.
 	Planned *plandiff.Planned
+	// Notes are what the implementation says of how the run's providers
+	// were installed, for the run's story (a "providers" marker each; ADR
+	// 0061): a configuration without a lock file, a cached package moved
+	// aside and reinstalled. None when all went as it should.
+	Notes []string
 }
 
 // ApplyRequest is one apply of a saved plan against the snapshot it was
@@ -132,6 +137,8 @@ type ApplyResult struct {
 	State   []byte
 	Changed int
 	Log     *ApplyLog
+	// Notes: as PlanResult.Notes, of the apply's own init.
+	Notes []string
 }
 
 // PlanFileInfo is what a saved plan file says about its base snapshot.

@@ -152,7 +152,7 @@ func markerTone(m engine.Marker) tone {
 			return toneBad
 		}
 		return toneWarn
-	case engine.MarkerWaited, engine.MarkerWidened, engine.MarkerFellBack:
+	case engine.MarkerWaited, engine.MarkerWidened, engine.MarkerFellBack, engine.MarkerProviders:
 		return toneWarn
 	case engine.MarkerReplanned:
 		if m.IntentChanged != nil && *m.IntentChanged {

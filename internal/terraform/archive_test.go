@@ -21,7 +21,7 @@ var discard = slog.New(slog.DiscardHandler)
 
 // writeTree writes files (slash-separated relative name → content) below dir.
 // A content starting with "->" makes a symlink to the rest.
-func writeTree(t *testing.T, dir string, files map[string]string) {
+func writeTree(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))

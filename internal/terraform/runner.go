@@ -75,6 +75,18 @@ type RunnerOptions struct {
 	// apply's error says so (CommandError.Killed): the engine fences it.
 	// klbot sets it from KLBOT_SHUTDOWN_TIMEOUT (ADR 0043).
 	InterruptGrace time.Duration
+	// PluginCacheDir is Kilolock's provider plugin cache (ADR 0061: kl's
+	// .kl/plugins, klbot's KLBOT_WORKDIR/plugins), created 0700 when
+	// missing; "" means none (Terraform installs providers as its CLI
+	// configuration says). With one, every run's providers come from it:
+	// filled before the run's init (one install per provider version at a
+	// time, across processes: a file lock), checked against the root
+	// module's .terraform.lock.hcl (h1: hashes), and copied into the run's
+	// own work dir, its TF_PLUGIN_CACHE_DIR — replacing a TF_PLUGIN_CACHE_DIR
+	// or plugin_cache_dir of the caller's, which Terraform would share
+	// between runs unsafely (runatlantis/atlantis#5364). Disk: one package
+	// per provider version, plus one copy per run in progress.
+	PluginCacheDir string
 }
 
 // Runner runs Terraform through terraform-exec for one run at a time in an
@@ -102,6 +114,8 @@ type Runner struct {
 
 	// grace is RunnerOptions.InterruptGrace (0: terraform-exec's default).
 	grace time.Duration
+	// cache is the plugin cache (RunnerOptions.PluginCacheDir); nil: none.
+	cache *pluginCache
 
 	versionMu sync.Mutex
 	version   string
@@ -171,8 +185,14 @@ func NewRunner(opts RunnerOptions) (*Runner, error) {
 		}
 		removeStaleWorkDirs(root, stale, time.Now(), log)
 	}
+	var cache *pluginCache
+	if opts.PluginCacheDir != "" {
+		if cache, err = newPluginCache(opts.PluginCacheDir, DefaultStaleAfter, log); err != nil {
+			return nil, fmt.Errorf("creating terraform runner: %w", err)
+		}
+	}
 	return &Runner{workRoot: root, binary: bin, env: env, keep: opts.KeepWorkDirs, log: log, shim: shim, vars: vars, mask: mask,
-		grace: opts.InterruptGrace}, nil
+		grace: opts.InterruptGrace, cache: cache}, nil
 }
 
 // runnerShim logs, once, the variables that do not reach Terraform
@@ -289,11 +309,6 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err != nil {
 		return nil, err
 	}
-	args := planCLIArgs(w, varFiles, req.Vars)
-	tf, err := r.newTF(w, r.vars, args, log)
-	if err != nil {
-		return nil, err
-	}
 	// Terraform truncates an existing plan file and keeps its mode: 0600,
 	// not the 0644 it would create.
 	if err := os.WriteFile(w.PlanFile, nil, 0o600); err != nil {
@@ -302,9 +317,19 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	rep := newProgressReporter(req.Progress)
 	defer rep.stop()
 
+	notes, err := r.providers(ctx, &w, log)
+	if err != nil {
+		return nil, err
+	}
+	args := planCLIArgs(w, varFiles, req.Vars)
+	tf, err := r.newTF(w, r.vars, args, log)
+	if err != nil {
+		return nil, err
+	}
 	if err := r.init(ctx, tf, w, rep, log); err != nil {
 		return nil, err
 	}
+	notes = append(notes, r.lockNotes(w, log)...)
 	plan, err := r.plan(ctx, tf, w, req, varFiles, args != nil, rep, log)
 	if err != nil {
 		return nil, err
@@ -313,6 +338,7 @@ func (r *Runner) Plan(ctx context.Context, req engine.PlanRequest) (_ *engine.Pl
 	if err != nil {
 		return nil, err
 	}
+	res.Notes = notes
 	log.Info("plan done", "elapsed", time.Since(start), "serial", res.Serial, "digest", res.Digest,
 		"write", len(res.Footprint.Write), "read", len(res.Footprint.Read))
 	return res, nil
@@ -601,16 +627,22 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	if err := w.writePlanLockFile(req.PlanFile); err != nil {
 		return err
 	}
+	rep := newProgressReporter(req.Progress)
+	defer rep.stop()
+	notes, err := r.providers(ctx, &w, log)
+	res.Notes = notes
+	if err != nil {
+		return err
+	}
 	vars, args := r.applyVars(w, req.Vars, log)
 	tf, err := r.newTF(w, vars, args, log)
 	if err != nil {
 		return err
 	}
-	rep := newProgressReporter(req.Progress)
-	defer rep.stop()
 	if err := r.init(ctx, tf, w, rep, log); err != nil {
 		return err
 	}
+	res.Notes = append(res.Notes, r.lockNotes(w, log)...)
 	t := time.Now()
 	rep.phase(phaseApply)
 	cp := newCheckpointer(req.Checkpoint, w.Snapshot, req.Snapshot, log)
@@ -654,6 +686,9 @@ func (r *Runner) init(ctx context.Context, tf *tfexec.Terraform, w workDir, rep 
 // dropped with the warning NewRunner logged.
 func (r *Runner) newTF(w workDir, vars, args map[string]string, log *slog.Logger) (*tfexec.Terraform, error) {
 	env, _, _ := terraformEnv(r.env, w.Data)
+	if w.Plugins != "" {
+		env["TF_PLUGIN_CACHE_DIR"] = w.Plugins // the run's own copy (ADR 0061)
+	}
 	exe := r.binary
 	shim := r.shim
 	if len(args) > 0 && shim == "" {

@@ -44,7 +44,7 @@ func setupRunnerEnv(t *testing.T, env ...string) (*Runner, string) {
 
 // testBinary returns the Terraform the tests run (KL_TERRAFORM, else PATH),
 // skipping the test when there is none.
-func testBinary(t *testing.T) string {
+func testBinary(t testing.TB) string {
 	t.Helper()
 	bin, err := FindBinary(os.Getenv)
 	if err != nil {

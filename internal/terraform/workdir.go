@@ -32,6 +32,7 @@ const overrideFile = "# Written by Kilolock: the run's state is its own snapshot
 //	data/              TF_DATA_DIR
 //	snapshot.tfstate   the run's state: the local backend's path
 //	plan.tfplan        the saved plan
+//	plugins/           the run's copy of its providers (with a plugin cache)
 //
 // Directories are 0700 and files 0600: the snapshot and the plan hold
 // secrets. The Runner creates its files so (the plan file too, before
@@ -45,6 +46,13 @@ type workDir struct {
 	Data     string
 	Snapshot string
 	PlanFile string
+	// Plugins is the run's own plugin dir, plugins/ (its
+	// TF_PLUGIN_CACHE_DIR: copies of the plugin cache's verified
+	// packages, ADR 0061); "" without a plugin cache.
+	Plugins string
+	// noLockFile: the configuration had no .terraform.lock.hcl when the
+	// plugin cache step ran (Runner.lockNotes).
+	noLockFile bool
 }
 
 // newWorkDir creates WorkRoot/<run>/ with cfg/ and data/. The run id must be
