@@ -743,8 +743,23 @@ func TestBackendReadOnlyUnlock(t *testing.T) {
 				t.Errorf("a read-only unlock of the write lock by %s: %v, want ErrForbidden", id, err)
 			}
 		}
-		if err := ro("", true); !errors.Is(err, engine.ErrForbidden) || !strings.Contains(err.Error(), "force-unlock needs a token that may write") {
-			t.Errorf("a read-only force-unlock: %v, want ErrForbidden saying force-unlock needs write", err)
+		// The refusal of an empty UNLOCK (terraform force-unlock) says
+		// which lock holds the state, what a read-only token may release,
+		// and what to use — never Terraform's lock id, which would
+		// release a read lock.
+		err := ro("", true)
+		for _, want := range []string{
+			"unlocking state " + testState + " without a lock ID (an empty UNLOCK, which is all `terraform force-unlock` sends)",
+			"a read-only token may release only the read lock its own `terraform plan` took",
+			"it is held by backend lock run " + w.Run.ID + " (terraform apply by bob), a write lock",
+			"`terraform force-unlock` needs a token that may write state " + testState,
+		} {
+			if !errors.Is(err, engine.ErrForbidden) || !strings.Contains(err.Error(), want) {
+				t.Errorf("a read-only force-unlock: %v, want ErrForbidden saying %q", err, want)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "tf-w") {
+			t.Errorf("a read-only force-unlock's refusal names Terraform's lock id: %v", err)
 		}
 		if len(h.reservations()) != 1 {
 			t.Fatalf("after the refused unlocks: reservations %+v, want the write lock's", h.reservations())
@@ -753,8 +768,10 @@ func TestBackendReadOnlyUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := h.lock("tf-r", engine.OperationTypePlan)
-		if err := ro(r.Run.ID, false); !errors.Is(err, engine.ErrForbidden) {
-			t.Errorf("a read-only unlock of a read lock by its run id: %v, want ErrForbidden", err)
+		if err := ro(r.Run.ID, false); !errors.Is(err, engine.ErrForbidden) ||
+			!strings.Contains(err.Error(), "the lock ID "+r.Run.ID+" names backend lock run "+r.Run.ID+" (terraform plan by bob), a read lock named by its run id: the `terraform plan` that took it releases it") ||
+			strings.Contains(err.Error(), "tf-r") {
+			t.Errorf("a read-only unlock of a read lock by its run id: %v, want ErrForbidden naming the lock and who releases it", err)
 		}
 		if err := ro("tf-r", false); err != nil {
 			t.Errorf("a read-only unlock of its own plan's read lock: %v, want it released", err)

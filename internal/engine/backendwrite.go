@@ -168,15 +168,16 @@ func (e *Engine) findLock(ctx context.Context, state, id string, lapsed bool) (*
 }
 
 // notLocked is the refusal of a write or unlock with lock id on state,
-// which no backend lock of that id holds: what holds the state instead.
-func (e *Engine) notLocked(ctx context.Context, kind error, state, id, doing string) error {
+// which no backend lock of that id holds: what holds the state instead
+// (Terraform's lock ids too when ids: not to a read-only caller).
+func (e *Engine) notLocked(ctx context.Context, kind error, state, id, doing string, ids bool) error {
 	locks, others, err := e.locksOn(ctx, state)
 	if err != nil {
 		return err
 	}
 	var held []string
 	for _, l := range locks {
-		held = append(held, fmt.Sprintf("backend lock run %s (ID %s, %s by %s)", l.run.ID, l.info.ID, TerraformCommand(l.info.Operation), orUnknown(l.run.Actor)))
+		held = append(held, heldLockWords(l, ids))
 	}
 	for _, b := range others {
 		held = append(held, blockerPhrase(b))
@@ -215,7 +216,7 @@ func (e *Engine) WriteBackend(ctx context.Context, in BackendWriteInput) error {
 		return err
 	}
 	if l == nil || (!l.fenced && !l.run.InProgress()) || l.run.CommittedSerial != 0 {
-		return e.notLocked(ctx, ErrLocked, in.State, in.LockID, "writing")
+		return e.notLocked(ctx, ErrLocked, in.State, in.LockID, "writing", true)
 	}
 	if l.mode != ModeWrite {
 		return e.refuseWrite(ctx, l, Marker{Extra: map[string]string{"refusal": RefusalReadLock}},
@@ -339,24 +340,80 @@ func (e *Engine) UnlockBackend(ctx context.Context, in BackendUnlockInput) (*Bac
 	if _, err := e.getState(ctx, in.State); err != nil {
 		return nil, err
 	}
-	if in.ReadOnly && in.Force {
-		return nil, Errorf(ErrForbidden, "force-unlocking state %s: a read-only token may release only its own plan's read lock; force-unlock needs a token that may write", in.State)
-	}
 	e.expireLeases(ctx)
+	if in.ReadOnly && in.Force {
+		return nil, e.readOnlyForce(ctx, in.State)
+	}
 	if !in.Force {
 		l, err := e.findLock(ctx, in.State, in.LockID, true)
 		if err != nil {
 			return nil, err
 		}
 		if l == nil {
-			return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "unlocking")
+			return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "unlocking", !in.ReadOnly)
 		}
 		if in.ReadOnly && (l.mode != ModeRead || in.LockID != l.info.ID) {
-			return nil, Errorf(ErrForbidden, "unlocking state %s: a read-only token may release only its own plan's read lock, named by Terraform's lock id; run %s is %s", in.State, l.run.ID, lockWords(l))
+			return nil, Errorf(ErrForbidden, "unlocking state %s: %s; the lock ID %s names %s, %s: %s",
+				in.State, readOnlyRule, in.LockID, heldLockWords(l, false), lockWords(l), readOnlyWayOut(in.State, l))
 		}
 		return e.unlock(ctx, l, in.Actor, false)
 	}
 	return e.forceUnlock(ctx, in)
+}
+
+// readOnlyRule is what a read-only caller may unlock (ADR 0059 decision
+// 2), for its refusals.
+const readOnlyRule = "a read-only token may release only the read lock its own `terraform plan` took, named by the ID of the lock info Terraform sends back in the UNLOCK body"
+
+// readOnlyForce is the refusal of a read-only caller's UNLOCK without a
+// lock ID (an empty body: all `terraform force-unlock` sends), naming
+// what holds state — its backend locks by run id, operation and actor
+// (never by Terraform's lock id, the one secret that releases a read
+// lock), its kl and klbot runs — and what would unlock it.
+func (e *Engine) readOnlyForce(ctx context.Context, state string) error {
+	locks, others, err := e.locksOn(ctx, state)
+	if err != nil {
+		return err
+	}
+	var held []string
+	for _, l := range locks {
+		held = append(held, heldLockWords(l, false)+", "+lockWords(l))
+	}
+	for _, b := range others {
+		held = append(held, blockerPhrase(b))
+	}
+	now := "no backend lock holds it"
+	if len(held) > 0 {
+		now = "it is held by " + strings.Join(held, "; ")
+	}
+	return Errorf(ErrForbidden, "unlocking state %s without a lock ID (an empty UNLOCK, which is all `terraform force-unlock` sends): %s; %s; "+
+		"`terraform force-unlock` needs a token that may write state %s (kl token create without --read-only)", state, readOnlyRule, now, state)
+}
+
+// heldLockWords names backend lock l for a refusal: "backend lock run X
+// (terraform apply by bob)", with Terraform's lock id ("ID tf-1") only
+// when ids: a read-only caller must not learn the id that releases a
+// read lock.
+func heldLockWords(l *heldLock, ids bool) string {
+	in := TerraformCommand(l.info.Operation) + " by " + orUnknown(l.run.Actor)
+	if ids {
+		in = "ID " + l.info.ID + ", " + in
+	}
+	s := fmt.Sprintf("backend lock run %s (%s)", l.run.ID, in)
+	if l.fenced {
+		s += ", a fence now: its lease ran out"
+	}
+	return s
+}
+
+// readOnlyWayOut says what unlocks lock l when a read-only caller may
+// not: its own Terraform, or a force-unlock with a write token.
+func readOnlyWayOut(state string, l *heldLock) string {
+	if l.mode == ModeRead {
+		return "the `terraform plan` that took it releases it (its UNLOCK sends Terraform's own lock ID, not the run id every 423 names), or its lease ends at " +
+			l.run.LeaseUntil.UTC().Format("15:04:05 UTC")
+	}
+	return "its own Terraform releases it, or `terraform force-unlock` with a token that may write state " + state
 }
 
 // forceUnlock is UnlockBackend's Force: the backend locks in.LockID
@@ -382,7 +439,7 @@ func (e *Engine) forceUnlock(ctx context.Context, in BackendUnlockInput) (*Backe
 			return nil, Errorf(ErrConflict, "force-unlocking state %s: %s; force-unlock lifts only a backend lock (a kl or klbot run ends by itself; a fence by `kl run recover` or `kl run unfence`)",
 				in.State, strings.Join(parts, "; "))
 		}
-		return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "force-unlocking")
+		return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "force-unlocking", true)
 	}
 	var out *BackendUnlockOutcome
 	for _, l := range pick {
