@@ -32,6 +32,10 @@ type Backend interface {
 	BackendHead(ctx context.Context, state string) (doc []byte, serial int64, err error)
 	// WriteBackend stores a checkpoint under the live write lock in.LockID.
 	WriteBackend(ctx context.Context, in engine.BackendWriteInput) error
+	// RecordBackendRefusal records a POST refused before its document
+	// reached the engine (413, a Content-MD5 mismatch) in the story of
+	// the lock it names and the state's write locks.
+	RecordBackendRefusal(ctx context.Context, in engine.BackendRefusal) ([]string, error)
 	// UnlockBackend commits the lock's last checkpoint as one version and
 	// releases the lock.
 	UnlockBackend(ctx context.Context, in engine.BackendUnlockInput) (*engine.BackendUnlockOutcome, error)
@@ -168,6 +172,7 @@ func (s *Server) postState(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := readBody(r)
 	if err != nil {
+		s.refusedPost(r, name, lockID, err)
 		writeError(w, r, err)
 		return
 	}
@@ -181,6 +186,38 @@ func (s *Server) postState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// refusedPost records the refusal err of a POST of state name under
+// lockID that the engine never saw — a body over the cap, a Content-MD5
+// mismatch — in the lock's story (Backend.RecordBackendRefusal): Terraform
+// shows only "HTTP error: 413" or "400", so `kl status`, `kl run show`
+// and `kl why` must say why. Best effort: a failure is logged.
+func (s *Server) refusedPost(r *http.Request, name, lockID string, err error) {
+	var e *Error
+	var mb *http.MaxBytesError
+	refusal := engine.RefusalContentMD5
+	switch {
+	case errors.As(err, &mb):
+		refusal, e = engine.RefusalTooLarge, tooLarge(mb.Limit)
+	case errors.As(err, &e) && e.Status == http.StatusBadRequest:
+	default:
+		return // the connection failed: nothing was refused
+	}
+	id := IdentityFrom(r.Context())
+	in := engine.BackendRefusal{State: name, LockID: lockID, Actor: id.Actor, Refusal: refusal,
+		Reason: fmt.Sprintf("HTTP %d to a POST by %s: %s", e.Status, orWords(id.Actor, "an unknown actor"), e.Msg)}
+	if _, rerr := s.backend.RecordBackendRefusal(context.WithoutCancel(r.Context()), in); rerr != nil && !errors.Is(rerr, engine.ErrNotFound) {
+		s.log.Error("recording a refused write in the lock's story", "state", name, "err", rerr)
+	}
+}
+
+// orWords is s, or otherwise when s is empty.
+func orWords(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }
 
 // lockState takes a backend lock from Terraform's LockInfo: a read lock

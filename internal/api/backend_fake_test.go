@@ -20,6 +20,8 @@ type fakeBackend struct {
 	// calls records every call, in order: "lock NAME write|read ID",
 	// "write NAME ID", "unlock NAME ID force".
 	calls []string
+	// refusals records each RecordBackendRefusal input.
+	refusals []engine.BackendRefusal
 	// unlocks records each UnlockBackend input.
 	unlocks []engine.BackendUnlockInput
 }
@@ -155,6 +157,28 @@ func (f *fakeBackend) UnlockBackend(_ context.Context, in engine.BackendUnlockIn
 	}
 	s.lock, s.pending = nil, nil
 	return out, nil
+}
+
+func (f *fakeBackend) RecordBackendRefusal(_ context.Context, in engine.BackendRefusal) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "refused "+in.State+" "+in.LockID+" "+in.Refusal)
+	f.refusals = append(f.refusals, in)
+	s, err := f.state(in.State)
+	if err != nil {
+		return nil, err
+	}
+	if s.lock == nil || !s.write {
+		return nil, nil
+	}
+	return []string{s.lock.Run.ID}, nil
+}
+
+// refused returns the RecordBackendRefusal inputs so far.
+func (f *fakeBackend) refused() []engine.BackendRefusal {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]engine.BackendRefusal(nil), f.refusals...)
 }
 
 // log returns the calls so far.

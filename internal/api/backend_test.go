@@ -160,8 +160,8 @@ func TestBackendProtocol(t *testing.T) {
 	wantCalls := []string{"lock acme/prod read tf-plan", "write acme/prod tf-plan", "unlock acme/prod  true read-only",
 		"unlock acme/prod run-1 false read-only", "unlock acme/prod tf-plan false read-only",
 		"lock acme/prod write tf-1", "lock acme/prod write tf-2", "unlock acme/prod tf-1 false read-only", "unlock acme/prod  true read-only",
-		"write acme/prod tf-2", "write acme/prod tf-1", "write acme/prod tf-1",
-		"write acme/prod tf-1", "unlock acme/prod tf-2 false", "unlock acme/prod tf-1 false", "unlock acme/prod tf-1 false",
+		"write acme/prod tf-2", "refused acme/prod tf-1 content-md5", "refused acme/prod tf-1 content-md5", "write acme/prod tf-1", "write acme/prod tf-1",
+		"refused acme/prod tf-1 too-large", "write acme/prod tf-1", "unlock acme/prod tf-2 false", "unlock acme/prod tf-1 false", "unlock acme/prod tf-1 false",
 		"lock acme/prod write tf-3", "unlock acme/prod  true"}
 	if got := fb.log(); strings.Join(got, "\n") != strings.Join(wantCalls, "\n") {
 		t.Errorf("the engine was asked:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantCalls, "\n"))
@@ -259,5 +259,66 @@ func TestBackendUnknownState(t *testing.T) {
 	}
 	if !strings.Contains(f.log.String(), `"reason":"no state acme/nope in this store`) {
 		t.Errorf("the request log has no reason naming the state:\n%s", f.log.String())
+	}
+}
+
+// TestBackendRefusedPostsReachTheLock: a POST refused before the engine
+// reads its document — a body over the cap, declared (Content-Length, as
+// Terraform sends it) or found while read (chunked), a Content-MD5
+// mismatch — is recorded in the story of the lock its ?ID= names, with
+// the words it was answered with (Terraform shows only "HTTP error:
+// 413"); only for a token that may write the state.
+func TestBackendRefusedPostsReachTheLock(t *testing.T) {
+	t.Parallel()
+	f, fb := backendFixture(t, Options{MaxBody: 4096})
+	writer := "Bearer " + f.mint("bob", nil)
+	reader := "Bearer " + f.mint("consumer", func(n *token.New) { n.ReadOnly = true })
+	p := BackendPath + "acme/prod"
+	if code, body, _ := f.send("LOCK", p, writer, lockInfo("tf-1", "OperationTypeApply"), nil); code != 200 {
+		t.Fatalf("LOCK: %d %s", code, body)
+	}
+	big := strings.Repeat(" ", 5000)
+	for _, c := range []struct {
+		name, auth, body string
+		headers          map[string]string
+		code             int
+	}{
+		{"over the cap, declared", writer, big, nil, 413},
+		{"over the cap, read-only token", reader, big, nil, 413},
+		{"over the cap, no token", "", big, nil, 413},
+		{"Content-MD5 mismatch", writer, stateL1, contentMD5(stateL1 + " "), 400},
+	} {
+		if code, body, _ := f.send("POST", p+"?ID=tf-1", c.auth, c.body, c.headers); code != c.code {
+			t.Errorf("%s: %d %s, want %d", c.name, code, body, c.code)
+		}
+	}
+	// A chunked body (no Content-Length) passes the cap while it is read.
+	req, err := http.NewRequestWithContext(t.Context(), "POST", f.url+p+"?ID=tf-1", io.MultiReader(strings.NewReader(big)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", writer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Errorf("a chunked body over the cap: %d, want 413", resp.StatusCode)
+	}
+	got := fb.refused()
+	want := []struct{ refusal, reason string }{
+		{engine.RefusalTooLarge, "HTTP 413 to a POST by bob: request body too large: the limit is 4096 bytes"},
+		{engine.RefusalContentMD5, "HTTP 400 to a POST by bob: Content-MD5 mismatch: the header says"},
+		{engine.RefusalTooLarge, "HTTP 413 to a POST by bob: request body too large: the limit is 4096 bytes"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("recorded refusals %+v, want %d (not the read-only token's, not the anonymous one's)", got, len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.State != "acme/prod" || g.LockID != "tf-1" || g.Actor != "bob" || g.Refusal != w.refusal || !strings.HasPrefix(g.Reason, w.reason) {
+			t.Errorf("refusal %d = %+v, want %s saying %q", i, g, w.refusal, w.reason)
+		}
 	}
 }

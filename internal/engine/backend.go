@@ -49,8 +49,10 @@ const (
 	// Extra["adopt"] "true".
 	MarkerBackendWrite MarkerKind = "backend-write"
 	// MarkerBackendRefused is a POST refused under the lock (Terraform
-	// shows only "HTTP error: 409"): Extra["refusal"] (read-lock,
-	// lineage, serial, not-state), Serial (the document's serial),
+	// shows only "HTTP error: 409"): By (the POST's actor, when known),
+	// Extra["refusal"] (read-lock, lineage, serial, not-state, too-large,
+	// content-md5, lock-id), Extra["lock_id"] (the POST's ?ID=, for the
+	// last three), Serial (the document's serial),
 	// FromSerial (the head's), Extra["lineage"] and Extra["state_lineage"],
 	// Reason (the parse error of a document that is not a state).
 	MarkerBackendRefused MarkerKind = "backend-refused"
@@ -70,6 +72,14 @@ const (
 	RefusalLineage  = "lineage"
 	RefusalSerial   = "serial"
 	RefusalNotState = "not-state"
+	// Refused before the engine read the document (RecordBackendRefusal):
+	// a body over the server's cap (413), a Content-MD5 mismatch (400);
+	// and a POST whose ?ID= names no write lock holding the state (423),
+	// recorded on the write lock that does hold it. Reason says why in
+	// words; Extra["lock_id"] is the POST's ?ID=.
+	RefusalTooLarge   = "too-large"
+	RefusalContentMD5 = "content-md5"
+	RefusalLockID     = "lock-id"
 )
 
 // ErrLocked: the state is held by another run (a backend lock, a kl or

@@ -302,7 +302,7 @@ func TestBackendWriteRefusals(t *testing.T) {
 		for _, m := range kindsOf(h.markers(l.Run.ID), engine.MarkerBackendRefused) {
 			refusals = append(refusals, m.Extra["refusal"])
 		}
-		if got := strings.Join(refusals, ","); got != "lineage,serial,not-state,not-state" {
+		if got := strings.Join(refusals, ","); got != "lock-id,lineage,serial,not-state,not-state" { // the wrong id first (R3)
 			t.Fatalf("refusal markers = %s", got)
 		}
 		// kl status says why Terraform got 409.
@@ -781,3 +781,76 @@ func TestBackendReadOnlyUnlock(t *testing.T) {
 		}
 	})
 }
+
+// TestBackendRefusalsInTheLocksStory: a POST under an ?ID= that no write
+// lock of the state has, and the refusals the HTTP layer makes before the
+// engine reads a document (a body over the cap, a Content-MD5 mismatch:
+// RecordBackendRefusal), are "backend-refused" markers of the write lock
+// that holds the state, so that kl status, kl run show and kl why say
+// what Terraform showed only as a status.
+func TestBackendRefusalsInTheLocksStory(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		l := h.lock("tf-1", engine.OperationTypeApply)
+		err := h.eng.WriteBackend(t.Context(), engine.BackendWriteInput{State: testState, LockID: "tf-other", Actor: "carol",
+			Document: tfDoc(t, fakeLineage, 2, map[string]string{"a": "a1", "b": "b0"})})
+		if !errors.Is(err, engine.ErrLocked) {
+			t.Fatalf("a write under another lock id: %v, want ErrLocked", err)
+		}
+		runs, err := h.eng.RecordBackendRefusal(t.Context(), engine.BackendRefusal{State: testState, LockID: "tf-1", Actor: "bob",
+			Refusal: engine.RefusalTooLarge, Reason: "HTTP 413 to a POST by bob: request body too large: the limit is 1 MiB (1048576 bytes)"})
+		if err != nil || len(runs) != 1 || runs[0] != l.Run.ID {
+			t.Fatalf("RecordBackendRefusal = %v %v, want the lock's run %s", runs, err, l.Run.ID)
+		}
+		if _, err := h.eng.RecordBackendRefusal(t.Context(), engine.BackendRefusal{State: "acme/nope", Refusal: engine.RefusalTooLarge}); !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("RecordBackendRefusal of an unknown state: %v, want ErrNotFound", err)
+		}
+		ms := kindsOf(h.markers(l.Run.ID), engine.MarkerBackendRefused)
+		if len(ms) != 2 || ms[0].Extra["refusal"] != engine.RefusalLockID || ms[0].Extra["lock_id"] != "tf-other" || ms[0].By != "carol" ||
+			!strings.Contains(ms[0].Reason, "no backend lock with ID tf-other holds it; it is held by backend lock run "+l.Run.ID) ||
+			ms[1].Extra["refusal"] != engine.RefusalTooLarge || ms[1].By != "bob" {
+			t.Fatalf("refusal markers = %+v", ms)
+		}
+		// kl status (the last refusal), kl run show and kl why (each) say why.
+		st, err := h.eng.Status(t.Context(), testState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status, show, why strings.Builder
+		if err := report.Status(&status, st, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		story, err := h.eng.RunStory(t.Context(), l.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.RunStory(&show, story, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		y, err := h.eng.Why(t.Context(), l.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.Why(&why, y, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		tooLarge := "request body too large: the limit is 1 MiB"
+		for name, c := range map[string]struct {
+			out  string
+			want []string
+		}{
+			"kl status":   {status.String(), []string{tooLarge}},
+			"kl run show": {show.String(), []string{tooLarge, "no backend lock with ID tf-other holds it"}},
+			"kl why":      {why.String(), []string{tooLarge, "no backend lock with ID tf-other holds it"}},
+		} {
+			for _, w := range c.want {
+				if !strings.Contains(flatWords(c.out), w) {
+					t.Errorf("%s lacks %q:\n%s", name, w, c.out)
+				}
+			}
+		}
+	})
+}
+
+// flatWords is s with its runs of white space one space (wrapped text).
+func flatWords(s string) string { return strings.Join(strings.Fields(s), " ") }

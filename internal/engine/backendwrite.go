@@ -216,7 +216,10 @@ func (e *Engine) WriteBackend(ctx context.Context, in BackendWriteInput) error {
 		return err
 	}
 	if l == nil || (!l.fenced && !l.run.InProgress()) || l.run.CommittedSerial != 0 {
-		return e.notLocked(ctx, ErrLocked, in.State, in.LockID, "writing", true)
+		err := e.notLocked(ctx, ErrLocked, in.State, in.LockID, "writing", true)
+		e.recordRefusal(ctx, in.State, in.LockID, Marker{By: in.Actor, Reason: err.Error(),
+			Extra: map[string]string{"refusal": RefusalLockID, "lock_id": in.LockID}})
+		return err
 	}
 	if l.mode != ModeWrite {
 		return e.refuseWrite(ctx, l, Marker{Extra: map[string]string{"refusal": RefusalReadLock}},
@@ -286,6 +289,69 @@ func (e *Engine) adoptable(ctx context.Context, st State) (bool, error) {
 		return false, fmt.Errorf("listing plans of state %s: %w", st.Name, err)
 	}
 	return len(plans) == 0, nil
+}
+
+// BackendRefusal is a POST the HTTP layer refused before the engine read
+// its document (a body over the cap, a Content-MD5 mismatch): Terraform
+// shows only the status, so the reason goes to the lock's story too.
+type BackendRefusal struct {
+	State  string
+	LockID string // the POST's ?ID= ("" for none)
+	Actor  string // the token's actor
+	// Refusal is RefusalTooLarge or RefusalContentMD5; Reason the words
+	// the POST was answered with.
+	Refusal, Reason string
+}
+
+// RecordBackendRefusal records in as a "backend-refused" marker in the
+// story of the backend lock its ?ID= names, if any, and of each live
+// write lock on the state (what `kl status` and `kl run show` show of
+// it), and returns the runs it was recorded on (none when no backend
+// lock holds the state: the request log alone has it). ErrNotFound for
+// an unknown state; ErrInvalid for a refusal of no kind.
+func (e *Engine) RecordBackendRefusal(ctx context.Context, in BackendRefusal) ([]string, error) {
+	if strings.TrimSpace(in.Refusal) == "" {
+		return nil, Errorf(ErrInvalid, "recording a refused write of state %s: no refusal", in.State)
+	}
+	if _, err := e.getState(ctx, in.State); err != nil {
+		return nil, err
+	}
+	m := Marker{By: in.Actor, Reason: in.Reason, Extra: map[string]string{"refusal": in.Refusal, "lock_id": in.LockID}}
+	return e.recordRefusal(ctx, in.State, in.LockID, m), nil
+}
+
+// recordRefusal records m (a refused POST; best effort) on the backend
+// lock id names on state, if any (even one whose lease ran out: its
+// Terraform's late POST), and on each write lock holding the state, and
+// returns their runs.
+func (e *Engine) recordRefusal(ctx context.Context, state, id string, m Marker) []string {
+	var on []*heldLock
+	if id != "" {
+		l, err := e.findLock(ctx, state, id, true)
+		if err != nil {
+			e.log().Error("finding the backend lock of a refused write", "state", state, "err", err)
+			return nil
+		}
+		if l != nil {
+			on = append(on, l)
+		}
+	}
+	locks, _, err := e.locksOn(ctx, state)
+	if err != nil {
+		e.log().Error("finding the backend locks of a refused write", "state", state, "err", err)
+		return nil
+	}
+	for _, l := range locks {
+		if l.mode == ModeWrite && (len(on) == 0 || on[0].run.ID != l.run.ID) {
+			on = append(on, l)
+		}
+	}
+	var runs []string
+	for _, l := range on {
+		_ = e.refuseWrite(ctx, l, m, nil)
+		runs = append(runs, l.run.ID)
+	}
+	return runs
 }
 
 // refuseWrite records a refused POST in the lock's story (m with its kind
