@@ -56,6 +56,12 @@ const (
 	// FromSerial (the head's), Extra["lineage"] and Extra["state_lineage"],
 	// Reason (the parse error of a document that is not a state).
 	MarkerBackendRefused MarkerKind = "backend-refused"
+	// MarkerForceUnlockRefused is a `terraform force-unlock` refused
+	// because the lock is a fence now (its lease ran out before its
+	// Terraform unlocked): By (who asked), Reason (the refusal's words,
+	// naming `kl run recover` or `kl run unfence`). Terraform shows only
+	// "Unexpected HTTP response code 409".
+	MarkerForceUnlockRefused MarkerKind = "force-unlock-refused"
 	// MarkerUnlocked is the lock's end: By (who unlocked),
 	// Extra["force"] "true" for `terraform force-unlock`.
 	MarkerUnlocked MarkerKind = "unlocked"
@@ -372,6 +378,17 @@ func TerraformCommand(op string) string {
 func BackendLockOf(ms []Marker) *Marker {
 	for i := range ms {
 		if ms[i].Kind == MarkerBackendLock {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// ForceUnlockRefusalOf returns the last "force-unlock-refused" marker
+// among ms (a fenced backend lock's markers), or nil.
+func ForceUnlockRefusalOf(ms []Marker) *Marker {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Kind == MarkerForceUnlockRefused {
 			return &ms[i]
 		}
 	}

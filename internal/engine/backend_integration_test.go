@@ -569,7 +569,9 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 			}
 		}
 		// An apply's lock is fenced even unwritten: its Terraform may have
-		// changed real objects. Recover has nothing; force-unlock lifts it.
+		// changed real objects. Recover has nothing; force-unlock is
+		// refused (issue 14 §3: it lifts only a live backend lock), naming
+		// kl run unfence; unfence lifts it.
 		a := h.lock("tf-apply", engine.OperationTypeApply)
 		h.expire(ttl)
 		if rs := h.reservations(); len(rs) != 1 || !rs[0].Fenced() {
@@ -578,12 +580,49 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		if _, err := h.eng.Recover(t.Context(), a.Run.ID); !errors.Is(err, engine.ErrNotFound) {
 			t.Fatalf("recover of an unwritten lock: %v, want ErrNotFound", err)
 		}
-		out, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", Force: true})
-		if err != nil || out.Version != nil {
-			t.Fatalf("force-unlock of the fenced lock: %+v %v", out, err)
+		for _, id := range []string{"", "tf-apply", a.Run.ID} {
+			_, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", LockID: id, Force: true})
+			for _, want := range []string{"backend lock run " + a.Run.ID + " (terraform apply by bob) is a fence: its lease ran out at",
+				"it wrote no checkpoint, so there is nothing to recover: after checking the real objects, `kl run unfence " + a.Run.ID + " --reason TEXT` lifts it",
+				"force-unlock lifts only a live backend lock, never a fence"} {
+				if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), want) {
+					t.Errorf("force-unlock (ID %q) of the fenced lock: %v, want ErrConflict saying %q", id, err, want)
+				}
+			}
+		}
+		if rs := h.reservations(); len(rs) != 1 || !rs[0].Fenced() {
+			t.Fatalf("reservations after the refused force-unlock = %+v, want the fence", rs)
+		}
+		if m := engine.ForceUnlockRefusalOf(h.markers(a.Run.ID)); m == nil || m.By != "ops" || !strings.Contains(m.Reason, "kl run unfence "+a.Run.ID) {
+			t.Fatalf("the fence's story has no refused force-unlock by ops: %+v", m)
+		}
+		st, err := h.eng.Status(t.Context(), testState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status, why strings.Builder
+		if err := report.Status(&status, st, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(flatWords(status.String()), "terraform force-unlock refused (") ||
+			!strings.Contains(flatWords(status.String()), "by ops): force-unlock lifts only a live backend lock, never a fence") {
+			t.Errorf("kl status does not say force-unlock was refused:\n%s", status.String())
+		}
+		y, err := h.eng.Why(t.Context(), a.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.Why(&why, y, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(flatWords(why.String()), "force-unlock lifts only a live backend lock, never a fence") {
+			t.Errorf("kl why does not say force-unlock was refused:\n%s", why.String())
+		}
+		if _, err := h.eng.Unfence(t.Context(), engine.UnfenceInput{Run: a.Run.ID, By: "ops", Why: "checked: nothing changed"}); err != nil {
+			t.Fatalf("unfence: %v", err)
 		}
 		if rs := h.reservations(); len(rs) != 0 {
-			t.Fatalf("reservations after force-unlock = %+v", rs)
+			t.Fatalf("reservations after unfence = %+v", rs)
 		}
 		// A Terraform alive past its lease still writes under its fence,
 		// and its own UNLOCK commits and lifts the fence.
@@ -592,7 +631,12 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		if err := h.write("tf-late", tfDoc(t, fakeLineage, 2, map[string]string{"a": "a-late", "b": "b0"})); err != nil {
 			t.Fatalf("write under its own fence: %v", err)
 		}
-		out, err = h.unlock("tf-late", false)
+		// A force-unlock now names recover: the fence has a checkpoint.
+		if _, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", Force: true}); !errors.Is(err, engine.ErrConflict) ||
+			!strings.Contains(err.Error(), "`kl run recover "+late.Run.ID+"` commits its checkpoint and lifts it") {
+			t.Errorf("force-unlock of a fence that wrote: %v, want ErrConflict naming kl run recover", err)
+		}
+		out, err := h.unlock("tf-late", false)
 		if err != nil || out.Version == nil || out.Version.Serial != 2 {
 			t.Fatalf("late unlock: %+v %v", out, err)
 		}

@@ -391,10 +391,12 @@ func (e *Engine) startWrite(ctx context.Context, l *heldLock, head int64) error 
 // head holds, ends "unlocked" with no version. The lock's own Terraform
 // unlocking after its lease ran out still commits (lifting the fence).
 //
-// Force (`terraform force-unlock`, ADR 0056) lifts only backend locks —
-// the one in.LockID names, or every backend lock on the state for an
-// empty body — never a kl or klbot run's reservations or fence (ErrConflict
-// naming them). A forced lock that wrote commits its last checkpoint,
+// Force (`terraform force-unlock`, ADR 0056) lifts only live backend
+// locks — the one in.LockID names, or every live backend lock on the
+// state for an empty body — never a kl or klbot run's reservations, nor a
+// fence, a backend lock's included (ErrConflict naming them and the `kl`
+// command that lifts a fence; a fence's refusal is a
+// "force-unlock-refused" marker in its story). A forced lock that wrote commits its last checkpoint,
 // marked partial (its Terraform may have done more than it wrote); the
 // "unlocked" marker names who forced it. Errors: ErrConflict when no such
 // lock holds the state (naming what does); ErrNotFound for an unknown
@@ -490,11 +492,18 @@ func (e *Engine) forceUnlock(ctx context.Context, in BackendUnlockInput) (*Backe
 	if err != nil {
 		return nil, err
 	}
-	var pick []*heldLock
+	var pick, fences []*heldLock
 	for _, l := range locks {
-		if in.LockID == "" || l.matches(in.LockID) {
+		switch {
+		case in.LockID != "" && !l.matches(in.LockID):
+		case l.fenced:
+			fences = append(fences, l)
+		default:
 			pick = append(pick, l)
 		}
+	}
+	if len(pick) == 0 && len(fences) > 0 {
+		return nil, e.refuseFenceUnlock(ctx, in, fences)
 	}
 	if len(pick) == 0 {
 		if len(others) > 0 && (in.LockID == "" || held(others, in.LockID)) {
@@ -518,6 +527,37 @@ func (e *Engine) forceUnlock(ctx context.Context, in BackendUnlockInput) (*Backe
 		}
 	}
 	return out, nil
+}
+
+// refuseFenceUnlock is the refusal of a force-unlock that finds only
+// fences (issue 14 §3): a backend lock whose lease ran out before its
+// Terraform unlocked is a fence — its Terraform may have changed real
+// objects — which only `kl run recover` (it wrote a checkpoint) or `kl
+// run unfence` (after checking the real objects) lifts. Each fence's
+// story records it ("force-unlock-refused", by in.Actor): Terraform shows
+// only the status. ErrConflict (the http backend's 409).
+func (e *Engine) refuseFenceUnlock(ctx context.Context, in BackendUnlockInput, fences []*heldLock) error {
+	var parts []string
+	for _, l := range fences {
+		how := fmt.Sprintf("it wrote no checkpoint, so there is nothing to recover: after checking the real objects, `kl run unfence %s --reason TEXT` lifts it", l.run.ID)
+		if n := l.writes(); n > 0 {
+			what := "its checkpoint"
+			if n > 1 {
+				what = fmt.Sprintf("the last of its %d checkpoints", n)
+			}
+			how = fmt.Sprintf("`kl run recover %s` commits %s and lifts it (or, after checking the real objects, `kl run unfence %s --reason TEXT`)", l.run.ID, what, l.run.ID)
+		}
+		parts = append(parts, fmt.Sprintf("backend lock run %s (%s by %s) is a fence: its lease ran out at %s before its Terraform unlocked, and its Terraform may have changed real objects; %s",
+			l.run.ID, TerraformCommand(l.info.Operation), orUnknown(l.run.Actor), l.run.LeaseUntil.UTC().Format("2006-01-02T15:04:05Z"), how))
+	}
+	err := Errorf(ErrConflict, "force-unlocking state %s: %s; force-unlock lifts only a live backend lock, never a fence", in.State, strings.Join(parts, "; "))
+	for _, l := range fences {
+		m := Marker{Kind: MarkerForceUnlockRefused, By: in.Actor, Reason: err.Error()}
+		if aerr := e.Store.AddMarkers(ctx, l.run.ID, m); aerr != nil {
+			e.log().Error("recording a refused force-unlock of a fence", "run", l.run.ID, "err", aerr)
+		}
+	}
+	return err
 }
 
 // held reports whether id names one of bs's runs.
