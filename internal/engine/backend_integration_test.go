@@ -898,3 +898,73 @@ func TestBackendRefusalsInTheLocksStory(t *testing.T) {
 
 // flatWords is s with its runs of white space one space (wrapped text).
 func flatWords(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// TestRollbackOfAnAdoptedState: a state adopted through the backend has
+// versions of two lineages — 0, the empty version of `kl state init`
+// (its own lineage), and the adopted document's (at its serial). A
+// rollback to 0, or to a serial the adoption skipped, is refused before
+// any run exists, saying why and which serials can be rolled back to.
+func TestRollbackOfAnAdoptedState(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		ctx := t.Context()
+		const name, old = "acme/adopted", "99999999-0000-4000-8000-000000000008"
+		if _, err := h.eng.InitState(ctx, name, nil, "tester"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.eng.LockBackend(ctx, engine.BackendLockInput{State: name, Actor: "bob", Info: lockInfo("tf-m", "migration destination state"), Write: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.eng.WriteBackend(ctx, engine.BackendWriteInput{State: name, LockID: "tf-m", Actor: "bob", Document: tfDoc(t, old, 7, map[string]string{"x": "x7"})}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.eng.UnlockBackend(ctx, engine.BackendUnlockInput{State: name, Actor: "bob", LockID: "tf-m"}); err != nil {
+			t.Fatal(err)
+		}
+		runs := func() int {
+			rs, err := h.store.ListRuns(ctx, engine.RunQuery{State: name, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(rs)
+		}
+		before := runs()
+		rollback := func(to int64) error {
+			_, err := h.eng.Operate(ctx, engine.OperationInput{Mode: engine.CommitRollback, State: name, Serial: to, Actor: "ops", Reason: "undo"})
+			return err
+		}
+		// Only the adopted version: nothing earlier of its lineage.
+		err := rollback(0)
+		for _, want := range []string{
+			"rolling back state acme/adopted to version 0: version 0 is the empty version of `kl state init`, of lineage",
+			"before the state adopted lineage " + old + " (version 7, an adoption)",
+			"no version before the head (7) has the state's lineage: there is nothing to roll back to",
+		} {
+			if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Errorf("rollback --to 0 with only the adopted version: %v, want ErrInvalid saying %q", err, want)
+			}
+		}
+		// Two more versions of the adopted lineage.
+		for i, v := range []string{"x8", "x9"} {
+			if _, err := h.eng.Operate(ctx, engine.OperationInput{Mode: engine.CommitPush, State: name, Actor: "ops", Reason: "edit",
+				Document: tfDoc(t, old, int64(8+i), map[string]string{"x": v})}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before = runs()
+		err = rollback(0)
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "versions 7 and 8 can be rolled back to") {
+			t.Errorf("rollback --to 0: %v, want ErrInvalid naming versions 7 and 8", err)
+		}
+		err = rollback(3)
+		if !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), "it has no version 3 (head is 9): versions 7 and 8 can be rolled back to") {
+			t.Errorf("rollback --to 3 (skipped by the adoption): %v, want ErrNotFound naming versions 7 and 8", err)
+		}
+		if n := runs(); n != before {
+			t.Errorf("the refused rollbacks made %d runs", n-before)
+		}
+		if _, err := h.eng.Operate(ctx, engine.OperationInput{Mode: engine.CommitRollback, State: name, Serial: 7, Actor: "ops", Reason: "undo"}); err != nil {
+			t.Errorf("rollback --to 7 (the adopted version): %v", err)
+		}
+	})
+}
