@@ -580,8 +580,12 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		if _, err := h.eng.Recover(t.Context(), a.Run.ID); !errors.Is(err, engine.ErrNotFound) {
 			t.Fatalf("recover of an unwritten lock: %v, want ErrNotFound", err)
 		}
-		for _, id := range []string{"", "tf-apply", a.Run.ID} {
-			_, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", LockID: id, Force: true})
+		for _, c := range []struct {
+			id    string
+			force bool
+		}{{"", true}, {"tf-apply", true}, {a.Run.ID, true}, {a.Run.ID, false}} { // by its run id: not its own Terraform
+			id := c.id
+			_, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", LockID: id, Force: c.force})
 			for _, want := range []string{"backend lock run " + a.Run.ID + " (terraform apply by bob) is a fence: its lease ran out at",
 				"it wrote no checkpoint, so there is nothing to recover: after checking the real objects, `kl run unfence " + a.Run.ID + " --reason TEXT` lifts it",
 				"force-unlock lifts only a live backend lock, never a fence"} {
@@ -682,6 +686,15 @@ func TestBackendForceUnlock(t *testing.T) {
 		}
 		if _, head := h.head(); head["b"] != "b9" {
 			t.Fatalf("head = %v", head)
+		}
+		// An UNLOCK naming a live lock by its run id (which every 423
+		// tells) is not its own Terraform's: it is recorded as forced.
+		l2 := h.lock("tf-10", engine.OperationTypeApply)
+		if _, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", LockID: l2.Run.ID}); err != nil {
+			t.Fatalf("unlock by the run id: %v", err)
+		}
+		if u := kindsOf(h.markers(l2.Run.ID), engine.MarkerUnlocked); len(u) != 1 || u[0].By != "ops" || !engine.ForceUnlocked(u[0]) {
+			t.Fatalf("unlocked markers of an unlock by run id = %+v, want forced by ops", u)
 		}
 	})
 }

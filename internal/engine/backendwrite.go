@@ -23,8 +23,9 @@ type BackendUnlockInput struct {
 	// LockID is Terraform's lock id from the UNLOCK body (or the lock's
 	// run id), "" for an empty body.
 	LockID string
-	// Force: `terraform force-unlock` (an empty body), or an ID that is
-	// not the caller's own lock.
+	// Force: `terraform force-unlock` (an empty body). An UNLOCK naming
+	// a lock by its run id rather than Terraform's own lock id is forced
+	// too: only the Terraform that took a lock knows its lock id.
 	Force bool
 	// ReadOnly: the caller may only read (a read-only token). It may
 	// release only a read lock, named by Terraform's own lock id — not the
@@ -423,6 +424,15 @@ func (e *Engine) UnlockBackend(ctx context.Context, in BackendUnlockInput) (*Bac
 		if in.ReadOnly && (l.mode != ModeRead || in.LockID != l.info.ID) {
 			return nil, Errorf(ErrForbidden, "unlocking state %s: %s; the lock ID %s names %s, %s: %s",
 				in.State, readOnlyRule, in.LockID, heldLockWords(l, false), lockWords(l), readOnlyWayOut(in.State, l))
+		}
+		if in.LockID != l.info.ID {
+			// Named by its run id, which every 423 tells: not its own
+			// Terraform (which sends its own lock id) but a force-unlock
+			// by id — refused for a fence, recorded as forced otherwise.
+			if l.fenced {
+				return nil, e.refuseFenceUnlock(ctx, in, []*heldLock{l})
+			}
+			return e.unlock(ctx, l, in.Actor, true)
 		}
 		return e.unlock(ctx, l, in.Actor, false)
 	}
