@@ -66,7 +66,7 @@ func statusDoc(st *engine.Status, o Options) *doc {
 	if len(st.Fenced) > 0 {
 		var l list
 		for _, f := range st.Fenced {
-			l = append(l, item{s: fencedWords(f)})
+			l = append(l, item{s: fenceItemWords(f)})
 		}
 		d.summary = append([]block{l}, d.summary...)
 	}
@@ -122,6 +122,19 @@ func fencedWords(f engine.FencedRun) sentence {
 		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
 	}
 	return words(s, "; it fences ", heldWords(w), " — ", liftWords(f.Run.ID, f.Run.PR))
+}
+
+// fenceItemWords is a fenced run's line in `kl status`: fencedWords, and
+// the last `terraform force-unlock` refused on it (a backend lock's
+// fence, ADR 0056): "; terraform force-unlock refused (T, by ops):
+// force-unlock lifts only a live backend lock, never a fence".
+func fenceItemWords(f engine.FencedRun) sentence {
+	s := fencedWords(f)
+	if m := f.ForceUnlockRefused; m != nil {
+		s = words(s, "; ", toned(toneBad, "terraform force-unlock refused"), " ("+fmtTime(m.At)+", by "+orWords(m.By, "an unknown actor")+
+			"): force-unlock lifts only a live backend lock, never a fence")
+	}
+	return s
 }
 
 // fencesOver is the fenced runs of st whose fences meet what open plan p
@@ -235,7 +248,7 @@ func statusJSON(st *engine.Status) statusDocument {
 	for i := range st.Fenced {
 		f := st.Fenced[i]
 		w, _ := holdsOf(f.Fences)
-		jf := jFenced{Run: toRun(&f.Run), Fences: strs(w), Text: fencedWords(f).plain()}
+		jf := jFenced{Run: toRun(&f.Run), Fences: strs(w), Text: fenceItemWords(f).plain()}
 		if !f.TerraformStarted.IsZero() {
 			t := jtime(f.TerraformStarted)
 			jf.TerraformStarted = &t
