@@ -364,3 +364,46 @@ func TestActionStoreInput(t *testing.T) {
 		}
 	}
 }
+
+// TestActionPlanAtMergeAfterReviewed (issue 15 §1, "a word must never
+// claim more than happened"): with on-missing-plan: plan-and-apply, a push
+// that merged #5, which has no reviewed plan, then #6, which has one,
+// applies #6's reviewed plan — its digest — before #5 is planned at merge.
+// The plan at merge is of the pushed commit, which holds #6's change too:
+// made first, it applied #6's reviewed change as a plan nobody reviewed,
+// under #5's name, and then refused #6's own plan as stale and said that
+// #6 "had no applicable reviewed plan".
+func TestActionPlanAtMergeAfterReviewed(t *testing.T) {
+	k := newMergeKit(t)
+	k.config("v1", "v1", "v1")
+	p0 := k.planPR(10, sha(0x10))
+	k.use(map[string]string{"command": "apply", "state": "acme/prod", "plan-run": p0, "store": k.store}, 0)
+
+	k.config("v1", "v1", "v6")
+	p6 := k.planPR(6, sha(6))
+	h5, m5, m6 := sha(0x55), sha(0xa5), sha(0xa6)
+	k.merged(5, h5, m5) // never planned at its head
+	k.merged(6, sha(6), m6)
+	k.push(sha(1), m6, h5, m5, sha(6), m6)
+	k.config("v5", "v1", "v6")
+	res := k.use(map[string]string{"command": "apply", "state": "acme/prod", "working-directory": "infra", "store": k.store, "on-missing-plan": "plan-and-apply"}, 0)
+
+	if s := k.show(p6).Run.Status; s != "applied" {
+		t.Errorf("#6's reviewed plan is %s, want applied", s)
+	}
+	if strings.Contains(res.summary, "acme/infra#6: applying a plan nobody reviewed") || strings.Contains(res.summary, "### acme/infra#6: no applicable reviewed plan") {
+		t.Errorf("the summary says #6, which had an applicable reviewed plan, had none:\n%s", res.summary)
+	}
+	i6 := strings.Index(res.summary, "of plan `"+p6+"`")
+	i5 := strings.Index(res.summary, "### ⚠ acme/infra#5: applying a plan nobody reviewed")
+	if i6 < 0 || i5 < 0 || i6 > i5 {
+		t.Errorf("the summary does not tell #6's reviewed apply, then #5's plan at merge (%d, %d):\n%s", i6, i5, res.summary)
+	}
+	fresh := k.show(res.outputs["run-id"])
+	if fresh.Run.Status != "applied" || fresh.Run.PlanRun == p6 || !k.show(fresh.Run.PlanRun).Envelope.PlannedAtMerge {
+		t.Errorf("the last apply is %+v, want #5's plan at merge applied", fresh.Run)
+	}
+	if !strings.Contains(res.log, "this push merged: acme/infra#5 acme/infra#6") {
+		t.Errorf("the push's pull requests are not #5 then #6:\n%s", res.log)
+	}
+}
