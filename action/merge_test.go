@@ -321,12 +321,17 @@ func TestActionStoreInput(t *testing.T) {
 	k.fake.AddPR(mergeRepo, githubfake.PR{Number: 7, HeadSHA: sha(7)})
 	k.setEvent("pull_request", githubfake.PullRequestEvent("pull_request.synchronize.22", mergeRepo, 7, sha(7)), sha(0x0f))
 
-	res := k.r.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra", "store": ""})
-	if res.failed != "Check inputs" || !strings.Contains(res.log, "::error title=kilolock::input store is empty") {
-		t.Errorf("an empty store: step %q failed, want Check inputs to say the input is empty:\n%s", res.failed, res.log)
-	}
-	if strings.Contains(res.log, "kl state init") || strings.Contains(res.log, "── kl plan\n") {
-		t.Errorf("an empty store went on to kl:\n%s", res.log)
+	// Blank is empty too: a secret holding only a newline would be a
+	// SQLite file named " " or "\n" in the workspace, created by
+	// create-state, a throwaway store.
+	for _, blank := range []string{"", " ", "\n", " \t\n"} {
+		res := k.r.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra", "store": blank, "create-state": "true"})
+		if res.failed != "Check inputs" || !strings.Contains(res.log, "::error title=kilolock::input store is empty") {
+			t.Errorf("store %q: step %q failed, want Check inputs to say the input is empty:\n%s", blank, res.failed, res.log)
+		}
+		if strings.Contains(res.log, "kl state init") || strings.Contains(res.log, "── kl plan\n") {
+			t.Errorf("store %q went on to kl:\n%s", blank, res.log)
+		}
 	}
 
 	const password = "st0re-pw-8841"
