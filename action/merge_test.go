@@ -266,6 +266,13 @@ func TestActionAppliesReviewedPlanOnPush(t *testing.T) {
 	if strings.Contains(res.summary, "nobody reviewed") {
 		t.Errorf("without on-missing-plan, a plan at merge was made:\n%s", res.summary)
 	}
+	// The refusal's own "next" is written for an open pull request
+	// ("re-plan on the PR's current head"); #13 has merged, and the
+	// summary says what is left to do then.
+	if !strings.Contains(res.summary, "### ⛔ acme/infra#13 has merged, and its change is not applied") ||
+		!strings.Contains(res.summary, "on-missing-plan: plan-and-apply") {
+		t.Errorf("the summary does not say that #13 merged unapplied, and what to do:\n%s", res.summary)
+	}
 
 	// The same push again, opted in: planned at merge, applied, and said.
 	apply["on-missing-plan"] = "plan-and-apply"
