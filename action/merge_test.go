@@ -419,3 +419,50 @@ func TestActionPlanAtMergeAfterReviewed(t *testing.T) {
 		t.Errorf("the push's pull requests are not #5 then #6:\n%s", res.log)
 	}
 }
+
+// TestActionAppliesUnchangedIntentReplanOnPush (issue 15 "Tests": "or a
+// named re-plan with unchanged intent"): #4 changes b, which reads a; #1
+// replaces a (a new id, the same input) and is applied before #4 merges.
+// On the push, #4's reviewed plan is re-planned against the new head, its
+// intent unchanged, and the re-plan is applied — named as such in the
+// job summary, never as the reviewed plan itself.
+func TestActionAppliesUnchangedIntentReplanOnPush(t *testing.T) {
+	k := newMergeKit(t)
+	write := func(b string) {
+		t.Helper()
+		cfg := strings.Replace(queueConfig("a0", "", "c0"), `-b"`, "-"+b+`"`, 1)
+		if err := os.WriteFile(filepath.Join(k.work, "infra", "main.tf"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("b0")
+	p0 := k.planPR(10, sha(0x10))
+	k.use(map[string]string{"command": "apply", "state": "acme/prod", "plan-run": p0, "store": k.store}, 0)
+	write("b4")
+	p4 := k.planPR(4, sha(4))
+	write("b0")
+	var doc struct{ Run struct{ ID string } }
+	if err := json.Unmarshal(k.kl("--json", "plan", "--state", "acme/prod", "-C", filepath.Join(k.work, "infra"),
+		"--pr", mergeRepo+"#1", "--commit", sha(1), "--replace", "terraform_data.a"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	k.kl("apply", doc.Run.ID, "--state", "acme/prod")
+
+	write("b4")
+	k.merged(4, sha(4), sha(0xa4))
+	k.push(sha(1), sha(0xa4), sha(4), sha(0xa4))
+	res := k.use(map[string]string{"command": "apply", "state": "acme/prod", "working-directory": "infra", "store": k.store}, 0)
+	a := k.show(res.outputs["run-id"])
+	if a.Run.Kind != "apply" || a.Run.Status != "applied" || a.Run.PlanRun != p4 {
+		t.Fatalf("the push applied %+v, want #4's reviewed plan %s re-planned", a.Run, p4)
+	}
+	for _, w := range []string{"plan input changed", "re-planned against head 2, intent unchanged: applied the re-plan",
+		"reviewed `" + p4 + "`", "(applied in place of the reviewed plan)"} {
+		if !strings.Contains(res.summary, w) {
+			t.Errorf("the job summary does not say %q:\n%s", w, res.summary)
+		}
+	}
+	if strings.Contains(res.summary, "nobody reviewed") {
+		t.Errorf("an unchanged-intent re-plan is called unreviewed:\n%s", res.summary)
+	}
+}
