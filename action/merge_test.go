@@ -266,6 +266,13 @@ func TestActionAppliesReviewedPlanOnPush(t *testing.T) {
 	if strings.Contains(res.summary, "nobody reviewed") {
 		t.Errorf("without on-missing-plan, a plan at merge was made:\n%s", res.summary)
 	}
+	// The refusal's own "next" is written for an open pull request
+	// ("re-plan on the PR's current head"); #13 has merged, and the
+	// summary says what is left to do then.
+	if !strings.Contains(res.summary, "### ⛔ acme/infra#13 has merged, and its change is not applied") ||
+		!strings.Contains(res.summary, "on-missing-plan: plan-and-apply") {
+		t.Errorf("the summary does not say that #13 merged unapplied, and what to do:\n%s", res.summary)
+	}
 
 	// The same push again, opted in: planned at merge, applied, and said.
 	apply["on-missing-plan"] = "plan-and-apply"
@@ -321,12 +328,17 @@ func TestActionStoreInput(t *testing.T) {
 	k.fake.AddPR(mergeRepo, githubfake.PR{Number: 7, HeadSHA: sha(7)})
 	k.setEvent("pull_request", githubfake.PullRequestEvent("pull_request.synchronize.22", mergeRepo, 7, sha(7)), sha(0x0f))
 
-	res := k.r.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra", "store": ""})
-	if res.failed != "Check inputs" || !strings.Contains(res.log, "::error title=kilolock::input store is empty") {
-		t.Errorf("an empty store: step %q failed, want Check inputs to say the input is empty:\n%s", res.failed, res.log)
-	}
-	if strings.Contains(res.log, "kl state init") || strings.Contains(res.log, "── kl plan\n") {
-		t.Errorf("an empty store went on to kl:\n%s", res.log)
+	// Blank is empty too: a secret holding only a newline would be a
+	// SQLite file named " " or "\n" in the workspace, created by
+	// create-state, a throwaway store.
+	for _, blank := range []string{"", " ", "\n", " \t\n"} {
+		res := k.r.use(map[string]string{"command": "plan", "state": "acme/prod", "working-directory": "infra", "store": blank, "create-state": "true"})
+		if res.failed != "Check inputs" || !strings.Contains(res.log, "::error title=kilolock::input store is empty") {
+			t.Errorf("store %q: step %q failed, want Check inputs to say the input is empty:\n%s", blank, res.failed, res.log)
+		}
+		if strings.Contains(res.log, "kl state init") || strings.Contains(res.log, "── kl plan\n") {
+			t.Errorf("store %q went on to kl:\n%s", blank, res.log)
+		}
 	}
 
 	const password = "st0re-pw-8841"
@@ -362,5 +374,95 @@ func TestActionStoreInput(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestActionPlanAtMergeAfterReviewed (issue 15 §1, "a word must never
+// claim more than happened"): with on-missing-plan: plan-and-apply, a push
+// that merged #5, which has no reviewed plan, then #6, which has one,
+// applies #6's reviewed plan — its digest — before #5 is planned at merge.
+// The plan at merge is of the pushed commit, which holds #6's change too:
+// made first, it applied #6's reviewed change as a plan nobody reviewed,
+// under #5's name, and then refused #6's own plan as stale and said that
+// #6 "had no applicable reviewed plan".
+func TestActionPlanAtMergeAfterReviewed(t *testing.T) {
+	k := newMergeKit(t)
+	k.config("v1", "v1", "v1")
+	p0 := k.planPR(10, sha(0x10))
+	k.use(map[string]string{"command": "apply", "state": "acme/prod", "plan-run": p0, "store": k.store}, 0)
+
+	k.config("v1", "v1", "v6")
+	p6 := k.planPR(6, sha(6))
+	h5, m5, m6 := sha(0x55), sha(0xa5), sha(0xa6)
+	k.merged(5, h5, m5) // never planned at its head
+	k.merged(6, sha(6), m6)
+	k.push(sha(1), m6, h5, m5, sha(6), m6)
+	k.config("v5", "v1", "v6")
+	res := k.use(map[string]string{"command": "apply", "state": "acme/prod", "working-directory": "infra", "store": k.store, "on-missing-plan": "plan-and-apply"}, 0)
+
+	if s := k.show(p6).Run.Status; s != "applied" {
+		t.Errorf("#6's reviewed plan is %s, want applied", s)
+	}
+	if strings.Contains(res.summary, "acme/infra#6: applying a plan nobody reviewed") || strings.Contains(res.summary, "### acme/infra#6: no applicable reviewed plan") {
+		t.Errorf("the summary says #6, which had an applicable reviewed plan, had none:\n%s", res.summary)
+	}
+	i6 := strings.Index(res.summary, "of plan `"+p6+"`")
+	i5 := strings.Index(res.summary, "### ⚠ acme/infra#5: applying a plan nobody reviewed")
+	if i6 < 0 || i5 < 0 || i6 > i5 {
+		t.Errorf("the summary does not tell #6's reviewed apply, then #5's plan at merge (%d, %d):\n%s", i6, i5, res.summary)
+	}
+	fresh := k.show(res.outputs["run-id"])
+	if fresh.Run.Status != "applied" || fresh.Run.PlanRun == p6 || !k.show(fresh.Run.PlanRun).Envelope.PlannedAtMerge {
+		t.Errorf("the last apply is %+v, want #5's plan at merge applied", fresh.Run)
+	}
+	if !strings.Contains(res.log, "this push merged: acme/infra#5 acme/infra#6") {
+		t.Errorf("the push's pull requests are not #5 then #6:\n%s", res.log)
+	}
+}
+
+// TestActionAppliesUnchangedIntentReplanOnPush (issue 15 "Tests": "or a
+// named re-plan with unchanged intent"): #4 changes b, which reads a; #1
+// replaces a (a new id, the same input) and is applied before #4 merges.
+// On the push, #4's reviewed plan is re-planned against the new head, its
+// intent unchanged, and the re-plan is applied — named as such in the
+// job summary, never as the reviewed plan itself.
+func TestActionAppliesUnchangedIntentReplanOnPush(t *testing.T) {
+	k := newMergeKit(t)
+	write := func(b string) {
+		t.Helper()
+		cfg := strings.Replace(queueConfig("a0", "", "c0"), `-b"`, "-"+b+`"`, 1)
+		if err := os.WriteFile(filepath.Join(k.work, "infra", "main.tf"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("b0")
+	p0 := k.planPR(10, sha(0x10))
+	k.use(map[string]string{"command": "apply", "state": "acme/prod", "plan-run": p0, "store": k.store}, 0)
+	write("b4")
+	p4 := k.planPR(4, sha(4))
+	write("b0")
+	var doc struct{ Run struct{ ID string } }
+	if err := json.Unmarshal(k.kl("--json", "plan", "--state", "acme/prod", "-C", filepath.Join(k.work, "infra"),
+		"--pr", mergeRepo+"#1", "--commit", sha(1), "--replace", "terraform_data.a"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	k.kl("apply", doc.Run.ID, "--state", "acme/prod")
+
+	write("b4")
+	k.merged(4, sha(4), sha(0xa4))
+	k.push(sha(1), sha(0xa4), sha(4), sha(0xa4))
+	res := k.use(map[string]string{"command": "apply", "state": "acme/prod", "working-directory": "infra", "store": k.store}, 0)
+	a := k.show(res.outputs["run-id"])
+	if a.Run.Kind != "apply" || a.Run.Status != "applied" || a.Run.PlanRun != p4 {
+		t.Fatalf("the push applied %+v, want #4's reviewed plan %s re-planned", a.Run, p4)
+	}
+	for _, w := range []string{"plan input changed", "re-planned against head 2, intent unchanged: applied the re-plan",
+		"reviewed `" + p4 + "`", "(applied in place of the reviewed plan)"} {
+		if !strings.Contains(res.summary, w) {
+			t.Errorf("the job summary does not say %q:\n%s", w, res.summary)
+		}
+	}
+	if strings.Contains(res.summary, "nobody reviewed") {
+		t.Errorf("an unchanged-intent re-plan is called unreviewed:\n%s", res.summary)
 	}
 }

@@ -127,7 +127,11 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 		a.closers = append(a.closers, st.Close)
 		return st, "", nil
 	case strings.Contains(loc, "://") && !strings.HasPrefix(loc, "sqlite://") && !strings.HasPrefix(loc, "file://"):
-		return nil, "", fmt.Errorf("opening store %s: unknown store kind: use a file path or a postgres:// URL", redact(loc))
+		blank := ""
+		if strings.TrimSpace(loc) != loc {
+			blank = " (it starts or ends with a blank)"
+		}
+		return nil, "", fmt.Errorf("opening store %s: unknown store kind%s: use a file path or a postgres:// URL", redact(loc), blank)
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
 	missing, empty := storeMissing(path)
@@ -181,10 +185,20 @@ func (a *app) close() {
 // sqlite://host=x.
 var keyValueDSN = regexp.MustCompile(`(^|\s)(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout|options|application_name)\s*=`)
 
-// redact hides a password in a URL-shaped store location.
+// redact hides a password in a URL-shaped store location: the userinfo's
+// password is xxxxx and a query (which may hold password=) is "?…"; a
+// location Go does not parse as a URL (a blank before the scheme or in the
+// password) is shown as its scheme and "://…" alone (issue 15 §4).
 func redact(loc string) string {
-	if u, err := url.Parse(loc); err == nil && u.User != nil {
-		return u.Redacted()
+	u, err := url.Parse(loc)
+	if err != nil {
+		scheme, _, _ := strings.Cut(loc, "://")
+		return strings.TrimSpace(scheme) + "://…"
 	}
-	return loc
+	if u.RawQuery != "" {
+		u.RawQuery = ""
+		u.ForceQuery = false
+		return u.Redacted() + "?…"
+	}
+	return u.Redacted()
 }

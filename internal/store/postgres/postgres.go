@@ -133,8 +133,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx redacts the password in its parse errors.
-		return nil, fmt.Errorf("opening PostgreSQL store: parsing the DSN: %w", err)
+		return nil, fmt.Errorf("opening PostgreSQL store: parsing the DSN: %s", parseCause(err, dsn))
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" && o.appName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = o.appName
@@ -168,6 +167,28 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
 	}
 	return s, nil
+}
+
+// parseCause is why pgx could not parse dsn, without the DSN: pgx's
+// *pgconn.ParseConfigError quotes it, its password redacted only on a
+// best-effort basis (libpq's "password = pw" and "password=a\ b" defeat
+// it, issue 15 §4), so its text is cut to what follows the quote, and any
+// copy of dsn left in the cause is replaced. The error is not wrapped:
+// its Error and its ConnString field hold the DSN.
+func parseCause(err error, dsn string) string {
+	msg := err.Error()
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			msg = msg[i+len("`: "):]
+		} else {
+			msg = "it is neither a postgres:// URL nor a key=value string"
+		}
+	}
+	if dsn != "" {
+		msg = strings.ReplaceAll(msg, dsn, "(the DSN)")
+	}
+	return msg
 }
 
 // describe names a server for error messages: host:port/database as user,
