@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -141,25 +140,16 @@ func (b *Bot) groupPRs(ctx context.Context, c Client, repo github.Repo, a QueueA
 // and for each project its head touches the plan of that head, with the
 // rules of its apply read again from base (klyaml.Tighten, ADR 0040).
 func (b *Bot) queuedPR(ctx context.Context, c Client, repo github.Repo, n int, baseBranch string, base *klyaml.Base) (queue.PR, error) {
-	pr, err := c.GetPullRequest(ctx, repo, n)
-	if err != nil {
-		return queue.PR{}, err
-	}
-	q := queue.PR{Number: n, Head: pr.HeadSHA}
-	switch {
-	case pr.State != "open":
-		q.Problem = "the pull request is " + pr.State
-		return q, nil
-	case pr.BaseRef != baseBranch:
-		q.Problem = fmt.Sprintf("the pull request is into `%s`, not `%s`", pr.BaseRef, baseBranch)
-		return q, nil
+	q, judge, err := queue.ReadPR(ctx, c, repo, n, baseBranch)
+	if err != nil || !judge {
+		return q, err
 	}
 	rows, err := b.db.projects(ctx, repo.String(), n)
 	if err != nil {
 		return q, err
 	}
 	for _, r := range rows {
-		if !r.Open || r.HeadSHA != pr.HeadSHA {
+		if !r.Open || r.HeadSHA != q.Head {
 			continue
 		}
 		p, ok, err := b.queuedPlan(ctx, r, base)

@@ -233,20 +233,11 @@ func groupCheck(ctx context.Context, e *engine.Engine, c checkClient, repo githu
 // queuedPR reads pull request n of a merge group: its head from GitHub,
 // and the newest plan of each project at that head from the store.
 func queuedPR(ctx context.Context, e *engine.Engine, c checkClient, repo github.Repo, n int, base string, f checkFlags) (queue.PR, error) {
-	pr, err := c.GetPullRequest(ctx, repo, n)
-	if err != nil {
-		return queue.PR{}, err
+	q, judge, err := queue.ReadPR(ctx, c, repo, n, base)
+	if err != nil || !judge {
+		return q, err
 	}
-	q := queue.PR{Number: n, Head: pr.HeadSHA}
-	switch {
-	case pr.State != "open":
-		q.Problem = "the pull request is " + pr.State
-		return q, nil
-	case pr.BaseRef != base:
-		q.Problem = fmt.Sprintf("the pull request is into `%s`, not `%s`", pr.BaseRef, base)
-		return q, nil
-	}
-	runs, err := e.PRPlans(ctx, engine.PRPlanQuery{PR: engine.PullRequest{Repo: repo.String(), Number: n}, Commit: pr.HeadSHA})
+	runs, err := e.PRPlans(ctx, engine.PRPlanQuery{PR: engine.PullRequest{Repo: repo.String(), Number: n}, Commit: q.Head})
 	if err != nil {
 		return q, err
 	}

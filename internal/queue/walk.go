@@ -102,3 +102,30 @@ func ShortSHA(s string) string {
 	}
 	return s
 }
+
+// PRGetter is what ReadPR asks GitHub: a pull request by number.
+// *github.Client and klbot's installation clients are PRGetters.
+type PRGetter interface {
+	GetPullRequest(ctx context.Context, repo github.Repo, number int) (github.PullRequest, error)
+}
+
+// ReadPR reads pull request n of a merge group into branch base: its head,
+// and the Problem that fails it unjudged — it is not open, or it is into
+// another branch than the group's. judge is false when Problem is set:
+// its plans need not be read. Errors are GitHub's.
+func ReadPR(ctx context.Context, c PRGetter, repo github.Repo, n int, base string) (q PR, judge bool, err error) {
+	pr, err := c.GetPullRequest(ctx, repo, n)
+	if err != nil {
+		return PR{}, false, err
+	}
+	q = PR{Number: n, Head: pr.HeadSHA}
+	switch {
+	case pr.State != "open":
+		q.Problem = "the pull request is " + pr.State
+		return q, false, nil
+	case pr.BaseRef != base:
+		q.Problem = fmt.Sprintf("the pull request is into `%s`, not `%s`", pr.BaseRef, base)
+		return q, false, nil
+	}
+	return q, true, nil
+}

@@ -75,3 +75,45 @@ func TestWalk(t *testing.T) {
 		}
 	}
 }
+
+// pulls is a PRGetter over a map of pull requests.
+type pulls map[int]github.PullRequest
+
+func (p pulls) GetPullRequest(_ context.Context, _ github.Repo, n int) (github.PullRequest, error) {
+	pr, ok := p[n]
+	if !ok {
+		return github.PullRequest{}, github.ErrNotFound
+	}
+	return pr, nil
+}
+
+// TestReadPR: an open pull request into the group's branch is judged at
+// its head; a closed one or one into another branch fails with the
+// reason, unjudged; GitHub's error is returned as it is.
+func TestReadPR(t *testing.T) {
+	t.Parallel()
+	c := pulls{
+		1: {HeadSHA: sha('a'), State: "open", BaseRef: "main"},
+		2: {HeadSHA: sha('b'), State: "closed", BaseRef: "main"},
+		3: {HeadSHA: sha('c'), State: "open", BaseRef: "dev"},
+	}
+	repo := github.Repo{Owner: "acme", Name: "infra"}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		n       int
+		judge   bool
+		problem string
+	}{
+		{1, true, ""},
+		{2, false, "the pull request is closed"},
+		{3, false, "the pull request is into `dev`, not `main`"},
+	} {
+		q, judge, err := ReadPR(ctx, c, repo, tc.n, "main")
+		if err != nil || judge != tc.judge || q.Problem != tc.problem || q.Number != tc.n || q.Head != c[tc.n].HeadSHA {
+			t.Errorf("ReadPR(%d) = %+v, %v, %v; want judge %v, problem %q", tc.n, q, judge, err, tc.judge, tc.problem)
+		}
+	}
+	if _, _, err := ReadPR(ctx, c, repo, 4, "main"); err != github.ErrNotFound {
+		t.Errorf("ReadPR(4) err = %v, want ErrNotFound", err)
+	}
+}

@@ -144,6 +144,15 @@ func refusedWords(m engine.Marker) sentence {
 		return words(fmt.Sprintf("the document's serial %d is below the head's %d: an older copy", m.Serial, m.FromSerial))
 	case engine.RefusalNotState:
 		return words("not a Terraform state v4 document" + reasonSuffix(m.Reason).plain())
+	case engine.RefusalTooLarge:
+		return words("its body was over the server's body cap (KL_MAX_BODY_MIB, KLBOT_MAX_BODY_MIB)" + reasonSuffix(m.Reason).plain())
+	case engine.RefusalContentMD5:
+		return words("its Content-MD5 header did not match its body" + reasonSuffix(m.Reason).plain())
+	case engine.RefusalLockID:
+		if m.Extra["lock_id"] == "" {
+			return words("it named no lock (no ?ID=) while a write lock held the state" + reasonSuffix(m.Reason).plain())
+		}
+		return words("its ?ID=" + m.Extra["lock_id"] + " names no write lock holding the state" + reasonSuffix(m.Reason).plain())
 	}
 	return words(orWords(m.Extra["refusal"], "refused") + reasonSuffix(m.Reason).plain())
 }

@@ -255,3 +255,22 @@ func TestWaitedOnBackendLockNamesIt(t *testing.T) {
 		t.Errorf("the waited-for fact reads %q, want it to name %q", got, want)
 	}
 }
+
+// The refusals the HTTP layer records before the engine reads the
+// document (a body over the cap, a Content-MD5 mismatch, a lock id
+// that holds nothing) read in words, never as their JSON keys.
+func TestRefusedWriteWordsOfTheHTTPLayer(t *testing.T) {
+	t.Parallel()
+	for refusal, want := range map[string]string{
+		engine.RefusalTooLarge:   "its body was over the server's body cap (KL_MAX_BODY_MIB, KLBOT_MAX_BODY_MIB)",
+		engine.RefusalContentMD5: "its Content-MD5 header did not match its body",
+		engine.RefusalLockID:     "its ?ID=lock-9 names no write lock holding the state",
+	} {
+		m := engine.Marker{Kind: engine.MarkerBackendRefused, Reason: "HTTP 4xx to a POST by bob: why",
+			Extra: map[string]string{"refusal": refusal, "lock_id": "lock-9"}}
+		got := refusedWords(m).plain()
+		if !strings.HasPrefix(got, want) || strings.Contains(got, refusal+":") || !strings.HasSuffix(got, ": HTTP 4xx to a POST by bob: why") {
+			t.Errorf("refusal %s reads %q; want it to start %q and end with the answer's words", refusal, got, want)
+		}
+	}
+}
