@@ -16,6 +16,18 @@ import (
 // SchemaPushedPRs is the schema of `kl github pushed-prs --json`.
 const SchemaPushedPRs = "kilolock/pushed-prs/v1"
 
+// pushedDoc is kilolock/pushed-prs/v1 (docs/json.md), schema first as in
+// every kl document: the pull requests a push of Branch from Before to
+// After brought, in merge order.
+type pushedDoc struct {
+	Schema       string     `json:"schema"`
+	Repo         string     `json:"repo"`
+	Branch       string     `json:"branch"`
+	Before       string     `json:"before"`
+	After        string     `json:"after"`
+	PullRequests []pushedPR `json:"pull_requests"`
+}
+
 // githubCommand is `kl github`: questions kl asks GitHub for a workflow.
 func (a *app) githubCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -111,8 +123,8 @@ func (a *app) pushedPRs(cmd *cobra.Command, f pushedFlags) error {
 			MergeCommitSHA: p.MergeCommitSHA, URL: p.HTMLURL, Title: p.Title})
 	}
 	if a.jsonOut {
-		b, err := json.MarshalIndent(map[string]any{"schema": SchemaPushedPRs, "repo": repo.String(), "branch": f.branch,
-			"before": f.before, "after": f.after, "pull_requests": out}, "", "  ")
+		b, err := json.MarshalIndent(pushedDoc{Schema: SchemaPushedPRs, Repo: repo.String(), Branch: f.branch,
+			Before: f.before, After: f.after, PullRequests: out}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encoding pushed-prs as JSON: %w", err)
 		}
