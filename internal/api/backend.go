@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
@@ -26,11 +24,18 @@ type Backend interface {
 	// LockBackend takes a whole-state reservation for a backend lock:
 	// *engine.BackendLockedError (or a *engine.FencedError) when held.
 	LockBackend(ctx context.Context, in engine.BackendLockInput) (*engine.BackendLock, error)
+	// State is the state of that name: engine.ErrNotFound (or ErrInvalid
+	// for a name no `kl state init` could make) when there is none.
+	State(ctx context.Context, name string) (engine.State, error)
 	// BackendHead is the head's state document (always one, with its
 	// lineage) and serial.
 	BackendHead(ctx context.Context, state string) (doc []byte, serial int64, err error)
 	// WriteBackend stores a checkpoint under the live write lock in.LockID.
 	WriteBackend(ctx context.Context, in engine.BackendWriteInput) error
+	// RecordBackendRefusal records a POST refused before its document
+	// reached the engine (413, a Content-MD5 mismatch) in the story of
+	// the lock it names and the state's write locks.
+	RecordBackendRefusal(ctx context.Context, in engine.BackendRefusal) ([]string, error)
 	// UnlockBackend commits the lock's last checkpoint as one version and
 	// releases the lock.
 	UnlockBackend(ctx context.Context, in engine.BackendUnlockInput) (*engine.BackendUnlockOutcome, error)
@@ -84,6 +89,42 @@ func stateName(r *http.Request) (string, error) {
 	return name, nil
 }
 
+// known is the request's state name once the state exists (read access
+// to it: allowed), checked before anything else the request asks, so that
+// a POST without ?ID=, a read-only token's LOCK or an UNLOCK of a state
+// that does not exist all say that it does not (unknownState), not what
+// else is wrong with them.
+func (s *Server) known(r *http.Request) (string, error) {
+	name, err := s.allowed(r, Read)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.backend.State(r.Context(), name); err != nil {
+		if errors.Is(err, engine.ErrNotFound) {
+			return "", unknownState(r, name, err)
+		}
+		e, _ := backendRefusal(err)
+		return "", e
+	}
+	return name, nil
+}
+
+// unknownState is the answer to a request for state name, which the store
+// does not have (cause): 400 for a GET, since Terraform reads a 404 as "no
+// state yet" (getState), 404 for the other methods; its body names the
+// state and the command that makes it (engine.ShellQuote'd). Terraform
+// shows only the status; curl and the request log show the words.
+func unknownState(r *http.Request, name string, cause error) *Error {
+	status := http.StatusNotFound
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		status = http.StatusBadRequest
+	}
+	q := engine.ShellQuote(name)
+	return &Error{Status: status, Err: cause,
+		Msg: fmt.Sprintf("no state %s in this store: `kl state init %s` makes it (an empty one, which `terraform init -migrate-state` adopts), "+
+			"or `kl state init %s --from FILE` from a state file; `kl state list` lists the states there are", name, q, q)}
+}
+
 // getState answers the head's document (read access). A state that does
 // not exist is 400, not 404: Terraform reads 404 (and 204) as "no state
 // yet" and would then write one of a lineage of its own, and
@@ -96,8 +137,7 @@ func (s *Server) getState(w http.ResponseWriter, r *http.Request) {
 	}
 	doc, _, err := s.backend.BackendHead(r.Context(), name)
 	if errors.Is(err, engine.ErrNotFound) {
-		writeError(w, r, &Error{Status: http.StatusBadRequest, Err: err,
-			Msg: fmt.Sprintf("no state %s in this store: kl state init %s makes it (an empty one, which terraform init -migrate-state adopts)", name, name)})
+		writeError(w, r, unknownState(r, name, err))
 		return
 	}
 	if err != nil {
@@ -116,7 +156,10 @@ func (s *Server) getState(w http.ResponseWriter, r *http.Request) {
 // when lock_address is set, and nothing writes a state without a
 // reservation.
 func (s *Server) postState(w http.ResponseWriter, r *http.Request) {
-	name, err := s.allowed(r, Write)
+	name, err := s.known(r)
+	if err == nil {
+		err = IdentityFrom(r.Context()).Allow(name, Write)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -129,6 +172,7 @@ func (s *Server) postState(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := readBody(r)
 	if err != nil {
+		s.refusedPost(r, name, lockID, err)
 		writeError(w, r, err)
 		return
 	}
@@ -144,12 +188,44 @@ func (s *Server) postState(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// refusedPost records the refusal err of a POST of state name under
+// lockID that the engine never saw — a body over the cap, a Content-MD5
+// mismatch — in the lock's story (Backend.RecordBackendRefusal): Terraform
+// shows only "HTTP error: 413" or "400", so `kl status`, `kl run show`
+// and `kl why` must say why. Best effort: a failure is logged.
+func (s *Server) refusedPost(r *http.Request, name, lockID string, err error) {
+	var e *Error
+	var mb *http.MaxBytesError
+	refusal := engine.RefusalContentMD5
+	switch {
+	case errors.As(err, &mb):
+		refusal, e = engine.RefusalTooLarge, tooLarge(mb.Limit)
+	case errors.As(err, &e) && e.Status == http.StatusBadRequest:
+	default:
+		return // the connection failed: nothing was refused
+	}
+	id := IdentityFrom(r.Context())
+	in := engine.BackendRefusal{State: name, LockID: lockID, Actor: id.Actor, Refusal: refusal,
+		Reason: fmt.Sprintf("HTTP %d to a POST by %s: %s", e.Status, orWords(id.Actor, "an unknown actor"), e.Msg)}
+	if _, rerr := s.backend.RecordBackendRefusal(context.WithoutCancel(r.Context()), in); rerr != nil && !errors.Is(rerr, engine.ErrNotFound) {
+		s.log.Error("recording a refused write in the lock's story", "state", name, "err", rerr)
+	}
+}
+
+// orWords is s, or otherwise when s is empty.
+func orWords(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
 // lockState takes a backend lock from Terraform's LockInfo: a read lock
 // for a plan (OperationPlan: read access is enough), a write lock for any
 // other operation (write access). 200 answers the LockInfo as held; 423
 // the holder's (lockedDocument).
 func (s *Server) lockState(w http.ResponseWriter, r *http.Request) {
-	name, err := s.allowed(r, Read)
+	name, err := s.known(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -184,15 +260,17 @@ func (s *Server) lockState(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, lock.Info)
 }
 
-// unlockState releases a backend lock: write access, except for a plan's
-// read lock, which read access releases (releasesOwnReadLock) — else a
-// read-only token's `terraform plan` would lock and never unlock. Terraform sends the
-// LockInfo it locked with; `terraform force-unlock ID` sends an empty body
-// (a fresh client holds no lock info, and the ID is not sent at all): an
-// empty body is a forced unlock, which lifts the state's backend lock
-// whoever holds it — never a kl or klbot run's reservations.
+// unlockState releases a backend lock. Terraform sends the LockInfo it
+// locked with; `terraform force-unlock ID` sends an empty body (a fresh
+// client holds no lock info, and the ID is not sent at all): an empty
+// body is a forced unlock, which lifts the state's live backend lock
+// whoever holds it — never a kl or klbot run's reservations, nor a fence.
+// A token that may not write the state (read-only) is passed on as
+// BackendUnlockInput.ReadOnly: the engine releases only its own plan's
+// read lock, named by Terraform's lock id (ADR 0059 decision 2), and its
+// 403 names the lock it refused and what would release it.
 func (s *Server) unlockState(w http.ResponseWriter, r *http.Request) {
-	name, err := s.allowed(r, Read)
+	name, err := s.known(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -208,15 +286,12 @@ func (s *Server) unlockState(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := IdentityFrom(r.Context())
-	if !releasesOwnReadLock(info) {
-		if err := id.Allow(name, Write); err != nil {
-			writeError(w, r, err)
-			return
-		}
-	}
 	in := engine.BackendUnlockInput{State: name, Actor: id.Actor, LockID: info.ID, Force: len(bytes.TrimSpace(body)) == 0,
 		ReadOnly: id.Allow(name, Write) != nil}
 	if _, err := s.backend.UnlockBackend(r.Context(), in); err != nil {
+		if in.ReadOnly && errors.Is(err, engine.ErrForbidden) {
+			err = &Error{Status: http.StatusForbidden, Err: err, Msg: fmt.Sprintf("token %s (actor %s) is read-only: %v", id.Token, id.Actor, err)}
+		}
 		s.writeBackendError(w, r, err)
 		return
 	}
@@ -286,18 +361,4 @@ func parseLockInfo(body []byte, method string) (engine.LockInfo, error) {
 		return info, &Error{Status: http.StatusBadRequest, Msg: "LOCK body without ID or Operation: it must be Terraform's lock info"}
 	}
 	return info, nil
-}
-
-// releasesOwnReadLock reports whether an UNLOCK body is a plan's release
-// of its own read lock, which read access may do: Terraform's LockInfo of
-// Operation OperationPlan, naming the lock by Terraform's own lock id (a
-// UUID the locking Terraform made up). A Kilolock run id (a ULID, which a
-// 423 answers to anyone who may read) is refused: it could name another's
-// write lock. A forced unlock (an empty body) always needs write access.
-func releasesOwnReadLock(info engine.LockInfo) bool {
-	if info.Operation != OperationPlan || info.ID == "" {
-		return false
-	}
-	_, err := ulid.ParseStrict(info.ID)
-	return err != nil
 }

@@ -20,6 +20,8 @@ type fakeBackend struct {
 	// calls records every call, in order: "lock NAME write|read ID",
 	// "write NAME ID", "unlock NAME ID force".
 	calls []string
+	// refusals records each RecordBackendRefusal input.
+	refusals []engine.BackendRefusal
 	// unlocks records each UnlockBackend input.
 	unlocks []engine.BackendUnlockInput
 }
@@ -83,6 +85,16 @@ func (f *fakeBackend) LockBackend(_ context.Context, in engine.BackendLockInput)
 	return s.lock, nil
 }
 
+func (f *fakeBackend) State(_ context.Context, name string) (engine.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.state(name)
+	if err != nil {
+		return engine.State{}, err
+	}
+	return engine.State{Name: name, Lineage: s.lineage, HeadSerial: s.serial}, nil
+}
+
 func (f *fakeBackend) BackendHead(_ context.Context, state string) ([]byte, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -121,14 +133,21 @@ func (f *fakeBackend) WriteBackend(_ context.Context, in engine.BackendWriteInpu
 func (f *fakeBackend) UnlockBackend(_ context.Context, in engine.BackendUnlockInput) (*engine.BackendUnlockOutcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, fmt.Sprintf("unlock %s %s %v", in.State, in.LockID, in.Force))
+	call := fmt.Sprintf("unlock %s %s %v", in.State, in.LockID, in.Force)
+	if in.ReadOnly {
+		call += " read-only"
+	}
+	f.calls = append(f.calls, call)
 	f.unlocks = append(f.unlocks, in)
 	s, err := f.state(in.State)
 	if err != nil {
 		return nil, err
 	}
-	if s.lock == nil || (!in.Force && in.LockID != s.lock.Info.ID) {
+	if s.lock == nil || (!in.Force && in.LockID != s.lock.Info.ID && in.LockID != s.lock.Run.ID) {
 		return nil, engine.Errorf(engine.ErrConflict, "state %s is not locked by %s", in.State, in.LockID)
+	}
+	if in.ReadOnly && (in.Force || s.write || in.LockID != s.lock.Info.ID) {
+		return nil, engine.Errorf(engine.ErrForbidden, "a read-only token may release only its own plan's read lock; state %s is held by run %s", in.State, s.lock.Run.ID)
 	}
 	out := &engine.BackendUnlockOutcome{Run: s.lock.Run}
 	if s.pending != nil {
@@ -138,6 +157,28 @@ func (f *fakeBackend) UnlockBackend(_ context.Context, in engine.BackendUnlockIn
 	}
 	s.lock, s.pending = nil, nil
 	return out, nil
+}
+
+func (f *fakeBackend) RecordBackendRefusal(_ context.Context, in engine.BackendRefusal) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "refused "+in.State+" "+in.LockID+" "+in.Refusal)
+	f.refusals = append(f.refusals, in)
+	s, err := f.state(in.State)
+	if err != nil {
+		return nil, err
+	}
+	if s.lock == nil || !s.write {
+		return nil, nil
+	}
+	return []string{s.lock.Run.ID}, nil
+}
+
+// refused returns the RecordBackendRefusal inputs so far.
+func (f *fakeBackend) refused() []engine.BackendRefusal {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]engine.BackendRefusal(nil), f.refusals...)
 }
 
 // log returns the calls so far.

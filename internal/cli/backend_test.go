@@ -227,7 +227,7 @@ func TestBackendRefusals(t *testing.T) {
 			t.Parallel()
 			k := newKit(t)
 			k.ok("state", "init", "acme/prod")
-			writer, _ := k.tokens()
+			writer, reader := k.tokens()
 			s := serveBackend(t, k, "--max-body-mib", "1")
 			dir := filepath.Join(k.dir, "prod")
 			write(t, filepath.Join(dir, "backend.tf"), s.backendBlock("acme/prod"))
@@ -243,6 +243,21 @@ func TestBackendRefusals(t *testing.T) {
 				head.Serial+1, head.Lineage, strings.Repeat("x", 1<<20)))
 			if out := bob.fails("state", "push", "-no-color", big); !strings.Contains(out, "HTTP error: 413") {
 				t.Errorf("terraform state push of a state over 1 MiB printed:\n%s", out)
+			}
+			// Terraform shows only the status: the push's lock says why.
+			var runs struct {
+				Runs []struct {
+					ID string `json:"id"`
+				} `json:"runs"`
+			}
+			k.jsonOf(&runs, "runs", "--state", "acme/prod")
+			if len(runs.Runs) == 0 {
+				t.Fatal("kl runs lists no run")
+			}
+			for _, view := range [][]string{{"run", "show", runs.Runs[0].ID}, {"why", runs.Runs[0].ID}} {
+				if out := flat(k.ok(view...)); !strings.Contains(out, "HTTP 413 to a POST by bob: request body too large: the limit is 1 MiB") {
+					t.Errorf("kl %s of the state push's lock does not say why Terraform got 413:\n%s", strings.Join(view, " "), out)
+				}
 			}
 
 			// Concurrent LOCKs: one wins.
@@ -286,6 +301,19 @@ func TestBackendRefusals(t *testing.T) {
 			out := flat(bob.fails("apply", "-auto-approve", "-no-color"))
 			if !strings.Contains(out, "HTTP remote state already locked: ID="+holders[0]) {
 				t.Errorf("terraform apply on a held backend lock printed:\n%s\nwant the holder's run id %s", out, holders[0])
+			}
+			// A read-only token's force-unlock (an empty UNLOCK) is refused
+			// naming the lock and what may release it.
+			consumer := tf{k, dir, reader}
+			if out := consumer.fails("force-unlock", "-force", holders[0]); !strings.Contains(out, "Unexpected HTTP response code 403") {
+				t.Errorf("terraform force-unlock with a read-only token printed:\n%s", out)
+			}
+			for _, want := range []string{"(actor consumer) is read-only: unlocking state acme/prod without a lock ID (an empty UNLOCK, which is all `terraform force-unlock` sends)",
+				"it is held by backend lock run " + holders[0] + " (terraform apply by bob), a write lock",
+				"`terraform force-unlock` needs a token that may write state acme/prod"} {
+				if !strings.Contains(s.log(), want) {
+					t.Errorf("kl serve's log does not say %q:\n%s", want, s.log())
+				}
 			}
 			bob.ok("force-unlock", "-force", holders[0])
 			bob.ok("apply", "-auto-approve", "-no-color")

@@ -81,7 +81,10 @@ func (a *app) stateRollbackCommand() *cobra.Command {
 		Short: "Commit an earlier version's content as the new head of state NAME",
 		Long: `Commit the content of version SERIAL of state NAME as a new version, head+1, with its lineage:
 the versions after SERIAL stay in the history, undone. Nothing changes the real objects: plan
-and apply afterwards to bring them to what the state now says.
+and apply afterwards to bring them to what the state now says. Only a version of the state's
+lineage can be restored: a state adopted through the backend (terraform init -migrate-state onto
+kl state init's empty version) cannot go back before its adoption, and the refusal names the
+serials that can.
 
 ` + day2Exit,
 		Args: cobra.ExactArgs(1),

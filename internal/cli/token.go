@@ -21,7 +21,8 @@ func (a *app) tokenCommand() *cobra.Command {
 		Short: "Create, list and revoke the tokens of kl serve's API",
 		Long: `A token names an actor, says whether it may write or only read, which states it covers (a glob)
 and until when it is valid. kl token create prints it once; the store keeps only its SHA-256.
-A client sends it as the password of HTTP Basic auth (the username is ignored) or as a bearer token.`,
+A client sends it as the password of HTTP Basic auth or as a bearer token. kl serve ignores the username,
+but Terraform's http backend sends the password only when username is set: set it to any non-empty name.`,
 	}
 	cmd.AddCommand(a.tokenCreateCommand(), a.tokenListCommand(), a.tokenRevokeCommand())
 	return cmd

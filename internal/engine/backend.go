@@ -49,11 +49,19 @@ const (
 	// Extra["adopt"] "true".
 	MarkerBackendWrite MarkerKind = "backend-write"
 	// MarkerBackendRefused is a POST refused under the lock (Terraform
-	// shows only "HTTP error: 409"): Extra["refusal"] (read-lock,
-	// lineage, serial, not-state), Serial (the document's serial),
+	// shows only "HTTP error: 409"): By (the POST's actor, when known),
+	// Extra["refusal"] (read-lock, lineage, serial, not-state, too-large,
+	// content-md5, lock-id), Extra["lock_id"] (the POST's ?ID=, for the
+	// last three), Serial (the document's serial),
 	// FromSerial (the head's), Extra["lineage"] and Extra["state_lineage"],
 	// Reason (the parse error of a document that is not a state).
 	MarkerBackendRefused MarkerKind = "backend-refused"
+	// MarkerForceUnlockRefused is a `terraform force-unlock` refused
+	// because the lock is a fence now (its lease ran out before its
+	// Terraform unlocked): By (who asked), Reason (the refusal's words,
+	// naming `kl run recover` or `kl run unfence`). Terraform shows only
+	// "Unexpected HTTP response code 409".
+	MarkerForceUnlockRefused MarkerKind = "force-unlock-refused"
 	// MarkerUnlocked is the lock's end: By (who unlocked),
 	// Extra["force"] "true" for `terraform force-unlock`.
 	MarkerUnlocked MarkerKind = "unlocked"
@@ -70,6 +78,14 @@ const (
 	RefusalLineage  = "lineage"
 	RefusalSerial   = "serial"
 	RefusalNotState = "not-state"
+	// Refused before the engine read the document (RecordBackendRefusal):
+	// a body over the server's cap (413), a Content-MD5 mismatch (400);
+	// and a POST whose ?ID= names no write lock holding the state (423),
+	// recorded on the write lock that does hold it. Reason says why in
+	// words; Extra["lock_id"] is the POST's ?ID=.
+	RefusalTooLarge   = "too-large"
+	RefusalContentMD5 = "content-md5"
+	RefusalLockID     = "lock-id"
 )
 
 // ErrLocked: the state is held by another run (a backend lock, a kl or
@@ -369,6 +385,17 @@ func TerraformCommand(op string) string {
 func BackendLockOf(ms []Marker) *Marker {
 	for i := range ms {
 		if ms[i].Kind == MarkerBackendLock {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// ForceUnlockRefusalOf returns the last "force-unlock-refused" marker
+// among ms (a fenced backend lock's markers), or nil.
+func ForceUnlockRefusalOf(ms []Marker) *Marker {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Kind == MarkerForceUnlockRefused {
 			return &ms[i]
 		}
 	}

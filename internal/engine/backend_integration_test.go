@@ -302,7 +302,7 @@ func TestBackendWriteRefusals(t *testing.T) {
 		for _, m := range kindsOf(h.markers(l.Run.ID), engine.MarkerBackendRefused) {
 			refusals = append(refusals, m.Extra["refusal"])
 		}
-		if got := strings.Join(refusals, ","); got != "lineage,serial,not-state,not-state" {
+		if got := strings.Join(refusals, ","); got != "lock-id,lineage,serial,not-state,not-state" { // the wrong id first (R3)
 			t.Fatalf("refusal markers = %s", got)
 		}
 		// kl status says why Terraform got 409.
@@ -651,7 +651,9 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 			}
 		}
 		// An apply's lock is fenced even unwritten: its Terraform may have
-		// changed real objects. Recover has nothing; force-unlock lifts it.
+		// changed real objects. Recover has nothing; force-unlock is
+		// refused (issue 14 §3: it lifts only a live backend lock), naming
+		// kl run unfence; unfence lifts it.
 		a := h.lock("tf-apply", engine.OperationTypeApply)
 		h.expire(ttl)
 		if rs := h.reservations(); len(rs) != 1 || !rs[0].Fenced() {
@@ -660,12 +662,53 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		if _, err := h.eng.Recover(t.Context(), a.Run.ID); !errors.Is(err, engine.ErrNotFound) {
 			t.Fatalf("recover of an unwritten lock: %v, want ErrNotFound", err)
 		}
-		out, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", Force: true})
-		if err != nil || out.Version != nil {
-			t.Fatalf("force-unlock of the fenced lock: %+v %v", out, err)
+		for _, c := range []struct {
+			id    string
+			force bool
+		}{{"", true}, {"tf-apply", true}, {a.Run.ID, true}, {a.Run.ID, false}} { // by its run id: not its own Terraform
+			id := c.id
+			_, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", LockID: id, Force: c.force})
+			for _, want := range []string{"backend lock run " + a.Run.ID + " (terraform apply by bob) is a fence: its lease ran out at",
+				"it wrote no checkpoint, so there is nothing to recover: after checking the real objects, `kl run unfence " + a.Run.ID + " --reason TEXT` lifts it",
+				"force-unlock lifts only a live backend lock, never a fence"} {
+				if !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), want) {
+					t.Errorf("force-unlock (ID %q) of the fenced lock: %v, want ErrConflict saying %q", id, err, want)
+				}
+			}
+		}
+		if rs := h.reservations(); len(rs) != 1 || !rs[0].Fenced() {
+			t.Fatalf("reservations after the refused force-unlock = %+v, want the fence", rs)
+		}
+		if m := engine.ForceUnlockRefusalOf(h.markers(a.Run.ID)); m == nil || m.By != "ops" || !strings.Contains(m.Reason, "kl run unfence "+a.Run.ID) {
+			t.Fatalf("the fence's story has no refused force-unlock by ops: %+v", m)
+		}
+		st, err := h.eng.Status(t.Context(), testState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status, why strings.Builder
+		if err := report.Status(&status, st, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(flatWords(status.String()), "terraform force-unlock refused (") ||
+			!strings.Contains(flatWords(status.String()), "by ops): force-unlock lifts only a live backend lock, never a fence") {
+			t.Errorf("kl status does not say force-unlock was refused:\n%s", status.String())
+		}
+		y, err := h.eng.Why(t.Context(), a.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.Why(&why, y, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(flatWords(why.String()), "force-unlock lifts only a live backend lock, never a fence") {
+			t.Errorf("kl why does not say force-unlock was refused:\n%s", why.String())
+		}
+		if _, err := h.eng.Unfence(t.Context(), engine.UnfenceInput{Run: a.Run.ID, By: "ops", Why: "checked: nothing changed"}); err != nil {
+			t.Fatalf("unfence: %v", err)
 		}
 		if rs := h.reservations(); len(rs) != 0 {
-			t.Fatalf("reservations after force-unlock = %+v", rs)
+			t.Fatalf("reservations after unfence = %+v", rs)
 		}
 		// A Terraform alive past its lease still writes under its fence,
 		// and its own UNLOCK commits and lifts the fence.
@@ -674,7 +717,12 @@ func TestBackendLockLeaseLapseWithoutWrites(t *testing.T) {
 		if err := h.write("tf-late", tfDoc(t, fakeLineage, 2, map[string]string{"a": "a-late", "b": "b0"})); err != nil {
 			t.Fatalf("write under its own fence: %v", err)
 		}
-		out, err = h.unlock("tf-late", false)
+		// A force-unlock now names recover: the fence has a checkpoint.
+		if _, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", Force: true}); !errors.Is(err, engine.ErrConflict) ||
+			!strings.Contains(err.Error(), "`kl run recover "+late.Run.ID+"` commits its checkpoint and lifts it") {
+			t.Errorf("force-unlock of a fence that wrote: %v, want ErrConflict naming kl run recover", err)
+		}
+		out, err := h.unlock("tf-late", false)
 		if err != nil || out.Version == nil || out.Version.Serial != 2 {
 			t.Fatalf("late unlock: %+v %v", out, err)
 		}
@@ -739,6 +787,15 @@ func TestBackendForceUnlock(t *testing.T) {
 		}
 		if _, head := h.head(); head["b"] != "b9" {
 			t.Fatalf("head = %v", head)
+		}
+		// An UNLOCK naming a live lock by its run id (which every 423
+		// tells) is not its own Terraform's: it is recorded as forced.
+		l2 := h.lock("tf-10", engine.OperationTypeApply)
+		if _, err := h.eng.UnlockBackend(t.Context(), engine.BackendUnlockInput{State: testState, Actor: "ops", LockID: l2.Run.ID}); err != nil {
+			t.Fatalf("unlock by the run id: %v", err)
+		}
+		if u := kindsOf(h.markers(l2.Run.ID), engine.MarkerUnlocked); len(u) != 1 || u[0].By != "ops" || !engine.ForceUnlocked(u[0]) {
+			t.Fatalf("unlocked markers of an unlock by run id = %+v, want forced by ops", u)
 		}
 	})
 }
@@ -844,8 +901,23 @@ func TestBackendReadOnlyUnlock(t *testing.T) {
 				t.Errorf("a read-only unlock of the write lock by %s: %v, want ErrForbidden", id, err)
 			}
 		}
-		if err := ro("", true); !errors.Is(err, engine.ErrForbidden) || !strings.Contains(err.Error(), "force-unlock needs a token that may write") {
-			t.Errorf("a read-only force-unlock: %v, want ErrForbidden saying force-unlock needs write", err)
+		// The refusal of an empty UNLOCK (terraform force-unlock) says
+		// which lock holds the state, what a read-only token may release,
+		// and what to use — never Terraform's lock id, which would
+		// release a read lock.
+		err := ro("", true)
+		for _, want := range []string{
+			"unlocking state " + testState + " without a lock ID (an empty UNLOCK, which is all `terraform force-unlock` sends)",
+			"a read-only token may release only the read lock its own `terraform plan` took",
+			"it is held by backend lock run " + w.Run.ID + " (terraform apply by bob), a write lock",
+			"`terraform force-unlock` needs a token that may write state " + testState,
+		} {
+			if !errors.Is(err, engine.ErrForbidden) || !strings.Contains(err.Error(), want) {
+				t.Errorf("a read-only force-unlock: %v, want ErrForbidden saying %q", err, want)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "tf-w") {
+			t.Errorf("a read-only force-unlock's refusal names Terraform's lock id: %v", err)
 		}
 		if len(h.reservations()) != 1 {
 			t.Fatalf("after the refused unlocks: reservations %+v, want the write lock's", h.reservations())
@@ -854,14 +926,159 @@ func TestBackendReadOnlyUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := h.lock("tf-r", engine.OperationTypePlan)
-		if err := ro(r.Run.ID, false); !errors.Is(err, engine.ErrForbidden) {
-			t.Errorf("a read-only unlock of a read lock by its run id: %v, want ErrForbidden", err)
+		if err := ro(r.Run.ID, false); !errors.Is(err, engine.ErrForbidden) ||
+			!strings.Contains(err.Error(), "the lock ID "+r.Run.ID+" names backend lock run "+r.Run.ID+" (terraform plan by bob), a read lock named by its run id: the `terraform plan` that took it releases it") ||
+			strings.Contains(err.Error(), "tf-r") {
+			t.Errorf("a read-only unlock of a read lock by its run id: %v, want ErrForbidden naming the lock and who releases it", err)
 		}
 		if err := ro("tf-r", false); err != nil {
 			t.Errorf("a read-only unlock of its own plan's read lock: %v, want it released", err)
 		}
 		if rs := h.reservations(); len(rs) != 0 {
 			t.Errorf("after the plan's own unlock: reservations %+v, want none", rs)
+		}
+	})
+}
+
+// TestBackendRefusalsInTheLocksStory: a POST under an ?ID= that no write
+// lock of the state has, and the refusals the HTTP layer makes before the
+// engine reads a document (a body over the cap, a Content-MD5 mismatch:
+// RecordBackendRefusal), are "backend-refused" markers of the write lock
+// that holds the state, so that kl status, kl run show and kl why say
+// what Terraform showed only as a status.
+func TestBackendRefusalsInTheLocksStory(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		l := h.lock("tf-1", engine.OperationTypeApply)
+		err := h.eng.WriteBackend(t.Context(), engine.BackendWriteInput{State: testState, LockID: "tf-other", Actor: "carol",
+			Document: tfDoc(t, fakeLineage, 2, map[string]string{"a": "a1", "b": "b0"})})
+		if !errors.Is(err, engine.ErrLocked) {
+			t.Fatalf("a write under another lock id: %v, want ErrLocked", err)
+		}
+		runs, err := h.eng.RecordBackendRefusal(t.Context(), engine.BackendRefusal{State: testState, LockID: "tf-1", Actor: "bob",
+			Refusal: engine.RefusalTooLarge, Reason: "HTTP 413 to a POST by bob: request body too large: the limit is 1 MiB (1048576 bytes)"})
+		if err != nil || len(runs) != 1 || runs[0] != l.Run.ID {
+			t.Fatalf("RecordBackendRefusal = %v %v, want the lock's run %s", runs, err, l.Run.ID)
+		}
+		if _, err := h.eng.RecordBackendRefusal(t.Context(), engine.BackendRefusal{State: "acme/nope", Refusal: engine.RefusalTooLarge}); !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("RecordBackendRefusal of an unknown state: %v, want ErrNotFound", err)
+		}
+		ms := kindsOf(h.markers(l.Run.ID), engine.MarkerBackendRefused)
+		if len(ms) != 2 || ms[0].Extra["refusal"] != engine.RefusalLockID || ms[0].Extra["lock_id"] != "tf-other" || ms[0].By != "carol" ||
+			!strings.Contains(ms[0].Reason, "no backend lock with ID tf-other holds it; it is held by backend lock run "+l.Run.ID) ||
+			ms[1].Extra["refusal"] != engine.RefusalTooLarge || ms[1].By != "bob" {
+			t.Fatalf("refusal markers = %+v", ms)
+		}
+		// kl status (the last refusal), kl run show and kl why (each) say why.
+		st, err := h.eng.Status(t.Context(), testState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var status, show, why strings.Builder
+		if err := report.Status(&status, st, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		story, err := h.eng.RunStory(t.Context(), l.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.RunStory(&show, story, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		y, err := h.eng.Why(t.Context(), l.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := report.Why(&why, y, report.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		tooLarge := "request body too large: the limit is 1 MiB"
+		for name, c := range map[string]struct {
+			out  string
+			want []string
+		}{
+			"kl status":   {status.String(), []string{tooLarge}},
+			"kl run show": {show.String(), []string{tooLarge, "no backend lock with ID tf-other holds it"}},
+			"kl why":      {why.String(), []string{tooLarge, "no backend lock with ID tf-other holds it"}},
+		} {
+			for _, w := range c.want {
+				if !strings.Contains(flatWords(c.out), w) {
+					t.Errorf("%s lacks %q:\n%s", name, w, c.out)
+				}
+			}
+		}
+	})
+}
+
+// flatWords is s with its runs of white space one space (wrapped text).
+func flatWords(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// TestRollbackOfAnAdoptedState: a state adopted through the backend has
+// versions of two lineages — 0, the empty version of `kl state init`
+// (its own lineage), and the adopted document's (at its serial). A
+// rollback to 0, or to a serial the adoption skipped, is refused before
+// any run exists, saying why and which serials can be rolled back to.
+func TestRollbackOfAnAdoptedState(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, h *bh) {
+		ctx := t.Context()
+		const name, old = "acme/adopted", "99999999-0000-4000-8000-000000000008"
+		if _, err := h.eng.InitState(ctx, name, nil, "tester"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.eng.LockBackend(ctx, engine.BackendLockInput{State: name, Actor: "bob", Info: lockInfo("tf-m", "migration destination state"), Write: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.eng.WriteBackend(ctx, engine.BackendWriteInput{State: name, LockID: "tf-m", Actor: "bob", Document: tfDoc(t, old, 7, map[string]string{"x": "x7"})}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.eng.UnlockBackend(ctx, engine.BackendUnlockInput{State: name, Actor: "bob", LockID: "tf-m"}); err != nil {
+			t.Fatal(err)
+		}
+		runs := func() int {
+			rs, err := h.store.ListRuns(ctx, engine.RunQuery{State: name, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(rs)
+		}
+		before := runs()
+		rollback := func(to int64) error {
+			_, err := h.eng.Operate(ctx, engine.OperationInput{Mode: engine.CommitRollback, State: name, Serial: to, Actor: "ops", Reason: "undo"})
+			return err
+		}
+		// Only the adopted version: nothing earlier of its lineage.
+		err := rollback(0)
+		for _, want := range []string{
+			"rolling back state acme/adopted to version 0: version 0 is the empty version of `kl state init`, of lineage",
+			"before the state adopted lineage " + old + " (version 7, an adoption)",
+			"no version before the head (7) has the state's lineage: there is nothing to roll back to",
+		} {
+			if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Errorf("rollback --to 0 with only the adopted version: %v, want ErrInvalid saying %q", err, want)
+			}
+		}
+		// Two more versions of the adopted lineage.
+		for i, v := range []string{"x8", "x9"} {
+			if _, err := h.eng.Operate(ctx, engine.OperationInput{Mode: engine.CommitPush, State: name, Actor: "ops", Reason: "edit",
+				Document: tfDoc(t, old, int64(8+i), map[string]string{"x": v})}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before = runs()
+		err = rollback(0)
+		if !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "versions 7 and 8 can be rolled back to") {
+			t.Errorf("rollback --to 0: %v, want ErrInvalid naming versions 7 and 8", err)
+		}
+		err = rollback(3)
+		if !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), "it has no version 3 (head is 9): versions 7 and 8 can be rolled back to") {
+			t.Errorf("rollback --to 3 (skipped by the adoption): %v, want ErrNotFound naming versions 7 and 8", err)
+		}
+		if n := runs(); n != before {
+			t.Errorf("the refused rollbacks made %d runs", n-before)
+		}
+		if _, err := h.eng.Operate(ctx, engine.OperationInput{Mode: engine.CommitRollback, State: name, Serial: 7, Actor: "ops", Reason: "undo"}); err != nil {
+			t.Errorf("rollback --to 7 (the adopted version): %v", err)
 		}
 	})
 }

@@ -23,8 +23,9 @@ type BackendUnlockInput struct {
 	// LockID is Terraform's lock id from the UNLOCK body (or the lock's
 	// run id), "" for an empty body.
 	LockID string
-	// Force: `terraform force-unlock` (an empty body), or an ID that is
-	// not the caller's own lock.
+	// Force: `terraform force-unlock` (an empty body). An UNLOCK naming
+	// a lock by its run id rather than Terraform's own lock id is forced
+	// too: only the Terraform that took a lock knows its lock id.
 	Force bool
 	// ReadOnly: the caller may only read (a read-only token). It may
 	// release only a read lock, named by Terraform's own lock id — not the
@@ -168,15 +169,16 @@ func (e *Engine) findLock(ctx context.Context, state, id string, lapsed bool) (*
 }
 
 // notLocked is the refusal of a write or unlock with lock id on state,
-// which no backend lock of that id holds: what holds the state instead.
-func (e *Engine) notLocked(ctx context.Context, kind error, state, id, doing string) error {
+// which no backend lock of that id holds: what holds the state instead
+// (Terraform's lock ids too when ids: not to a read-only caller).
+func (e *Engine) notLocked(ctx context.Context, kind error, state, id, doing string, ids bool) error {
 	locks, others, err := e.locksOn(ctx, state)
 	if err != nil {
 		return err
 	}
 	var held []string
 	for _, l := range locks {
-		held = append(held, fmt.Sprintf("backend lock run %s (ID %s, %s by %s)", l.run.ID, l.info.ID, TerraformCommand(l.info.Operation), orUnknown(l.run.Actor)))
+		held = append(held, heldLockWords(l, ids))
 	}
 	for _, b := range others {
 		held = append(held, blockerPhrase(b))
@@ -215,7 +217,10 @@ func (e *Engine) WriteBackend(ctx context.Context, in BackendWriteInput) error {
 		return err
 	}
 	if l == nil || (!l.fenced && !l.run.InProgress()) || l.run.CommittedSerial != 0 {
-		return e.notLocked(ctx, ErrLocked, in.State, in.LockID, "writing")
+		err := e.notLocked(ctx, ErrLocked, in.State, in.LockID, "writing", true)
+		e.recordRefusal(ctx, in.State, in.LockID, Marker{By: in.Actor, Reason: err.Error(),
+			Extra: map[string]string{"refusal": RefusalLockID, "lock_id": in.LockID}})
+		return err
 	}
 	if l.mode != ModeWrite {
 		return e.refuseWrite(ctx, l, Marker{Extra: map[string]string{"refusal": RefusalReadLock}},
@@ -287,6 +292,69 @@ func (e *Engine) adoptable(ctx context.Context, st State) (bool, error) {
 	return len(plans) == 0, nil
 }
 
+// BackendRefusal is a POST the HTTP layer refused before the engine read
+// its document (a body over the cap, a Content-MD5 mismatch): Terraform
+// shows only the status, so the reason goes to the lock's story too.
+type BackendRefusal struct {
+	State  string
+	LockID string // the POST's ?ID= ("" for none)
+	Actor  string // the token's actor
+	// Refusal is RefusalTooLarge or RefusalContentMD5; Reason the words
+	// the POST was answered with.
+	Refusal, Reason string
+}
+
+// RecordBackendRefusal records in as a "backend-refused" marker in the
+// story of the backend lock its ?ID= names, if any, and of each live
+// write lock on the state (what `kl status` and `kl run show` show of
+// it), and returns the runs it was recorded on (none when no backend
+// lock holds the state: the request log alone has it). ErrNotFound for
+// an unknown state; ErrInvalid for a refusal of no kind.
+func (e *Engine) RecordBackendRefusal(ctx context.Context, in BackendRefusal) ([]string, error) {
+	if strings.TrimSpace(in.Refusal) == "" {
+		return nil, Errorf(ErrInvalid, "recording a refused write of state %s: no refusal", in.State)
+	}
+	if _, err := e.getState(ctx, in.State); err != nil {
+		return nil, err
+	}
+	m := Marker{By: in.Actor, Reason: in.Reason, Extra: map[string]string{"refusal": in.Refusal, "lock_id": in.LockID}}
+	return e.recordRefusal(ctx, in.State, in.LockID, m), nil
+}
+
+// recordRefusal records m (a refused POST; best effort) on the backend
+// lock id names on state, if any (even one whose lease ran out: its
+// Terraform's late POST), and on each write lock holding the state, and
+// returns their runs.
+func (e *Engine) recordRefusal(ctx context.Context, state, id string, m Marker) []string {
+	var on []*heldLock
+	if id != "" {
+		l, err := e.findLock(ctx, state, id, true)
+		if err != nil {
+			e.log().Error("finding the backend lock of a refused write", "state", state, "err", err)
+			return nil
+		}
+		if l != nil {
+			on = append(on, l)
+		}
+	}
+	locks, _, err := e.locksOn(ctx, state)
+	if err != nil {
+		e.log().Error("finding the backend locks of a refused write", "state", state, "err", err)
+		return nil
+	}
+	for _, l := range locks {
+		if l.mode == ModeWrite && (len(on) == 0 || on[0].run.ID != l.run.ID) {
+			on = append(on, l)
+		}
+	}
+	var runs []string
+	for _, l := range on {
+		_ = e.refuseWrite(ctx, l, m, nil)
+		runs = append(runs, l.run.ID)
+	}
+	return runs
+}
+
 // refuseWrite records a refused POST in the lock's story (m with its kind
 // set; best effort) and returns err.
 func (e *Engine) refuseWrite(ctx context.Context, l *heldLock, m Marker, err error) error {
@@ -324,10 +392,12 @@ func (e *Engine) startWrite(ctx context.Context, l *heldLock, head int64) error 
 // head holds, ends "unlocked" with no version. The lock's own Terraform
 // unlocking after its lease ran out still commits (lifting the fence).
 //
-// Force (`terraform force-unlock`, ADR 0056) lifts only backend locks —
-// the one in.LockID names, or every backend lock on the state for an
-// empty body — never a kl or klbot run's reservations or fence (ErrConflict
-// naming them). A forced lock that wrote commits its last checkpoint,
+// Force (`terraform force-unlock`, ADR 0056) lifts only live backend
+// locks — the one in.LockID names, or every live backend lock on the
+// state for an empty body — never a kl or klbot run's reservations, nor a
+// fence, a backend lock's included (ErrConflict naming them and the `kl`
+// command that lifts a fence; a fence's refusal is a
+// "force-unlock-refused" marker in its story). A forced lock that wrote commits its last checkpoint,
 // marked partial (its Terraform may have done more than it wrote); the
 // "unlocked" marker names who forced it. Errors: ErrConflict when no such
 // lock holds the state (naming what does); ErrNotFound for an unknown
@@ -339,24 +409,89 @@ func (e *Engine) UnlockBackend(ctx context.Context, in BackendUnlockInput) (*Bac
 	if _, err := e.getState(ctx, in.State); err != nil {
 		return nil, err
 	}
-	if in.ReadOnly && in.Force {
-		return nil, Errorf(ErrForbidden, "force-unlocking state %s: a read-only token may release only its own plan's read lock; force-unlock needs a token that may write", in.State)
-	}
 	e.expireLeases(ctx)
+	if in.ReadOnly && in.Force {
+		return nil, e.readOnlyForce(ctx, in.State)
+	}
 	if !in.Force {
 		l, err := e.findLock(ctx, in.State, in.LockID, true)
 		if err != nil {
 			return nil, err
 		}
 		if l == nil {
-			return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "unlocking")
+			return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "unlocking", !in.ReadOnly)
 		}
 		if in.ReadOnly && (l.mode != ModeRead || in.LockID != l.info.ID) {
-			return nil, Errorf(ErrForbidden, "unlocking state %s: a read-only token may release only its own plan's read lock, named by Terraform's lock id; run %s is %s", in.State, l.run.ID, lockWords(l))
+			return nil, Errorf(ErrForbidden, "unlocking state %s: %s; the lock ID %s names %s, %s: %s",
+				in.State, readOnlyRule, in.LockID, heldLockWords(l, false), lockWords(l), readOnlyWayOut(in.State, l))
+		}
+		if in.LockID != l.info.ID {
+			// Named by its run id, which every 423 tells: not its own
+			// Terraform (which sends its own lock id) but a force-unlock
+			// by id — refused for a fence, recorded as forced otherwise.
+			if l.fenced {
+				return nil, e.refuseFenceUnlock(ctx, in, []*heldLock{l})
+			}
+			return e.unlock(ctx, l, in.Actor, true)
 		}
 		return e.unlock(ctx, l, in.Actor, false)
 	}
 	return e.forceUnlock(ctx, in)
+}
+
+// readOnlyRule is what a read-only caller may unlock (ADR 0059 decision
+// 2), for its refusals.
+const readOnlyRule = "a read-only token may release only the read lock its own `terraform plan` took, named by the ID of the lock info Terraform sends back in the UNLOCK body"
+
+// readOnlyForce is the refusal of a read-only caller's UNLOCK without a
+// lock ID (an empty body: all `terraform force-unlock` sends), naming
+// what holds state — its backend locks by run id, operation and actor
+// (never by Terraform's lock id, the one secret that releases a read
+// lock), its kl and klbot runs — and what would unlock it.
+func (e *Engine) readOnlyForce(ctx context.Context, state string) error {
+	locks, others, err := e.locksOn(ctx, state)
+	if err != nil {
+		return err
+	}
+	var held []string
+	for _, l := range locks {
+		held = append(held, heldLockWords(l, false)+", "+lockWords(l))
+	}
+	for _, b := range others {
+		held = append(held, blockerPhrase(b))
+	}
+	now := "no backend lock holds it"
+	if len(held) > 0 {
+		now = "it is held by " + strings.Join(held, "; ")
+	}
+	return Errorf(ErrForbidden, "unlocking state %s without a lock ID (an empty UNLOCK, which is all `terraform force-unlock` sends): %s; %s; "+
+		"`terraform force-unlock` needs a token that may write state %s (kl token create without --read-only)", state, readOnlyRule, now, state)
+}
+
+// heldLockWords names backend lock l for a refusal: "backend lock run X
+// (terraform apply by bob)", with Terraform's lock id ("ID tf-1") only
+// when ids: a read-only caller must not learn the id that releases a
+// read lock.
+func heldLockWords(l *heldLock, ids bool) string {
+	in := TerraformCommand(l.info.Operation) + " by " + orUnknown(l.run.Actor)
+	if ids {
+		in = "ID " + l.info.ID + ", " + in
+	}
+	s := fmt.Sprintf("backend lock run %s (%s)", l.run.ID, in)
+	if l.fenced {
+		s += ", a fence now: its lease ran out"
+	}
+	return s
+}
+
+// readOnlyWayOut says what unlocks lock l when a read-only caller may
+// not: its own Terraform, or a force-unlock with a write token.
+func readOnlyWayOut(state string, l *heldLock) string {
+	if l.mode == ModeRead {
+		return "the `terraform plan` that took it releases it (its UNLOCK sends Terraform's own lock ID, not the run id every 423 names), or its lease ends at " +
+			l.run.LeaseUntil.UTC().Format("15:04:05 UTC")
+	}
+	return "its own Terraform releases it, or `terraform force-unlock` with a token that may write state " + state
 }
 
 // forceUnlock is UnlockBackend's Force: the backend locks in.LockID
@@ -367,11 +502,18 @@ func (e *Engine) forceUnlock(ctx context.Context, in BackendUnlockInput) (*Backe
 	if err != nil {
 		return nil, err
 	}
-	var pick []*heldLock
+	var pick, fences []*heldLock
 	for _, l := range locks {
-		if in.LockID == "" || l.matches(in.LockID) {
+		switch {
+		case in.LockID != "" && !l.matches(in.LockID):
+		case l.fenced:
+			fences = append(fences, l)
+		default:
 			pick = append(pick, l)
 		}
+	}
+	if len(pick) == 0 && len(fences) > 0 {
+		return nil, e.refuseFenceUnlock(ctx, in, fences)
 	}
 	if len(pick) == 0 {
 		if len(others) > 0 && (in.LockID == "" || held(others, in.LockID)) {
@@ -382,7 +524,7 @@ func (e *Engine) forceUnlock(ctx context.Context, in BackendUnlockInput) (*Backe
 			return nil, Errorf(ErrConflict, "force-unlocking state %s: %s; force-unlock lifts only a backend lock (a kl or klbot run ends by itself; a fence by `kl run recover` or `kl run unfence`)",
 				in.State, strings.Join(parts, "; "))
 		}
-		return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "force-unlocking")
+		return nil, e.notLocked(ctx, ErrConflict, in.State, in.LockID, "force-unlocking", true)
 	}
 	var out *BackendUnlockOutcome
 	for _, l := range pick {
@@ -395,6 +537,37 @@ func (e *Engine) forceUnlock(ctx context.Context, in BackendUnlockInput) (*Backe
 		}
 	}
 	return out, nil
+}
+
+// refuseFenceUnlock is the refusal of a force-unlock that finds only
+// fences (issue 14 §3): a backend lock whose lease ran out before its
+// Terraform unlocked is a fence — its Terraform may have changed real
+// objects — which only `kl run recover` (it wrote a checkpoint) or `kl
+// run unfence` (after checking the real objects) lifts. Each fence's
+// story records it ("force-unlock-refused", by in.Actor): Terraform shows
+// only the status. ErrConflict (the http backend's 409).
+func (e *Engine) refuseFenceUnlock(ctx context.Context, in BackendUnlockInput, fences []*heldLock) error {
+	var parts []string
+	for _, l := range fences {
+		how := fmt.Sprintf("it wrote no checkpoint, so there is nothing to recover: after checking the real objects, `kl run unfence %s --reason TEXT` lifts it", l.run.ID)
+		if n := l.writes(); n > 0 {
+			what := "its checkpoint"
+			if n > 1 {
+				what = fmt.Sprintf("the last of its %d checkpoints", n)
+			}
+			how = fmt.Sprintf("`kl run recover %s` commits %s and lifts it (or, after checking the real objects, `kl run unfence %s --reason TEXT`)", l.run.ID, what, l.run.ID)
+		}
+		parts = append(parts, fmt.Sprintf("backend lock run %s (%s by %s) is a fence: its lease ran out at %s before its Terraform unlocked, and its Terraform may have changed real objects; %s",
+			l.run.ID, TerraformCommand(l.info.Operation), orUnknown(l.run.Actor), l.run.LeaseUntil.UTC().Format("2006-01-02T15:04:05Z"), how))
+	}
+	err := Errorf(ErrConflict, "force-unlocking state %s: %s; force-unlock lifts only a live backend lock, never a fence", in.State, strings.Join(parts, "; "))
+	for _, l := range fences {
+		m := Marker{Kind: MarkerForceUnlockRefused, By: in.Actor, Reason: err.Error()}
+		if aerr := e.Store.AddMarkers(ctx, l.run.ID, m); aerr != nil {
+			e.log().Error("recording a refused force-unlock of a fence", "run", l.run.ID, "err", aerr)
+		}
+	}
+	return err
 }
 
 // held reports whether id names one of bs's runs.

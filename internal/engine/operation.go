@@ -159,10 +159,24 @@ func (e *Engine) prepareRollback(ctx context.Context, st State, op *operation) e
 	if in.Serial < 0 || in.Serial >= st.HeadSerial {
 		return Errorf(ErrInvalid, "rolling back state %s to version %d: want an earlier version than the head (%d)", st.Name, in.Serial, st.HeadSerial)
 	}
-	doc, err := e.Store.Snapshot(ctx, st.Name, in.Serial)
-	if errors.Is(err, ErrNotFound) {
-		return Errorf(ErrNotFound, "rolling back state %s: it has no version %d (head is %d)", st.Name, in.Serial, st.HeadSerial)
+	vs, err := e.Store.VersionsAfter(ctx, st.Name, -1)
+	if err != nil {
+		return fmt.Errorf("reading the versions of state %s: %w", st.Name, err)
 	}
+	var to *Version
+	for i := range vs {
+		if vs[i].Serial == in.Serial {
+			to = &vs[i]
+		}
+	}
+	if to == nil {
+		return Errorf(ErrNotFound, "rolling back state %s: it has no version %d (head is %d): %s", st.Name, in.Serial, st.HeadSerial, rollbackTargets(st, vs))
+	}
+	if to.Lineage != st.Lineage {
+		return Errorf(ErrInvalid, "rolling back state %s to version %d: %s; rolling back to it would make the state another Terraform state; %s",
+			st.Name, in.Serial, otherLineage(st, *to, vs), rollbackTargets(st, vs))
+	}
+	doc, err := e.Store.Snapshot(ctx, st.Name, in.Serial)
 	if err != nil {
 		return fmt.Errorf("reading snapshot %d of state %s: %w", in.Serial, st.Name, err)
 	}
@@ -181,6 +195,46 @@ func (e *Engine) prepareRollback(ctx context.Context, st State, op *operation) e
 		return &out, nil
 	}
 	return nil
+}
+
+// otherLineage says why version v of state st is of another lineage than
+// the state's: the empty version of `kl state init` (or a version) before
+// the state adopted its lineage (ADR 0056 decision 8), naming the
+// adoption's version from vs (all of st's versions, oldest first).
+func otherLineage(st State, v Version, vs []Version) string {
+	what := fmt.Sprintf("version %d is of lineage %s, not the state's %s", v.Serial, v.Lineage, st.Lineage)
+	if v.Provenance.Mode == CommitInit && v.Provenance.Origin == "empty" {
+		what = fmt.Sprintf("version %d is the empty version of `kl state init`, of lineage %s", v.Serial, v.Lineage)
+	}
+	for _, a := range vs {
+		if a.Serial > v.Serial && a.Provenance.Adopted && a.Lineage == st.Lineage {
+			return fmt.Sprintf("%s, made before the state adopted lineage %s (version %d, an adoption)", what, st.Lineage, a.Serial)
+		}
+	}
+	return what
+}
+
+// rollbackTargets names the versions of state st a rollback may restore:
+// those of the state's lineage below the head, from vs (all of st's
+// versions, oldest first) — "versions 7 and 8 can be rolled back to",
+// "versions 7, 8, … 40 (34 versions; kl history --state NAME lists them)".
+func rollbackTargets(st State, vs []Version) string {
+	var ok []string
+	for _, v := range vs {
+		if v.Serial < st.HeadSerial && v.Lineage == st.Lineage {
+			ok = append(ok, strconv.FormatInt(v.Serial, 10))
+		}
+	}
+	switch {
+	case len(ok) == 0:
+		return fmt.Sprintf("no version before the head (%d) has the state's lineage: there is nothing to roll back to", st.HeadSerial)
+	case len(ok) == 1:
+		return "version " + ok[0] + " can be rolled back to"
+	case len(ok) <= 8:
+		return "versions " + strings.Join(ok[:len(ok)-1], ", ") + " and " + ok[len(ok)-1] + " can be rolled back to"
+	}
+	return fmt.Sprintf("versions %s, %s, … %s can be rolled back to (%d versions; `kl history --state %s` lists them)",
+		ok[0], ok[1], ok[len(ok)-1], len(ok), ShellQuote(st.Name))
 }
 
 // preparePush: the document must be a state v4 document of the state's

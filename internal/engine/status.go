@@ -35,6 +35,9 @@ type FencedRun struct {
 	Fences []Reservation `json:"fences"`
 	// TerraformStarted is when its Terraform started (End.TerraformStarted).
 	TerraformStarted time.Time `json:"terraform_started,omitzero"`
+	// ForceUnlockRefused is the last `terraform force-unlock` refused on
+	// this fence (a backend lock's, ADR 0056): who asked, when and why.
+	ForceUnlockRefused *Marker `json:"force_unlock_refused,omitempty"`
 }
 
 // Status is `kl status`: the fenced runs first (nothing else can take what
@@ -98,6 +101,13 @@ func (e *Engine) Status(ctx context.Context, state string) (*Status, error) {
 		f := FencedRun{Run: r, Fences: fences[id]}
 		if r.End != nil {
 			f.TerraformStarted = r.End.TerraformStarted
+		}
+		if r.Backend != nil {
+			ms, err := e.Store.Markers(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("reading markers of fenced run %s: %w", id, err)
+			}
+			f.ForceUnlockRefused = ForceUnlockRefusalOf(ms)
 		}
 		out.Fenced = append(out.Fenced, f)
 	}

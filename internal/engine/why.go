@@ -176,7 +176,7 @@ func (e *Engine) collectWhy(ctx context.Context, w *Why, a Run) error {
 		case MarkerReserved:
 			w.Reserved = &m
 		case MarkerStalenessFailed, MarkerReplanned, MarkerFailed, MarkerLeaseExpired, MarkerDeviation, MarkerRecovered, MarkerOperation,
-			MarkerBackendLock, MarkerBackendRefused, MarkerUnlocked: // a backend lock says what it was and how it ended (ADR 0056)
+			MarkerBackendLock, MarkerBackendRefused, MarkerUnlocked, MarkerForceUnlockRefused: // a backend lock says what it was and how it ended (ADR 0056)
 			w.Decisive = append(w.Decisive, m)
 		case MarkerApplyStarted:
 			// Decisive where the apply stopped before its own commit:

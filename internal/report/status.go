@@ -121,7 +121,12 @@ func fencedWords(f engine.FencedRun) sentence {
 	if !f.TerraformStarted.IsZero() {
 		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
 	}
-	return words(s, "; it fences ", heldWords(w), " — ", liftWords(f.Run.ID, f.Run.PR))
+	s = words(s, "; it fences ", heldWords(w), " — ", liftWords(f.Run.ID, f.Run.PR))
+	if m := f.ForceUnlockRefused; m != nil {
+		s = words(s, "; ", toned(toneBad, "terraform force-unlock refused"), " ("+fmtTime(m.At)+", by "+orWords(m.By, "an unknown actor")+
+			"): force-unlock lifts only a live backend lock, never a fence")
+	}
+	return s
 }
 
 // fencesOver is the fenced runs of st whose fences meet what open plan p

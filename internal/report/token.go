@@ -22,8 +22,9 @@ func TokenCreated(w io.Writer, t token.Token, secret token.Secret, o Options) er
 		return &doc{tone: toneGood, title: title, summary: []block{
 			para(words(code(secret.Reveal()))),
 			para(words("It is shown only this once: Kilolock keeps its SHA-256, not the token.")),
-			para(words("Send it to kl serve as the password of HTTP Basic auth (any username) or as a bearer token; ",
-				code("kl token revoke "+t.ID), " revokes it.")),
+			para(words("Send it to kl serve as the password of HTTP Basic auth or as a bearer token. kl serve ignores the username (the token alone says who acts), "+
+				"but Terraform's http backend sends the password only when ", code("username"), " is set: set it to any non-empty name (",
+				code(t.Actor), ", say). ", code("kl token revoke "+t.ID), " revokes it.")),
 		}}
 	}, func() any {
 		return tokenCreatedDocument{Schema: SchemaTokenCreated, Token: toToken(t, o), Secret: secret.Reveal(), Text: title.plain()}
