@@ -125,7 +125,10 @@ func lockMarkerWords(m engine.Marker, v func(string) span) (sentence, bool) {
 		return words(v("unlocked"), " by "+m.By), true
 	case engine.MarkerApplyStarted:
 		if m.Extra["backend"] == "true" {
-			return words(v("Terraform writes"), fmt.Sprintf(" through the backend on the head, serial %d: a lapsed lease fences the state", m.Serial)), true
+			// Recorded at LOCK for a terraform apply, at the first write
+			// otherwise: what the lease means from here, not that
+			// Terraform wrote (a lock may end having written nothing).
+			return words(v("fences"), fmt.Sprintf(" the state if its lease runs out before UNLOCK (head serial %d), never frees it", m.Serial)), true
 		}
 	}
 	return nil, false

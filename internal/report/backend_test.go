@@ -255,3 +255,20 @@ func TestWaitedOnBackendLockNamesIt(t *testing.T) {
 		t.Errorf("the waited-for fact reads %q, want it to name %q", got, want)
 	}
 }
+
+// A write lock's "apply-started" marker (at LOCK for a terraform apply,
+// at the first write otherwise) says what the lease now means — a lease
+// that runs out before UNLOCK fences the state — and never that
+// Terraform wrote: a lock force-unlocked before any write wrote nothing,
+// and its story must not say "Terraform writes through the backend"
+// beside "it wrote nothing" (review of issue 14, i14x).
+func TestApplyStartedOfABackendLockSaysNoWrite(t *testing.T) {
+	t.Parallel()
+	unlocked := engine.Marker{Seq: 4, At: lockAt.Add(time.Minute), Kind: engine.MarkerUnlocked, By: "alice"}
+	started := engine.Marker{Seq: 3, At: lockAt, Kind: engine.MarkerApplyStarted, Serial: 11, Extra: map[string]string{"backend": "true"}}
+	r := lockRunOf(engine.OperationTypeApply, engine.StatusApplied, &engine.End{Cause: engine.CauseUnlocked}, engine.LockFacts{Mode: engine.ModeWrite, Unlocked: &unlocked})
+	views := lockViews(t, r, lockMarkers(engine.OperationTypeApply, "write", started, unlocked), engine.VerdictReleased)
+	delete(views, "runs json")
+	delete(views, "runs text")
+	wantWords(t, views, []string{"fences the state if its lease runs out before UNLOCK (head serial 11)"}, []string{"Terraform writes through the backend"})
+}

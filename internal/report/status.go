@@ -114,14 +114,17 @@ func statusDoc(st *engine.Status, o Options) *doc {
 // started T); it fences X — `kl run recover A` …" (ADR 0035).
 func fencedWords(f engine.FencedRun) sentence {
 	w, _ := holdsOf(f.Fences)
+	var s sentence
 	if backendRun(f.Run) {
-		return fencedLockWords(f, w)
+		s = fencedLockWords(f, w)
+	} else {
+		s = words(who(f.Run.ID, f.Run.Actor, f.Run.PR), " ", toned(toneBad, "is fenced"), ": lease expired mid-apply")
+		if !f.TerraformStarted.IsZero() {
+			s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
+		}
+		s = words(s, "; it fences ", heldWords(w), " — ", liftWords(f.Run.ID, f.Run.PR))
 	}
-	s := words(who(f.Run.ID, f.Run.Actor, f.Run.PR), " ", toned(toneBad, "is fenced"), ": lease expired mid-apply")
-	if !f.TerraformStarted.IsZero() {
-		s = s.add(txt(" (its Terraform started " + leaseTime(f.TerraformStarted) + ")"))
-	}
-	s = words(s, "; it fences ", heldWords(w), " — ", liftWords(f.Run.ID, f.Run.PR))
+	// A backend lock's fence above all: Terraform showed only "409".
 	if m := f.ForceUnlockRefused; m != nil {
 		s = words(s, "; ", toned(toneBad, "terraform force-unlock refused"), " ("+fmtTime(m.At)+", by "+orWords(m.By, "an unknown actor")+
 			"): force-unlock lifts only a live backend lock, never a fence")
