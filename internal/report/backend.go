@@ -400,6 +400,9 @@ func lockShort(r engine.Run) string {
 		return "released with no version written: " + plural(len(f.Refused), "write", "writes") + " refused"
 	case engine.LockReleased(r):
 		return "released with no version written"
+	case r.End.Is(engine.CauseLeaseExpired) && r.CommittedSerial > 0 && r.End.Lifted == engine.LiftRecovered:
+		// kl run recover committed the fence's checkpoint: no UNLOCK came.
+		return "lease ran out without an UNLOCK; its last checkpoint recovered (kl run recover)"
 	case r.End.Is(engine.CauseLeaseExpired) && r.CommittedSerial > 0:
 		return "its UNLOCK arrived after its lease ran out"
 	case r.End.Is(engine.CauseLeaseExpired) && len(r.End.Fenced) > 0 && r.End.Lifted == "":
