@@ -201,6 +201,16 @@ func TestBackendAdoption(t *testing.T) {
 			if out, err := bob.run("plan", "-detailed-exitcode", "-no-color"); err != nil {
 				t.Errorf("terraform plan after the adoption: %v (exit 2: changes)\n%s", err, out)
 			}
+			// kl plan on the adopted state: the versions the adoption
+			// skipped (below its serial) were never Kilolock's, and what
+			// the adoption brought is no one's change to undo.
+			edit := filepath.Join(k.dir, "edit")
+			write(t, filepath.Join(edit, "main.tf"), strings.Replace(prodConfig("a", "b"), `input = "a"`, `input = "a2"`, 1))
+			if r := k.run("plan", "--state", "legacy", "-C", edit); r.err != nil {
+				t.Errorf("kl plan after the adoption: %v\n%s", r.err, r.errOut)
+			} else if strings.Contains(r.out, "would undo") {
+				t.Errorf("kl plan after the adoption says it would undo the adoption:\n%s", r.out)
+			}
 			// Another lineage is refused now that the state has a history.
 			other := filepath.Join(k.dir, "other.tfstate")
 			write(t, other, `{"version":4,"terraform_version":"1.11.4","serial":50,"lineage":"another-lineage","outputs":{},"resources":[]}`)

@@ -64,7 +64,10 @@ const (
 
 // reverts finds what planned would undo (ADR 0046): for each instance it
 // writes, the versions at or before source that changed its resource are
-// taken newest first — skipping the init version, those of the plan's
+// taken newest first — skipping the init version and an adoption
+// through the backend (Provenance.Adopted: like `kl state init --from`,
+// the state as it was before Kilolock held it, no one's change; the
+// serials it skipped were never versions), those of the plan's
 // own pull request (its own applied change is no one else's) and those a
 // -refresh-only apply committed (they record changes made outside
 // Terraform, no one's change: recordsDrift) — and the first whose change
@@ -86,11 +89,17 @@ func (e *Engine) reverts(ctx context.Context, state string, source int64, pr *Pu
 	}
 	done := map[string]bool{}
 	var out []Revert
-	for _, v := range vs {
-		if v.Provenance.Mode == CommitInit || samePR(v.Provenance.PR, pr) {
+	for i, v := range vs {
+		if v.Provenance.Mode == CommitInit || v.Provenance.Adopted || samePR(v.Provenance.PR, pr) {
 			continue
 		}
-		found, err := e.revertsOf(ctx, v, planned, snaps, head, done)
+		// The version before v is the next older one listed: serials
+		// need not be consecutive (an adoption skips those below its own).
+		prev := v.Serial - 1
+		if i+1 < len(vs) {
+			prev = vs[i+1].Serial
+		}
+		found, err := e.revertsOf(ctx, v, prev, planned, snaps, head, done)
 		if err != nil {
 			return nil, err
 		}
@@ -103,9 +112,9 @@ func (e *Engine) reverts(ctx context.Context, state string, source int64, pr *Pu
 	return out, nil
 }
 
-// revertsOf checks version v against the planned instances not yet
-// decided whose resource v changed.
-func (e *Engine) revertsOf(ctx context.Context, v Version, planned *plandiff.Planned, snaps *snapshotCache, head *plandiff.Snapshot, done map[string]bool) ([]Revert, error) {
+// revertsOf checks version v, whose predecessor is version prev, against
+// the planned instances not yet decided whose resource v changed.
+func (e *Engine) revertsOf(ctx context.Context, v Version, prev int64, planned *plandiff.Planned, snaps *snapshotCache, head *plandiff.Snapshot, done map[string]bool) ([]Revert, error) {
 	var insts []string
 	for _, a := range planned.Instances() {
 		if !done[a] && v.Changed.Contains(Address(planned.Resource(a))) {
@@ -118,7 +127,7 @@ func (e *Engine) revertsOf(ctx context.Context, v Version, planned *plandiff.Pla
 	if drift, err := e.recordsDrift(ctx, v); err != nil || drift {
 		return nil, err
 	}
-	before, err := snaps.get(ctx, v.Serial-1)
+	before, err := snaps.get(ctx, prev)
 	if err != nil || before == nil {
 		return nil, err
 	}

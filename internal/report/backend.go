@@ -125,7 +125,10 @@ func lockMarkerWords(m engine.Marker, v func(string) span) (sentence, bool) {
 		return words(v("unlocked"), " by "+m.By), true
 	case engine.MarkerApplyStarted:
 		if m.Extra["backend"] == "true" {
-			return words(v("Terraform writes"), fmt.Sprintf(" through the backend on the head, serial %d: a lapsed lease fences the state", m.Serial)), true
+			// Recorded at LOCK for a terraform apply, at the first write
+			// otherwise: what the lease means from here, not that
+			// Terraform wrote (a lock may end having written nothing).
+			return words(v("fences"), fmt.Sprintf(" the state if its lease runs out before UNLOCK (head serial %d), never frees it", m.Serial)), true
 		}
 	}
 	return nil, false
@@ -406,6 +409,9 @@ func lockShort(r engine.Run) string {
 		return "released with no version written: " + plural(len(f.Refused), "write", "writes") + " refused"
 	case engine.LockReleased(r):
 		return "released with no version written"
+	case r.End.Is(engine.CauseLeaseExpired) && r.CommittedSerial > 0 && r.End.Lifted == engine.LiftRecovered:
+		// kl run recover committed the fence's checkpoint: no UNLOCK came.
+		return "lease ran out without an UNLOCK; its last checkpoint recovered (kl run recover)"
 	case r.End.Is(engine.CauseLeaseExpired) && r.CommittedSerial > 0:
 		return "its UNLOCK arrived after its lease ran out"
 	case r.End.Is(engine.CauseLeaseExpired) && len(r.End.Fenced) > 0 && r.End.Lifted == "":

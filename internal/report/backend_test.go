@@ -274,3 +274,39 @@ func TestRefusedWriteWordsOfTheHTTPLayer(t *testing.T) {
 		}
 	}
 }
+
+// A write lock's "apply-started" marker (at LOCK for a terraform apply,
+// at the first write otherwise) says what the lease now means — a lease
+// that runs out before UNLOCK fences the state — and never that
+// Terraform wrote: a lock force-unlocked before any write wrote nothing,
+// and its story must not say "Terraform writes through the backend"
+// beside "it wrote nothing" (review of issue 14, i14x).
+func TestApplyStartedOfABackendLockSaysNoWrite(t *testing.T) {
+	t.Parallel()
+	unlocked := engine.Marker{Seq: 4, At: lockAt.Add(time.Minute), Kind: engine.MarkerUnlocked, By: "alice"}
+	started := engine.Marker{Seq: 3, At: lockAt, Kind: engine.MarkerApplyStarted, Serial: 11, Extra: map[string]string{"backend": "true"}}
+	r := lockRunOf(engine.OperationTypeApply, engine.StatusApplied, &engine.End{Cause: engine.CauseUnlocked}, engine.LockFacts{Mode: engine.ModeWrite, Unlocked: &unlocked})
+	views := lockViews(t, r, lockMarkers(engine.OperationTypeApply, "write", started, unlocked), engine.VerdictReleased)
+	delete(views, "runs json")
+	delete(views, "runs text")
+	wantWords(t, views, []string{"fences the state if its lease runs out before UNLOCK (head serial 11)"}, []string{"Terraform writes through the backend"})
+}
+
+// A backend lock's fence that `kl run recover` committed never had an
+// UNLOCK: kl runs must not say "its UNLOCK arrived after its lease ran
+// out" of it (that is a late UNLOCK's line), but that its last
+// checkpoint was recovered (review of issue 14, i14x).
+func TestRecoveredBackendFenceHadNoUnlock(t *testing.T) {
+	t.Parallel()
+	end := &engine.End{Cause: engine.CauseLeaseExpired, Holder: engine.Holder{Host: "vm", PID: 4242}, LeaseEnd: lockAt.Add(time.Minute),
+		Fenced: engine.AddressSet{engine.AllAddresses}, TerraformStarted: lockAt, Lifted: engine.LiftRecovered}
+	r := lockRunOf(engine.OperationTypeApply, engine.StatusLeaseExpired, end, engine.LockFacts{Mode: engine.ModeWrite, Writes: 1})
+	r.CommittedSerial = 12
+	views := lockViews(t, r, lockMarkers(engine.OperationTypeApply, "write"), engine.VerdictFailed)
+	for _, name := range []string{"runs text", "runs json"} {
+		s := views[name]
+		if strings.Contains(s, "UNLOCK arrived") || !strings.Contains(s, "lease ran out without an UNLOCK; its last checkpoint recovered (kl run recover)") {
+			t.Errorf("%s of a recovered fence:\n%s", name, s)
+		}
+	}
+}
