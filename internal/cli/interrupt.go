@@ -105,9 +105,14 @@ func interruptNote(p phase, sig syscall.Signal) string {
 }
 
 // noteOnInterrupt prints the interrupt note on w once ctx is cancelled by
-// a signal (Interrupted). The returned stop ends the watch.
-func noteOnInterrupt(ctx context.Context, w io.Writer, t *phaseTracker) (stop func() bool) {
-	return context.AfterFunc(ctx, func() {
+// a signal (Interrupted). The returned stop ends the watch and, when the
+// note has begun, waits until it is written: after Run returns nothing
+// writes to the caller's stderr (context.AfterFunc's own stop does not
+// wait for a func already started).
+func noteOnInterrupt(ctx context.Context, w io.Writer, t *phaseTracker) (stop func()) {
+	written := make(chan struct{})
+	stopped := context.AfterFunc(ctx, func() {
+		defer close(written)
 		if in := interruptedBy(ctx); in != nil {
 			note := interruptNote(t.get(), in.Signal)
 			if in.Signal == syscall.SIGINT {
@@ -116,4 +121,12 @@ func noteOnInterrupt(ctx context.Context, w io.Writer, t *phaseTracker) (stop fu
 			fmt.Fprintln(w, note)
 		}
 	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !stopped() { // the note began: wait for it
+				<-written
+			}
+		})
+	}
 }
