@@ -100,6 +100,14 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[ReconcileArgs
 		return river.JobSnooze(lockedOutSnooze)
 	}
 	n, err := b.reconcile(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		// Not a failure: this replica stops (ADR 0043). A snooze hands the
+		// round back without spending its one attempt, so River does not
+		// discard it; another replica, or this one restarted, runs it.
+		logOf(ctx).Info("reconciliation interrupted by the shutdown: River hands it back", "err", err)
+		b.metrics.job(KindReconcile, ResultSnoozed, time.Since(start))
+		return river.JobSnooze(time.Second)
+	}
 	if err != nil {
 		logOf(ctx).Error("reconciliation failed; the next round does it again", "err", err)
 		b.metrics.job(KindReconcile, ResultError, time.Since(start))
