@@ -456,7 +456,7 @@ func TestActionAppliesUnchangedIntentReplanOnPush(t *testing.T) {
 	if a.Run.Kind != "apply" || a.Run.Status != "applied" || a.Run.PlanRun != p4 {
 		t.Fatalf("the push applied %+v, want #4's reviewed plan %s re-planned", a.Run, p4)
 	}
-	for _, w := range []string{"plan input changed", "re-planned against head 2, intent unchanged: applied the re-plan",
+	for _, w := range []string{"plan input changed", "re-planned the merge commit " + sha(0xa4)[:7] + " against head 2, intent unchanged: applied the re-plan",
 		"reviewed `" + p4 + "`", "(applied in place of the reviewed plan)"} {
 		if !strings.Contains(res.summary, w) {
 			t.Errorf("the job summary does not say %q:\n%s", w, res.summary)
@@ -465,4 +465,121 @@ func TestActionAppliesUnchangedIntentReplanOnPush(t *testing.T) {
 	if strings.Contains(res.summary, "nobody reviewed") {
 		t.Errorf("an unchanged-intent re-plan is called unreviewed:\n%s", res.summary)
 	}
+}
+
+// pairConfig is the read-after-write pair's root module: app reads net's
+// id (stable when net's input changes in place), other is disjoint.
+func pairConfig(net, app, other string) string {
+	return fmt.Sprintf(`resource "terraform_data" "net" {
+  input = %q
+}
+
+resource "terraform_data" "app" {
+  input = "%s:${terraform_data.net.id}"
+}
+
+resource "terraform_data" "other" {
+  input = %q
+}
+`, net, app, other)
+}
+
+// TestActionReplansMergeCommitOnPush (issue 15, ADR 0062): one push
+// brings #1 (writes net), #2 (changes app, which reads net: its head
+// lacks #1's change) and #3 (writes other). #1's and #3's reviewed plans
+// are applied as they are; #2's re-plan plans its own merge commit — not
+// its head's configuration, which would revert net ("configuration behind
+// the head"), and not the pushed commit, which holds #3 — found in the
+// checkout's history (a worktree), and is applied with its intent
+// unchanged, the commit named in the summary.
+func TestActionReplansMergeCommitOnPush(t *testing.T) {
+	k := newMergeKit(t)
+	file := filepath.Join(k.work, "infra", "main.tf")
+	put := func(net, app, other string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(pairConfig(net, app, other)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("n1", "a1", "o1")
+	base := k.planPR(10, sha(0x10))
+	k.use(map[string]string{"command": "apply", "state": "acme/prod", "plan-run": base, "store": k.store}, 0)
+	put("n2", "a1", "o1")
+	k.planPR(1, sha(1))
+	put("n1", "a2", "o1")
+	p2 := k.planPR(2, sha(2))
+	put("n1", "a1", "o2")
+	k.planPR(3, sha(3))
+
+	// The checkout: main's history, one merge commit per pull request.
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = k.work
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	commit := func(net, app, other, msg string) string {
+		t.Helper()
+		put(net, app, other)
+		git("add", "-A")
+		git("commit", "-q", "-m", msg)
+		return git("rev-parse", "HEAD")
+	}
+	m0 := commit("n1", "a1", "o1", "base")
+	m1 := commit("n2", "a1", "o1", "Merge #1")
+	m2 := commit("n2", "a2", "o1", "Merge #2")
+	m3 := commit("n2", "a2", "o2", "Merge #3")
+	k.merged(1, sha(1), m1)
+	k.merged(2, sha(2), m2)
+	k.merged(3, sha(3), m3)
+	k.push(m0, m3, m1, m2, m3)
+	res := k.use(map[string]string{"command": "apply", "state": "acme/prod", "working-directory": "infra", "store": k.store}, 0)
+	for _, w := range []string{"re-planned the merge commit " + m2[:7] + " against head 2, intent unchanged: applied the re-plan",
+		"reviewed `" + p2 + "`", "the merge commit `" + m2[:7] + "` of the reviewed commit `" + sha(2)[:7] + "`"} {
+		if !strings.Contains(res.summary, w) {
+			t.Errorf("the job summary does not say %q:\n%s", w, res.summary)
+		}
+	}
+	if o := res.outputs; o["committed-serial"] != "4" || o["exit-code"] != "0" {
+		t.Errorf("outputs = %v, want version 4 committed (#1, #2, #3)", o)
+	}
+	_, inputs := headInputs(t, k.kl("state", "pull", "acme/prod"))
+	if inputs["net"] != "n2" || !strings.HasPrefix(inputs["app"], "a2:") || inputs["other"] != "o2" {
+		t.Errorf("head inputs = %v; want net n2 (#1), app a2 (#2), other o2 (#3)", inputs)
+	}
+}
+
+// headInputs reads a Terraform state v4 document (kl state pull): its
+// serial and each terraform_data resource's input by name.
+func headInputs(t *testing.T, doc []byte) (int64, map[string]string) {
+	t.Helper()
+	var st struct {
+		Serial    int64 `json:"serial"`
+		Resources []struct {
+			Name      string `json:"name"`
+			Instances []struct {
+				Attributes struct {
+					Input struct {
+						Value any `json:"value"`
+					} `json:"input"` // terraform_data keeps its input's type and value
+				} `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(doc, &st); err != nil {
+		t.Fatalf("kl state pull: %v", err)
+	}
+	out := map[string]string{}
+	for _, r := range st.Resources {
+		if len(r.Instances) == 1 {
+			out[r.Name] = fmt.Sprint(r.Instances[0].Attributes.Input.Value)
+		}
+	}
+	return st.Serial, out
 }

@@ -111,11 +111,17 @@ func (h *harness) group(t *testing.T, action, reason string, g githubfake.MergeG
 	h.deliver("merge_group", githubfake.MergeGroupEvent(repo, action, reason, g))
 }
 
-// merged marks pull request p merged on the fake and delivers its close.
-func (h *harness) merged(t *testing.T, p pr) {
+// merged marks pull request p merged on the fake at merge commit mc,
+// whose archive holds files, and delivers its close.
+func (h *harness) merged(t *testing.T, p pr, mc string, files map[string]string) {
 	t.Helper()
-	h.fake.AddPR(repo, githubfake.PR{Number: p.n, HeadSHA: p.head, Files: p.paths, Author: "alice", State: "closed", Merged: true, BaseSHA: sha(0)})
-	h.deliver("pull_request", githubfake.MergedPullRequest(repo, p.n, p.head))
+	h.fake.SetTarball(repo, mc, tarball(t, mc, files))
+	h.fake.AddPR(repo, githubfake.PR{Number: p.n, HeadSHA: p.head, Files: p.paths, Author: "alice", State: "closed", Merged: true, BaseSHA: sha(0), MergeCommitSHA: mc})
+	body, err := githubfake.Patch(githubfake.MergedPullRequest(repo, p.n, p.head), map[string]any{"pull_request.merge_commit_sha": mc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.deliver("pull_request", body)
 }
 
 // TestMergeQueue (issue 15 §2): a queue of three pull requests —
@@ -125,8 +131,10 @@ func (h *harness) merged(t *testing.T, p pr) {
 // pull requests in queue order: #11's and #11+#12's groups pass, the group
 // of all three fails naming the pair and the address. When #11+#12 merge
 // and #12's close arrives first, #12's merge-time apply waits for #11's
-// (queue order) and then obeys the re-plan rule: its configuration
-// predates #11, so it is refused, naming #11. #13 leaves the queue, is
+// (queue order) and then obeys the re-plan rule: its reviewed
+// configuration predates #11, so it re-plans its merge commit — the
+// group's commit, which holds #11's change — against the head #11 made,
+// finds its intent unchanged and applies that re-plan (ADR 0062). #13 leaves the queue, is
 // planned again with "/kl plan" and its new group passes; a Re-run of that
 // group's "kl" check run judges it again.
 func TestMergeQueue(t *testing.T) {
@@ -182,8 +190,8 @@ func TestMergeQueue(t *testing.T) {
 	h.group(t, "destroyed", "dequeued", gs[2])
 	h.fake.SetBranch(repo, githubfake.DefaultBranch, sha(52))
 	h.group(t, "destroyed", "merged", gs[1])
-	h.merged(t, p12)
-	h.merged(t, p11)
+	h.merged(t, p12, sha(52), queueRepo(t, [3]string{net, `"net_vpc-v1"`, `"net_vpc-v2"`}, [3]string{app, "cfg-v1:", "cfg-v2:"}))
+	h.merged(t, p11, sha(51), p11.files)
 	h.settle()
 	for _, p := range []pr{p11, p12} {
 		for _, c := range h.checkRuns(p.head, "kl apply · infra") {
@@ -194,12 +202,13 @@ func TestMergeQueue(t *testing.T) {
 	if a11.Conclusion != "success" {
 		t.Errorf("#11's merge-time apply: %s %q, want success", a11.Conclusion, a11.Title)
 	}
-	if a12.Conclusion != "action_required" {
-		t.Errorf("#12's merge-time apply: %s %q, want action_required (re-plan rule, after #11)", a12.Conclusion, a12.Title)
+	if a12.Conclusion != "success" {
+		t.Errorf("#12's merge-time apply: %s %q, want success (its merge commit re-planned after #11)", a12.Conclusion, a12.Title)
 	}
-	mustContain(t, "#12's merge-time apply", a12.Summary, "acme/infra#11")
-	if s := h.headSerial(); s != 2 {
-		t.Errorf("the state's head is serial %d, want 2 (#11's apply only)", s)
+	mustContain(t, "#12's merge-time apply", rendered(a12.Summary), "re-planned the merge commit "+sha(52)[:7]+" against head 2",
+		"configuration re-planned", "the merge commit `"+sha(52)[:7]+"` of the reviewed commit `"+sha(12)[:7]+"`", "acme/infra#11")
+	if s := h.headSerial(); s != 3 {
+		t.Errorf("the state's head is serial %d, want 3 (#11's apply, then #12's)", s)
 	}
 
 	// #13 is planned again on the new head, queued again, and passes.

@@ -22,6 +22,9 @@ type applyCtx struct {
 	// noApply: the rules of an apply cannot be read (Bot.applyRules), so
 	// nothing applies; on merge, the plans are closed unapplied.
 	noApply bool
+	// merge is the checkout of a merged pull request's merge commit
+	// (mergeCommit), removed when the job ends.
+	merge mergeTree
 }
 
 // apply is the apply job (ApplyArgs). For a comment or the button, the
@@ -308,7 +311,7 @@ func (b *Bot) applyProject(ctx context.Context, jr *jobRun, x *applyCtx, r proje
 		if held != nil {
 			return b.refuse(ctx, x, r, *held)
 		}
-		return b.runApply(ctx, jr, x, r, parkedApply{})
+		return b.runApply(ctx, jr, x, r, parkedApply{}, nil)
 	}
 	return b.refuse(ctx, x, r, no)
 }
@@ -328,7 +331,7 @@ func (b *Bot) resumeOrAbandon(ctx context.Context, jr *jobRun, x *applyCtx, r pr
 	case r.HeadSHA != x.pr.HeadSHA:
 		no.Rule = report.BotRuleHead
 	default:
-		return b.runApply(ctx, jr, x, r, p)
+		return b.runApply(ctx, jr, x, r, p, nil)
 	}
 	var se *engine.StatusError
 	if err := b.eng.AbandonParked(ctx, p.Run); err != nil && !errors.As(err, &se) {
@@ -383,7 +386,7 @@ func (b *Bot) requirementsHold(ctx context.Context, x *applyCtx, r projectRow, m
 // resumed from p when p.Run is set — and reports the apply run's story.
 // The apply's check run is in progress meanwhile: applying, or waiting on
 // the runs it names; a parked apply returns a queuedError.
-func (b *Bot) runApply(ctx context.Context, jr *jobRun, x *applyCtx, r projectRow, p parkedApply) (JobResult, error) {
+func (b *Bot) runApply(ctx context.Context, jr *jobRun, x *applyCtx, r projectRow, p parkedApply, mc *engine.MergeCommit) (JobResult, error) {
 	a, pr := x.a, x.pr
 	lc := b.applyLive(jr, x, r, pr.HeadSHA)
 	plan := r.PlanRun
@@ -401,7 +404,7 @@ func (b *Bot) runApply(ctx context.Context, jr *jobRun, x *applyCtx, r projectRo
 		}
 	}
 	out, err := b.eng.Apply(ctx, engine.ApplyInput{
-		PlanRun: plan, State: r.State, Actor: a.Actor, Wait: b.opts.ApplyWait, Park: true, Resume: p.Run,
+		PlanRun: plan, State: r.State, Actor: a.Actor, Wait: b.opts.ApplyWait, Park: true, Resume: p.Run, MergeCommit: mc,
 		PR:       &engine.PullRequest{Repo: a.Repo, Number: a.PR, HeadSHA: pr.HeadSHA, URL: pr.HTMLURL},
 		Progress: jr.progress(lc),
 		OnReserved: func(run string) {
@@ -599,6 +602,7 @@ func (b *Bot) refuseAt(ctx context.Context, x *applyCtx, r projectRow, no report
 // parked like any other, and the pull request is marked closed once none
 // waits.
 func (b *Bot) closed(ctx context.Context, jr *jobRun, x *applyCtx, rows []projectRow, first bool) (JobResult, error) {
+	defer x.merge.remove()
 	var lives []*liveCheck
 	for _, r := range rows {
 		if x.a.Trigger == TriggerMerge && r.Config.ApplyTrigger == klyaml.TriggerMerge && r.PlanRun != "" && r.ApplyRun == "" {
@@ -672,7 +676,11 @@ func (b *Bot) closed(ctx context.Context, jr *jobRun, x *applyCtx, rows []projec
 // checked when the apply starts, not when a parked one resumes.
 func (b *Bot) applyMerged(ctx context.Context, jr *jobRun, x *applyCtx, r projectRow) (JobResult, error) {
 	if p, ok := jr.st.Parked[r.Project]; ok {
-		return b.runApply(ctx, jr, x, r, p)
+		mc, err := b.mergeCommit(ctx, x, r)
+		if err != nil {
+			return "", err
+		}
+		return b.runApply(ctx, jr, x, r, p, mc)
 	}
 	switch held, err := b.requirementsHold(ctx, x, r, true); {
 	case err != nil:
@@ -684,5 +692,9 @@ func (b *Bot) applyMerged(ctx context.Context, jr *jobRun, x *applyCtx, r projec
 	case held != nil:
 		return b.refuse(ctx, x, r, *held)
 	}
-	return b.runApply(ctx, jr, x, r, parkedApply{})
+	mc, err := b.mergeCommit(ctx, x, r)
+	if err != nil {
+		return "", err
+	}
+	return b.runApply(ctx, jr, x, r, parkedApply{}, mc)
 }

@@ -235,29 +235,15 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 			co.files = append(co.files, f.PreviousFilename)
 		}
 	}
-	tgz, err := c.DownloadTarball(ctx, repo, pr.HeadSHA)
+	root, err := b.fetchTree(ctx, c, repo, pr.HeadSHA)
+	if errors.Is(err, tarball.ErrUnsafe) {
+		return co, b.reportConfig(ctx, c, repo, pr.Number, report.ConfigProblem{Title: "the repository archive was refused", HeadSHA: pr.HeadSHA, Problem: err.Error()})
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(b.opts.WorkDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating work dir: %w", err)
-	}
-	tmp, err := os.MkdirTemp(b.opts.WorkDir, "klbot-")
-	if err != nil {
-		return nil, fmt.Errorf("creating checkout dir: %w", err)
-	}
-	co.root = filepath.Join(tmp, "repo")
-	if err := os.Mkdir(co.root, 0o700); err != nil {
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("creating checkout dir: %w", err)
-	}
-	if err := tarball.Extract(tgz, co.root, b.opts.Extract); err != nil {
-		os.RemoveAll(tmp)
-		if errors.Is(err, tarball.ErrUnsafe) {
-			return co, b.reportConfig(ctx, c, repo, pr.Number, report.ConfigProblem{Title: "the repository archive was refused", HeadSHA: pr.HeadSHA, Problem: err.Error()})
-		}
-		return nil, err
-	}
+	co.root = root
+	tmp := filepath.Dir(root)
 	cfg, problem, err := readConfig(co.root, repo.String(), b.opts.DefaultTrigger)
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -278,6 +264,34 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 	}
 	co.config = cfg
 	return co, nil
+}
+
+// fetchTree downloads the tarball of commit sha with the installation
+// token and extracts it safely (b.opts.Extract; a refused archive wraps
+// tarball.ErrUnsafe) into ROOT = a temp dir of its own under the work dir
+// + "/repo"; the caller removes ROOT's parent.
+func (b *Bot) fetchTree(ctx context.Context, c Client, repo github.Repo, sha string) (string, error) {
+	tgz, err := c.DownloadTarball(ctx, repo, sha)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(b.opts.WorkDir, 0o700); err != nil {
+		return "", fmt.Errorf("creating work dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(b.opts.WorkDir, "klbot-")
+	if err != nil {
+		return "", fmt.Errorf("creating checkout dir: %w", err)
+	}
+	root := filepath.Join(tmp, "repo")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("creating checkout dir: %w", err)
+	}
+	if err := tarball.Extract(tgz, root, b.opts.Extract); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("the archive of %s: %w", sha, err)
+	}
+	return root, nil
 }
 
 // readConfig reads kl.yaml at the repository root: absent →

@@ -204,6 +204,7 @@ type (
 		OtherRun  string   `json:"other_run"`
 		Addresses []string `json:"addresses"`
 		WaitedMS  int64    `json:"waited_ms"`
+		Commit    string   `json:"commit"`
 		Reason    string   `json:"reason"`
 		Text      string   `json:"text"`
 	}

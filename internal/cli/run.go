@@ -178,10 +178,12 @@ func (a *app) prURL(p *engine.PullRequest) string {
 func (a *app) applyCommand() *cobra.Command {
 	var in engine.ApplyInput
 	var pr, commit string
+	var merge engine.MergeCommit
 	cmd := &cobra.Command{
 		Use: "apply RUN",
 		Example: `  kl apply 01J9Z6M3W4X5Y6Z7A8B9C0D1E2
-  kl apply --pr acme/infra#42 --commit 0123abcd --state acme/infra/prod   # the pull request's reviewed plan`,
+  kl apply --pr acme/infra#42 --commit 0123abcd --state acme/infra/prod   # the pull request's reviewed plan
+  kl apply --pr acme/infra#42 --commit 0123abcd --merge-commit "$(git rev-parse HEAD)" --merge-dir infra   # at merge`,
 		Short: "Apply plan run RUN: reserve its footprint, check what changed since plan, apply, commit",
 		Long: `Apply takes every reservation of the plan's envelope at once (or none), waiting up to --wait
 for runs that hold overlapping ones; classifies the versions committed since the plan
@@ -200,6 +202,13 @@ state. No such plan, or the newest one there stale, superseded or failed, is an 
 pull request, the commit and the plans it has; so are plans of several projects at that commit
 (name one with --state). It reads only the store: any CI can run it at merge.
 
+At merge, --merge-commit SHA names the pull request's merge commit (its merge_commit_sha, or
+its merge group's commit), checked out with the plan's root module at --merge-dir DIR (default:
+the working directory): when a version since the plan changed what the plan reads, the re-plan
+plans that configuration instead of the reviewed one, so the change of a pull request merged
+just before (which this one's head lacks) is planned, not reverted. Every check of the re-plan
+stays; the story names the commit (ADR 0062). Without a re-plan the reviewed plan is applied.
+
 If this kl is killed while Terraform applies, what Terraform wrote is kept as a checkpoint:
 once the run's lease has run out, kl run recover RUN commits it.
 
@@ -212,6 +221,20 @@ it wrote; no plan of the pull request at the commit).`,
 			if in.Wait < 0 {
 				return fmt.Errorf("--wait %s: negative: use 0 to refuse at once, or how long to wait (e.g. 5m)", in.Wait)
 			}
+			switch {
+			case merge.Dir != "" && merge.SHA == "":
+				return errors.New("--merge-dir is for --merge-commit: name the merge commit it is a checkout of")
+			case merge.SHA != "" && !commitSHA.MatchString(merge.SHA):
+				return fmt.Errorf("--merge-commit %s: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", preview(merge.SHA))
+			case merge.SHA != "":
+				if merge.Dir == "" {
+					merge.Dir = "."
+				}
+				if fi, err := os.Stat(merge.Dir); err != nil || !fi.IsDir() {
+					return fmt.Errorf("--merge-dir %s: not a directory: name the plan's root module directory in the checkout of merge commit %s", preview(merge.Dir), merge.SHA)
+				}
+				in.MergeCommit = &merge
+			}
 			return a.apply(cmd.Context(), in, args, pr, commit)
 		},
 	}
@@ -220,6 +243,8 @@ it wrote; no plan of the pull request at the commit).`,
 	cmd.Flags().DurationVar(&in.Wait, "wait", 0, "wait this long for conflicting reservations to be released (e.g. 5m); 0 refuses at once; not negative")
 	cmd.Flags().StringVar(&pr, "pr", "", "apply the newest plan of this pull request, OWNER/REPO#N, instead of RUN")
 	cmd.Flags().StringVar(&commit, "commit", "", "with --pr: the pull request's head commit whose plan to apply, 7-40 hex characters (default: the commit of its newest plan)")
+	cmd.Flags().StringVar(&merge.SHA, "merge-commit", "", "the pull request's merge commit, 7-40 hex characters: a re-plan plans its configuration (at --merge-dir) instead of the reviewed one (ADR 0062)")
+	cmd.Flags().StringVar(&merge.Dir, "merge-dir", "", "with --merge-commit: the plan's root module directory in a checkout of the merge commit (default: the working directory)")
 	return cmd
 }
 

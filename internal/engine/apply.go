@@ -48,6 +48,31 @@ type ApplyInput struct {
 	// the deadline without the reservations, the apply is refused as a
 	// wait that ran out in one call is.
 	Resume string
+	// MergeCommit, when set, is the pull request's merge commit, checked
+	// out: a re-plan (step 3, a version since the plan changed what it
+	// reads) plans its configuration instead of the reviewed plan's
+	// archive, so that what the base branch gained before this merge — the
+	// change of a pull request merged just ahead, which this one's head
+	// lacks — is planned, not reverted (ADR 0062). Every check of the
+	// re-plan stays. Nil: the reviewed configuration. A merge-time apply
+	// only (klbot on a merge, kl apply --merge-commit).
+	MergeCommit *MergeCommit
+}
+
+// MergeCommit is the configuration of a pull request's merge commit: the
+// commit its merge put on the base branch (GitHub's merge_commit_sha; in
+// a merge queue, its commit of the merge group — the base, the pull
+// requests ahead of it and its own change, never one behind it), checked
+// out at Dir (ADR 0062).
+type MergeCommit struct {
+	// SHA is the commit, 7 to 40 hexadecimal characters: named in the
+	// re-plan's envelope and the apply's story.
+	SHA string
+	// Dir is the root module directory of the plan's scope in the
+	// checkout of SHA. The scope's var files are read relative to it, as
+	// kl plan --var-file is relative to -C; an absolute one cannot be
+	// located in the commit and is refused (ErrInvalid).
+	Dir string
 }
 
 // ApplyOutcome is a finished apply run with the version it committed.
@@ -115,6 +140,9 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	}
 	st, err := e.getState(ctx, plan.State)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMergeCommit(in.MergeCommit, plan); err != nil {
 		return nil, err
 	}
 	pf, err := e.loadPlan(ctx, plan, st)

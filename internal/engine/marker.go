@@ -117,6 +117,10 @@ type Marker struct {
 	Waited        Duration          `json:"waited,omitempty"`
 	// Serials: the read-changed versions a "replanned" marker re-checked.
 	Serials []int64 `json:"serials,omitempty"`
+	// Commit is the merge commit a "replanned" marker's re-plan planned
+	// instead of the reviewed configuration (ApplyInput.MergeCommit, ADR
+	// 0062); "" when it re-planned the reviewed configuration.
+	Commit string `json:"commit,omitempty"`
 	// End is how the run ended, on the "failed" marker that records it
 	// (and "lease-expired" of a run's own lease, "applied" of a Terraform
 	// that stopped part-way or was not run).
@@ -199,6 +203,9 @@ type Fact struct {
 	Serials      []int64      `json:"serials,omitempty"`
 	SourceSerial int64        `json:"source_serial,omitempty"`
 	HeadSerial   int64        `json:"head_serial,omitempty"`
+	// Commit: the merge commit a replan-applied fact's re-plan planned
+	// (Marker.Commit); "" for the reviewed configuration.
+	Commit string `json:"commit,omitempty"`
 	// Waited is how long this run waited for Run (waited-for facts).
 	Waited Duration `json:"waited,omitempty"`
 	// OtherWrite and OwnWrite are the two write sets a disjointness fact compared.

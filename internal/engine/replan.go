@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -83,15 +85,44 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 		defer a.ka.remove(rp.ID)
 	}
 	env := a.plan.Envelope
-	res, err := e.Terraform.Plan(ctx, replanRequest(rp.ID, a.pf, env.Scope, snapshot, a.in.Progress))
+	req, commit := replanRequest(rp.ID, a.pf, env.Scope, snapshot, a.in.Progress), env.CommitSHA
+	if mc := a.in.MergeCommit; mc != nil {
+		req.Config, req.Dir, commit = nil, mc.Dir, mc.SHA
+	}
+	res, err := e.Terraform.Plan(ctx, req)
 	if err != nil {
 		e.failRun(ctx, rp.ID, Failed(StepPlan, err))
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepReplan, err).withRun(rp.ID), fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err))
 	}
-	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, planOrigin{PR: env.PR, Commit: env.CommitSHA, ReplanOf: a.plan.ID, AtMerge: env.PlannedAtMerge}); err != nil {
+	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, planOrigin{PR: env.PR, Commit: commit, ReplanOf: a.plan.ID, AtMerge: env.PlannedAtMerge}); err != nil {
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepStoreReplan, err), err)
 	}
 	return rp, res, st.HeadSerial, nil
+}
+
+// checkMergeCommit checks an apply's merge commit (nil: none) against
+// its plan: a commit SHA, a directory, and no absolute var file in the
+// plan's scope (it cannot be located in the merge commit's checkout);
+// else ErrInvalid naming the problem.
+func checkMergeCommit(mc *MergeCommit, plan Run) error {
+	if mc == nil {
+		return nil
+	}
+	if !isHex(mc.SHA, 7, 40) {
+		return Errorf(ErrInvalid, "merge commit %q: want a commit SHA, 7 to 40 hexadecimal characters", mc.SHA)
+	}
+	if fi, err := os.Stat(mc.Dir); err != nil || !fi.IsDir() {
+		return Errorf(ErrInvalid, "merge commit %s: its configuration directory %s is not a directory", mc.SHA, mc.Dir)
+	}
+	if plan.Envelope == nil {
+		return nil
+	}
+	for _, f := range plan.Envelope.Scope.VarFiles {
+		if filepath.IsAbs(f) {
+			return Errorf(ErrInvalid, "merge commit %s: plan %s reads var file %s by an absolute path, which cannot be located in the merge commit's checkout: apply it without the merge commit", mc.SHA, plan.ID, f)
+		}
+	}
+	return nil
 }
 
 // replanRequest is the PlanRequest of re-plan run against snapshot: the
@@ -141,7 +172,7 @@ func (a *applier) stopForReview(ctx context.Context, rp Run, head int64, cmp Rep
 	facts.Addresses = stop.keys
 	changed := true
 	end := &End{Cause: stop.cause, Run: rp.ID, Plan: a.plan.ID, Serial: head, Replan: facts}
-	m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: head, IntentChanged: &changed, Class: stop.class,
+	m := Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: head, IntentChanged: &changed, Class: stop.class, Commit: a.mergeCommit(),
 		Addresses: instanceAddresses(stop.keys), End: end, Extra: outsideExtra(cmp.Outside)}
 	if stop.cause == CauseBehindHead {
 		a.e.closeReplan(ctx, rp.ID, StatusSuperseded, &End{Cause: CauseReplanReverts, Plan: a.plan.ID})
@@ -178,15 +209,24 @@ func (a *applier) takeReplan(ctx context.Context, rp Run, res *PlanResult, head 
 		return a.fail(ctx, StatusPlanned, Failed(StepClaimReplan, err).withRun(rp.ID), fmt.Errorf("claiming re-plan %s for apply run %s: %w", rp.ID, a.run.ID, err))
 	}
 	a.pf = &planFiles{run: claimed, planFile: res.PlanFile, config: res.Config, intent: res.Intent, vars: a.pf.vars}
-	a.facts = append(a.facts, Fact{Kind: FactReplanApplied, Run: rp.ID, Serials: facts.Versions, SourceSerial: a.plan.Envelope.SourceSerial, HeadSerial: head})
+	a.facts = append(a.facts, Fact{Kind: FactReplanApplied, Run: rp.ID, Serials: facts.Versions, SourceSerial: a.plan.Envelope.SourceSerial, HeadSerial: head, Commit: a.mergeCommit()})
 	unchanged := false
 	sum := a.sp.Summary()
 	if err := e.Store.AddMarkers(ctx, a.run.ID,
-		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: head, IntentChanged: &unchanged, Serials: facts.Versions},
+		Marker{Kind: MarkerReplanned, Other: rp.ID, Serial: head, IntentChanged: &unchanged, Serials: facts.Versions, Commit: a.mergeCommit()},
 		Marker{Kind: MarkerStalenessPassed, SincePlan: &sum}); err != nil {
 		return a.fail(ctx, StatusPlanned, Failed(StepRecordPreflight, err), fmt.Errorf("recording the re-plan of run %s: %w", a.run.ID, err))
 	}
 	return nil
+}
+
+// mergeCommit is the merge commit a re-plan of this apply plans
+// (ApplyInput.MergeCommit), "" for the reviewed configuration.
+func (a *applier) mergeCommit() string {
+	if a.in.MergeCommit == nil {
+		return ""
+	}
+	return a.in.MergeCommit.SHA
 }
 
 // replanApplied is the re-plan this apply claimed to apply in place of

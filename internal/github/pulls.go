@@ -43,6 +43,11 @@ type PullRequest struct {
 	BaseSHA   string
 	Author    string
 	HTMLURL   string
+	// MergeCommitSHA is merge_commit_sha: for a merged pull request the
+	// commit its merge put on the base branch (the merge, squash or last
+	// rebased commit; in a merge queue, its merge group's commit); ""
+	// when GitHub names none.
+	MergeCommitSHA string
 }
 
 // GetPullRequest reads pull request number.
@@ -57,6 +62,7 @@ func (c *Client) GetPullRequest(ctx context.Context, repo Repo, number int) (Pul
 		HeadSHA: p.GetHead().GetSHA(), HeadRef: p.GetHead().GetRef(), HeadRepo: headRepo,
 		Fork:    isFork(headRepo, repo),
 		BaseRef: p.GetBase().GetRef(), BaseSHA: p.GetBase().GetSHA(), Author: p.GetUser().GetLogin(), HTMLURL: p.GetHTMLURL(),
+		MergeCommitSHA: p.GetMergeCommitSHA(),
 	}, nil
 }
 

@@ -68,7 +68,7 @@ func planFieldWords(s *engine.RunStory, a *engine.Run) sentence {
 		}
 		return pl
 	case a.Status == engine.StatusApplying && taken != "":
-		return words(noun, runSpan(a.PlanRun), fmt.Sprintf("; re-planned against head %d, intent unchanged: applying the re-plan ", serial), runSpan(taken))
+		return words(noun, runSpan(a.PlanRun), "; "+replannedHead(replanCheck(s.Markers, a.ID), taken, serial)+", intent unchanged: applying the re-plan ", runSpan(taken))
 	case a.Status == engine.StatusApplying:
 		pl := words(noun, runSpan(a.PlanRun))
 		if c := replanCheck(s.Markers, a.ID); c != nil {
@@ -205,6 +205,7 @@ func replanFields(s *engine.RunStory, a *engine.Run, m engine.Marker) fields {
 		}
 	default:
 		f = f.addField("outcome", markerWords(m))
+		f = mergeCommitField(f, s, a, m)
 		f = f.addField("re-plan status", replanStatusWords(findRun(s.Replans, m.Other)))
 	}
 	return f
@@ -226,10 +227,27 @@ func replanAppliedFields(s *engine.RunStory, a *engine.Run, m engine.Marker) fie
 	result = result.add(txt(fmt.Sprintf(" in place of the reviewed plan, to the head it was made against (serial %d): every value Terraform computes comes from current inputs, not from the reviewed plan's snapshot (serial %d)",
 		m.Serial, reviewedSource(s, a))))
 	f = f.addField("result", result)
+	f = mergeCommitField(f, s, a, m)
 	if rp := findRun(s.Replans, m.Other); rp != nil {
 		f = f.addField("re-plan status", replanStatusWords(rp))
 	}
 	return f
+}
+
+// mergeCommitField adds what re-plan m planned when it planned the pull
+// request's merge commit (m.Commit, ADR 0062), not the reviewed
+// configuration: that commit, and the reviewed plan's commit it holds.
+func mergeCommitField(f fields, s *engine.RunStory, a *engine.Run, m engine.Marker) fields {
+	if m.Commit == "" {
+		return f
+	}
+	w := words("the merge commit ", code(shortSHA(m.Commit)),
+		": the pull request's change on the base branch as it merged, with what the base gained before it (a pull request merged ahead of it), not the reviewed configuration alone")
+	if p := reviewedPlan(s, a); p != nil && p.Envelope != nil && p.Envelope.CommitSHA != "" {
+		w = words("the merge commit ", code(shortSHA(m.Commit)), " of the reviewed commit ", code(shortSHA(p.Envelope.CommitSHA)),
+			": the pull request's change on the base branch as it merged, with what the base gained before it (a pull request merged ahead of it)")
+	}
+	return f.addField("configuration re-planned", w)
 }
 
 // reviewedSource is the serial apply a's reviewed plan was made against

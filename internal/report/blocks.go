@@ -383,11 +383,22 @@ func appliedPlanWords(noun, plan string, check *engine.Marker, applied string, s
 	s := words(noun, runSpan(plan))
 	switch {
 	case applied != "":
-		return words(s, fmt.Sprintf("; re-planned against head %d, intent unchanged: applied the re-plan ", serial), runSpan(applied))
+		return words(s, "; "+replannedHead(check, applied, serial)+", intent unchanged: applied the re-plan ", runSpan(applied))
 	case check == nil:
 		return s
 	}
 	return words(s, "; re-checked by re-plan ", runSpan(check.Other), fmt.Sprintf(" against head %d: intent unchanged; applied the reviewed plan", check.Serial))
+}
+
+// replannedHead says what re-plan rp planned, against head serial:
+// "re-planned the merge commit C against head N" when its "replanned"
+// marker m (nil: unknown) names the pull request's merge commit (ADR 0062),
+// else "re-planned against head N".
+func replannedHead(m *engine.Marker, rp string, serial int64) string {
+	if m != nil && m.Other == rp && m.Commit != "" {
+		return fmt.Sprintf("re-planned the merge commit %s against head %d", shortSHA(m.Commit), serial)
+	}
+	return fmt.Sprintf("re-planned against head %d", serial)
 }
 
 // reviewedNoun names the plan an apply applies: "reviewed P", or for a

@@ -35,6 +35,9 @@ func factWords(f engine.Fact, waited engine.Duration, waits int) sentence {
 			f.SourceSerial, f.HeadSerial))
 	case engine.FactReplanApplied:
 		s := words(fmt.Sprintf("re-planned against head %d as ", f.HeadSerial), runSpan(f.Run))
+		if f.Commit != "" {
+			s = words(fmt.Sprintf("re-planned the merge commit %s against head %d as ", shortSHA(f.Commit), f.HeadSerial), runSpan(f.Run))
+		}
 		if len(f.Serials) > 0 {
 			s = s.add(txt(fmt.Sprintf(" (plan input changed in %s %s)", versionWord(len(f.Serials)), serials(f.Serials))))
 		}
@@ -95,6 +98,9 @@ func factShort(f engine.Fact) sentence {
 		}
 		return words("staleness passed")
 	case engine.FactReplanApplied:
+		if f.Commit != "" {
+			return words("re-planned merge commit "+shortSHA(f.Commit)+" as ", runSpan(f.Run), ": intent unchanged, re-plan applied")
+		}
 		return words("re-planned as ", runSpan(f.Run), ": intent unchanged, re-plan applied")
 	case engine.FactReplanUnchanged:
 		return words("re-checked by re-plan ", runSpan(f.Run), ": intent unchanged")
@@ -336,6 +342,9 @@ func fenceLiftedWords(m engine.Marker, v func(string) span) sentence {
 // ended; v tones the verb.
 func replannedWords(m engine.Marker, v func(string) span) sentence {
 	head := fmt.Sprintf(" against head %d", m.Serial)
+	if m.Commit != "" {
+		head = fmt.Sprintf(" of merge commit %s against head %d", shortSHA(m.Commit), m.Serial)
+	}
 	switch outcomeOf(m) {
 	case replanUnchanged:
 		return words(v("re-checked"), " by re-plan ", runSpan(m.Other), head, ": intent unchanged")

@@ -275,6 +275,7 @@ type jFact struct {
 	Serials      []int64  `json:"serials,omitempty"`
 	SourceSerial int64    `json:"source_serial,omitempty"`
 	HeadSerial   int64    `json:"head_serial,omitempty"`
+	Commit       string   `json:"commit,omitempty"`
 	WaitedMS     int64    `json:"waited_ms,omitempty"`
 	OwnWrite     []string `json:"own_write,omitempty"`
 	OtherWrite   []string `json:"other_write,omitempty"`
@@ -285,7 +286,7 @@ func toFacts(facts []engine.Fact, reserved *engine.Marker) []jFact {
 	texts := allowedWords(facts, reserved)
 	for i, f := range facts {
 		out = append(out, jFact{Kind: string(f.Kind), Text: texts[i].plain(), Run: f.Run, PR: toPR(f.PR),
-			Addresses: optStrs(f.Addresses), Serials: f.Serials, SourceSerial: f.SourceSerial, HeadSerial: f.HeadSerial,
+			Addresses: optStrs(f.Addresses), Serials: f.Serials, SourceSerial: f.SourceSerial, HeadSerial: f.HeadSerial, Commit: f.Commit,
 			WaitedMS: time.Duration(f.Waited).Milliseconds(), OwnWrite: optStrs(f.OwnWrite), OtherWrite: optStrs(f.OtherWrite)})
 	}
 	return out
@@ -356,6 +357,7 @@ type jMarker struct {
 	IntentChanged *bool             `json:"intent_changed,omitempty"`
 	Deviation     *jDeviation       `json:"deviation,omitempty"`
 	WaitedMS      int64             `json:"waited_ms,omitempty"`
+	Commit        string            `json:"commit,omitempty"`
 	Reason        string            `json:"reason,omitempty"`
 	Extra         map[string]string `json:"extra,omitempty"`
 }
@@ -366,7 +368,7 @@ func toMarker(m engine.Marker, role string, status engine.RunStatus) jMarker {
 	j := jMarker{Run: m.Run, Role: role, Seq: m.Seq, At: jtime(m.At), Kind: string(m.Kind), Text: markerWordsOf(m, status).plain(),
 		OtherRun: m.Other, OtherPR: toPR(m.OtherPR), Addresses: optStrs(m.Addresses), Serial: m.Serial, FromSerial: m.FromSerial,
 		CommitMode: string(m.Mode), Count: m.Count, Class: string(m.Class), IntentChanged: m.IntentChanged, Deviation: toDeviation(m.Deviation),
-		WaitedMS: time.Duration(m.Waited).Milliseconds(), Reason: markerText(m), Extra: m.Extra}
+		WaitedMS: time.Duration(m.Waited).Milliseconds(), Commit: m.Commit, Reason: markerText(m), Extra: m.Extra}
 	if m.SincePlan != nil {
 		c := toCounts(*m.SincePlan)
 		j.SincePlan = &c

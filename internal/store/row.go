@@ -128,6 +128,7 @@ type markerRow struct {
 	Deviation     *engine.Deviation        `json:"deviation,omitempty"`
 	Waited        engine.Duration          `json:"waited,omitempty"`
 	Serials       []int64                  `json:"serials,omitempty"`
+	Commit        string                   `json:"commit,omitempty"`
 	End           *engine.End              `json:"end,omitempty"`
 	Reason        string                   `json:"reason,omitempty"`
 	Extra         map[string]string        `json:"extra,omitempty"`
@@ -140,7 +141,7 @@ func EncodeMarker(m engine.Marker) (string, error) {
 	b, err := json.Marshal(markerRow{
 		V: RowVersion, Seq: m.Seq, At: m.At, Kind: m.Kind, Other: m.Other, OtherPR: m.OtherPR, Addresses: m.Addresses,
 		Serial: m.Serial, FromSerial: m.FromSerial, Mode: m.Mode, Count: m.Count, SincePlan: m.SincePlan, Class: m.Class,
-		IntentChanged: m.IntentChanged, Deviation: m.Deviation, Waited: m.Waited, Serials: m.Serials, End: m.End, Reason: m.Reason, Extra: m.Extra,
+		IntentChanged: m.IntentChanged, Deviation: m.Deviation, Waited: m.Waited, Serials: m.Serials, Commit: m.Commit, End: m.End, Reason: m.Reason, Extra: m.Extra,
 		Lift: m.Lift, By: m.By,
 	})
 	if err != nil {
@@ -162,7 +163,7 @@ func DecodeMarker(body string) (engine.Marker, error) {
 	m := engine.Marker{
 		Seq: row.Seq, At: row.At, Kind: row.Kind, Other: row.Other, OtherPR: row.OtherPR, Addresses: row.Addresses,
 		Serial: row.Serial, FromSerial: row.FromSerial, Mode: row.Mode, Count: row.Count, SincePlan: row.SincePlan, Class: row.Class,
-		IntentChanged: row.IntentChanged, Deviation: row.Deviation, Waited: row.Waited, Serials: row.Serials, End: row.End, Reason: row.Reason, Extra: row.Extra,
+		IntentChanged: row.IntentChanged, Deviation: row.Deviation, Waited: row.Waited, Serials: row.Serials, Commit: row.Commit, End: row.End, Reason: row.Reason, Extra: row.Extra,
 		Lift: row.Lift, By: row.By,
 	}
 	if row.V < 2 {
