@@ -117,8 +117,17 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 		}
 		def, loc = &found, found.path
 	}
+	// A URL's scheme is case-insensitive (RFC 3986 §3.1); pgx reads only
+	// the lower-case ones.
+	if scheme, rest, ok := strings.Cut(loc, "://"); ok && def == nil {
+		if l := strings.ToLower(scheme); l == "postgres" || l == "postgresql" || l == "sqlite" || l == "file" {
+			loc = l + "://" + rest
+		}
+	}
 	switch {
 	case def != nil:
+	case strings.TrimSpace(loc) == "":
+		return nil, "", errors.New("opening store: the store (--store or KL_STORE) is blank: name a SQLite file or a postgres:// URL, or leave it unset for the default store")
 	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"), keyValueDSN.MatchString(loc):
 		st, err := postgres.Open(ctx, loc)
 		if err != nil {
@@ -134,6 +143,9 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 		return nil, "", fmt.Errorf("opening store %s: unknown store kind%s: use a file path or a postgres:// URL", redact(loc), blank)
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(loc, "sqlite://"), "file://")
+	if def == nil && strings.TrimSpace(path) != path {
+		return nil, "", fmt.Errorf("opening store %q: the SQLite path starts or ends with a blank (a trailing newline pasted into a CI variable?): remove it", path)
+	}
 	missing, empty := storeMissing(path)
 	if missing && !a.createStore {
 		return nil, "", a.missingStore(path, empty, def)
