@@ -90,4 +90,11 @@ func TestApplyMergeCommit(t *testing.T) {
 	if text := k.ok("run", "show", story.Run.ID); !strings.Contains(text, "re-planned the merge commit ccccccc against head 2") {
 		t.Errorf("kl run show does not name the merge commit:\n%s", text)
 	}
+	if story.Version != nil {
+		// The re-plan's own story names the configuration it planned, not the PR's head.
+		text := k.ok("run", "show", story.Version.Provenance.AppliedPlanRun)
+		if !strings.Contains(text, "the merge commit ccccccc of the pull request, not its head bbbbbbb") {
+			t.Errorf("kl run show of the re-plan does not say it planned the merge commit:\n%s", text)
+		}
+	}
 }

@@ -75,6 +75,9 @@ func (e *Engine) resume(ctx context.Context, in ApplyInput) (*ApplyOutcome, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMergeCommit(in.MergeCommit, plan); err != nil {
+		return nil, err // checked as when the apply started; the run still waits
+	}
 	st, err := e.getState(ctx, plan.State)
 	if err != nil {
 		return nil, err

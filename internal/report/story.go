@@ -138,7 +138,15 @@ func storyDoc(s *engine.RunStory) *doc {
 		times += "running"
 	}
 	f = f.addField("time", words(times))
+	sha := ""
+	if r.Envelope != nil {
+		sha = r.Envelope.CommitSHA // a plan's own commit: a re-plan of a merge commit's is that commit (ADR 0062)
+	}
 	f = f.addField("PR", prField(r.PR, ""))
+	if r.ReplanOf != "" && r.PR != nil && sha != "" && r.PR.HeadSHA != "" && !strings.HasPrefix(r.PR.HeadSHA, sha) && !strings.HasPrefix(sha, r.PR.HeadSHA) {
+		f = f.addField("configuration", words("the merge commit ", code(shortSHA(sha)), " of the pull request, not its head ", code(shortSHA(r.PR.HeadSHA)),
+			": what merged, with the base branch's changes before it"))
+	}
 	switch {
 	case last != nil:
 		f = f.addField("last attempt", lastAttemptWords(*last))
