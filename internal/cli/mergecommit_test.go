@@ -93,7 +93,7 @@ func TestApplyMergeCommit(t *testing.T) {
 	if story.Version != nil {
 		// The re-plan's own story names the configuration it planned, not the PR's head.
 		text := k.ok("run", "show", story.Version.Provenance.AppliedPlanRun)
-		if !strings.Contains(text, "the merge commit ccccccc of the pull request, not its head bbbbbbb") {
+		if !strings.Contains(text, "the merge commit ccccccc (the pull request's head is bbbbbbb)") {
 			t.Errorf("kl run show of the re-plan does not say it planned the merge commit:\n%s", text)
 		}
 	}

@@ -138,14 +138,14 @@ func storyDoc(s *engine.RunStory) *doc {
 		times += "running"
 	}
 	f = f.addField("time", words(times))
-	sha := ""
-	if r.Envelope != nil {
-		sha = r.Envelope.CommitSHA // a plan's own commit: a re-plan of a merge commit's is that commit (ADR 0062)
-	}
 	f = f.addField("PR", prField(r.PR, ""))
-	if r.ReplanOf != "" && r.PR != nil && sha != "" && r.PR.HeadSHA != "" && !strings.HasPrefix(r.PR.HeadSHA, sha) && !strings.HasPrefix(sha, r.PR.HeadSHA) {
-		f = f.addField("configuration", words("the merge commit ", code(shortSHA(sha)), " of the pull request, not its head ", code(shortSHA(r.PR.HeadSHA)),
-			": what merged, with the base branch's changes before it"))
+	if mc := mergeCommitOf(s.Markers, r.ID); mc != "" {
+		head := ""
+		if r.PR != nil && r.PR.HeadSHA != "" {
+			head = " (the pull request's head is " + shortSHA(r.PR.HeadSHA) + ")"
+		}
+		f = f.addField("configuration", words("the merge commit ", code(shortSHA(mc)), head,
+			": what merged, with the base branch's changes before it (ADR 0062)"))
 	}
 	switch {
 	case last != nil:
@@ -293,4 +293,16 @@ func storyJSON(s *engine.RunStory) storyDocument {
 		j.ApplyLog = toApplyLog(s.ApplyLog)
 	}
 	return j
+}
+
+// mergeCommitOf is the merge commit re-plan id planned (the "replanned"
+// marker of its apply naming it, Marker.Commit, ADR 0062), "" for any
+// other run.
+func mergeCommitOf(ms []engine.Marker, id string) string {
+	for _, m := range ms {
+		if m.Kind == engine.MarkerReplanned && m.Other == id && m.Commit != "" {
+			return m.Commit
+		}
+	}
+	return ""
 }
