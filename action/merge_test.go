@@ -266,11 +266,12 @@ func TestActionAppliesReviewedPlanOnPush(t *testing.T) {
 	if strings.Contains(res.summary, "nobody reviewed") {
 		t.Errorf("without on-missing-plan, a plan at merge was made:\n%s", res.summary)
 	}
-	// The refusal's own "next" is written for an open pull request
-	// ("re-plan on the PR's current head"); #13 has merged, and the
-	// summary says what is left to do then.
+	// #13 has merged (kl apply --after-merge): the refusal's own "next"
+	// says to plan the base branch at merge, not to re-plan its branch;
+	// the summary adds the Action's own way, on-missing-plan.
 	if !strings.Contains(res.summary, "### ⛔ acme/infra#13 has merged, and its change is not applied") ||
-		!strings.Contains(res.summary, "on-missing-plan: plan-and-apply") {
+		!strings.Contains(res.summary, "on-missing-plan: plan-and-apply") ||
+		!strings.Contains(res.summary, "--at-merge") || strings.Contains(res.summary, "re-plan on the PR's current head") {
 		t.Errorf("the summary does not say that #13 merged unapplied, and what to do:\n%s", res.summary)
 	}
 

@@ -233,6 +233,48 @@ func TestMergeQueue(t *testing.T) {
 	}
 }
 
+// TestMergeTimeApplyRefused (issue 15): #11 and #13 both write net_vpc.
+// #11 merges and is applied; #13 then merges without its plan being made
+// again, so its merge-time apply is refused as stale. Its check run does
+// not say "re-plan on the PR's current head" or "/kl plan" — a merged
+// pull request can be neither, and klbot plans open ones only — but that
+// its change is on the base branch and not applied, with the kl command
+// that plans the base branch at merge; the apply is recorded as run after
+// the merge, with its merge commit.
+func TestMergeTimeApplyRefused(t *testing.T) {
+	h := setupQueue(t)
+	net := "infra/net.tf"
+	p11 := pr{11, sha(11), queueRepo(t, [3]string{net, `"net_vpc-v1"`, `"net_vpc-v2"`}), []string{net}}
+	p13 := pr{13, sha(13), queueRepo(t, [3]string{net, `"net_vpc-v1"`, `"net_vpc-v3"`}), []string{net}}
+	for _, p := range []pr{p11, p13} {
+		h.open(t, p)
+		h.settle()
+	}
+	h.merged(t, p11, sha(51), p11.files)
+	h.settle()
+	for _, c := range h.checkRuns(p11.head, "kl apply · infra") {
+		t.Logf("#11's kl apply · infra: %d %s %s %q\n%s", c.ID, c.Status, c.Conclusion, c.Title, c.Summary)
+	}
+	if a := h.one(t, p11.head, "kl apply · infra"); a.Conclusion != "success" {
+		t.Fatalf("#11's merge-time apply: %s %q, want success", a.Conclusion, a.Title)
+	}
+	h.merged(t, p13, sha(53), p13.files)
+	h.settle()
+	a := h.one(t, p13.head, "kl apply · infra")
+	if a.Conclusion == "success" {
+		t.Fatalf("#13's merge-time apply: %s %q, want it refused (stale: #11 changed net_vpc)", a.Conclusion, a.Title)
+	}
+	body := rendered(a.Summary + a.Text)
+	mustContain(t, "#13's refused merge-time apply", body,
+		"stale plan", "its pull request has merged, and its change is not applied",
+		`--pr 'acme/infra#13' --commit "$(git rev-parse HEAD)" --at-merge`,
+		"at `"+sha(13)+"`, merged as `"+sha(53)[:7]+"`: applied after the merge")
+	mustLack(t, "#13's refused merge-time apply", body, "re-plan on the PR's current head", "/kl plan")
+	if s := h.headSerial(); s != 2 {
+		t.Errorf("the state's head is serial %d, want 2 (#11's apply only)", s)
+	}
+}
+
 // TestMergeGroupDestroyed (issue 15 §2): a pull request removed from its
 // merge group while klbot judges it — the group's "kl" check run is in
 // progress, the judging attempt failed on GitHub — leaves nothing pending:

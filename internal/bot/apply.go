@@ -403,8 +403,12 @@ func (b *Bot) runApply(ctx context.Context, jr *jobRun, x *applyCtx, r projectRo
 			return "", err
 		}
 	}
+	var merged *engine.AfterMerge
+	if pr.Merged { // a merge-time apply: its refusal's next step cannot be a re-plan of the branch
+		merged = &engine.AfterMerge{Commit: pr.MergeCommitSHA}
+	}
 	out, err := b.eng.Apply(ctx, engine.ApplyInput{
-		PlanRun: plan, State: r.State, Actor: a.Actor, Wait: b.opts.ApplyWait, Park: true, Resume: p.Run, MergeCommit: mc,
+		PlanRun: plan, State: r.State, Actor: a.Actor, Wait: b.opts.ApplyWait, Park: true, Resume: p.Run, MergeCommit: mc, AfterMerge: merged,
 		PR:       &engine.PullRequest{Repo: a.Repo, Number: a.PR, HeadSHA: pr.HeadSHA, URL: pr.HTMLURL},
 		Progress: jr.progress(lc),
 		OnReserved: func(run string) {

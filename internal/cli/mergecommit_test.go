@@ -98,3 +98,64 @@ func TestApplyMergeCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyAfterMerge (issue 15): a merge-time apply (kl apply
+// --after-merge=SHA, as the Action passes it on a push) that is refused
+// does not say "re-plan on the PR's current head" nor "merge the base
+// branch into the PR": the pull request has merged, its change is not
+// applied, and the step is a plan of the base branch at merge with the
+// command to run; kl run show says the apply ran after the merge. Bad
+// --after-merge values are refused before anything runs.
+func TestApplyAfterMerge(t *testing.T) {
+	t.Parallel()
+	k := setup(t)
+	const state = "prod"
+	base, prA, prB := filepath.Join(k.dir, "base"), filepath.Join(k.dir, "a"), filepath.Join(k.dir, "b")
+	write(t, filepath.Join(base, "main.tf"), pairConfig("n1", "a1"))
+	write(t, filepath.Join(prA, "main.tf"), pairConfig("n2", "a1"))
+	write(t, filepath.Join(prB, "main.tf"), pairConfig("n1", "a2"))
+	k.ok("state", "init", state)
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", state, "-C", base)))
+	planB := reULID.FindString(k.ok("plan", "--state", state, "-C", prB, "--pr", "acme/infra#2", "--commit", "bbbbbbb"))
+	k.ok("apply", reULID.FindString(k.ok("plan", "--state", state, "-C", prA, "--pr", "acme/infra#1", "--commit", "aaaaaaa")))
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--after-merge=HEAD"}, `--after-merge="HEAD": want the pull request's merge commit`},
+		{[]string{"--after-merge=ddddddd", "--merge-commit", "eeeeeee", "--merge-dir", prB}, "name two merge commits"},
+	} {
+		r := k.run(append([]string{"apply", planB}, tc.args...)...)
+		if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
+			t.Errorf("kl apply %v = %v; want an error saying %q", tc.args, r.err, tc.want)
+		}
+	}
+	if st := k.runStatus(planB); st != "planned" {
+		t.Fatalf("plan B is %s after refused flags, want planned", st)
+	}
+
+	r := k.run("apply", "--pr", "acme/infra#2", "--commit", "bbbbbbb", "--after-merge=ddddddd0123")
+	if r.code() != 3 {
+		t.Fatalf("kl apply --after-merge of B's plan behind the head: exit %d, %v; want 3 (refused)\n%s", r.code(), r.err, r.out)
+	}
+	for _, want := range []string{
+		"configuration behind the head",
+		"its pull request has merged, and its change is not applied",
+		`kl plan --state prod --pr 'acme/infra#2' --commit "$(git rev-parse HEAD)" --at-merge -C ` + prB,
+		"acme/infra#2 at bbbbbbb, merged as ddddddd: applied after the merge",
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, r.out)
+		}
+	}
+	for _, lack := range []string{"re-plan on the PR's current head", "merge the base branch into the PR"} {
+		if strings.Contains(r.out, lack) {
+			t.Errorf("the refusal of a merged pull request's apply says %q:\n%s", lack, r.out)
+		}
+	}
+	apply := reULID.FindString(r.out[strings.Index(r.out, "Apply "):])
+	if text := k.ok("run", "show", apply); !strings.Contains(text, "after merge: acme/infra#2 had merged as ddddddd") {
+		t.Errorf("kl run show of the apply does not say it ran after the merge:\n%s", text)
+	}
+}

@@ -229,6 +229,11 @@ func TestApplyPlannedAtMerge(t *testing.T) {
 	if !strings.Contains(text, "planned at merge, not reviewed") {
 		t.Errorf("kl run show of a plan made at merge does not say it is not reviewed:\n%s", text)
 	}
+	// Its commit is the base branch's after the merge, not the pull
+	// request's head: "acme/infra#7 at C" would say otherwise.
+	if want := "acme/infra#7, merged: planned at " + merge + " of its base branch"; !strings.Contains(text, want) {
+		t.Errorf("kl run show of a plan made at merge does not say %q:\n%s", want, text)
+	}
 	md := kl("apply", plan.Run.ID)
 	for _, want := range []string{"planned at merge, not reviewed: " + plan.Run.ID, "applied a plan nobody reviewed", "acme/infra#7"} {
 		if !strings.Contains(md, want) {

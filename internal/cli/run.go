@@ -175,10 +175,14 @@ func (a *app) prURL(p *engine.PullRequest) string {
 	return fmt.Sprintf("%s/%s/pull/%d", server, p.Repo, p.Number)
 }
 
+// afterMergeUnknown is kl apply --after-merge given without a commit.
+const afterMergeUnknown = "-"
+
 func (a *app) applyCommand() *cobra.Command {
 	var in engine.ApplyInput
 	var pr, commit string
 	var merge engine.MergeCommit
+	var afterMerge string
 	cmd := &cobra.Command{
 		Use: "apply RUN",
 		Example: `  kl apply 01J9Z6M3W4X5Y6Z7A8B9C0D1E2
@@ -208,6 +212,9 @@ the working directory): when a version since the plan changed what the plan read
 plans that configuration instead of the reviewed one, so the change of a pull request merged
 just before (which this one's head lacks) is planned, not reverted. Every check of the re-plan
 stays; the story names the commit (ADR 0062). Without a re-plan the reviewed plan is applied.
+--after-merge (or --after-merge=SHA, the merge commit; --merge-commit implies it) records on the
+run that its pull request has merged: a refusal then says to plan the base branch at merge and
+apply that, since the merged branch can no longer be re-planned.
 
 If this kl is killed while Terraform applies, what Terraform wrote is kept as a checkpoint:
 once the run's lease has run out, kl run recover RUN commits it.
@@ -226,6 +233,18 @@ it wrote; no plan of the pull request at the commit).`,
 				return errors.New("--merge-dir is for --merge-commit: name the merge commit it is a checkout of")
 			case merge.SHA != "" && !commitSHA.MatchString(merge.SHA):
 				return fmt.Errorf("--merge-commit %s: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", preview(merge.SHA))
+			case afterMerge != "" && afterMerge != afterMergeUnknown && !commitSHA.MatchString(afterMerge):
+				return fmt.Errorf("--after-merge=%s: want the pull request's merge commit, 7 to 40 hexadecimal characters, or --after-merge alone", preview(afterMerge))
+			case afterMerge != "" && merge.SHA != "" && afterMerge != afterMergeUnknown && !strings.EqualFold(afterMerge, merge.SHA):
+				return fmt.Errorf("--after-merge=%s and --merge-commit %s name two merge commits: give one", afterMerge, merge.SHA)
+			}
+			if afterMerge != "" {
+				in.AfterMerge = &engine.AfterMerge{}
+				if afterMerge != afterMergeUnknown {
+					in.AfterMerge.Commit = afterMerge
+				}
+			}
+			switch {
 			case merge.SHA != "":
 				if merge.Dir == "" {
 					merge.Dir = "."
@@ -239,6 +258,8 @@ it wrote; no plan of the pull request at the commit).`,
 		},
 	}
 	cmd.Flags().StringVar(&in.State, "state", "", "refuse unless the plan belongs to this state (with --pr: the state whose plan to apply)")
+	cmd.Flags().StringVar(&afterMerge, "after-merge", "", "record that this apply runs after its pull request merged, as --after-merge or --after-merge=SHA (its merge commit): a refusal then says to plan the base branch at merge, not to re-plan the merged branch (implied by --merge-commit)")
+	cmd.Flags().Lookup("after-merge").NoOptDefVal = afterMergeUnknown
 	cmd.Flags().BoolVar(&in.Strict, "strict-since-plan", false, "refuse when a version since the plan changed its read set, instead of re-planning")
 	cmd.Flags().DurationVar(&in.Wait, "wait", 0, "wait this long for conflicting reservations to be released (e.g. 5m); 0 refuses at once; not negative")
 	cmd.Flags().StringVar(&pr, "pr", "", "apply the newest plan of this pull request, OWNER/REPO#N, instead of RUN")

@@ -57,6 +57,13 @@ type ApplyInput struct {
 	// re-plan stays. Nil: the reviewed configuration. A merge-time apply
 	// only (klbot on a merge, kl apply --merge-commit).
 	MergeCommit *MergeCommit
+	// AfterMerge records on the run, as its first marker ("after-merge",
+	// MarkerAfterMerge), that it applies after its pull request merged: a
+	// refusal's next step is then not "re-plan on the PR's current head",
+	// which a merged pull request can no longer be. Implied by
+	// MergeCommit (its SHA the commit); ignored for a run without a pull
+	// request. A resumed run keeps the marker its first call stored.
+	AfterMerge *AfterMerge
 }
 
 // MergeCommit is the configuration of a pull request's merge commit: the
@@ -73,6 +80,30 @@ type MergeCommit struct {
 	// kl plan --var-file is relative to -C; an absolute one cannot be
 	// located in the commit and is refused (ErrInvalid).
 	Dir string
+}
+
+// AfterMerge is what an apply's caller knows of the merge it applies
+// after (ApplyInput.AfterMerge).
+type AfterMerge struct {
+	// Commit is the pull request's merge commit (GitHub's
+	// merge_commit_sha, 7 to 40 hexadecimal characters), "" when unknown.
+	Commit string
+}
+
+// afterMerge is the run's AfterMerge: in.AfterMerge, its commit filled
+// from MergeCommit when it names none; a MergeCommit alone implies it.
+func (in ApplyInput) afterMerge() *AfterMerge {
+	if in.AfterMerge == nil && in.MergeCommit == nil {
+		return nil
+	}
+	am := AfterMerge{}
+	if in.AfterMerge != nil {
+		am = *in.AfterMerge
+	}
+	if am.Commit == "" && in.MergeCommit != nil {
+		am.Commit = in.MergeCommit.SHA
+	}
+	return &am
 }
 
 // ApplyOutcome is a finished apply run with the version it committed.
@@ -145,6 +176,9 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	if err := checkMergeCommit(in.MergeCommit, plan); err != nil {
 		return nil, err
 	}
+	if am := in.AfterMerge; am != nil && am.Commit != "" && !isHex(am.Commit, 7, 40) {
+		return nil, Errorf(ErrInvalid, "after merge: merge commit %q: want a commit SHA, 7 to 40 hexadecimal characters", am.Commit)
+	}
 	pf, err := e.loadPlan(ctx, plan, st)
 	if err != nil {
 		return nil, err
@@ -161,6 +195,13 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	}
 	if err := e.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("creating apply run for plan %s: %w", plan.ID, err)
+	}
+	if am := in.afterMerge(); am != nil && run.PR != nil {
+		// First, so that every view of the run — a refusal's next step
+		// above all — knows its pull request has merged.
+		if err := e.Store.AddMarkers(ctx, run.ID, Marker{Kind: MarkerAfterMerge, OtherPR: run.PR, Commit: am.Commit}); err != nil {
+			return nil, fmt.Errorf("recording that apply run %s runs after its pull request merged: %w", run.ID, err)
+		}
 	}
 	// Renewed from creation to the end — the wait, the re-plan, Terraform,
 	// the commit: killed at any point, the run ends lease-expired and the

@@ -28,6 +28,7 @@ const (
 	MarkerFenceLifted     MarkerKind = "fence-lifted"     // the run's fences were lifted (Lift says how)
 	MarkerOperation       MarkerKind = "operation"        // a day-2 operation was asked (Mode says which; ADR 0055)
 	MarkerProviders       MarkerKind = "providers"        // how the run's providers were installed, when worth telling (Reason; ADR 0061)
+	MarkerAfterMerge      MarkerKind = "after-merge"      // the apply runs after its pull request OtherPR merged (Commit: the merge commit, when known; ADR 0062)
 )
 
 // providerMarkers are the "providers" markers of a Terraform call's notes
@@ -96,6 +97,8 @@ const (
 //	recovered         Serial (the version committed), Count (addresses it changed), Addresses (changes
 //	                  kept at the head, not merged), Extra["artifact"] (the artifact recovered from:
 //	                  apply-result.tfstate or apply-checkpoint.tfstate), Reason
+//	after-merge       OtherPR (the pull request that merged), Commit (its merge commit, "" when unknown): the
+//	                  apply runs after that merge (ApplyInput.AfterMerge); the first marker of the run
 type Marker struct {
 	// Run is the run the marker belongs to; set on read by the engine's
 	// views (the store keys markers by run).

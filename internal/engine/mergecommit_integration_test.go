@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/report"
@@ -147,5 +148,72 @@ func TestMergeCommitRefused(t *testing.T) {
 		if rs := h.applyRuns(tc.plan); len(rs) != 0 {
 			t.Errorf("Apply with %+v created apply runs %v", tc.mc, rs)
 		}
+	}
+}
+
+// A parked merge-time apply (klbot's, ADR 0041) that resumes after the
+// writer it waited for committed re-plans its merge commit as a fresh
+// apply does: C reads x, D (holding x while its Terraform runs) writes it.
+// C parks; a resume with a merge commit that is not a directory is refused
+// (the check runs on resume too) and leaves C parked; resumed with the
+// merge commit once D committed, C's re-plan of it keeps D's x and is
+// applied. The run's first marker says it ran after the merge.
+func TestParkedMergeCommitResumes(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	cfg := config{"x": {Value: "x0"}, "r": {Value: "r0", Ref: "x.id"}, "y": {Value: "y0"}}
+	h.base(cfg)
+	gate, release := h.gate()
+	defer release()
+	// D updates x in place (its id, which r reads, stays) and creates g,
+	// whose Terraform waits at the gate: D holds x meanwhile.
+	dCfg := cfg.with(map[string]string{"x": "x1"})
+	dCfg["g"] = res{Value: "g1", Gate: gate}
+	d := h.plan(dCfg, actor("dave"))
+	c := h.plan(cfg.with(map[string]string{"r": "r1"}))
+	doneD := make(chan error, 1)
+	holder := h.applyInTerraform(d.ID, func(_ *engine.ApplyOutcome, err error) { doneD <- err })
+
+	const sha = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
+	merged := cfg.with(map[string]string{"x": "x1", "r": "r1"})
+	merged["g"] = res{Value: "g1", Gate: gate}
+	mc := &engine.MergeCommit{SHA: sha, Dir: h.write(merged)}
+	in := engine.ApplyInput{PlanRun: c.ID, Actor: "alice", Wait: time.Minute, Park: true, MergeCommit: mc,
+		PR: &engine.PullRequest{Repo: "acme/infra", Number: 3, HeadSHA: "cccccccc"}}
+	_, err := h.eng.Apply(h.ctx, in)
+	var pe *engine.ParkedError
+	if !errors.As(err, &pe) || len(pe.Blockers) != 1 || pe.Blockers[0].Run != holder {
+		t.Fatalf("Apply C (park) = %v; want a *ParkedError naming %s", err, holder)
+	}
+	if ms := h.markers(pe.Run); len(ms) == 0 || ms[0].Kind != engine.MarkerAfterMerge || ms[0].Commit != sha {
+		t.Errorf("C's apply markers = %+v; want after-merge (commit %s) first", ms, sha)
+	}
+
+	release()
+	if err := <-doneD; err != nil {
+		t.Fatalf("Apply D: %v", err)
+	}
+	in.Resume = pe.Run
+	bad := in
+	bad.MergeCommit = &engine.MergeCommit{SHA: sha, Dir: filepath.Join(h.dir, "nope")}
+	if _, err := h.eng.Apply(h.ctx, bad); !errors.Is(err, engine.ErrInvalid) {
+		t.Errorf("resume with a merge commit that is not a directory = %v, want ErrInvalid", err)
+	}
+	if r := h.run(pe.Run); r.Status != engine.StatusWaiting {
+		t.Errorf("C's apply after a refused resume is %s, want still waiting", r.Status)
+	}
+	out, err := h.eng.Apply(h.ctx, in)
+	if err != nil {
+		t.Fatalf("resume C with its merge commit: %v", err)
+	}
+	if m := h.marker(out.Run.ID, engine.MarkerReplanned); m.IntentChanged == nil || *m.IntentChanged || m.Commit != sha {
+		t.Errorf("replanned marker = %+v; want intent unchanged, commit %s", m, sha)
+	}
+	hs, _ := h.head()
+	if got := hs.Resources["x"].Input; got != "x1" {
+		t.Errorf("x = %q, want D's x1 kept", got)
+	}
+	if got, want := hs.Resources["r"].Input, "r1:"+hs.Resources["x"].ID; got != want {
+		t.Errorf("r = %q, want C's %q", got, want)
 	}
 }

@@ -91,6 +91,38 @@ func planFieldWords(s *engine.RunStory, a *engine.Run) sentence {
 	return pl
 }
 
+// applyPRField is apply run a's pull request field: "acme/infra#42", and
+// for a merge-time apply (its "after-merge" marker in ms) ", merged as
+// C: applied after the merge" — its head is no longer what the base
+// branch has.
+func applyPRField(ms []engine.Marker, a *engine.Run) sentence {
+	pr := prField(a.PR, "")
+	m := afterMergeOf(ms, a.ID)
+	if m == nil || len(pr) == 0 {
+		return pr
+	}
+	pr = pr.add(txt(", merged"))
+	if m.Commit != "" {
+		pr = pr.add(txt(" as "), code(shortSHA(m.Commit)))
+	}
+	return pr.add(txt(": applied after the merge"))
+}
+
+// envelopePRField is a plan envelope's pull request field: "acme/infra#42
+// at C", or for a plan made at merge (Envelope.PlannedAtMerge), whose
+// commit is one of the base branch after the merge, not the pull
+// request's, "acme/infra#42, merged: planned at C of its base branch".
+func envelopePRField(env *engine.Envelope) sentence {
+	if !env.PlannedAtMerge || env.PR == nil {
+		return prField(env.PR, env.CommitSHA)
+	}
+	s := words(prWords(env.PR), ", merged")
+	if env.CommitSHA != "" {
+		s = s.add(txt(": planned at "), code(env.CommitSHA), txt(" of its base branch"))
+	}
+	return s
+}
+
 // atMerge reports whether apply a's plan was made at merge, not reviewed
 // (Envelope.PlannedAtMerge).
 func atMerge(s *engine.RunStory, a *engine.Run) bool {
@@ -130,7 +162,7 @@ func reviewedPlan(s *engine.RunStory, a *engine.Run) *engine.Run {
 func applyFields(s *engine.RunStory, a *engine.Run) fields {
 	var f fields
 	f = f.addField("actor", words(a.Actor))
-	f = f.addField("PR", prField(a.PR, ""))
+	f = f.addField("PR", applyPRField(s.Markers, a))
 	f = f.addField("plan", planFieldWords(s, a))
 	f = f.addField("UNREVIEWED", unreviewedWarning(s, a))
 	if res := lastOf(s.Markers, a.ID, engine.MarkerReserved); res != nil {
@@ -324,7 +356,7 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 	if rec := recoverableOf(s.Recoverable, a); rec != nil {
 		// First commit what Terraform wrote, or the next plan creates it
 		// again.
-		next, _ := replanNext(*a, p)
+		next, _ := replanNext(*a, afterMergeOf(s.Markers, a.ID), p)
 		return words("recover first: ", cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: a.PR, self: true}), " commits what Terraform wrote as a partial version (otherwise the next plan creates it again); then ", next)
 	}
 	if a.End != nil && len(a.End.Fenced) > 0 && a.End.Lifted == "" && a.CommittedSerial == 0 {
@@ -333,7 +365,7 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 		// a re-plan's too — is refused (ADR 0035).
 		lift := words("check the real objects (Terraform started; Kilolock saw nothing it wrote), then lift the fence: ",
 			cmdSpan(unfenceCommand(a.ID), command{verb: verbUnfence, run: a.ID, pr: a.PR, self: true}))
-		if next, _ := replanNext(*a, p); p != nil && p.Status != engine.StatusPlanned {
+		if next, _ := replanNext(*a, afterMergeOf(s.Markers, a.ID), p); p != nil && p.Status != engine.StatusPlanned {
 			return words(lift, "; then ", next)
 		}
 		return lift
@@ -346,12 +378,12 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 		if s.SincePlanLive && s.SincePlan != nil && len(s.SincePlan.Of(engine.ClassWriteChanged)) > 0 {
 			// Open, but a version since changed what it writes: an apply
 			// now is refused as stale.
-			next, _ := replanNext(*a, p)
+			next, _ := replanNext(*a, afterMergeOf(s.Markers, a.ID), p)
 			return next
 		}
 		return words("apply the plan again: ", cmdSpan("kl apply "+p.ID, command{verb: verbApply}))
 	case engine.StatusStale, engine.StatusSuperseded, engine.StatusFailed:
-		next, _ := replanNext(*a, p)
+		next, _ := replanNext(*a, afterMergeOf(s.Markers, a.ID), p)
 		return next
 	}
 	return nil

@@ -108,7 +108,7 @@ func envelopeFields(r engine.Run, env *engine.Envelope) fields {
 		digest = digest.add(txt(" (Terraform " + env.TerraformVersion + ")"))
 	}
 	f = f.addField("plan digest", digest)
-	f = f.addField("PR", prField(env.PR, env.CommitSHA))
+	f = f.addField("PR", envelopePRField(env))
 	f = f.addField("review", atMergeWords(env))
 	f = f.addField("changes", changesWords(env.Summary))
 	if r.ReplanOf != "" {

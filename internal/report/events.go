@@ -277,6 +277,12 @@ func markerWords(m engine.Marker) sentence {
 		return words(v("failed"), reasonSuffix(markerText(m)))
 	case engine.MarkerOperation:
 		return words(v("asked"), " ", operationMarkerWords(m), " by "+m.By, reasonSuffix(m.Reason))
+	case engine.MarkerAfterMerge:
+		s := words(v("after merge"), ": ", prWords(m.OtherPR), " had merged")
+		if m.Commit != "" {
+			s = words(s, " as ", code(shortSHA(m.Commit)))
+		}
+		return s
 	case engine.MarkerRecovered:
 		s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
 		if len(m.Addresses) > 0 {

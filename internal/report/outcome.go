@@ -263,7 +263,7 @@ func readChangedOver(sp *engine.SincePlan, set engine.AddressSet) []engine.Since
 
 // replanRefusal is the refusal an intent-changed "replanned" marker m
 // decided, told by its outcome.
-func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans []engine.Run, plan *engine.Run) refusal {
+func replanRefusal(a engine.Run, m engine.Marker, merged *engine.Marker, sp *engine.SincePlan, replans []engine.Run, plan *engine.Run) refusal {
 	rp := findRun(replans, m.Other)
 	r := refusal{rule: ruleIntent, serial: m.Serial, run: m.Other, plan: a.PlanRun, addrs: m.Addresses, replan: rp,
 		changed: readChangedOver(sp, m.Addresses), reason: markerText(m), outcome: outcomeOf(m)}
@@ -272,11 +272,14 @@ func replanRefusal(a engine.Run, m engine.Marker, sp *engine.SincePlan, replans 
 	case replanRead:
 		r.rule = ruleBehindHead
 		r.policy = "plan input changed → re-plan against the head; the re-plan would change what the plan reads → stop: the configuration is behind the head there, so no comparison can vouch for the plan"
-		replan, cmd := replanNext(a, plan)
+		replan, cmd := replanNext(a, merged, plan)
 		r.nextCmd = cmd
-		if prOf(a, plan) != nil {
+		switch {
+		case merged != nil:
+			r.next = replan // its branch is merged: nothing to update it with
+		case prOf(a, plan) != nil:
 			r.next = words("merge the base branch into the PR, then ", replan)
-		} else {
+		default:
 			r.next = words("update the configuration with the head, then ", replan)
 		}
 		r.words = words(strongT(toneBad, "configuration behind the head"), ": re-plan ", runSpan(m.Other), head,
@@ -369,7 +372,7 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 			r.rule, what = ruleStaleStrict, "plan input"
 			r.policy = "--strict-since-plan: plan input changed → refuse (re-plan needed)"
 		}
-		r.next, r.nextCmd = replanNext(a, plan)
+		r.next, r.nextCmd = replanNext(a, afterMergeOf(ms, a.ID), plan)
 		var note string
 		if sp != nil {
 			for _, e := range sp.Entries {
@@ -386,7 +389,7 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 		if m.IntentChanged == nil || !*m.IntentChanged {
 			continue
 		}
-		out = append(out, replanRefusal(a, m, sp, replans, plan))
+		out = append(out, replanRefusal(a, m, afterMergeOf(ms, a.ID), sp, replans, plan))
 	}
 	if len(out) > 0 {
 		return out
@@ -528,8 +531,14 @@ func shellWord(s string) string {
 // replanNext is the next step after a plan turned stale: re-plan its scope
 // — on the PR's current head when the run has a PR — with the `kl plan`
 // command of its scope, which it also returns ("" when the view does not
-// hold the plan's envelope and the command has a placeholder).
-func replanNext(a engine.Run, plan *engine.Run) (sentence, string) {
+// hold the plan's envelope and the command has a placeholder). merged is
+// apply a's "after-merge" marker (nil: none): its pull request has merged,
+// so its branch can no longer be re-planned, and the step is
+// mergedReplanNext's.
+func replanNext(a engine.Run, merged *engine.Marker, plan *engine.Run) (sentence, string) {
+	if merged != nil && prOf(a, plan) != nil {
+		return mergedReplanNext(a, plan)
+	}
 	cmd := replanCommand(a, plan)
 	c := command{verb: verbReplan}
 	if plan != nil && plan.Envelope != nil {
@@ -548,6 +557,40 @@ func replanNext(a engine.Run, plan *engine.Run) (sentence, string) {
 		return words(s, " (with the values of its -var options)"), ""
 	}
 	return s, cmd
+}
+
+// mergedReplanNext is the next step after the apply of a pull request that
+// has merged was refused (issue 15): its change is on the base branch but
+// not applied, and its branch can no longer be re-planned — nor, by klbot,
+// planned at all (it plans open pull requests only). So: plan the base
+// branch's newest commit, which holds the change, at merge (kl plan
+// --at-merge: its reports say "planned at merge, not reviewed"), review
+// what it changes, and apply it. The newest commit, not the pull
+// request's merge commit: that one lacks what merged after it, which a
+// plan of it against a head that holds those changes would revert. The
+// kl command stays kl's in every view: no /kl comment plans a merged pull
+// request. It is returned for machines unless it holds a placeholder (the
+// scope not in the view, -var values).
+func mergedReplanNext(a engine.Run, plan *engine.Run) (sentence, string) {
+	pr := prOf(a, plan)
+	cmd := replanCommand(a, plan)
+	cmd = strings.Replace(cmd, " -C ", " --pr "+shellWord(pr.String())+` --commit "$(git rev-parse HEAD)" --at-merge -C `, 1)
+	s := words(strongT(toneBad, "its pull request has merged, and its change is not applied"),
+		": its branch can no longer be re-planned. In a checkout of the base branch's newest commit, which holds the change, plan it at merge: ",
+		code(cmd), "; review what that plan changes, then ", code("kl apply RUN"), " (its reports say: planned at merge, not reviewed)")
+	switch {
+	case plan == nil || plan.Envelope == nil:
+		return words(s, " (the plan's scope: ", code("kl run show "+a.PlanRun), ")"), ""
+	case len(plan.Envelope.Scope.Options.Vars) > 0:
+		return words(s, " (with the values of its -var options)"), ""
+	}
+	return s, cmd
+}
+
+// afterMergeOf is run id's "after-merge" marker in ms, nil when it has
+// none (an apply of an open pull request, or of none).
+func afterMergeOf(ms []engine.Marker, id string) *engine.Marker {
+	return lastOf(ms, id, engine.MarkerAfterMerge)
 }
 
 // verdict is a one-line answer with its tone and a machine word.
@@ -717,7 +760,7 @@ func sincePlanVerdict(sp *engine.SincePlan, plan engine.Run) (string, verdict) {
 	switch {
 	case len(write) > 0:
 		e := write[0]
-		next, _ := replanNext(engine.Run{State: plan.State, PlanRun: plan.ID}, &plan)
+		next, _ := replanNext(engine.Run{State: plan.State, PlanRun: plan.ID}, nil, &plan)
 		return actionRefused, verdict{actionRefused, toneBad, words(strongT(toneBad, "refused"),
 			fmt.Sprintf(": an apply now is refused as stale: version %d, by ", e.Serial), who(e.Run, e.Actor, e.PR),
 			", changed planned target ", addrs(e.Addresses), "; ", next)}

@@ -46,7 +46,7 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 	var f fields
 	f = f.addField("source serial", words(fmt.Sprint(env.SourceSerial)))
 	f = f.addField("actor", words(r.Actor))
-	f = f.addField("PR", prField(env.PR, env.CommitSHA))
+	f = f.addField("PR", envelopePRField(env))
 	f = f.addField("review", atMergeWords(env))
 	f = f.addField("scope", scopeWords(env.Scope))
 	f = f.addField("changes", changesWords(env.Summary))

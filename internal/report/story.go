@@ -75,7 +75,7 @@ func pendingWords(p engine.Run, last *engine.Run, sp *engine.SincePlan) (tone, s
 func openPlanNext(p engine.Run, sp *engine.SincePlan) (sentence, string) {
 	if sp != nil {
 		if action, _ := sincePlanVerdict(sp, p); action == actionRefused {
-			return replanNext(engine.Run{State: p.State, PlanRun: p.ID}, &p)
+			return replanNext(engine.Run{State: p.State, PlanRun: p.ID}, nil, &p)
 		}
 	}
 	cmd := "kl apply " + p.ID
@@ -138,7 +138,11 @@ func storyDoc(s *engine.RunStory) *doc {
 		times += "running"
 	}
 	f = f.addField("time", words(times))
-	f = f.addField("PR", prField(r.PR, ""))
+	if r.Kind == engine.KindApply {
+		f = f.addField("PR", applyPRField(s.Markers, &r))
+	} else {
+		f = f.addField("PR", prField(r.PR, ""))
+	}
 	if mc := mergeCommitOf(s.Markers, r.ID); mc != "" {
 		head := ""
 		if r.PR != nil && r.PR.HeadSHA != "" {
