@@ -72,6 +72,11 @@ type Config struct {
 	// to MaxLease: never renewed, since Terraform never renews an http
 	// lock; once it runs out a lock that wrote is fenced.
 	BackendLockTTL time.Duration `env:"KL_BACKEND_LOCK_TTL, default=1h"`
+	// LinkKey is the key of signed page links (internal/web, ADR 0064):
+	// kl serve opens /runs/RUN and /states/NAME without a token for a link
+	// signed with it (klbot's KLBOT_LINK_KEY when they share a store). At
+	// least web.MinKeyLen bytes; empty: kl serve accepts tokens only.
+	LinkKey string `env:"KL_LINK_KEY"`
 }
 
 // PluginCacheOff is the KL_PLUGIN_CACHE_DIR that disables the plugin cache.

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilolock/kilolock/internal/api"
+	"github.com/kilolock/kilolock/internal/web"
 )
 
 // ShutdownTimeout is how long kl serve, asked to stop (SIGINT, SIGTERM),
@@ -27,11 +28,14 @@ func (a *app) serveCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--listen HOST:PORT] [--max-body-mib N]",
-		Short: "Serve Kilolock's HTTP API on the store: Terraform's http backend at /tf/states/NAME, /healthz, /api/v1/whoami",
+		Short: "Serve Kilolock's HTTP API on the store: Terraform's http backend at /tf/states/NAME, the run and state pages, the JSON views of /api/v1/",
 		Long: `kl serve serves Kilolock's HTTP API on the store, SQLite or PostgreSQL: the handler klbot mounts too.
 It serves Terraform's http backend at /tf/states/NAME (README "Terraform's http backend"): a LOCK is a
-whole-state reservation, the writes under it one version at UNLOCK. Requests authenticate with a token of
-kl token create. It logs one JSON line per request on stderr
+whole-state reservation, the writes under it one version at UNLOCK. It serves the run pages (/runs/RUN:
+kl run show), the state pages (/states, /states/NAME: head, live reservations and fences, waiting runs,
+open plans, history) and their JSON under /api/v1/ (what kl ... --json prints; docs/json.md). Requests
+authenticate with a token of kl token create (read-only suffices for the pages); with KL_LINK_KEY set, a
+page link signed with that key (klbot's KLBOT_LINK_KEY) opens its one page until it expires. It logs one JSON line per request on stderr
 (at info unless KL_LOG_LEVEL says otherwise), never a credential. SIGINT or SIGTERM stops it: it takes no new
 connections and lets the requests in flight finish, for at most 10s.`,
 		Args: cobra.NoArgs,
@@ -73,8 +77,18 @@ func (a *app) serve(ctx context.Context, listen string, mib int, listenFlag, mib
 	if err != nil {
 		return err
 	}
+	var links *web.Signer
+	if a.cfg.LinkKey != "" {
+		if links, err = web.NewSigner(a.cfg.LinkKey, 0, nil); err != nil {
+			return fmt.Errorf("KL_LINK_KEY: %w", err)
+		}
+	}
+	pages, err := web.New(web.Options{Views: e, Auth: &api.TokenAuth{Tokens: tokens}, Links: links})
+	if err != nil {
+		return err
+	}
 	log := a.serveLogger()
-	h, err := api.New(api.Options{Tokens: tokens, Backend: e, Logger: log, MaxBody: int64(mib) << 20})
+	h, err := api.New(api.Options{Tokens: tokens, Backend: e, Web: pages, Logger: log, MaxBody: int64(mib) << 20})
 	if err != nil {
 		return err
 	}

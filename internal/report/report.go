@@ -43,6 +43,9 @@ const (
 	Markdown
 	// JSON is the versioned document of docs/json.md.
 	JSON
+	// HTML is a fragment (an <article>) for the web pages of internal/web
+	// (ADR 0064): the same words as Text, escaped, tones as CSS classes.
+	HTML
 )
 
 // String returns "text", "markdown" or "json".
@@ -54,6 +57,8 @@ func (f Format) String() string {
 		return "markdown"
 	case JSON:
 		return "json"
+	case HTML:
+		return "html"
 	}
 	return fmt.Sprintf("Format(%d)", int(f))
 }
@@ -81,7 +86,8 @@ type Options struct {
 	// Now, when set, makes Runs and Status print relative ages ("5m ago")
 	// next to times. Zero prints times only.
 	Now time.Time
-	// RunURL, when set, links run ids in Markdown to the page it returns.
+	// RunURL, when set, links run ids in Markdown and HTML to the page it
+	// returns.
 	// It may be nil (run ids are code spans). klbot sets none until it
 	// serves run pages: a link must not point at a page that does not
 	// exist (issue 11 §16).
@@ -202,6 +208,8 @@ func emit(w io.Writer, o Options, model func() *doc, document func() any) error 
 			return fmt.Errorf("encoding report as JSON: %w", err)
 		}
 		out = string(b) + "\n"
+	case HTML:
+		out = renderHTML(model(), o)
 	default:
 		return fmt.Errorf("rendering report: unknown format %d", int(o.Format))
 	}
