@@ -80,12 +80,17 @@ func (p htmlPainter) sentence(s sentence) string {
 	return b.String()
 }
 
-// renderHTML lays a doc out as an <article>: the title as an <h2> with
-// the document's tone, the summary, then one <section> per body section.
+// renderHTML lays a doc out as an <article> whose class names the
+// document's tone (verdict-good, verdict-bad, …: the title's colour): the
+// title as an <h2>, the summary, then one <section> per body section.
 func renderHTML(d *doc, o Options) string {
 	p := htmlPainter{o: o}
 	var b strings.Builder
-	fmt.Fprintf(&b, "<article class=\"report %s\">\n<h2 class=\"title\">%s</h2>\n<div class=\"summary\">\n", toneClass[d.tone], p.sentence(d.title))
+	verdict := ""
+	if c := toneClass[d.tone]; c != "" {
+		verdict = " verdict-" + strings.TrimPrefix(c, "tone-")
+	}
+	fmt.Fprintf(&b, "<article class=\"report%s\">\n<h2 class=\"title\">%s</h2>\n<div class=\"summary\">\n", verdict, p.sentence(d.title))
 	for _, blk := range d.summary {
 		p.block(&b, blk)
 	}

@@ -257,7 +257,7 @@ func (h *Handler) render(w http.ResponseWriter, status int, p page) {
 	hd.Set("Content-Type", "text/html; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	hd.Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
