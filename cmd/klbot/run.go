@@ -104,17 +104,7 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return err
 	}
-	// The HTTP API (ADR 0054) and Terraform's http backend (ADR 0056,
-	// 0059), on klbot's listener: the same handler as kl serve's, over the
-	// same store and engine; tokens come from kl token create with
-	// KL_STORE set to KLBOT_DATABASE_URL.
-	// The run and state pages and the JSON views (internal/web, ADR 0064)
-	// ride on the API's handler: tokens, or the links klbot signs.
-	pages, err := web.New(web.Options{Views: eng, Auth: &api.TokenAuth{Tokens: store}, Links: cfg.links})
-	if err != nil {
-		return err
-	}
-	apiHandler, err := api.New(api.Options{Tokens: store, Backend: eng, Web: pages, Logger: log.With("component", "api"), MaxBody: int64(cfg.MaxBodyMiB) << 20})
+	apiHandler, err := newAPI(cfg, eng, store, log)
 	if err != nil {
 		return err
 	}
@@ -122,6 +112,20 @@ func run(ctx context.Context, args []string, env []string) error {
 	stopSweep := b.StartWorkDirSweep(ctx, cfg.ReconcileInterval) // what crashed runs left here (ADR 0042)
 	defer stopSweep()
 	return serve(ctx, cfg, srv, rc, stopper, log, tfBin)
+}
+
+// newAPI is the HTTP API (ADR 0054) and Terraform's http backend (ADR
+// 0056, 0059) on klbot's listener: the same handler as kl serve's, over
+// the same store and engine (tokens come from kl token create with
+// KL_STORE set to KLBOT_DATABASE_URL), with the run and state pages and
+// the JSON views (internal/web, ADR 0064): tokens, or the links klbot
+// signs.
+func newAPI(cfg config, eng *engine.Engine, store *postgres.Store, log *slog.Logger) (*api.Server, error) {
+	pages, err := web.New(web.Options{Views: eng, Auth: &api.TokenAuth{Tokens: store}, Links: cfg.links})
+	if err != nil {
+		return nil, err
+	}
+	return api.New(api.Options{Tokens: store, Backend: eng, Web: pages, Logger: log.With("component", "api"), MaxBody: int64(cfg.MaxBodyMiB) << 20})
 }
 
 // newWebhookHandler is the webhook endpoint for the bot: it verifies
