@@ -1,8 +1,9 @@
 // Package api is Kilolock's HTTP face (docs/design.md "Layout"; ADR 0054):
 // one handler that `kl serve` mounts on its listener and klbot on its own.
-// It owns every route — /healthz, /api/v1/whoami and Terraform's http
-// backend (/tf/states/NAME, issue 14 §2–§4, backend.go); the run pages
-// come here too — and the middleware they share, outermost first:
+// It owns every route — /healthz, /api/v1/whoami, Terraform's http
+// backend (/tf/states/NAME, issue 14 §2–§4, backend.go) and, through
+// Options.Web, the run and state pages and the JSON views of internal/web
+// (ADR 0064) — and the middleware they share, outermost first:
 //
 //   - the request log (log.go): one slog record per request — method, path
 //     (never the query), status, bytes, duration, and the actor and token
