@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -77,11 +78,9 @@ func (a *app) serve(ctx context.Context, listen string, mib int, listenFlag, mib
 	if err != nil {
 		return err
 	}
-	var links *web.Signer
-	if a.cfg.LinkKey != "" {
-		if links, err = web.NewSigner(a.cfg.LinkKey, 0, nil); err != nil {
-			return fmt.Errorf("KL_LINK_KEY: %w", err)
-		}
+	links, err := a.linkSigner()
+	if err != nil {
+		return err
 	}
 	pages, err := web.New(web.Options{Views: e, Auth: &api.TokenAuth{Tokens: tokens}, Links: links})
 	if err != nil {
@@ -118,6 +117,37 @@ func (a *app) serve(ctx context.Context, listen string, mib int, listenFlag, mib
 	}
 	log.Info("kl serve stopped")
 	return nil
+}
+
+// linkSigner is the signer of KL_LINK_KEY and KL_LINK_TTL (nil when
+// KL_LINK_KEY is unset). Errors name the variable, never the key.
+func (a *app) linkSigner() (*web.Signer, error) {
+	if a.cfg.LinkKey == "" {
+		return nil, nil
+	}
+	s, err := web.NewSigner(a.cfg.LinkKey, a.cfg.LinkTTL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("KL_LINK_KEY or KL_LINK_TTL: %w", err)
+	}
+	return s, nil
+}
+
+// runPageLink returns the signed link of a run's page under KL_PUBLIC_URL
+// (a kl serve that shares the store and KL_LINK_KEY), or nil when either
+// is unset: then kl posts no page link. Errors name the variable.
+func (a *app) runPageLink() (func(id string) string, error) {
+	if a.cfg.PublicURL == "" || a.cfg.LinkKey == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(a.cfg.PublicURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("KL_PUBLIC_URL=%s: want the public base URL of a kl serve that shares the store, http(s)://HOST[/PATH]", preview(a.cfg.PublicURL))
+	}
+	s, err := a.linkSigner()
+	if err != nil {
+		return nil, err
+	}
+	return func(id string) string { return s.URL(a.cfg.PublicURL, web.KindRun, id) }, nil
 }
 
 // checkListen refuses an address that is not HOST:PORT with a port of 0 to

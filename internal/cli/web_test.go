@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,56 @@ func TestWebAPIIsJSON(t *testing.T) {
 		if code < 400 || !strings.Contains(body, "kilolock/api-error/v1") || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d %s, want an error document saying %q", path, code, body, want)
 		}
+	}
+}
+
+// TestReportGitHubRunPage: given the public URL and the link key of a kl
+// serve that shares its store (KL_PUBLIC_URL, KL_LINK_KEY), kl report
+// github links the check run ("Details") and the sticky comment to the
+// run's signed page, and the link opens there without a token. Without
+// the key it posts no page link; a bad public URL or a short key is
+// refused naming the variable, never printing the key.
+func TestReportGitHubRunPage(t *testing.T) {
+	t.Parallel()
+	g := setupGitHub(t, nil)
+	g.env = append(g.env, "KL_LINK_KEY="+webKey)
+	s := serveBackend(t, g.kit)
+
+	_, p1 := g.plan("p1")
+	g.ghEnv = append(g.ghEnv, "KL_PUBLIC_URL="+s.url)
+	g.report(p1) // no key: no page link
+	if cr := g.checkRun("kl plan · " + ghState); strings.Contains(cr.DetailsURL, "/runs/"+p1) || strings.Contains(g.comment().Body, "run page") {
+		t.Errorf("without KL_LINK_KEY: details URL %q, comment %q; want no page link", cr.DetailsURL, g.comment().Body)
+	}
+	g.ghEnv = append(g.ghEnv, "KL_LINK_KEY="+webKey)
+	g.report(p1)
+	link := g.checkRun("kl plan · " + ghState).DetailsURL
+	if !strings.HasPrefix(link, s.url+"/runs/"+p1+"?exp=") {
+		t.Fatalf("details URL = %q, want the signed page of %s on %s", link, p1, s.url)
+	}
+	mustContain(t, "the comment", g.comment().Body, "[run page]("+link+")")
+	res, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(page), "Run "+p1) {
+		t.Errorf("GET %s: %d, want the run's page:\n%s", link, res.StatusCode, page)
+	}
+
+	for env, want := range map[string]string{
+		"KL_PUBLIC_URL=klserve.example.com": `KL_PUBLIC_URL="klserve.example.com": want the public base URL of a kl serve`,
+		"KL_LINK_KEY=short-key":             "KL_LINK_KEY or KL_LINK_TTL: link signing key is 9 bytes: want at least 32",
+		"KL_LINK_TTL=-5m":                   "KL_LINK_KEY or KL_LINK_TTL: link TTL -5m0s is negative",
+	} {
+		r := g.runWith(append(slices.Clone(g.ghEnv), env), "", "report", "github", p1)
+		if r.err == nil || !strings.Contains(r.err.Error(), want) || strings.Contains(r.err.Error(), "short-key") {
+			t.Errorf("kl report github with %s: %v, want %q (and not the key)", env, r.err, want)
+		}
+	}
+	r := g.runWith(append(slices.Clone(g.env), "KL_LINK_KEY=short-key"), "", "serve", "--listen", "127.0.0.1:0")
+	if r.err == nil || !strings.Contains(r.err.Error(), "KL_LINK_KEY or KL_LINK_TTL: link signing key is 9 bytes") || strings.Contains(r.err.Error(), "short-key") {
+		t.Errorf("kl serve with a short KL_LINK_KEY: %v, want it refused naming the variable, not the key", r.err)
 	}
 }
