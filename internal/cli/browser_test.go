@@ -174,6 +174,18 @@ func TestWebPagesInBrowser(t *testing.T) {
 	has(t, "the state page", text, "State prod", "History of prod", "head is version 4",
 		"Status: 0 active runs", w.waited, "waited", w.lock)
 
+	// The timeline: a row per run, the refusal and the wait drawn, the
+	// since-plan arrows of B's apply (main's two versions: independent,
+	// plan input changed).
+	text = b.load("timeline", strings.Replace(signer.URL(w.s.url, web.KindState, "prod"), "/states/prod?", "/states/prod/timeline?", 1), "")
+	has(t, "the timeline page", text, "Timeline of prod", "opened with a signed link")
+	svg, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector("svg.timeline").outerHTML`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	has(t, "the timeline's SVG", svg, `class="arrow independent"`, `class="arrow read-changed"`, `class="refused"`,
+		`class="phase waiting"`, `class="waited"`, `class="phase planning"`, `class="version"`, "re-plan "+w.replan[20:], "backend lock "+w.lock[20:])
+
 	text = b.load("states", w.s.url+"/states", "Bearer "+w.reader)
 	has(t, "the states page", text, "States (1)", "prod")
 

@@ -17,6 +17,7 @@
 //	GET /states/NAME[?before=N]    the head, live reservations, fences, waiting
 //	                               runs and open plans (kl status --state NAME),
 //	                               and a page of history (kl history --state NAME)
+//	GET /states/NAME/timeline[.svg][?from=&to=&run=]   the runs over time (timeline.go)
 //	GET /api/v1/states             kl state list --json
 //	GET /api/v1/history?state=NAME[&limit=N&before=SERIAL]   kl history --json
 //	GET /api/v1/runs[?state=NAME&limit=N&before=RUN]         kl runs --json
@@ -371,6 +372,10 @@ const historyPageSize = 20
 // the open plans (kl status --state NAME), and a page of its history.
 func (h *Handler) statePage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if base, view, ok := h.timelinePath(r.Context(), name); ok {
+		h.timelinePage(w, r, base, view)
+		return
+	}
 	acc, ok := h.pageAccess(w, r, KindState, name)
 	if !ok {
 		return
@@ -406,6 +411,11 @@ func (h *Handler) statePage(w http.ResponseWriter, r *http.Request) {
 	}
 	o := h.options()
 	var b bytes.Buffer
+	tlink := PagePath(KindState, name) + "/timeline"
+	if acc.query != "" {
+		tlink += "?" + acc.query
+	}
+	fmt.Fprintf(&b, "<p class=\"links\"><a href=\"%s\">Timeline</a>: the runs over time, who waited on whom, which versions made which plans stale</p>\n", template.HTMLEscapeString(tlink))
 	for _, render := range []func() error{
 		func() error { return report.States(&b, []engine.State{st}, o) },
 		func() error { return report.Status(&b, status, o) },
@@ -424,6 +434,81 @@ func (h *Handler) statePage(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(&b, "<nav class=\"pager\"><a href=\"%s?%s\">Older versions</a></nav>\n", template.HTMLEscapeString(PagePath(KindState, name)), template.HTMLEscapeString(q))
 	}
 	h.render(w, http.StatusOK, h.signedPage(acc, page{Title: "State " + name, Body: template.HTML(b.String())})) //nolint:gosec // report.HTML escapes every word
+}
+
+// timelinePath splits NAME/timeline and NAME/timeline.svg of a state NAME
+// (a state itself named so is its own page, not a timeline).
+func (h *Handler) timelinePath(ctx context.Context, name string) (state, view string, ok bool) {
+	for _, v := range []string{"/timeline", "/timeline.svg"} {
+		base, found := strings.CutSuffix(name, v)
+		if !found || base == "" {
+			continue
+		}
+		if _, err := h.o.Views.State(ctx, name); err == nil {
+			return "", "", false
+		}
+		return base, v[1:], true
+	}
+	return "", "", false
+}
+
+// timelinePage is /states/NAME/timeline (the picture in a page) and
+// /states/NAME/timeline.svg (the picture alone). It opens with a token or
+// with the state's signed link. ?from= and ?to= (RFC 3339) bound the time
+// window; ?run=RUN keeps that run's story and the runs whose versions its
+// preflight classified.
+func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, state, view string) {
+	acc, ok := h.pageAccess(w, r, KindState, state)
+	if !ok {
+		return
+	}
+	if err := acc.covers(state); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	var from, to time.Time
+	for key, t := range map[string]*time.Time{"from": &from, "to": &to} {
+		if v := q.Get(key); v != "" {
+			p, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				h.fail(w, r, &api.Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("%s=%s: want a time in RFC 3339 (2026-12-03T12:00:00Z)", key, preview(v))})
+				return
+			}
+			*t = p
+		}
+	}
+	filter := q.Get("run")
+	if filter != "" {
+		if _, err := ulid.ParseStrict(filter); err != nil {
+			h.fail(w, r, &api.Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("run=%s: not a run id", preview(filter))})
+			return
+		}
+	}
+	if _, err := h.o.Views.State(r.Context(), state); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	tl, err := h.timelineOf(r.Context(), state, filter, from, to)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if view == "timeline.svg" {
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+		_, _ = w.Write([]byte(tl.svg(false)))
+		return
+	}
+	body := "<p class=\"links\">State <a href=\"" + template.HTMLEscapeString(PagePath(KindState, state)) + "\"><code>" + template.HTMLEscapeString(state) + "</code></a> · " +
+		fmt.Sprintf("%d runs (the newest %d at most); hover over a bar, a mark or an arrow for its times and class.", len(tl.rows), timelineRuns) + "</p>\n"
+	if len(tl.rows) == 0 {
+		body += "<p>No runs in this window.</p>\n"
+	} else {
+		body += "<div class=\"timeline\">" + tl.svg(!acc.signed) + "</div>\n"
+	}
+	h.render(w, http.StatusOK, h.signedPage(acc, page{Title: "Timeline of " + state, Body: template.HTML(body)})) //nolint:gosec // every word escaped in svg
 }
 
 // serialParam is the query parameter key as a serial (0 when absent);

@@ -176,6 +176,22 @@ func TestTokens(t *testing.T) {
 	if code != http.StatusNotFound {
 		t.Errorf("GET /states/nope: %d, want 404", code)
 	}
+	code, body, h := f.get("/states/acme/prod/timeline.svg", "Bearer "+reader)
+	if code != http.StatusOK || h.Get("Content-Type") != "image/svg+xml" || !strings.Contains(body, "<svg") || !strings.Contains(body, "backend lock") {
+		t.Errorf("GET /states/acme/prod/timeline.svg: %d %s, want the SVG drawing the backend lock:\n%s", code, h.Get("Content-Type"), body)
+	}
+	for p, want := range map[string]string{
+		"/states/acme/prod/timeline?from=yesterday": "from=yesterday: want a time in RFC 3339",
+		"/states/acme/prod/timeline?run=xyz":        "run=xyz: not a run id",
+		"/states/nope/timeline":                     "nope",
+	} {
+		if code, body, _ := f.get(p, "Bearer "+reader); code < 400 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, want an error page saying %q:\n%s", p, code, want, body)
+		}
+	}
+	if code, _, _ := f.get("/states/acme/prod/timeline", ""); code != http.StatusUnauthorized {
+		t.Errorf("GET the timeline without credentials: %d, want 401", code)
+	}
 	var doc struct {
 		Schema string `json:"schema"`
 		Run    struct {
