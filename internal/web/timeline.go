@@ -381,23 +381,28 @@ func (tl timeline) svg(pageLinks bool) string {
 		fmt.Fprintf(&b, `<path class="waited" d="M%.1f,%d L%.1f,%d" stroke="#9a6700" stroke-width="1.5" stroke-dasharray="4 3" marker-end="url(#arrow-waited)"><title>%s waited on %s</title></path>`+"\n",
 			wx, y(wt.waiter)+tlRowH/2, wx, y(wt.on)+tlRowH/2, html.EscapeString(tl.rows[wt.waiter].id), html.EscapeString(tl.rows[wt.on].id))
 	}
-	ly := y(len(tl.rows)) + 24
+	svgLegend(&b, y(len(tl.rows))+24)
+	b.WriteString("\n</svg>\n")
+	return b.String()
+}
+
+// svgLegend draws the legend on the line at ly: the phases, the since-plan
+// classes' arrows, the marks and the wait.
+func svgLegend(b *strings.Builder, ly int) {
 	lx := 4
 	for _, k := range []string{phasePlanning, phaseWaiting, phaseApplying, phaseCommitting} {
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-9, phaseColour[k], lx+18, ly, k)
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-9, phaseColour[k], lx+18, ly, k)
 		lx += 100
 	}
 	for _, c := range []engine.SincePlanClass{engine.ClassIndependent, engine.ClassReadChanged, engine.ClassWriteChanged} {
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" marker-end="url(#arrow-%s)"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-4, lx+18, ly-4, classColour[c], c, lx+24, ly, classWords[c])
+		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" marker-end="url(#arrow-%s)"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-4, lx+18, ly-4, classColour[c], c, lx+24, ly, classWords[c])
 		lx += 170
 	}
-	fmt.Fprintf(&b, `<path d="M%d,%d l5,5 l-5,5 l-5,-5 z" fill="#0969da"/><text x="%d" y="%d">version</text>`+"\n", lx+5, ly-9, lx+14, ly)
+	fmt.Fprintf(b, `<path d="M%d,%d l5,5 l-5,5 l-5,-5 z" fill="#0969da"/><text x="%d" y="%d">version</text>`+"\n", lx+5, ly-9, lx+14, ly)
 	lx += 70
-	fmt.Fprintf(&b, `<path d="M%d,%d l10,10 m0,-10 l-10,10" stroke="#cf222e" stroke-width="2.5"/><text x="%d" y="%d">refused</text>`+"\n", lx, ly-9, lx+14, ly)
+	fmt.Fprintf(b, `<path d="M%d,%d l10,10 m0,-10 l-10,10" stroke="#cf222e" stroke-width="2.5"/><text x="%d" y="%d">refused</text>`+"\n", lx, ly-9, lx+14, ly)
 	lx += 70
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#9a6700" stroke-width="1.5" stroke-dasharray="4 3"/><text x="%d" y="%d">waited on</text>`, lx, ly-4, lx+18, ly-4, lx+24, ly)
-	b.WriteString("\n</svg>\n")
-	return b.String()
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#9a6700" stroke-width="1.5" stroke-dasharray="4 3"/><text x="%d" y="%d">waited on</text>`, lx, ly-4, lx+18, ly-4, lx+24, ly)
 }
 
 var phaseColour = map[string]string{
