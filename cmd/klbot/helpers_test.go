@@ -331,6 +331,7 @@ func normalize(s string) string {
 	s = urlRE.ReplaceAllString(s, "https://github.test")
 	s = durRE.ReplaceAllString(s, "DURATION")
 	s = uuidRE.ReplaceAllString(s, "UUID")
+	s = signatureRE.ReplaceAllString(s, "?exp=EXP&sig=SIG")
 	s = holderRE.ReplaceAllString(s, "HOST:PID (holder)")
 	return commentRE.ReplaceAllString(s, "reply-ID")
 }
@@ -366,13 +367,19 @@ const publicURL = "https://klbot.example.com"
 // linkKey is the KLBOT_LINK_KEY of every test klbot (baseEnv).
 const linkKey = "klbot-test-link-key-0123456789abcdef"
 
-// pageLinkRE matches a run page link klbot posts under publicURL.
-var pageLinkRE = regexp.MustCompile(regexp.QuoteMeta(publicURL) + `/runs/([0-9A-Z]{26})\?[^\s)\]>"'` + "`" + `]+`)
+// pageLinkRE matches a page link klbot posts under publicURL: a run's
+// page (group 1, the run id) or a state's timeline (group 2, the state).
+var pageLinkRE = regexp.MustCompile(regexp.QuoteMeta(publicURL) + `/(?:runs/([0-9A-Z]{26})|states/([A-Za-z0-9._/-]+)/timeline)\?[^\s)\]>"'` + "`" + `]+`)
+
+// signatureRE is a signed link's query, which changes with the time of
+// signing: golden files hold it normalised.
+var signatureRE = regexp.MustCompile(`\?exp=[0-9]+&sig=[A-Za-z0-9_-]+`)
 
 // linksOpen fails the test unless every link klbot posted under publicURL
 // — in a check run's title, summary, text or details URL, or a bot
 // comment on prs — opens: fetched from this klbot without credentials (the
-// link's signature is its access), it is 200 and the page names the run.
+// link's signature is its access), it is 200 and the page names the run
+// (a run page) or the state (a timeline, which the sticky comment links).
 // It also fails when no check run links to its run page at all (issue 18:
 // check runs use the signed run page as details_url).
 func (h *harness) linksOpen(t *testing.T, prs ...int) {
@@ -394,8 +401,12 @@ func (h *harness) linksOpen(t *testing.T, prs ...int) {
 			}
 			page, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			if res.StatusCode != http.StatusOK || !strings.Contains(string(page), "Run "+m[1]) {
-				t.Errorf("%s links to %s: %d, want 200 and the page of run %s:\n%s", where, m[0], res.StatusCode, m[1], page)
+			want := "Run " + m[1]
+			if m[1] == "" {
+				want = "Timeline of " + m[2]
+			}
+			if res.StatusCode != http.StatusOK || !strings.Contains(string(page), want) {
+				t.Errorf("%s links to %s: %d, want 200 and a page saying %q:\n%s", where, m[0], res.StatusCode, want, page)
 			}
 		}
 	}

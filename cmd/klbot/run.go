@@ -193,6 +193,16 @@ func runLink(cfg config) func(string) string {
 	return func(id string) string { return cfg.links.URL(cfg.PublicURL, web.KindRun, id) }
 }
 
+// timelineLink is the signed link of a state's timeline under
+// KLBOT_PUBLIC_URL (bot.Options.TimelineLink), or nil without a public URL
+// or a signing key.
+func timelineLink(cfg config) func(string) string {
+	if cfg.PublicURL == "" || cfg.links == nil {
+		return nil
+	}
+	return func(state string) string { return cfg.links.TimelineURL(cfg.PublicURL, state) }
+}
+
 // newBot returns the bot, with its River workers registered on a River
 // client of pool (not started) that runs at most cfg.Workers jobs at once,
 // each through stopper (the shutdown's interrupts); pull requests are
@@ -207,7 +217,7 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 		return c, nil
 	}, pool, log, bot.NewMetrics(reg), bot.Options{
 		ApplyWait: cfg.ApplyWait, DefaultTrigger: klyaml.Trigger(cfg.ApplyTrigger), WorkDir: checkouts, PublicURL: cfg.PublicURL,
-		RunLink: runLink(cfg), AllowForkPRs: cfg.AllowForkPRs, RepoConfig: cfg.repoConfig,
+		RunLink: runLink(cfg), TimelineLink: timelineLink(cfg), AllowForkPRs: cfg.AllowForkPRs, RepoConfig: cfg.repoConfig,
 	})
 	workers := river.NewWorkers()
 	b.AddWorkers(workers)

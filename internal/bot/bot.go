@@ -72,6 +72,11 @@ type Options struct {
 	// URL, since a page that asks a reviewer for a token is not one
 	// klbot should send them to unannounced.
 	RunLink func(runID string) string
+	// TimelineLink, when set, returns the signed link of a state's
+	// timeline page under PublicURL (web.Signer.TimelineURL): the sticky
+	// comment links each of its states' timelines, signed anew each time
+	// klbot writes it. nil: no link.
+	TimelineLink func(state string) string
 	// Extract caps repository tarballs.
 	Extract tarball.Limits
 	// PlanTimeout and ApplyTimeout bound one job (defaults 30m and

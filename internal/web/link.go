@@ -101,6 +101,15 @@ func (s *Signer) URL(base, kind, id string) string {
 	return strings.TrimRight(base, "/") + PagePath(kind, id) + "?" + q.Encode()
 }
 
+// TimelineURL is the signed link of state's timeline page
+// (/states/NAME/timeline): the state's signature, which opens the
+// timeline as it opens the state's page.
+func (s *Signer) TimelineURL(base, state string) string {
+	u := s.URL(base, KindState, state)
+	path, q, _ := strings.Cut(u, "?")
+	return path + "/timeline?" + q
+}
+
 // ErrTampered is a link whose signature does not match its kind, id and
 // expiry: altered, cut, or signed with another key.
 var ErrTampered = errors.New("this link was altered or was not signed by this server: its signature does not match what it opens")

@@ -226,6 +226,10 @@ func TestSignedLinks(t *testing.T) {
 	if code, body, _ := f.get(state, ""); code != http.StatusOK || !strings.Contains(body, "State acme/prod") {
 		t.Errorf("GET %s: %d, want the state's page:\n%s", state, code, body)
 	}
+	timeline := f.signer.TimelineURL(f.url, "acme/prod")
+	if code, body, _ := f.get(timeline, ""); code != http.StatusOK || !strings.Contains(body, "Timeline of acme/prod") || !strings.Contains(body, "<svg") {
+		t.Errorf("GET %s: %d, want the state's timeline:\n%s", timeline, code, body)
+	}
 	_, query, _ := strings.Cut(link, "?")
 	other, err := f.eng.States(t.Context())
 	if err != nil || len(other) != 2 {
