@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/terraform"
+	"github.com/kilolock/kilolock/internal/web"
 )
 
 // config is klbot's environment (docs/klbot.md), read with go-envconfig.
@@ -58,9 +60,22 @@ type config struct {
 	PluginCacheDir string `env:"KLBOT_PLUGIN_CACHE_DIR"`
 	// Terraform is the terraform or tofu binary (default: on PATH).
 	Terraform string `env:"KLBOT_TERRAFORM"`
-	// PublicURL is klbot's public base URL (optional), reserved for run
-	// pages: klbot links nothing under it until it serves them.
+	// PublicURL is klbot's public base URL (optional; an http or https
+	// URL), under which it serves the run and state pages (internal/web,
+	// ADR 0064). With LinkKey, check runs link to their run's page there.
 	PublicURL string `env:"KLBOT_PUBLIC_URL"`
+	// LinkKey signs the page links klbot posts (web.Signer; at least
+	// web.MinKeyLen bytes; optional): a reviewer opens such a link without
+	// a token until it expires. kl serve checks them with the same key as
+	// KL_LINK_KEY. Without it klbot posts no page links; its pages still
+	// open with a token of kl token create.
+	LinkKey string `env:"KLBOT_LINK_KEY"`
+	// LinkTTL is how long a signed link opens its page (default 168h, at
+	// most 366 days); klbot signs a new one each time it writes the check
+	// run that holds it.
+	LinkTTL time.Duration `env:"KLBOT_LINK_TTL, default=168h"`
+	// links is LinkKey's signer (nil without one), made by loadConfig.
+	links *web.Signer
 	// MaxBodyMiB caps the body of a request to the API klbot mounts
 	// (/api/, /tf/; ADR 0054), in MiB: 1 to api.MaxBodyMiB. The webhook has
 	// its own cap (GitHub's 25 MB).
@@ -160,6 +175,14 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 	if cfg.repoConfig, err = readRepoConfig(cfg.RepoConfig); err != nil {
 		return cfg, nil, err
 	}
+	if err := checkPublicURL(cfg.PublicURL); err != nil {
+		return cfg, nil, err
+	}
+	if cfg.LinkKey != "" {
+		if cfg.links, err = web.NewSigner(cfg.LinkKey, cfg.LinkTTL, nil); err != nil {
+			return cfg, nil, fmt.Errorf("KLBOT_LINK_KEY or KLBOT_LINK_TTL: %w", err)
+		}
+	}
 	key := []byte(cfg.PrivateKey)
 	if cfg.PrivateKeyFile != "" {
 		b, err := os.ReadFile(cfg.PrivateKeyFile)
@@ -169,6 +192,19 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		key = b
 	}
 	return cfg, key, nil
+}
+
+// checkPublicURL refuses a KLBOT_PUBLIC_URL that is not an absolute http
+// or https URL without a query or fragment ("" is none).
+func checkPublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("KLBOT_PUBLIC_URL=%q: want klbot's public base URL, http(s)://HOST[/PATH] (e.g. https://klbot.example.com)", s)
+	}
+	return nil
 }
 
 // readRepoConfig reads KLBOT_REPO_CONFIG's file (klyaml.ParseServer): nil

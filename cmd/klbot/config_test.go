@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,5 +61,44 @@ func TestTerraformEnv(t *testing.T) {
 	}
 	if len(withheld) != 4 {
 		t.Errorf("without KLBOT_TF_VARS: withheld %q, want all four", withheld)
+	}
+}
+
+// TestLinkConfig: KLBOT_LINK_KEY, KLBOT_LINK_TTL and KLBOT_PUBLIC_URL are
+// checked as klbot starts, each error naming the variable; a valid pair
+// signs run page links under the public URL.
+func TestLinkConfig(t *testing.T) {
+	base := []string{"KLBOT_APP_ID=1", "KLBOT_PRIVATE_KEY=pem", "KLBOT_WEBHOOK_SECRET=s", "KLBOT_DATABASE_URL=postgres://x"}
+	for env, want := range map[string]string{
+		"KLBOT_LINK_KEY=short":                                      "KLBOT_LINK_KEY or KLBOT_LINK_TTL: link signing key is 5 bytes: want at least 32",
+		"KLBOT_LINK_TTL=-1h":                                        "KLBOT_LINK_KEY or KLBOT_LINK_TTL: link TTL -1h0m0s is negative",
+		"KLBOT_PUBLIC_URL=klbot.example.com":                        `KLBOT_PUBLIC_URL="klbot.example.com": want klbot's public base URL`,
+		"KLBOT_PUBLIC_URL=javascript:alert(1)":                      `KLBOT_PUBLIC_URL="javascript:alert(1)"`,
+		"KLBOT_PUBLIC_URL=https://klbot.example.com/?x=1":           "want klbot's public base URL",
+		"KLBOT_LINK_TTL=forever":                                    "KLBOT_LINK_TTL",
+		"KLBOT_LINK_TTL=9000h":                                      "link TTL 9000h0m0s is longer than",
+		"KLBOT_PUBLIC_URL=https://klbot.example.com/kl/":            "",
+		"KLBOT_LINK_KEY=0123456789abcdef0123456789abcdef-ok-key-42": "",
+	} {
+		e := append(slices.Clone(base), env)
+		if strings.HasPrefix(env, "KLBOT_LINK_TTL") {
+			e = append(e, "KLBOT_LINK_KEY=0123456789abcdef0123456789abcdef-ok-key-42")
+		}
+		_, _, err := loadConfig(t.Context(), e)
+		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", env, err, want)
+		}
+	}
+	cfg, _, err := loadConfig(t.Context(), append(base, "KLBOT_PUBLIC_URL=https://klbot.example.com/", "KLBOT_LINK_KEY=0123456789abcdef0123456789abcdef-ok-key-42"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := runLink(cfg)("01J0000000000000000000000X")
+	if !strings.HasPrefix(link, "https://klbot.example.com/runs/01J0000000000000000000000X?exp=") || !strings.Contains(link, "&sig=") {
+		t.Errorf("run link %q, want a signed link under the public URL", link)
+	}
+	cfg, _, _ = loadConfig(t.Context(), append(base, "KLBOT_PUBLIC_URL=https://klbot.example.com/"))
+	if runLink(cfg) != nil {
+		t.Errorf("without KLBOT_LINK_KEY klbot signs run links")
 	}
 }

@@ -43,7 +43,7 @@ func thousands(n int) string {
 // that shows them all. The check run and the sticky comment stay within
 // GitHub's limits (the fake refuses an over-long one, as GitHub does).
 func TestPlanDiffBig(t *testing.T) {
-	h := setup(t)
+	h := setup(t, "KLBOT_PUBLIC_URL="+publicURL)
 	files := change(t, [3]string{"infra/app.tf", `"app_web-v1"`, `"app_web-v2"`},
 		[3]string{"infra/app.tf", "\"app_api\" {\n  input = \"app_api-v1\"\n", "\"app_api\" {\n  input = \"app_api-v1\"\n  triggers_replace = [\"v2\"]\n"})
 	delete(files, "infra/dns.tf")
@@ -106,7 +106,7 @@ func TestPlanDiffBig(t *testing.T) {
 	t.Logf("sticky comment: %d bytes", len(s))
 	mustContain(t, "the sticky comment", s, append([]string{"**Diff:** 5000 to add, 1 to change, 4 to destroy, 1 to replace — **⚠ 4 to destroy, 1 to replace**",
 		"\n!     input  = \"app_web-v1\" -> \"app_web-v2\"\n", "blocks left out: `kl run show " + plan + "` shows the whole diff\n"}, destructive...)...)
-	h.noDeadLinks(t, 1)
+	h.linksOpen(t, 1)
 }
 
 // TestPlanDiffSensitive: a pull request adds a test-provider object whose
@@ -114,11 +114,12 @@ func TestPlanDiffBig(t *testing.T) {
 // another whose attribute is a sensitive variable (its value from a
 // TF_VAR_* klbot passes), and a terraform_data whose input is that
 // variable. The plan check run and the sticky comment show each as
-// "(sensitive value)", and the values nowhere.
+// "(sensitive value)", and the values nowhere — nor does the run page the
+// check run links to (issue 18).
 func TestPlanDiffSensitive(t *testing.T) {
 	const password, apiKey = "pw-e2e-s3cr3t-9931", "literal-api-key-0042"
 	prov := tptest.New(t)
-	h := setup(t, append(prov.Env(), "KLBOT_TF_VARS=TF_VAR_db_password", "TF_VAR_db_password="+password)...)
+	h := setup(t, append(prov.Env(), "KLBOT_TF_VARS=TF_VAR_db_password", "TF_VAR_db_password="+password, "KLBOT_PUBLIC_URL="+publicURL)...)
 	files := baseRepo()
 	files["infra/secret.tf"] = `terraform {
   required_providers {
@@ -163,7 +164,10 @@ resource "terraform_data" "pw" {
 			t.Errorf("%s does not show terraform_data.pw's input as (sensitive value):\n%s", what, md)
 		}
 	}
-	for what, md := range map[string]string{"the plan check run's title": c.Title, "summary": c.Summary, "text": c.Text, "the sticky comment": s} {
+	h.linksOpen(t, 1)
+	page := h.page(t, c.DetailsURL)
+	mustContain(t, "the run page", page, "Diff of plan", `+ resource "kltest_object" "db" {`, "(sensitive value)")
+	for what, md := range map[string]string{"the plan check run's title": c.Title, "summary": c.Summary, "text": c.Text, "the sticky comment": s, "the run page": page} {
 		for _, v := range []string{password, apiKey} {
 			if strings.Contains(md, v) {
 				t.Errorf("%s shows the sensitive value %q:\n%s", what, v, md)

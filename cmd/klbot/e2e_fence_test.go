@@ -231,7 +231,7 @@ func TestFenceEndToEnd(t *testing.T) {
 	if p, err := st.GetRun(ctx, plan1); err != nil || p.End == nil || p.End.Cause != engine.CauseApplyRecovered {
 		t.Errorf("PR 1's plan %s after the recovery: %v, end %+v; want its end to name the recovery (%s)", plan1, err, p.End, engine.CauseApplyRecovered)
 	}
-	h.noDeadLinks(t, 1, 2) // the recover and unfence replies, the stories (issue 11 §16)
+	h.linksOpen(t, 1, 2) // the recover and unfence replies, the stories (issue 11 §16)
 }
 
 // holdsResource reports whether state v4 document doc has a resource

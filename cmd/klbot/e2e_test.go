@@ -394,8 +394,8 @@ func TestEndToEnd(t *testing.T) {
 	mustContain(t, "/metrics", string(metrics), "klbot_webhook_deliveries_total", `klbot_deliveries_total{event="pull_request",outcome="duplicate"}`,
 		`klbot_jobs_total{kind="klbot_apply",result="refused"}`, `klbot_runs_total{kind="apply",outcome="applied"}`, "klbot_job_duration_seconds_bucket")
 
-	// --- No link to a run page klbot does not serve (issue 11 §16). ---
-	h.noDeadLinks(t, 1, 2, 3, 4, 5, 6, 7, 8)
+	// --- Every run page link opens (issue 11 §16, issue 18). ---
+	h.linksOpen(t, 1, 2, 3, 4, 5, 6, 7, 8)
 
 	// --- Every check-run summary and comment body against its golden. ---
 	label := map[string]string{}

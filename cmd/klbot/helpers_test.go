@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -83,7 +84,7 @@ func baseEnv(t *testing.T, fake *githubfake.Fake, key []byte, dsn, addr, tfBin s
 		fmt.Sprintf("KLBOT_APP_ID=%d", appID), "KLBOT_PRIVATE_KEY=" + string(key), "KLBOT_WEBHOOK_SECRET=" + secret,
 		"KLBOT_DATABASE_URL=" + dsn, "KLBOT_GITHUB_URL=" + fake.APIURL(), "KLBOT_LISTEN=" + addr,
 		"KLBOT_WORKERS=2", "KLBOT_APPLY_WAIT=5s", "KLBOT_WORKDIR=" + t.TempDir(), "KLBOT_TERRAFORM=" + tfBin,
-		"KLBOT_LOG_LEVEL=error", "KLBOT_SHUTDOWN_TIMEOUT=30s",
+		"KLBOT_LOG_LEVEL=error", "KLBOT_SHUTDOWN_TIMEOUT=30s", "KLBOT_LINK_KEY=" + linkKey,
 	}
 }
 
@@ -330,6 +331,7 @@ func normalize(s string) string {
 	s = urlRE.ReplaceAllString(s, "https://github.test")
 	s = durRE.ReplaceAllString(s, "DURATION")
 	s = uuidRE.ReplaceAllString(s, "UUID")
+	s = signatureRE.ReplaceAllString(s, "?exp=EXP&sig=SIG")
 	s = holderRE.ReplaceAllString(s, "HOST:PID (holder)")
 	return commentRE.ReplaceAllString(s, "reply-ID")
 }
@@ -358,30 +360,79 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-// publicURL is the KLBOT_PUBLIC_URL the end-to-end tests set: klbot serves
-// no page under it yet, so nothing it posts may link there (issue 11 §16).
+// publicURL is the KLBOT_PUBLIC_URL the end-to-end tests set: klbot
+// serves its run pages under it (a reverse proxy's name for h.url).
 const publicURL = "https://klbot.example.com"
 
-// noDeadLinks fails the test for any check run (title, summary, text,
-// details URL) or bot comment on pull requests prs that links to a page
-// under publicURL/runs/, which klbot does not serve.
-func (h *harness) noDeadLinks(t *testing.T, prs ...int) {
+// linkKey is the KLBOT_LINK_KEY of every test klbot (baseEnv).
+const linkKey = "klbot-test-link-key-0123456789abcdef"
+
+// pageLinkRE matches a page link klbot posts under publicURL: a run's
+// page (group 1, the run id) or a state's timeline (group 2, the state).
+var pageLinkRE = regexp.MustCompile(regexp.QuoteMeta(publicURL) + `/(?:runs/([0-9A-Z]{26})|states/([A-Za-z0-9._/-]+)/timeline)\?[^\s)\]>"'` + "`" + `]+`)
+
+// signatureRE is a signed link's query, which changes with the time of
+// signing: golden files hold it normalised.
+var signatureRE = regexp.MustCompile(`\?exp=[0-9]+&sig=[A-Za-z0-9_-]+`)
+
+// linksOpen fails the test unless every link klbot posted under publicURL
+// — in a check run's title, summary, text or details URL, or a bot
+// comment on prs — opens: fetched from this klbot without credentials (the
+// link's signature is its access), it is 200 and the page names the run
+// (a run page) or the state (a timeline, which the sticky comment links).
+// It also fails when no check run links to its run page at all (issue 18:
+// check runs use the signed run page as details_url).
+func (h *harness) linksOpen(t *testing.T, prs ...int) {
 	t.Helper()
-	dead := publicURL + "/runs/"
-	for _, c := range h.fake.CheckRuns(repo) {
-		for what, s := range map[string]string{"title": c.Title, "summary": c.Summary, "text": c.Text, "details_url": c.DetailsURL} {
-			if strings.Contains(s, dead) {
-				t.Errorf("check run %q on %s links to a page klbot does not serve (%s): %s", c.Name, c.HeadSHA[:7], what, s)
+	opened, details := map[string]bool{}, 0
+	for where, body := range h.gitHubText(prs...) {
+		for _, m := range pageLinkRE.FindAllStringSubmatch(body, -1) {
+			if strings.HasSuffix(where, "details URL") {
+				details++
+			}
+			if opened[m[0]] {
+				continue
+			}
+			opened[m[0]] = true
+			res, err := http.Get(h.url + strings.TrimPrefix(m[0], publicURL))
+			if err != nil {
+				t.Errorf("%s links to %s: %v", where, m[0], err)
+				continue
+			}
+			page, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			want := "Run " + m[1]
+			if m[1] == "" {
+				want = "Timeline of " + m[2]
+			}
+			if res.StatusCode != http.StatusOK || !strings.Contains(string(page), want) {
+				t.Errorf("%s links to %s: %d, want 200 and a page saying %q:\n%s", where, m[0], res.StatusCode, want, page)
 			}
 		}
 	}
-	for _, n := range prs {
-		for _, c := range h.fake.Comments(repo, n) {
-			if c.UserType == "Bot" && strings.Contains(c.Body, dead) {
-				t.Errorf("a comment on #%d links to a page klbot does not serve:\n%s", n, c.Body)
-			}
-		}
+	if details == 0 {
+		t.Errorf("no check run has its run page as details URL (links opened: %d)", len(opened))
 	}
+}
+
+// page GETs link (under publicURL) from this klbot without credentials
+// and returns the page's text (HTML entities unescaped, so that a test
+// matches the words); it fails the test unless it is 200.
+func (h *harness) page(t *testing.T, link string) string {
+	t.Helper()
+	if !strings.HasPrefix(link, publicURL+"/") {
+		t.Fatalf("link %q is not under %s", link, publicURL)
+	}
+	res, err := http.Get(h.url + strings.TrimPrefix(link, publicURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d\n%s", link, res.StatusCode, b)
+	}
+	return html.UnescapeString(string(b))
 }
 
 // logBuffer is klbot's log output (JSON lines) kept for a test.

@@ -31,6 +31,7 @@ import (
 	"github.com/kilolock/kilolock/internal/store/postgres"
 	"github.com/kilolock/kilolock/internal/terraform"
 	"github.com/kilolock/kilolock/internal/version"
+	"github.com/kilolock/kilolock/internal/web"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -103,11 +104,7 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return err
 	}
-	// The HTTP API (ADR 0054) and Terraform's http backend (ADR 0056,
-	// 0059), on klbot's listener: the same handler as kl serve's, over the
-	// same store and engine; tokens come from kl token create with
-	// KL_STORE set to KLBOT_DATABASE_URL.
-	apiHandler, err := api.New(api.Options{Tokens: store, Backend: eng, Logger: log.With("component", "api"), MaxBody: int64(cfg.MaxBodyMiB) << 20})
+	apiHandler, err := newAPI(cfg, eng, store, log)
 	if err != nil {
 		return err
 	}
@@ -115,6 +112,20 @@ func run(ctx context.Context, args []string, env []string) error {
 	stopSweep := b.StartWorkDirSweep(ctx, cfg.ReconcileInterval) // what crashed runs left here (ADR 0042)
 	defer stopSweep()
 	return serve(ctx, cfg, srv, rc, stopper, log, tfBin)
+}
+
+// newAPI is the HTTP API (ADR 0054) and Terraform's http backend (ADR
+// 0056, 0059) on klbot's listener: the same handler as kl serve's, over
+// the same store and engine (tokens come from kl token create with
+// KL_STORE set to KLBOT_DATABASE_URL), with the run and state pages and
+// the JSON views (internal/web, ADR 0064): tokens, or the links klbot
+// signs.
+func newAPI(cfg config, eng *engine.Engine, store *postgres.Store, log *slog.Logger) (*api.Server, error) {
+	pages, err := web.New(web.Options{Views: eng, Auth: &api.TokenAuth{Tokens: store}, Links: cfg.links})
+	if err != nil {
+		return nil, err
+	}
+	return api.New(api.Options{Tokens: store, Backend: eng, Web: pages, Logger: log.With("component", "api"), MaxBody: int64(cfg.MaxBodyMiB) << 20})
 }
 
 // newWebhookHandler is the webhook endpoint for the bot: it verifies
@@ -173,6 +184,25 @@ func newRunner(ctx context.Context, cfg config, env []string, workRoot string, i
 	return runner, tfBin, nil
 }
 
+// runLink is the signed link of a run's page under KLBOT_PUBLIC_URL
+// (bot.Options.RunLink), or nil without a public URL or a signing key.
+func runLink(cfg config) func(string) string {
+	if cfg.PublicURL == "" || cfg.links == nil {
+		return nil
+	}
+	return func(id string) string { return cfg.links.URL(cfg.PublicURL, web.KindRun, id) }
+}
+
+// timelineLink is the signed link of a state's timeline under
+// KLBOT_PUBLIC_URL (bot.Options.TimelineLink), or nil without a public URL
+// or a signing key.
+func timelineLink(cfg config) func(string) string {
+	if cfg.PublicURL == "" || cfg.links == nil {
+		return nil
+	}
+	return func(state string) string { return cfg.links.TimelineURL(cfg.PublicURL, state) }
+}
+
 // newBot returns the bot, with its River workers registered on a River
 // client of pool (not started) that runs at most cfg.Workers jobs at once,
 // each through stopper (the shutdown's interrupts); pull requests are
@@ -187,7 +217,7 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 		return c, nil
 	}, pool, log, bot.NewMetrics(reg), bot.Options{
 		ApplyWait: cfg.ApplyWait, DefaultTrigger: klyaml.Trigger(cfg.ApplyTrigger), WorkDir: checkouts, PublicURL: cfg.PublicURL,
-		AllowForkPRs: cfg.AllowForkPRs, RepoConfig: cfg.repoConfig,
+		RunLink: runLink(cfg), TimelineLink: timelineLink(cfg), AllowForkPRs: cfg.AllowForkPRs, RepoConfig: cfg.repoConfig,
 	})
 	workers := river.NewWorkers()
 	b.AddWorkers(workers)
@@ -270,13 +300,17 @@ func closeWithin(d time.Duration, close func()) {
 	}
 }
 
-// routes serves the webhook, the probes, the metrics and, under /api/ and
-// /tf/, the HTTP API (api.Server: kl serve's routes, ADR 0054).
+// routes serves the webhook, the probes, the metrics and, under /api/,
+// /tf/, /runs/ and /states, the HTTP API with its pages (api.Server: kl
+// serve's routes, ADR 0054, 0064).
 func routes(hook, apiHandler http.Handler, pool *pgxpool.Pool, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhook", hook)
 	mux.Handle("/api/", apiHandler)
 	mux.Handle("/tf/", apiHandler)
+	mux.Handle("/runs/", apiHandler)
+	mux.Handle("/states", apiHandler)
+	mux.Handle("/states/", apiHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

@@ -1,8 +1,9 @@
 // Package api is Kilolock's HTTP face (docs/design.md "Layout"; ADR 0054):
 // one handler that `kl serve` mounts on its listener and klbot on its own.
-// It owns every route — /healthz, /api/v1/whoami and Terraform's http
-// backend (/tf/states/NAME, issue 14 §2–§4, backend.go); the run pages
-// come here too — and the middleware they share, outermost first:
+// It owns every route — /healthz, /api/v1/whoami, Terraform's http
+// backend (/tf/states/NAME, issue 14 §2–§4, backend.go) and, through
+// Options.Web, the run and state pages and the JSON views of internal/web
+// (ADR 0064) — and the middleware they share, outermost first:
 //
 //   - the request log (log.go): one slog record per request — method, path
 //     (never the query), status, bytes, duration, and the actor and token
@@ -55,12 +56,18 @@ type Options struct {
 	// Backend serves Terraform's http backend at /tf/states/NAME
 	// (backend.go); nil serves none (those paths are 404).
 	Backend Backend
+	// Web serves the run and state pages (/runs/, /states) and the JSON
+	// views under /api/v1/ (internal/web, ADR 0064) behind the request log
+	// and the body cap; it authenticates each request itself (a token of
+	// kl token create, or a signed link). nil serves none (404).
+	Web http.Handler
 }
 
 // Server is the API's handler: routes behind the shared middleware.
 type Server struct {
 	auth    Authenticator
 	backend Backend
+	web     http.Handler
 	log     *slog.Logger
 	maxBody int64
 	mux     *http.ServeMux
@@ -82,7 +89,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{auth: &TokenAuth{Tokens: o.Tokens, Now: o.Now}, backend: o.Backend, log: o.Logger, maxBody: o.MaxBody, mux: http.NewServeMux()}
+	s := &Server{auth: &TokenAuth{Tokens: o.Tokens, Now: o.Now}, backend: o.Backend, web: o.Web, log: o.Logger, maxBody: o.MaxBody, mux: http.NewServeMux()}
 	s.routes()
 	s.handler = s.logRequests(s.capBodies(s.mux))
 	return s, nil
@@ -100,6 +107,13 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /api/v1/whoami", s.authenticated(http.HandlerFunc(s.whoami)))
 	if s.backend != nil {
 		s.backendRoutes()
+	}
+	if s.web != nil {
+		// GET /api/v1/whoami, registered above, is the more specific
+		// pattern: it stays the API's.
+		for _, p := range []string{"/runs/", "/states", "/states/", "/api/v1/"} {
+			s.mux.Handle(p, s.web)
+		}
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, &Error{Status: http.StatusNotFound, Msg: "no such route: " + r.Method + " " + r.URL.Path})

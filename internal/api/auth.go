@@ -132,6 +132,15 @@ func IdentityFrom(ctx context.Context) Identity {
 	return id
 }
 
+// NoteIdentity names id (its actor and token id) in r's request log
+// record: what Server.authenticated does, for the routes of Options.Web,
+// which authenticate themselves (a signed link, or a token).
+func NoteIdentity(r *http.Request, id Identity) {
+	if n := noteOf(r.Context()); n != nil {
+		n.actor, n.token = id.Actor, id.Token
+	}
+}
+
 // authenticated serves next only to a request its Authenticator accepts,
 // with the Identity in the request's context (IdentityFrom) and in the
 // request log; the others get its 401 (or 503).

@@ -53,6 +53,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, e.Status, errorDocument{Schema: SchemaError, Status: e.Status, Error: e.Msg})
 }
 
+// WriteError answers r with err as writeError does: the
+// kilolock/api-error/v1 document of every route, for the routes of
+// Options.Web (internal/web's /api/v1/ views).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, err) }
+
 // tooLarge is the 413 of a body over limit bytes.
 func tooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge,

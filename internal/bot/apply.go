@@ -488,6 +488,7 @@ func (b *Bot) reportApply(ctx context.Context, x *applyCtx, r projectRow, runID 
 	if err != nil {
 		return "", err
 	}
+	check.DetailsURL = b.runLink(story.Run.ID)
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), x.c, x.repo, check); err != nil {
 		return "", err
 	}

@@ -62,11 +62,21 @@ type Options struct {
 	// WorkDir is where per-job repository checkouts are made (KLBOT_WORKDIR;
 	// default the OS temp dir). They hold the repository: removed after each job.
 	WorkDir string
-	// PublicURL is klbot's public base URL (KLBOT_PUBLIC_URL), kept for
-	// the run pages klbot will serve. Until it serves them, nothing it
-	// posts links under it: a run id is shown as code, and check runs get
-	// no details URL (issue 11 §16: every PUBLIC_URL/runs/RUN was a 404).
+	// PublicURL is klbot's public base URL (KLBOT_PUBLIC_URL), under which
+	// it serves the run pages (internal/web, ADR 0064).
 	PublicURL string
+	// RunLink, when set, returns the signed link of a run's page under
+	// PublicURL (web.Signer.URL): the details URL of the plan and apply
+	// check runs, signed anew each time klbot writes one. nil (no
+	// KLBOT_PUBLIC_URL or no KLBOT_LINK_KEY): check runs get no details
+	// URL, since a page that asks a reviewer for a token is not one
+	// klbot should send them to unannounced.
+	RunLink func(runID string) string
+	// TimelineLink, when set, returns the signed link of a state's
+	// timeline page under PublicURL (web.Signer.TimelineURL): the sticky
+	// comment links each of its states' timelines, signed anew each time
+	// klbot writes it. nil: no link.
+	TimelineLink func(state string) string
 	// Extract caps repository tarballs.
 	Extract tarball.Limits
 	// PlanTimeout and ApplyTimeout bound one job (defaults 30m and
@@ -101,6 +111,15 @@ type Bot struct {
 	log     *slog.Logger
 	opts    Options
 	metrics *Metrics
+}
+
+// runLink is the details URL of run id's check runs: Options.RunLink's
+// signed page link, or "" without one.
+func (b *Bot) runLink(id string) string {
+	if b.opts.RunLink == nil || id == "" {
+		return ""
+	}
+	return b.opts.RunLink(id)
 }
 
 // New returns a Bot. pool is the PostgreSQL pool of klbot's tables and of

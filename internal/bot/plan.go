@@ -511,6 +511,7 @@ func (b *Bot) putPlanCheck(ctx context.Context, c Client, repo github.Repo, a Pl
 		check.Actions = []github.CheckRunAction{{Label: report.ApplyButtonLabel, Description: report.ApplyButtonDescription, Identifier: ApplyActionID}}
 	}
 	onRevert(&check, out, p) // on_revert (ADR 0046)
+	check.DetailsURL = b.runLink(out.Run.ID)
 	_, err = b.putCheckRun(ctx, c, repo, check)
 	return err
 }

@@ -305,6 +305,7 @@ func (b *Bot) reportApplyRun(ctx context.Context, c Client, repo github.Repo, r 
 	if err != nil {
 		return err
 	}
+	check.DetailsURL = b.runLink(story.Run.ID)
 	if _, err := b.putCheckRun(context.WithoutCancel(ctx), c, repo, check); err != nil {
 		return err
 	}

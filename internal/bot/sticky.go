@@ -56,12 +56,35 @@ func (b *Bot) composeSticky(ctx context.Context, repo string, pr int, rows []pro
 		}
 		s.Projects = append(s.Projects, p)
 	}
+	footer := b.timelineFooter(rows)
 	var md strings.Builder
-	opts := report.Options{Format: report.Markdown, MaxMarkdown: report.CommentLimit - 200}
+	opts := report.Options{Format: report.Markdown, MaxMarkdown: report.CommentLimit - 200 - len(footer)}
 	if err := report.RenderSticky(&md, s, opts); err != nil {
 		return "", err
 	}
-	return md.String(), nil
+	return md.String() + footer, nil
+}
+
+// timelineFooter links the timeline of each state of rows, once each in
+// their order ("" without Options.TimelineLink): the picture of who waited
+// on whom and which versions made which plans stale (ADR 0064).
+func (b *Bot) timelineFooter(rows []projectRow) string {
+	if b.opts.TimelineLink == nil {
+		return ""
+	}
+	var links []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.State == "" || seen[r.State] {
+			continue
+		}
+		seen[r.State] = true
+		links = append(links, "[`"+r.State+"`]("+b.opts.TimelineLink(r.State)+")")
+	}
+	if len(links) == 0 {
+		return ""
+	}
+	return "\n<sub>Timeline: " + strings.Join(links, " · ") + "</sub>\n"
 }
 
 // stickyProject is what the sticky comment shows of one project, read

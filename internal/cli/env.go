@@ -72,6 +72,18 @@ type Config struct {
 	// to MaxLease: never renewed, since Terraform never renews an http
 	// lock; once it runs out a lock that wrote is fenced.
 	BackendLockTTL time.Duration `env:"KL_BACKEND_LOCK_TTL, default=1h"`
+	// LinkKey is the key of signed page links (internal/web, ADR 0064):
+	// kl serve opens /runs/RUN and /states/NAME without a token for a link
+	// signed with it (klbot's KLBOT_LINK_KEY when they share a store). At
+	// least web.MinKeyLen bytes; empty: kl serve accepts tokens only.
+	LinkKey string `env:"KL_LINK_KEY"`
+	// LinkTTL is how long a link kl report github signs opens its page
+	// (default 168h, at most 366 days).
+	LinkTTL time.Duration `env:"KL_LINK_TTL, default=168h"`
+	// PublicURL is the public base URL of a kl serve that shares the store
+	// (http or https, no query): with LinkKey, kl report github links the
+	// check run and the sticky comment to the run's signed page there.
+	PublicURL string `env:"KL_PUBLIC_URL"`
 }
 
 // PluginCacheOff is the KL_PLUGIN_CACHE_DIR that disables the plugin cache.

@@ -278,6 +278,10 @@ func (a *app) reportGitHub(ctx context.Context, args []string, f ghReportFlags) 
 	if err != nil {
 		return err
 	}
+	pageLink, err := a.runPageLink()
+	if err != nil {
+		return err
+	}
 	token := a.getenv(f.tokenEnv)
 	if strings.TrimSpace(token) == "" {
 		return fmt.Errorf("reporting to GitHub: no token in $%s (in a workflow: env GITHUB_TOKEN: ${{ github.token }}, or --token-env NAME)", f.tokenEnv)
@@ -313,6 +317,9 @@ func (a *app) reportGitHub(ctx context.Context, args []string, f ghReportFlags) 
 	}
 	run := story.Run
 	target.adoptRunPR(run, f)
+	if pageLink != nil {
+		target.runPage = pageLink(run.ID)
+	}
 	res := ghReportResult{Schema: SchemaReportGitHub, Run: run.ID, Kind: string(run.Kind), State: run.State,
 		Status: string(run.Status), CommittedSerial: run.CommittedSerial, Repo: target.repo.String(), PR: target.pr,
 		Warnings: []string{}}
@@ -403,7 +410,11 @@ func (a *app) writeGitHub(ctx context.Context, c *github.Client, f ghReportFlags
 		name = fmt.Sprintf("kl %s · %s", run.Kind, run.State)
 	}
 	status, conclusion := ghConclusion(run)
-	cr := github.CheckRun{Name: name, HeadSHA: t.sha, ExternalID: run.ID, DetailsURL: a.workflowRunURL(),
+	details := a.workflowRunURL()
+	if t.runPage != "" {
+		details = t.runPage // the run's story, where the workflow run is one click from the check run anyway
+	}
+	cr := github.CheckRun{Name: name, HeadSHA: t.sha, ExternalID: run.ID, DetailsURL: details,
 		Status: status, Conclusion: conclusion, Title: ghTitle(run)}
 	cr.Summary, cr.Text = md.checkRun()
 	if conclusion != "" {
@@ -513,6 +524,9 @@ func (a *app) commentBody(md ghMarkdown, t ghTarget) string {
 	}
 	if t.sha != "" {
 		footer += " for commit " + t.sha[:min(len(t.sha), 12)]
+	}
+	if t.runPage != "" {
+		footer += " · [run page](" + t.runPage + ")"
 	}
 	footer += ".</sub>\n"
 	const markerRoom = 200 // "<!-- kilolock:sticky:KEY -->\n", KEY ≤ 100

@@ -23,6 +23,9 @@ type ghTarget struct {
 	// fork is the head repository of a pull request from a fork ("" when
 	// not a fork, or unknown).
 	fork string
+	// runPage is the signed link of the run's page on a kl serve that
+	// shares the store (KL_PUBLIC_URL, KL_LINK_KEY; ADR 0064); "": none.
+	runPage string
 }
 
 // actionsEvent is the part of a GitHub Actions event payload

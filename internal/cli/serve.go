@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilolock/kilolock/internal/api"
+	"github.com/kilolock/kilolock/internal/web"
 )
 
 // ShutdownTimeout is how long kl serve, asked to stop (SIGINT, SIGTERM),
@@ -27,11 +29,14 @@ func (a *app) serveCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--listen HOST:PORT] [--max-body-mib N]",
-		Short: "Serve Kilolock's HTTP API on the store: Terraform's http backend at /tf/states/NAME, /healthz, /api/v1/whoami",
+		Short: "Serve Kilolock's HTTP API on the store: Terraform's http backend at /tf/states/NAME, the run and state pages, the JSON views of /api/v1/",
 		Long: `kl serve serves Kilolock's HTTP API on the store, SQLite or PostgreSQL: the handler klbot mounts too.
 It serves Terraform's http backend at /tf/states/NAME (README "Terraform's http backend"): a LOCK is a
-whole-state reservation, the writes under it one version at UNLOCK. Requests authenticate with a token of
-kl token create. It logs one JSON line per request on stderr
+whole-state reservation, the writes under it one version at UNLOCK. It serves the run pages (/runs/RUN:
+kl run show), the state pages (/states, /states/NAME: head, live reservations and fences, waiting runs,
+open plans, history) and their JSON under /api/v1/ (what kl ... --json prints; docs/json.md). Requests
+authenticate with a token of kl token create (read-only suffices for the pages); with KL_LINK_KEY set, a
+page link signed with that key (klbot's KLBOT_LINK_KEY) opens its one page until it expires. It logs one JSON line per request on stderr
 (at info unless KL_LOG_LEVEL says otherwise), never a credential. SIGINT or SIGTERM stops it: it takes no new
 connections and lets the requests in flight finish, for at most 10s.`,
 		Args: cobra.NoArgs,
@@ -73,8 +78,16 @@ func (a *app) serve(ctx context.Context, listen string, mib int, listenFlag, mib
 	if err != nil {
 		return err
 	}
+	links, err := a.linkSigner()
+	if err != nil {
+		return err
+	}
+	pages, err := web.New(web.Options{Views: e, Auth: &api.TokenAuth{Tokens: tokens}, Links: links})
+	if err != nil {
+		return err
+	}
 	log := a.serveLogger()
-	h, err := api.New(api.Options{Tokens: tokens, Backend: e, Logger: log, MaxBody: int64(mib) << 20})
+	h, err := api.New(api.Options{Tokens: tokens, Backend: e, Web: pages, Logger: log, MaxBody: int64(mib) << 20})
 	if err != nil {
 		return err
 	}
@@ -104,6 +117,37 @@ func (a *app) serve(ctx context.Context, listen string, mib int, listenFlag, mib
 	}
 	log.Info("kl serve stopped")
 	return nil
+}
+
+// linkSigner is the signer of KL_LINK_KEY and KL_LINK_TTL (nil when
+// KL_LINK_KEY is unset). Errors name the variable, never the key.
+func (a *app) linkSigner() (*web.Signer, error) {
+	if a.cfg.LinkKey == "" {
+		return nil, nil
+	}
+	s, err := web.NewSigner(a.cfg.LinkKey, a.cfg.LinkTTL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("KL_LINK_KEY or KL_LINK_TTL: %w", err)
+	}
+	return s, nil
+}
+
+// runPageLink returns the signed link of a run's page under KL_PUBLIC_URL
+// (a kl serve that shares the store and KL_LINK_KEY), or nil when either
+// is unset: then kl posts no page link. Errors name the variable.
+func (a *app) runPageLink() (func(id string) string, error) {
+	if a.cfg.PublicURL == "" || a.cfg.LinkKey == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(a.cfg.PublicURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("KL_PUBLIC_URL=%s: want the public base URL of a kl serve that shares the store, http(s)://HOST[/PATH]", preview(a.cfg.PublicURL))
+	}
+	s, err := a.linkSigner()
+	if err != nil {
+		return nil, err
+	}
+	return func(id string) string { return s.URL(a.cfg.PublicURL, web.KindRun, id) }, nil
 }
 
 // checkListen refuses an address that is not HOST:PORT with a port of 0 to

@@ -1,6 +1,6 @@
 // Package report renders Kilolock's operator views (ADR 0033 D6) — plan,
 // apply, run story, history, since-plan, runs, why, status, footprint,
-// states and state init — three ways from one report model per view:
+// states and state init — four ways from one report model per view:
 //
 //   - Text for a terminal (`kl`): plain and aligned, with ANSI colour only
 //     when Options.Color says the output is a TTY;
@@ -8,10 +8,12 @@
 //     summary), cut to GitHub's limits by Truncate (docs/github.md);
 //   - JSON: one versioned document per view ("schema": "kilolock/<view>/v1",
 //     documented in docs/json.md; fields are only ever added within v1).
+//   - HTML: a fragment for the run and state pages of internal/web
+//     (html.go, ADR 0064): the text's words, escaped, tones as classes.
 //
 // The words of every fact, marker and since-plan class are written once
-// (words.go) as sentences of styled spans; the text and Markdown renderers
-// only lay them out, and the JSON documents carry the same words in their
+// (words.go) as sentences of styled spans; the text, Markdown and HTML
+// renderers only lay them out, and the JSON documents carry the same words in their
 // "text" fields. The three since-plan classes always look different (ADR
 // D3, D8): "=" independent, "~" plan input changed, "!" planned target
 // changed, and "*" for the version a plan's own apply produced.
@@ -43,6 +45,9 @@ const (
 	Markdown
 	// JSON is the versioned document of docs/json.md.
 	JSON
+	// HTML is a fragment (an <article>) for the web pages of internal/web
+	// (ADR 0064): the same words as Text, escaped, tones as CSS classes.
+	HTML
 )
 
 // String returns "text", "markdown" or "json".
@@ -54,6 +59,8 @@ func (f Format) String() string {
 		return "markdown"
 	case JSON:
 		return "json"
+	case HTML:
+		return "html"
 	}
 	return fmt.Sprintf("Format(%d)", int(f))
 }
@@ -81,10 +88,12 @@ type Options struct {
 	// Now, when set, makes Runs and Status print relative ages ("5m ago")
 	// next to times. Zero prints times only.
 	Now time.Time
-	// RunURL, when set, links run ids in Markdown to the page it returns.
-	// It may be nil (run ids are code spans). klbot sets none until it
-	// serves run pages: a link must not point at a page that does not
-	// exist (issue 11 §16).
+	// RunURL, when set, links run ids in Markdown and HTML to the page it
+	// returns. It may be nil (run ids are code spans). internal/web sets
+	// it to the run pages' paths; klbot's Markdown sets none yet (its
+	// check runs link their own run's signed page as details_url, ADR
+	// 0064): a link must not point at a page that does not open (issue 11
+	// §16).
 	RunURL func(runID string) string
 	// MaxMarkdown, when > 0, cuts Markdown output with Truncate to at most
 	// this many bytes (GitHub: check-run summary 65535, comment 65536).
@@ -202,6 +211,8 @@ func emit(w io.Writer, o Options, model func() *doc, document func() any) error 
 			return fmt.Errorf("encoding report as JSON: %w", err)
 		}
 		out = string(b) + "\n"
+	case HTML:
+		out = renderHTML(model(), o)
 	default:
 		return fmt.Errorf("rendering report: unknown format %d", int(o.Format))
 	}

@@ -16,8 +16,8 @@ import (
 // committed — refusal with the offending version, its producing run and
 // address, or the allowed-because facts, the since-plan classification
 // (stored, or live for an open plan) and the provenance of the committed
-// version (ADR D2, D3, D5). With s.Diff, the text ends with the plan's
-// diff and the JSON carries it (ADR 0044).
+// version (ADR D2, D3, D5). With s.Diff, the text and HTML end with the
+// plan's diff and the JSON carries it (ADR 0044).
 func RunStory(w io.Writer, s *engine.RunStory, o Options) error {
 	if s == nil {
 		return fmt.Errorf("rendering run story: no story")
@@ -25,7 +25,7 @@ func RunStory(w io.Writer, s *engine.RunStory, o Options) error {
 	s = prepared(s)
 	return emit(w, o, func() *doc {
 		d := storyDoc(s)
-		if o.Format == Text && s.Diff != nil && s.Plan != nil {
+		if (o.Format == Text || o.Format == HTML) && s.Diff != nil && s.Plan != nil {
 			diffSection(d, words("Diff of plan ", runSpan(s.Plan.ID)), s.Diff)
 		}
 		return d
