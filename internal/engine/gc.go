@@ -147,3 +147,29 @@ func (e *Engine) retentionNote(ctx context.Context, id, name string) string {
 	}
 	return fmt.Sprintf("%s of run %s was deleted by retention (%s) on %s", name, id, m.Extra["retention"], m.At.UTC().Format("2006-01-02 15:04:05Z"))
 }
+
+// GC runs the store's gc (Collector) after the lease sweep, so that a run
+// whose holder died is judged ended, not in progress. ErrInvalid when the
+// store has no gc.
+func (e *Engine) GC(ctx context.Context, req GCRequest) (GCResult, error) {
+	c, ok := e.Store.(Collector)
+	if !ok {
+		return GCResult{}, Errorf(ErrInvalid, "this store (%T) has no gc", e.Store)
+	}
+	if !req.DryRun {
+		e.expireLeases(ctx)
+	}
+	return c.GC(ctx, req)
+}
+
+// RetentionName is a retention in words as KL_RETENTION takes it: "off"
+// for 0, whole days as "30d", else the Go duration.
+func RetentionName(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "off"
+	case d%(24*time.Hour) == 0:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
+}
