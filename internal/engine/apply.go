@@ -248,11 +248,6 @@ func (e *Engine) loadPlan(ctx context.Context, plan Run, st State) (*planFiles, 
 	}
 	get := func(name string) ([]byte, error) {
 		b, err := e.Store.GetArtifact(ctx, plan.ID, name)
-		if errors.Is(err, ErrNotFound) {
-			if note := e.retentionNote(ctx, plan.ID, name); note != "" {
-				return nil, Errorf(ErrNotFound, "reading %s of plan %s: %s: re-plan", name, plan.ID, note)
-			}
-		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s of plan %s: %w", name, plan.ID, err)
 		}
