@@ -128,8 +128,9 @@ func (a Algorithms) GC(ctx context.Context, req engine.GCRequest) (engine.GCResu
 // outside a dry run):
 //   - an apply run that committed: its state artifacts;
 //   - an apply run that did not, is not in progress, holds no fence and no
-//     live reservation, and last changed (finished, or its fence lifted)
-//     more than retention ago: its state artifacts;
+//     live reservation, and last changed (UpdatedAt, FinishedAt) and had
+//     its fence lifted (a "fence-lifted" marker) more than retention ago:
+//     its state artifacts;
 //   - a plan run that is closed (not engine.RunStatus.Open), finished more
 //     than retention ago, and whose apply (Run.ApplyRun) holds no fence and
 //     no live reservation: its plan artifacts.
@@ -151,6 +152,15 @@ func gcNames(ctx context.Context, x Executor, r engine.Run, now time.Time, reten
 	case engine.KindApply:
 		if r.CommittedSerial != 0 {
 			return engine.GCStateArtifacts, engine.GCCommitted, nil
+		}
+		if retention > 0 && expired {
+			// An unfenced run stays recoverable (ADR 0035): its retention
+			// counts from the lift.
+			at, ok, err := x.FirstMarkerAt(ctx, r.ID, engine.MarkerFenceLifted)
+			if err != nil {
+				return nil, "", err
+			}
+			expired = !ok || !at.After(now.Add(-retention))
 		}
 		if !expired || r.InProgress() || r.Status.Open() {
 			return nil, "", nil
