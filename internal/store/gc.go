@@ -22,8 +22,9 @@ type ArtifactSize struct {
 
 // GC is engine.Collector's GC over the adapter's DB (ADR 0063). It lists
 // the artifacts named by engine.GCStateArtifacts and engine.GCPlanArtifacts
-// with their sizes, then, per run, in one transaction under the run's row
-// lock, decides on the run as it is then (gcNames) and deletes; a run that
+// with their sizes, then, per run, decides on the run as read (gcNames)
+// and, when that deletes something, decides again in one transaction under
+// the run's row lock, on the run as it is then, and deletes; a run that
 // retention deleted artifacts of gains an engine.MarkerArtifactsDeleted in
 // the same transaction. A dry run decides on each run as read without a
 // lock and deletes nothing. The lock is what makes it safe against a
@@ -58,21 +59,26 @@ func (a Algorithms) GC(ctx context.Context, req engine.GCRequest) (engine.GCResu
 			}
 			return gcNames(ctx, x, r, now, req.Retention)
 		}
-		if req.DryRun {
-			r, err := a.DB.GetRun(ctx, id)
-			if err != nil {
-				return out, fmt.Errorf("gc: reading run %s: %w", id, err)
-			}
-			names, why, err := decide(a.DB, r)
-			if err != nil {
-				return out, fmt.Errorf("gc: run %s: %w", id, err)
-			}
+		// First without a lock: a run kept (most runs, each round) takes
+		// no write transaction. What this read deletes is decided again
+		// under the lock; a run that becomes due meanwhile waits a round.
+		r, err := a.DB.GetRun(ctx, id)
+		if err != nil {
+			return out, fmt.Errorf("gc: reading run %s: %w", id, err)
+		}
+		names, why, err := decide(a.DB, r)
+		if err != nil {
+			return out, fmt.Errorf("gc: run %s: %w", id, err)
+		}
+		switch {
+		case len(names) == 0:
+		case req.DryRun:
 			for _, s := range byRun[id] {
 				if slices.Contains(names, s.Name) {
 					got = append(got, engine.GCDeleted{Run: id, Kind: r.Kind, Name: s.Name, Bytes: s.Bytes, Why: why})
 				}
 			}
-		} else {
+		default:
 			err := a.DB.InTx(ctx, func(tx Executor) error {
 				got = nil
 				r, err := tx.LockRun(ctx, id)
