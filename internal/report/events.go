@@ -280,14 +280,9 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerOperation:
 		return words(v("asked"), " ", operationMarkerWords(m), " by "+m.By, reasonSuffix(m.Reason))
 	case engine.MarkerArtifactsDeleted:
-		return words(v("deleted by retention"), " on "+m.At.UTC().Format("2006-01-02 15:04:05Z"), ": "+artifactWords(m.Extra["artifacts"]),
-			" (kept "+retentionWords(m.Extra["retention"])+" after the run closed: KL_RETENTION, ADR 0063)")
+		return artifactsDeletedWords(m, v)
 	case engine.MarkerRecovered:
-		s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
-		if len(m.Addresses) > 0 {
-			s = words(s, "; kept at the head (changed there since the plan, or held by another run): ", addrs(m.Addresses))
-		}
-		return s
+		return recoveredMarkerWords(m, v)
 	}
 	s := words(v(string(m.Kind)))
 	if m.Other != "" {
@@ -460,4 +455,22 @@ func retentionWords(s string) string {
 		return plural(int(d/(24*time.Hour)), "day", "days")
 	}
 	return d.String()
+}
+
+// artifactsDeletedWords puts an "artifacts-deleted" marker into words
+// (ADR 0063): what the gc deleted by retention, when, and the retention.
+func artifactsDeletedWords(m engine.Marker, v func(string) span) sentence {
+	return words(v("deleted by retention"), " on "+m.At.UTC().Format("2006-01-02 15:04:05Z"), ": "+artifactWords(m.Extra["artifacts"]),
+		" (kept "+retentionWords(m.Extra["retention"])+" after the run closed: KL_RETENTION, ADR 0063)")
+}
+
+// recoveredMarkerWords puts a "recovered" marker into words: the version `kl
+// run recover` committed, from which artifact, and what it kept at the
+// head.
+func recoveredMarkerWords(m engine.Marker, v func(string) span) sentence {
+	s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
+	if len(m.Addresses) > 0 {
+		s = words(s, "; kept at the head (changed there since the plan, or held by another run): ", addrs(m.Addresses))
+	}
+	return s
 }

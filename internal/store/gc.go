@@ -27,10 +27,10 @@ type ArtifactSize struct {
 // the run's row lock, on the run as it is then, and deletes; a run that
 // retention deleted artifacts of gains an engine.MarkerArtifactsDeleted in
 // the same transaction. A dry run decides on each run as read without a
-// lock and deletes nothing. The lock is what makes it safe against a
-// concurrent claim (UpdateRun from planned takes the same lock and the
-// plan's status is read under it) and commit (which deletes the state
-// artifacts itself).
+// lock and deletes nothing. It is safe beside a concurrent claim and
+// commit because a run's status only moves from open to closed, and the
+// deciding read is under the lock a claim (UpdateRun from planned) takes; a
+// commit deletes its run's state artifacts itself.
 func (a Algorithms) GC(ctx context.Context, req engine.GCRequest) (engine.GCResult, error) {
 	out := engine.GCResult{DryRun: req.DryRun, Deleted: []engine.GCDeleted{}}
 	if req.Retention < 0 {
@@ -51,71 +51,9 @@ func (a Algorithms) GC(ctx context.Context, req engine.GCRequest) (engine.GCResu
 	}
 	sort.Strings(runs)
 	for _, id := range runs {
-		var got []engine.GCDeleted
-		decide := func(x Executor, r engine.Run) ([]string, string, error) {
-			now, err := x.Now(ctx)
-			if err != nil {
-				return nil, "", err
-			}
-			return gcNames(ctx, x, r, now, req.Retention)
-		}
-		// First without a lock: a run kept (most runs, each round) takes
-		// no write transaction. What this read deletes is decided again
-		// under the lock; a run that becomes due meanwhile waits a round.
-		r, err := a.DB.GetRun(ctx, id)
+		got, err := a.gcRun(ctx, req, id, byRun[id])
 		if err != nil {
-			return out, fmt.Errorf("gc: reading run %s: %w", id, err)
-		}
-		names, why, err := decide(a.DB, r)
-		if err != nil {
-			return out, fmt.Errorf("gc: run %s: %w", id, err)
-		}
-		switch {
-		case len(names) == 0:
-		case req.DryRun:
-			for _, s := range byRun[id] {
-				if slices.Contains(names, s.Name) {
-					got = append(got, engine.GCDeleted{Run: id, Kind: r.Kind, Name: s.Name, Bytes: s.Bytes, Why: why})
-				}
-			}
-		default:
-			err := a.DB.InTx(ctx, func(tx Executor) error {
-				got = nil
-				r, err := tx.LockRun(ctx, id)
-				if err != nil {
-					return err
-				}
-				names, why, err := decide(tx, r)
-				if err != nil || len(names) == 0 {
-					return err
-				}
-				deleted, err := tx.DeleteArtifacts(ctx, id, names)
-				if err != nil || len(deleted) == 0 {
-					return err
-				}
-				var gone []string
-				for _, d := range deleted {
-					got = append(got, engine.GCDeleted{Run: id, Kind: r.Kind, Name: d.Name, Bytes: d.Bytes, Why: why})
-					gone = append(gone, d.Name)
-				}
-				if why != engine.GCRetention {
-					return nil
-				}
-				seq, err := tx.LastMarkerSeq(ctx, id)
-				if err != nil {
-					return err
-				}
-				now, err := tx.Now(ctx)
-				if err != nil {
-					return err
-				}
-				sort.Strings(gone)
-				return tx.InsertMarkers(ctx, id, []engine.Marker{{Seq: seq + 1, At: now, Kind: engine.MarkerArtifactsDeleted,
-					Reason: engine.GCRetention, Extra: map[string]string{"artifacts": strings.Join(gone, ","), "retention": req.Retention.String()}}})
-			})
-			if err != nil {
-				return out, fmt.Errorf("gc: run %s: %w", id, err)
-			}
+			return out, err
 		}
 		sort.Slice(got, func(i, j int) bool { return got[i].Name < got[j].Name })
 		if len(got) > 0 {
@@ -127,6 +65,79 @@ func (a Algorithms) GC(ctx context.Context, req engine.GCRequest) (engine.GCResu
 		out.Deleted = append(out.Deleted, got...)
 	}
 	return out, nil
+}
+
+// gcRun is GC of run id, whose candidate artifacts are sizes: decided on
+// a plain read, then, outside a dry run and when that deletes something,
+// decided again and deleted in one transaction under the run's row lock,
+// with the marker of a retention deletion. It returns what it deleted (or,
+// dry, would delete).
+func (a Algorithms) gcRun(ctx context.Context, req engine.GCRequest, id string, sizes []ArtifactSize) ([]engine.GCDeleted, error) {
+	decide := func(x Executor, r engine.Run) ([]string, string, error) {
+		now, err := x.Now(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		return gcNames(ctx, x, r, now, req.Retention)
+	}
+	// First without a lock: a run kept (most runs, each round) takes no
+	// write transaction. What this read deletes is decided again under
+	// the lock; a run that becomes due meanwhile waits a round.
+	r, err := a.DB.GetRun(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("gc: reading run %s: %w", id, err)
+	}
+	names, why, err := decide(a.DB, r)
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	var got []engine.GCDeleted
+	if req.DryRun {
+		for _, s := range sizes {
+			if slices.Contains(names, s.Name) {
+				got = append(got, engine.GCDeleted{Run: id, Kind: r.Kind, Name: s.Name, Bytes: s.Bytes, Why: why})
+			}
+		}
+		return got, nil
+	}
+	err = a.DB.InTx(ctx, func(tx Executor) error {
+		got = nil
+		r, err := tx.LockRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		names, why, err := decide(tx, r)
+		if err != nil || len(names) == 0 {
+			return err
+		}
+		deleted, err := tx.DeleteArtifacts(ctx, id, names)
+		if err != nil || len(deleted) == 0 {
+			return err
+		}
+		var gone []string
+		for _, d := range deleted {
+			got = append(got, engine.GCDeleted{Run: id, Kind: r.Kind, Name: d.Name, Bytes: d.Bytes, Why: why})
+			gone = append(gone, d.Name)
+		}
+		if why != engine.GCRetention {
+			return nil
+		}
+		seq, err := tx.LastMarkerSeq(ctx, id)
+		if err != nil {
+			return err
+		}
+		now, err := tx.Now(ctx)
+		if err != nil {
+			return err
+		}
+		sort.Strings(gone)
+		return tx.InsertMarkers(ctx, id, []engine.Marker{{Seq: seq + 1, At: now, Kind: engine.MarkerArtifactsDeleted,
+			Reason: engine.GCRetention, Extra: map[string]string{"artifacts": strings.Join(gone, ","), "retention": req.Retention.String()}}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gc: run %s: %w", id, err)
+	}
+	return got, nil
 }
 
 // gcNames is which artifacts of run r the gc deletes at now, and why
