@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/api"
 	"github.com/kilolock/kilolock/internal/bot"
+	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/klyaml"
 	"github.com/kilolock/kilolock/internal/terraform"
 	"github.com/kilolock/kilolock/internal/web"
@@ -91,6 +92,13 @@ type config struct {
 	// and the engine (ADR 0042): closed pull requests whose delivery was
 	// missed, applies whose replica died, runs recovered on the CLI.
 	ReconcileInterval time.Duration `env:"KLBOT_RECONCILE_INTERVAL, default=5m"`
+	// Retention is how long the gc job keeps a closed plan's saved plan,
+	// configuration archive and -var values, from the plan's finish
+	// (engine.ParseRetention: a Go duration, whole days "30d", or "off";
+	// default 30d; ADR 0063). Parsed into retention by loadConfig.
+	Retention string `env:"KLBOT_RETENTION"`
+	// GCInterval is how often the gc job runs (at least 1s).
+	GCInterval time.Duration `env:"KLBOT_GC_INTERVAL, default=1h"`
 	// ShutdownTimeout bounds the stop on SIGTERM (at least 1s): the process
 	// exits within it, spent as bot.PlanShutdown says (ADR 0043).
 	ShutdownTimeout time.Duration `env:"KLBOT_SHUTDOWN_TIMEOUT, default=5m"`
@@ -107,6 +115,8 @@ type config struct {
 	// Parsed into repoConfig by loadConfig.
 	RepoConfig string `env:"KLBOT_REPO_CONFIG"`
 
+	// retention is Retention parsed.
+	retention time.Duration
 	// tfVars is TFVars parsed: full names (TF_VAR_region), each once.
 	tfVars []string
 	// repoConfig is RepoConfig parsed (nil when unset).
@@ -151,6 +161,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_WAIT=%s: want 0 or more", cfg.ApplyWait)
 	case cfg.ReconcileInterval < time.Second:
 		return cfg, nil, fmt.Errorf("KLBOT_RECONCILE_INTERVAL=%s: want at least 1s (River runs periodic jobs at most once a second)", cfg.ReconcileInterval)
+	case cfg.GCInterval < time.Second:
+		return cfg, nil, fmt.Errorf("KLBOT_GC_INTERVAL=%s: want at least 1s (River runs periodic jobs at most once a second)", cfg.GCInterval)
 	case cfg.MaxBodyMiB < 1 || cfg.MaxBodyMiB > api.MaxBodyMiB:
 		return cfg, nil, fmt.Errorf("KLBOT_MAX_BODY_MIB=%d: use 1 to %d (MiB)", cfg.MaxBodyMiB, api.MaxBodyMiB)
 	case cfg.BackendLockTTL < time.Minute || cfg.BackendLockTTL > 24*time.Hour:
@@ -167,6 +179,11 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 	default:
 		return cfg, nil, fmt.Errorf("KLBOT_APPLY_TRIGGER=%q: want comment or merge", cfg.ApplyTrigger)
 	}
+	retention, err := engine.ParseRetention("KLBOT_RETENTION", cfg.Retention)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.retention = retention
 	vars, err := parseTFVars(cfg.TFVars)
 	if err != nil {
 		return cfg, nil, err

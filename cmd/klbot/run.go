@@ -217,7 +217,7 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 		return c, nil
 	}, pool, log, bot.NewMetrics(reg), bot.Options{
 		ApplyWait: cfg.ApplyWait, DefaultTrigger: klyaml.Trigger(cfg.ApplyTrigger), WorkDir: checkouts, PublicURL: cfg.PublicURL,
-		RunLink: runLink(cfg), TimelineLink: timelineLink(cfg), AllowForkPRs: cfg.AllowForkPRs, RepoConfig: cfg.repoConfig,
+		RunLink: runLink(cfg), TimelineLink: timelineLink(cfg), AllowForkPRs: cfg.AllowForkPRs, RepoConfig: cfg.repoConfig, Retention: cfg.retention,
 	})
 	workers := river.NewWorkers()
 	b.AddWorkers(workers)
@@ -229,7 +229,7 @@ func newBot(cfg config, eng *engine.Engine, app *github.App, pool *pgxpool.Pool,
 		JobTimeout:           -1, // each worker sets its own Timeout
 		RescueStuckJobsAfter: cfg.ApplyWait + 4*time.Hour,
 		Middleware:           []rivertype.Middleware{stopper},
-		PeriodicJobs:         b.AddReconcile(workers, cfg.ReconcileInterval), // ADR 0042
+		PeriodicJobs:         append(b.AddReconcile(workers, cfg.ReconcileInterval), b.AddGC(workers, cfg.GCInterval)...), // ADR 0042, ADR 0063
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the job queue: %w", err)

@@ -17,15 +17,16 @@ const (
 	OnlyConcurrency = "concurrency"
 	OnlyOverhead    = "overhead"
 	OnlyCommit      = "commit"
+	OnlyGrowth      = "growth"
 )
 
 // CheckOnly accepts "" and the Only* figure names.
 func CheckOnly(only string) error {
 	switch only {
-	case "", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit:
+	case "", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit, OnlyGrowth:
 		return nil
 	}
-	return fmt.Errorf("unknown figure %q: want %s, %s, %s or %s", only, OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit)
+	return fmt.Errorf("unknown figure %q: want %s, %s, %s, %s or %s", only, OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit, OnlyGrowth)
 }
 
 // Options configures Run.
@@ -55,6 +56,7 @@ type Results struct {
 	Concurrency *ConcurrencyResult
 	Overhead    *OverheadResult
 	Commit      *CommitResult
+	Growth      *GrowthResult
 }
 
 // Run measures the figures selected by opts, printing progress, each
@@ -68,7 +70,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 	res := &Results{Machine: ReadMachine(), Runs: opts.Runs}
 	fmt.Fprintf(w, "klbench: Kilolock figures beside their baselines (prints, asserts nothing; medians of %d interleaved runs, commit: of go test -count %d)\n", opts.Runs, opts.Count)
 	fmt.Fprintln(w, res.Machine)
-	needTF := want(OnlyConcurrency) || want(OnlyOverhead)
+	needTF := want(OnlyConcurrency) || want(OnlyOverhead) || want(OnlyGrowth)
 	if needTF {
 		if opts.Terraform == "" {
 			return nil, fmt.Errorf("no terraform binary")
@@ -90,6 +92,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 	}
 	if want(OnlyCommit) {
 		if res.Commit, err = runCommit(ctx, w, opts); err != nil {
+			return nil, err
+		}
+	}
+	if want(OnlyGrowth) {
+		if res.Growth, err = runGrowth(ctx, w, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -170,6 +177,24 @@ func klBinary(ctx context.Context, opts Options) (kl string, cleanup func(), err
 		return "", nil, err
 	}
 	return kl, cleanup, nil
+}
+
+// runGrowth measures figure 4 with opts.KL (or a kl built from opts.Src)
+// and prints its heading and result.
+func runGrowth(ctx context.Context, w io.Writer, opts Options) (*GrowthResult, error) {
+	kl, cleanup, err := klBinary(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	fmt.Fprintf(w, "\n== 4. store growth: SQLite bytes per version, 2,000 resources, 3 plan + apply cycles of a one-resource change ==\n")
+	g, err := Growth(ctx, GrowthOptions{KL: kl, Terraform: opts.Terraform, TempDir: opts.TempDir, Progress: w})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "  store after state init %s; per version (median) %s; the closed plans' saved plans and archives hold %s until KL_RETENTION\n",
+		FormatBytes(float64(g.Init)), FormatBytes(g.PerVersion()), FormatBytes(float64(g.Retained)))
+	return g, nil
 }
 
 // runCommit measures figure 3 and prints its heading; its medians are in

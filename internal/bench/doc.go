@@ -1,4 +1,4 @@
-// Package bench measures Kilolock's three headline figures and prints them
+// Package bench measures Kilolock's headline figures and prints them
 // beside a baseline measured in the same process, interleaved, with medians
 // (docs/style.md 16: ratios are printed, never asserted):
 //
@@ -13,6 +13,10 @@
 //     kl's time from its own debug logs.
 //  3. Commit (Commit): the snapshot-merge benchmarks of internal/tfstate on a
 //     10,000-resource state (go test -bench, -benchmem), medians per metric.
+//  4. Growth (Growth): the used bytes of a SQLite store per version, over
+//     three `kl plan` + `kl apply` cycles of a one-resource change on a
+//     2,000-resource state, and how much of it the closed plans' saved plans
+//     and archives hold until KL_RETENTION deletes them (ADR 0063).
 //
 // Run ties them together and prints a compact Markdown table (Summary) that
 // the README quotes. cmd/klbench is the command `make bench` runs. Every

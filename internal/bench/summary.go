@@ -96,6 +96,13 @@ func Summary(res *Results) *Table {
 			t.Add(label, strings.Join(cells, ", "), "one json.Valid pass over the state", ratio)
 		}
 	}
+	if g := res.Growth; g != nil {
+		n := float64(len(g.After))
+		t.Add(fmt.Sprintf("4. store bytes per version, %d resources (SQLite, used pages)", g.Resources),
+			FormatBytes(g.PerVersion())+" per plan + apply",
+			fmt.Sprintf("%s of it saved plans and archives, until KL_RETENTION", FormatBytes(float64(g.Retained)/n)),
+			"n/a")
+	}
 	return t
 }
 

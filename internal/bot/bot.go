@@ -59,6 +59,10 @@ type Options struct {
 	// the base of the safety keys instead of the default branch's kl.yaml
 	// (ADR 0040).
 	RepoConfig *klyaml.ServerConfig
+	// Retention is the gc job's retention (KLBOT_RETENTION;
+	// engine.ParseRetention, engine.GCRequest.Retention): 0 keeps closed
+	// plans' artifacts forever.
+	Retention time.Duration
 	// WorkDir is where per-job repository checkouts are made (KLBOT_WORKDIR;
 	// default the OS temp dir). They hold the repository: removed after each job.
 	WorkDir string

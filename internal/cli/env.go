@@ -84,6 +84,14 @@ type Config struct {
 	// (http or https, no query): with LinkKey, kl report github links the
 	// check run and the sticky comment to the run's signed page there.
 	PublicURL string `env:"KL_PUBLIC_URL"`
+	// Retention is how long `kl gc` keeps a closed plan's saved plan,
+	// configuration archive and -var values, from the plan's finish
+	// (engine.ParseRetention: a Go duration, whole days "30d", or "off";
+	// default 30d; ADR 0063). Read at startup, so a bad value fails every
+	// command, naming it.
+	Retention string `env:"KL_RETENTION"`
+	// retention is Retention parsed.
+	retention time.Duration
 }
 
 // PluginCacheOff is the KL_PLUGIN_CACHE_DIR that disables the plugin cache.
@@ -204,6 +212,9 @@ func (a *app) loadEnv(ctx context.Context) error {
 		return &envError{key: "KL_BACKEND_LOCK_TTL", value: vars["KL_BACKEND_LOCK_TTL"], problem: fmt.Sprintf("use %s to %s (default %s): "+
 			"a backend lock is never renewed, and once its lease runs out a lock that wrote fences the state",
 			shortDuration(MinBackendLockTTL), shortDuration(MaxLease), shortDuration(engine.DefaultBackendLockTTL))}
+	}
+	if a.cfg.retention, err = engine.ParseRetention("KL_RETENTION", a.cfg.Retention); err != nil {
+		return err
 	}
 	if err := checkCeilings(a.cfg.CeilingDirectories); err != nil {
 		return err

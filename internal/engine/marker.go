@@ -29,6 +29,10 @@ const (
 	MarkerOperation       MarkerKind = "operation"        // a day-2 operation was asked (Mode says which; ADR 0055)
 	MarkerProviders       MarkerKind = "providers"        // how the run's providers were installed, when worth telling (Reason; ADR 0061)
 	MarkerAfterMerge      MarkerKind = "after-merge"      // the apply runs after its pull request OtherPR merged (Commit: the merge commit, when known; ADR 0062)
+	// MarkerArtifactsDeleted: the store's gc deleted artifacts of the run
+	// by retention (ADR 0063): Extra["artifacts"] names them (comma
+	// separated), Extra["retention"] the retention it applied; At is when.
+	MarkerArtifactsDeleted MarkerKind = "artifacts-deleted"
 )
 
 // providerMarkers are the "providers" markers of a Terraform call's notes

@@ -340,6 +340,12 @@ func (e *Engine) nothingSeen(ctx context.Context, run Run) error {
 		return &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
 			"it stopped before it held its reservations, so Terraform never ran: nothing to recover; its plan %s is as it was", run.PlanRun)}
 	}
+	for _, name := range GCStateArtifacts {
+		if note := e.retentionNote(ctx, id, name); note != "" {
+			return &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
+				"%s (ADR 0063): what Terraform wrote is no longer stored; check the infrastructure, then re-plan", note)}
+		}
+	}
 	then := "then re-plan"
 	if run.End != nil && len(run.End.Fenced) > 0 && run.End.Lifted == "" {
 		then = "then lift its fence: kl run unfence " + id + " --reason TEXT"

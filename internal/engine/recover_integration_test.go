@@ -442,13 +442,48 @@ func TestApplyStartedMarker(t *testing.T) {
 	if m := h.marker(out.Run.ID, engine.MarkerApplyStarted); m.Serial != plan.Envelope.SourceSerial {
 		t.Fatalf("apply-started serial %d; want the plan's source serial %d", m.Serial, plan.Envelope.SourceSerial)
 	}
-	// Terraform's last checkpoint is the state it left.
-	cp, err := h.store.GetArtifact(h.ctx, out.Run.ID, engine.ArtifactApplyCheckpoint)
-	if err != nil {
-		t.Fatalf("no checkpoint stored: %v", err)
+	// Committed: the checkpoint and the result went with the commit (ADR 0063).
+	for _, name := range engine.GCStateArtifacts {
+		if _, err := h.store.GetArtifact(h.ctx, out.Run.ID, name); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("%s of the committed run: %v; want deleted with the commit", name, err)
+		}
 	}
-	result, err := h.store.GetArtifact(h.ctx, out.Run.ID, engine.ArtifactApplyResult)
-	if err != nil || !bytes.Equal(cp, result) {
-		t.Fatalf("last checkpoint differs from the result (%v)", err)
+}
+
+// TestRecoverAfterRetention (ADR 0063): an apply killed mid-apply, never
+// fenced (it held no reservation when its lease ran out) and never
+// recovered, loses its checkpoint to the gc once the retention has passed;
+// Recover then says retention deleted it, and when, instead of "Terraform
+// wrote nothing Kilolock saw".
+func TestRecoverAfterRetention(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	cfg := config{"a": {Value: "a0"}}
+	h.base(cfg)
+	plan := h.plan(cfg.with(map[string]string{"a": "a1"}))
+	killed := h.killedApply(plan, []byte(`{"version":4}`))
+	if _, err := h.store.ExpireLeases(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.run(killed.ID); r.Status != engine.StatusLeaseExpired || r.CommittedSerial != 0 {
+		t.Fatalf("the killed apply is %s, committed %d; want lease-expired, not committed", r.Status, r.CommittedSerial)
+	}
+	time.Sleep(2 * time.Millisecond)
+	res, err := h.eng.GC(h.ctx, engine.GCRequest{Retention: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := false
+	for _, d := range res.Deleted {
+		gone = gone || (d.Run == killed.ID && d.Name == engine.ArtifactApplyCheckpoint && d.Why == engine.GCRetention)
+	}
+	if !gone {
+		t.Fatalf("gc deleted %+v; want the killed apply's checkpoint, by retention", res.Deleted)
+	}
+	_, err = h.eng.Recover(h.ctx, killed.ID)
+	var re *engine.RecoverError
+	if !errors.As(err, &re) || !errors.Is(err, engine.ErrNotFound) ||
+		!strings.Contains(err.Error(), "apply-checkpoint.tfstate of run "+killed.ID+" was deleted by retention (1ms) on 20") {
+		t.Fatalf("Recover after the gc = %v; want a *RecoverError saying retention deleted the checkpoint, and when", err)
 	}
 }

@@ -2,7 +2,9 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
 )
@@ -283,12 +285,10 @@ func markerWords(m engine.Marker) sentence {
 			s = words(s, " as ", code(shortSHA(m.Commit)))
 		}
 		return s
+	case engine.MarkerArtifactsDeleted:
+		return artifactsDeletedWords(m, v)
 	case engine.MarkerRecovered:
-		s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
-		if len(m.Addresses) > 0 {
-			s = words(s, "; kept at the head (changed there since the plan, or held by another run): ", addrs(m.Addresses))
-		}
-		return s
+		return recoveredMarkerWords(m, v)
 	}
 	s := words(v(string(m.Kind)))
 	if m.Other != "" {
@@ -414,4 +414,69 @@ func recoveredFrom(artifact string) string {
 		return "from what Terraform wrote"
 	}
 	return "from what Terraform wrote (" + artifact + ")"
+}
+
+// artifactWords names the artifacts of an "artifacts-deleted" marker
+// (comma separated) in words, the saved plan first: "the saved plan
+// (plan.tfplan), the configuration archive (config.tar.gz)", ….
+func artifactWords(list string) string {
+	what := map[string]string{
+		engine.ArtifactPlanFile:        "the saved plan",
+		engine.ArtifactConfig:          "the configuration archive",
+		engine.ArtifactVars:            "the -var values",
+		engine.ArtifactApplyResult:     "the state Terraform returned",
+		engine.ArtifactApplyCheckpoint: "the last checkpoint of the state Terraform wrote",
+	}
+	names := strings.Split(list, ",")
+	order := []string{engine.ArtifactPlanFile, engine.ArtifactConfig, engine.ArtifactVars, engine.ArtifactApplyResult, engine.ArtifactApplyCheckpoint}
+	rank := func(n string) int {
+		if i := slices.Index(order, n); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return rank(a) - rank(b) })
+	var out []string
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		if w, ok := what[n]; ok {
+			out = append(out, w+" ("+n+")")
+		} else {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// retentionWords is a retention as stored ("720h0m0s") in words: whole
+// days as "30 days", else the duration as given.
+func retentionWords(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return s
+	}
+	if d%(24*time.Hour) == 0 {
+		return plural(int(d/(24*time.Hour)), "day", "days")
+	}
+	return d.String()
+}
+
+// artifactsDeletedWords puts an "artifacts-deleted" marker into words
+// (ADR 0063): what the gc deleted by retention, when, and the retention.
+func artifactsDeletedWords(m engine.Marker, v func(string) span) sentence {
+	return words(v("deleted by retention"), " on "+m.At.UTC().Format("2006-01-02 15:04:05Z"), ": "+artifactWords(m.Extra["artifacts"]),
+		" (kept "+retentionWords(m.Extra["retention"])+" after the run closed: KL_RETENTION, ADR 0063)")
+}
+
+// recoveredMarkerWords puts a "recovered" marker into words: the version `kl
+// run recover` committed, from which artifact, and what it kept at the
+// head.
+func recoveredMarkerWords(m engine.Marker, v func(string) span) sentence {
+	s := words(v("recovered"), ": committed ", strong(fmt.Sprintf("version %d", m.Serial)), " "+recoveredFrom(m.Extra["artifact"]))
+	if len(m.Addresses) > 0 {
+		s = words(s, "; kept at the head (changed there since the plan, or held by another run): ", addrs(m.Addresses))
+	}
+	return s
 }

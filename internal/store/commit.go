@@ -91,7 +91,8 @@ func (a Algorithms) CreateRun(ctx context.Context, r engine.Run) error {
 // that moved anyway is ErrConflict: history never forks), apply the run
 // update (req.Merge's UpdateRun; UpdatedAt = now), drop the run's
 // reservations, and append Merge's markers and a "released" marker when it
-// held any. Merge runs under the state lock: it must be quick and do no
+// held any, and delete the run's state artifacts (engine.GCStateArtifacts:
+// what Terraform wrote is in the version now; ADR 0063). Merge runs under the state lock: it must be quick and do no
 // I/O, and it may run more than once (DB.InTx). On any error nothing is
 // written. ErrNotFound for an unknown state or run; ErrInvalid without a
 // Merge, or for a run update that changes the id or empties a required
@@ -181,6 +182,11 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	}
 	if err := finishCommit(ctx, tx, req.Run, run, res, now); err != nil {
 		return engine.Version{}, err
+	}
+	// What Terraform wrote is in the version now: the state artifacts a
+	// recovery would have committed go with the commit (ADR 0063).
+	if _, err := tx.DeleteArtifacts(ctx, req.Run, engine.GCStateArtifacts); err != nil {
+		return engine.Version{}, fmt.Errorf("deleting the state artifacts of the committed run: %w", err)
 	}
 	return v, nil
 }

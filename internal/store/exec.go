@@ -142,6 +142,14 @@ type Executor interface {
 	FenceLapsed(ctx context.Context, run string, now time.Time) ([]engine.Reservation, error)
 	// DeleteFenced deletes run's fences and returns them.
 	DeleteFenced(ctx context.Context, run string) ([]engine.Reservation, error)
+
+	// ArtifactSizes returns the artifacts named one of names, of every
+	// run, without their data (ArtifactSize), by run and name.
+	ArtifactSizes(ctx context.Context, names []string) ([]ArtifactSize, error)
+	// DeleteArtifacts deletes run's artifacts named one of names and
+	// returns those it deleted with their sizes, in any order; a name the
+	// run has none of is skipped (ADR 0063).
+	DeleteArtifacts(ctx context.Context, run string, names []string) ([]ArtifactSize, error)
 }
 
 // DB is a store adapter's database as the shared algorithms see it: an

@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 	t.Run("Runs", func(t *testing.T) { testRuns(t, newStore) })
 	t.Run("Markers", func(t *testing.T) { testMarkers(t, newStore) })
 	t.Run("Artifacts", func(t *testing.T) { testArtifacts(t, newStore) })
+	t.Run("GC", func(t *testing.T) { testGC(t, newStore) })
 	t.Run("Reservations", func(t *testing.T) { testReservations(t, newStore) })
 	t.Run("RunLeases", func(t *testing.T) { testRunLeases(t, newStore) })
 	t.Run("Fences", func(t *testing.T) { testFences(t, newStore) })
