@@ -123,7 +123,7 @@ func TestExtractFootprintReferences(t *testing.T) {
 			          "resources":[{"address":"terraform_data.main","mode":"managed","type":"terraform_data","name":"main",
 			            "count_expression":{"constant_value":1},
 			            "expressions":{"input":{"references":["var.name","count.index","each.key","path.module"]}}}]}}}}}}}}}`,
-			write: []string{"module.app.module.db.terraform_data.main"},
+			write: []string{`module.app.module.db["x"].terraform_data.main[0]`},
 			read:  []string{"module.app.terraform_data.keys", "terraform_data.seed"},
 		},
 		{
@@ -290,7 +290,7 @@ resource "terraform_data" "seed" { input = "x" }
 			      "depends_on":["data.x.y"]},
 			    {"address":"terraform_data.other","mode":"managed","type":"terraform_data","name":"other","depends_on":["terraform_data.nope"]}]}}},
 			 "configuration":{"root_module":{}}}`,
-			write: []string{"terraform_data.w"},
+			write: []string{"terraform_data.w[0]"},
 			read:  []string{"data.x.y", "module.m.terraform_data.b", "terraform_data.a"},
 		},
 		{
@@ -382,7 +382,7 @@ resource "terraform_data" "seed" { input = "x" }
 			   "for_each_expression":{"references":["terraform_data.regions.output","terraform_data.regions"]},
 			   "depends_on":["terraform_data.first"],
 			   "module":{"resources":[{"address":"terraform_data.db","mode":"managed","type":"terraform_data","name":"db"}]}}}}}}`,
-			write: []string{"module.fleet.terraform_data.db"},
+			write: []string{`module.fleet["a"].terraform_data.db`},
 			read:  []string{"terraform_data.first", "terraform_data.regions"},
 		},
 		{
