@@ -427,7 +427,9 @@ func (s PlanSummary) Empty() bool {
 // Footprint is a plan's write set and read set (docs/design.md "footprint").
 //
 // Write: every resource_changes entry whose actions are not no-op, both
-// addresses of a move, and root outputs that change. Read: addresses the
+// addresses of a move, and root outputs that change, each as the instance
+// Terraform names (`x.y["k"]`; ADR 0065; a run stored before names
+// resources). Read: resource-level addresses the
 // planned changes depend on; never narrower than the truth — where the
 // extractor could not resolve a reference it widened to a module prefix and
 // said so in Widened. Unverified is empty when every configuration the read
