@@ -54,7 +54,8 @@ func (m CommitMode) Operation() bool {
 // Version is an immutable snapshot of a state. Serial grows by exactly one
 // per commit; the newest version is the head. Changed lists the addresses
 // this version changed relative to the previous one — the input of every
-// since-plan classification (ADR D3).
+// since-plan classification (ADR D3) — naming instances where the
+// committing run's write set did (ADR 0065), resources elsewhere.
 type Version struct {
 	State      string     `json:"state"`
 	Serial     int64      `json:"serial"`

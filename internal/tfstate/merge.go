@@ -16,7 +16,9 @@ import (
 var ErrLineageMismatch = errors.New("lineage mismatch")
 
 // MergeReport says where each address of a merged state came from. All
-// lists are sorted resource-level addresses (or "output.NAME").
+// lists are sorted resource-level addresses (or "output.NAME"), and
+// instance addresses for a resource the run wrote at instance level
+// (ADR 0065: MergeWith).
 type MergeReport struct {
 	// Merged: addresses whose entries were taken from the result (or dropped
 	// because the result has none): every written address, plus the
