@@ -130,9 +130,11 @@ func NotRefreshOnly(plan *tfjson.Plan) error {
 // `x.y["k"]`, `module.m[0].x.y`). A refresh-only plan writes what
 // its resource_drift lists: pass RefreshOnlyView(plan) (ADR 0045).
 //
-// Read: for each written resource, the references of its configuration
-// (expressions and nested blocks, count/for_each, depends_on, provisioners,
-// and the provider configuration it uses), the count/for_each/depends_on of
+// Read (resource-level addresses, or one instance where a reference names
+// one with a literal key: `x.y["k"].id` reads `x.y["k"]`, ADR 0065): for
+// each written resource, the references of its configuration (expressions
+// and nested blocks, count/for_each, depends_on, provisioners, and the
+// provider configuration it uses), the count/for_each/depends_on of
 // every enclosing module call; for a resource whose configuration is gone
 // (a delete, the old address of a move), its depends_on in prior_state. For
 // a configured resource prior_state's depends_on is not read: it is
@@ -674,6 +676,9 @@ func (e *extractor) footprint() engine.Footprint {
 	}
 	r := make([]engine.Address, 0, len(e.read))
 	for a := range e.read {
+		if a.IsInstance() && e.read[a.Resource()] {
+			continue // the whole resource is read as well
+		}
 		r = append(r, a)
 	}
 	fp.Write = engine.NewAddressSet(w...)

@@ -106,6 +106,22 @@ func TestExtractFootprintReferences(t *testing.T) {
 			read:  []string{"terraform_data.seed"},
 		},
 		{
+			// ADR 0065: a literal key reads one instance; a key only known
+			// at apply (Terraform lists the resource alone) the resource.
+			name: "a reference to one instance reads the instance",
+			plan: `{"format_version":"1.2",
+			 "resource_changes":[` + fpChange("terraform_data.r", `"update"`) + `,` + fpChange("module.m.terraform_data.q", `"update"`) + `],
+			 "configuration":{"root_module":{
+			  "resources":[{"address":"terraform_data.r","mode":"managed","type":"terraform_data","name":"r",
+			    "expressions":{"input":{"references":["terraform_data.src[\"k\"].output","terraform_data.src[\"k\"]","terraform_data.src",
+			      "terraform_data.n[2].id","terraform_data.n[2]","terraform_data.n","terraform_data.dyn"]}}}],
+			  "module_calls":{"m":{"source":"./m","for_each_expression":{"constant_value":{"a":1}},"module":{
+			    "resources":[{"address":"terraform_data.q","mode":"managed","type":"terraform_data","name":"q",
+			      "expressions":{"input":{"references":["terraform_data.p[\"x\"].id","terraform_data.p[\"x\"]","terraform_data.p"]}}}]}}}}}}`,
+			write: []string{"module.m.terraform_data.q", "terraform_data.r"},
+			read:  []string{`module.m.terraform_data.p["x"]`, "terraform_data.dyn", "terraform_data.n[2]", `terraform_data.src["k"]`},
+		},
+		{
 			name: "var through module calls",
 			plan: `{"format_version":"1.2",
 			 "resource_changes":[` + fpChange(`module.app.module.db[\"x\"].terraform_data.main[0]`, `"create"`) + `],
