@@ -15,7 +15,11 @@
 #       version, its run and the address;
 #   (d) two applies contending for one address at the same time: one waits,
 #       and the wait is recorded;
-#   (e) kl history and kl run show telling that story; and at the end
+#   (e) kl history and kl run show telling that story;
+#   (f) two PRs changing different keys of one for_each resource
+#       (module.app.terraform_data.service["api"] and ["cart"]) applied at
+#       once: write sets name instances (ADR 0065), neither waits, neither is
+#       stale, and the head holds both; and at the end
 #       `terraform plan` against `kl state pull` of the head reports no changes.
 #
 # Usage: KL=path/to/kl conflict-visibility-demo.sh   (make demo sets KL)
@@ -60,8 +64,11 @@ pr() {
   copy_config "$WORK/main" "$WORK/pr-$name"
   printf '%s\n' "$@" > "$WORK/pr-$name/pr.auto.tfvars"
 }
-# merge NAME: the PR's change lands on main.
-merge() { cat "$WORK/pr-$1/pr.auto.tfvars" >> "$WORK/main/main.auto.tfvars"; }
+# merge NAME: the PR's change lands on main (its tfvars, and any tiers/ file it added).
+merge() {
+  cat "$WORK/pr-$1/pr.auto.tfvars" >> "$WORK/main/main.auto.tfvars"
+  if [ -d "$WORK/pr-$1/tiers" ]; then mkdir -p "$WORK/main/tiers" && cp "$WORK/pr-$1/tiers/"* "$WORK/main/tiers/"; fi
+}
 # plan NAME: kl plan of the PR; prints the report, sets PLAN_<NAME>.
 plan() {
   local name=$1 out
@@ -163,6 +170,28 @@ show "$KL" why "$CIDR"
 step "(e) The story: history of the state, and one run in full"
 show "$KL" history --state "$STATE"
 show "$KL" run show "$CIDR"
+
+step "(f) Two PRs change different keys of one for_each resource, and apply at once"
+pr tier-api '# tier-api: tiers/api'
+mkdir -p "$WORK/pr-tier-api/tiers" && echo premium > "$WORK/pr-tier-api/tiers/api"
+pr tier-cart '# tier-cart: tiers/cart'
+mkdir -p "$WORK/pr-tier-cart/tiers" && echo premium > "$WORK/pr-tier-cart/tiers/cart"
+plan tier-api
+plan tier-cart
+echo "Each write set names one instance of module.app.terraform_data.service: the reservations do"
+echo "not overlap. Both apply at once (no --wait: a conflict would refuse at once):"
+"$KL" apply "$PLAN_TIER_API" > "$WORK/apply-tier-api.out" 2>&1 &
+api_pid=$!
+"$KL" apply "$PLAN_TIER_CART" > "$WORK/apply-tier-cart.out" 2>&1 &
+cart_pid=$!
+wait "$api_pid"
+wait "$cart_pid"
+merge tier-api
+merge tier-cart
+echo "$ kl apply $PLAN_TIER_API"; cat "$WORK/apply-tier-api.out"
+echo "$ kl apply $PLAN_TIER_CART"; cat "$WORK/apply-tier-cart.out"
+show "$KL" history --state "$STATE" --limit 2
+show "$KL" why "$("$KL" runs --state "$STATE" --limit 1 | ulid)"
 
 step "Check: terraform plan of main (every applied PR merged) against kl state pull of the head"
 "$KL" state pull "$STATE" -o "$WORK/head.tfstate"

@@ -110,7 +110,7 @@ func TestRealProvider(t *testing.T) {
 	}
 
 	kl("state", "init", "prod")
-	runs := planApply("3", "kltest_object.a", "kltest_object.b", "output.a_secret")
+	runs := planApply("3", "kltest_object.a", "kltest_object.b[0]", "kltest_object.b[1]", "output.a_secret") // instances (ADR 0065)
 	// The configuration has no lock file: the plan installed its provider
 	// for itself alone; the apply, with the plan's lock file, filled kl's
 	// plugin cache, next to the store (ADR 0061).

@@ -7,24 +7,32 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/kilolock/kilolock/internal/tfstate"
 )
 
-// Address names what a reservation, a write set or a read set covers, at
-// resource level (docs/design.md "address"):
+// Address names what a reservation, a write set or a read set covers
+// (docs/design.md "address"; ADR 0065):
 //
 //   - a resource: module path + mode + type + name, instance keys dropped —
 //     "terraform_data.web", "module.app.module.db.terraform_data.main",
-//     "data.terraform_remote_state.net";
+//     "data.terraform_remote_state.net": every instance of the resource;
+//   - a resource instance, or a resource in one module instance, keys as
+//     Terraform writes them — `terraform_data.web["a"]`, "terraform_data.web[3]",
+//     `module.app["eu"].terraform_data.main`: what a plan writes
+//     (ParseInstanceAddress; a resource without count or for_each in a
+//     module without them is its own only instance, and its address has no
+//     key);
 //   - a root output: "output.NAME" (a changed output is written state,
 //     docs/terraform.md "Plan JSON");
 //   - a module prefix "module.app.*", covering every resource below that
-//     module call (a widened scope);
+//     module call, in every instance of it (a widened scope);
 //   - the whole state "*".
 //
-// Instances ([0], ["a"]) belong to their resource, and module instances
-// (module.app["x"]) to their module call, so two runs touching different
-// instances of one resource conflict: Terraform writes a resource's
-// instances as one state entry.
+// Overlap (Overlaps) is decided on the keyless form (Resource) and the keys:
+// two instances of one resource are disjoint unless equal, and a resource
+// overlaps each of its instances — so a write set stored before ADR 0065,
+// at resource level, still overlaps every instance.
 type Address string
 
 // AllAddresses is the whole-state address "*": it overlaps everything.
@@ -36,18 +44,18 @@ func (a Address) IsPrefix() bool { return a == AllAddresses || strings.HasSuffix
 // IsOutput reports whether a names a root output ("output.NAME").
 func (a Address) IsOutput() bool { return strings.HasPrefix(string(a), "output.") }
 
-// Module returns the module path of a resource address ("" for the root
-// module and for outputs); for a prefix it returns the prefix's module path.
+// Module returns the module path of a resource or instance address, without
+// instance keys ("" for the root module and for outputs); for a prefix it
+// returns the prefix's module path.
 func (a Address) Module() string {
-	s := string(a)
 	if a == AllAddresses || a.IsOutput() {
 		return ""
 	}
 	if a.IsPrefix() {
-		return strings.TrimSuffix(s, ".*")
+		return strings.TrimSuffix(string(a), ".*")
 	}
 	// Module path = all leading "module.NAME" pairs.
-	parts := strings.Split(s, ".")
+	parts := strings.Split(string(a.Resource()), ".")
 	end := 0
 	for end+1 < len(parts) && parts[end] == "module" {
 		end += 2
@@ -55,8 +63,131 @@ func (a Address) Module() string {
 	return strings.Join(parts[:end], ".")
 }
 
-// Overlaps reports whether a and b cover at least one common address:
-// equal addresses, a prefix and anything below it, or "*" and anything.
+// IsInstance reports whether a carries an instance key, on the resource or
+// on a module call (`x.y["k"]`, `module.m[0].x.y`).
+func (a Address) IsInstance() bool {
+	return !a.IsOutput() && !a.IsPrefix() && strings.IndexByte(string(a), '[') >= 0
+}
+
+// Resource returns the resource-level form of a: its instance keys dropped
+// (`module.m["k"].x.y[0]` → "module.m.x.y"); any other address unchanged.
+func (a Address) Resource() Address {
+	if !a.IsInstance() {
+		return a
+	}
+	segs, ok := segments(string(a))
+	if !ok {
+		return a
+	}
+	return Address(keyless(segs))
+}
+
+// segment is one dot-separated step of an address in canonical form: a name
+// and the instance key written after it, brackets included ("" for none).
+type segment struct{ name, key string }
+
+// segments splits a canonical resource or instance address into its steps;
+// ok is false for a string that is not one (an unterminated key).
+func segments(s string) ([]segment, bool) {
+	var out []segment
+	for i := 0; i <= len(s); {
+		j := i
+		for j < len(s) && s[j] != '.' && s[j] != '[' {
+			j++
+		}
+		seg := segment{name: s[i:j]}
+		if j < len(s) && s[j] == '[' {
+			n := keyEnd(s[j:])
+			if n < 0 {
+				return nil, false
+			}
+			seg.key = s[j : j+n]
+			j += n
+		}
+		out = append(out, seg)
+		if j >= len(s) {
+			break
+		}
+		if s[j] != '.' {
+			return nil, false
+		}
+		i = j + 1
+	}
+	return out, true
+}
+
+// keyEnd is the length of the key at the start of s ("[3]", `["a.b"]`, with
+// backslash escapes), or -1 when it does not end.
+func keyEnd(s string) int {
+	if len(s) > 1 && s[1] == '"' {
+		for i := 2; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case '"':
+				if i+1 < len(s) && s[i+1] == ']' {
+					return i + 2
+				}
+				return -1
+			}
+		}
+		return -1
+	}
+	if i := strings.IndexByte(s, ']'); i > 1 {
+		return i + 1
+	}
+	return -1
+}
+
+func keyless(segs []segment) string {
+	var b strings.Builder
+	for i, g := range segs {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(g.name)
+	}
+	return b.String()
+}
+
+// instancesMeet decides overlap (meet) or cover between two resource or
+// instance addresses, neither a prefix nor an output: the same resource,
+// and at every step the keys agree — equal, or the first has none (cover),
+// or either has none (meet).
+func instancesMeet(a, b Address, cover bool) bool {
+	if a == b {
+		return true
+	}
+	if !a.IsInstance() && !b.IsInstance() {
+		return false
+	}
+	sa, okA := segments(string(a))
+	sb, okB := segments(string(b))
+	if !okA || !okB || len(sa) != len(sb) {
+		return false
+	}
+	for i := range sa {
+		ka, kb := sa[i].key, sb[i].key
+		switch {
+		case sa[i].name != sb[i].name:
+			return false
+		case ka == kb || ka == "":
+		case kb == "" && !cover:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Overlaps reports whether a and b cover at least one common resource
+// instance or output (ADR 0065): equal addresses; a resource and any of its
+// instances (`x.y` and `x.y["k"]`, `module.m.x.y` and `module.m["k"].x.y[0]`);
+// two instances of one resource only when their keys agree at every step
+// (`x.y["a"]` and `x.y["b"]` are disjoint; `module.m["k"].x.y` and
+// `module.m["k"].x.y["a"]` overlap); a prefix and anything below it, in any
+// module instance; "*" and anything. Outputs overlap only themselves, "*"
+// and nothing else.
 func (a Address) Overlaps(b Address) bool {
 	if a == b || a == AllAddresses || b == AllAddresses {
 		return true
@@ -67,24 +198,33 @@ func (a Address) Overlaps(b Address) bool {
 		pa, pb := strings.TrimSuffix(string(a), "*"), strings.TrimSuffix(string(b), "*")
 		return strings.HasPrefix(pa, pb) || strings.HasPrefix(pb, pa)
 	case ap:
-		return !b.IsOutput() && strings.HasPrefix(string(b), strings.TrimSuffix(string(a), "*"))
+		return !b.IsOutput() && strings.HasPrefix(string(b.Resource()), strings.TrimSuffix(string(a), "*"))
 	case bp:
-		return !a.IsOutput() && strings.HasPrefix(string(a), strings.TrimSuffix(string(b), "*"))
+		return !a.IsOutput() && strings.HasPrefix(string(a.Resource()), strings.TrimSuffix(string(b), "*"))
+	case a.IsOutput() || b.IsOutput():
+		return false
 	}
-	return false
+	return instancesMeet(a, b, false)
 }
 
 // Covers reports whether a covers all of b: equal addresses, "*" and
-// anything, or a prefix and anything below it (a resource, or a longer
-// prefix). A reservation on a covers one on b.
+// anything, a prefix and anything below it (a resource, an instance, or a
+// longer prefix), a resource and its instances, an instance with fewer keys
+// and one that agrees with it on them (`module.m["k"].x.y` covers
+// `module.m["k"].x.y["a"]`). An instance covers no other instance, nor its
+// resource. A reservation on a covers one on b.
 func (a Address) Covers(b Address) bool {
 	switch {
 	case a == b || a == AllAddresses:
 		return true
-	case !a.IsPrefix() || b == AllAddresses || b.IsOutput():
+	case b == AllAddresses || b.IsOutput() || a.IsOutput():
+		return false
+	case a.IsPrefix():
+		return strings.HasPrefix(strings.TrimSuffix(string(b.Resource()), "*"), strings.TrimSuffix(string(a), "*"))
+	case b.IsPrefix():
 		return false
 	}
-	return strings.HasPrefix(strings.TrimSuffix(string(b), "*"), strings.TrimSuffix(string(a), "*"))
+	return instancesMeet(a, b, true)
 }
 
 // ModulePrefix returns the widened address covering every resource of the
@@ -168,6 +308,35 @@ func ParseAddress(s string) (Address, error) {
 		return "", fmt.Errorf("parsing address %q: unexpected %q after the resource name", s, rest[0].name)
 	}
 	return Address(strings.Join(out, ".")), nil
+}
+
+// ParseInstanceAddress parses an address as ParseAddress does but keeps the
+// instance keys of a resource or resource instance, written as Terraform
+// writes them (`module.app["eu"].terraform_data.web[0]`; string keys in HCL
+// quoting): the form of a write set (ADR 0065). Outputs, prefixes and "*"
+// are as ParseAddress returns them; a prefix keeps no keys. Errors are
+// ParseAddress's, and a key that is neither a whole number from 0 nor a
+// string.
+func ParseInstanceAddress(s string) (Address, error) {
+	a, err := ParseAddress(s)
+	if err != nil || a.IsPrefix() || a.IsOutput() || strings.IndexByte(s, '[') < 0 {
+		return a, err
+	}
+	t, err := tfstate.ParseTarget(strings.TrimSpace(s))
+	if err != nil {
+		return "", err
+	}
+	return Address(t.String()), nil
+}
+
+// MustParseInstanceAddress is ParseInstanceAddress for constants in tests;
+// it panics on a malformed address.
+func MustParseInstanceAddress(s string) Address {
+	a, err := ParseInstanceAddress(s)
+	if err != nil {
+		panic(err)
+	}
+	return a
 }
 
 // MustParseAddress is ParseAddress for constants in tests and examples; it

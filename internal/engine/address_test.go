@@ -2,6 +2,7 @@ package engine
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -134,4 +135,146 @@ func TestConflictsNameEveryBlockedAddress(t *testing.T) {
 	if len(got) != len(wantBlocked) {
 		t.Errorf("blockers %v; want runs A and B only", got)
 	}
+}
+
+func TestParseInstanceAddress(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		in, want string
+		err      bool
+	}{
+		"resource":        {in: "terraform_data.web", want: "terraform_data.web"},
+		"count":           {in: "terraform_data.web[3]", want: "terraform_data.web[3]"},
+		"for_each":        {in: `terraform_data.web["a.b[0]"]`, want: `terraform_data.web["a.b[0]"]`},
+		"module instance": {in: `module.app["eu"].module.db[0].terraform_data.main["x"]`, want: `module.app["eu"].module.db[0].terraform_data.main["x"]`},
+		"module key only": {in: `module.app["eu"].terraform_data.main`, want: `module.app["eu"].terraform_data.main`},
+		"spaces trimmed":  {in: ` terraform_data.web["a"] `, want: `terraform_data.web["a"]`},
+		"escaped quote":   {in: `terraform_data.web["q\"x"]`, want: `terraform_data.web["q\"x"]`},
+		"data instance":   {in: `data.terraform_remote_state.net[1]`, want: `data.terraform_remote_state.net[1]`},
+		"prefix no keys":  {in: `module.app["x"].*`, want: "module.app.*"},
+		"output":          {in: "output.url", want: "output.url"},
+		"negative key":    {in: "terraform_data.web[-1]", err: true},
+		"fraction key":    {in: "terraform_data.web[1.5]", err: true},
+		"unterminated":    {in: `terraform_data.web["a`, err: true},
+		"bare module":     {in: `module.app["x"]`, err: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseInstanceAddress(tc.in)
+			if tc.err {
+				if err == nil {
+					t.Fatalf("ParseInstanceAddress(%q) = %q; want an error", tc.in, got)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("ParseInstanceAddress(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+			if r := MustParseAddress(tc.in); got.Resource() != r {
+				t.Errorf("%q.Resource() = %q; want ParseAddress's %q", got, got.Resource(), r)
+			}
+		})
+	}
+}
+
+// TestInstanceOverlap is the rule of ADR 0065: instances of one resource are
+// disjoint unless equal, a resource overlaps its instances, module instances
+// follow the same rule, prefixes cover every module instance.
+func TestInstanceOverlap(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b             Address
+		overlaps, covers bool
+	}{
+		{`x.y["a"]`, `x.y["a"]`, true, true},
+		{`x.y["a"]`, `x.y["b"]`, false, false},
+		{`x.y[3]`, `x.y[4]`, false, false},
+		{`x.y[3]`, `x.y["3"]`, false, false},
+		{`x.y`, `x.y["a"]`, true, true},
+		{`x.y["a"]`, `x.y`, true, false},
+		{`x.y["a"]`, `x.z["a"]`, false, false},
+		{`x.y["a"]`, `data.x.y["a"]`, false, false},
+		{`module.a.x.y`, `module.a.x.y["k"]`, true, true},
+		{`module.a.x.y["k"]`, `module.b.x.y["k"]`, false, false},
+		{`module.m["k"].x.y`, `module.m["j"].x.y`, false, false},
+		{`module.m["k"].x.y`, `module.m["k"].x.y`, true, true},
+		{`module.m["k"].x.y`, `module.m["k"].x.y["a"]`, true, true},
+		{`module.m["k"].x.y["a"]`, `module.m["k"].x.y["b"]`, false, false},
+		{`module.m["k"].x.y["a"]`, `module.m["j"].x.y["a"]`, false, false},
+		{`module.m.x.y`, `module.m["k"].x.y["a"]`, true, true},
+		{`module.m["k"].x.y`, `module.m.x.y`, true, false},
+		{`module.m["k"].x.y`, `module.m.x.y["a"]`, true, false}, // keys agree where both have one
+		{`module.m.*`, `module.m["k"].x.y["a"]`, true, true},
+		{`module.m["k"].x.y["a"]`, `module.m.*`, true, false},
+		{`module.mm.*`, `module.m["k"].x.y`, false, false},
+		{`*`, `x.y["a"]`, true, true},
+		{`x.y["a"]`, `output.y`, false, false},
+		{`x.y["a.b"]`, `x.y["a"]`, false, false},
+		{`x.y["a.b"]`, `x.y["a.b"]`, true, true},
+		{`x.y["q\"]"]`, `x.y["q\"]"]`, true, true},
+		{`x.y["q\"]"]`, `x.y["q"]`, false, false},
+	}
+	for _, tc := range tests {
+		if got := tc.a.Overlaps(tc.b); got != tc.overlaps {
+			t.Errorf("%s.Overlaps(%s) = %v; want %v", tc.a, tc.b, got, tc.overlaps)
+		}
+		if got := tc.b.Overlaps(tc.a); got != tc.overlaps {
+			t.Errorf("%s.Overlaps(%s) = %v; want %v (symmetry)", tc.b, tc.a, got, tc.overlaps)
+		}
+		if got := tc.a.Covers(tc.b); got != tc.covers {
+			t.Errorf("%s.Covers(%s) = %v; want %v", tc.a, tc.b, got, tc.covers)
+		}
+	}
+}
+
+// TestInstanceConflicts: reservations on different instances of one
+// resource are held at once; a stored resource-level one (a run planned
+// before ADR 0065) still blocks every instance.
+func TestInstanceConflicts(t *testing.T) {
+	t.Parallel()
+	a := Reservation{Run: "r1", Address: MustParseInstanceAddress(`aws_route53_record.r["a"]`), Mode: ModeWrite}
+	b := Reservation{Run: "r2", Address: MustParseInstanceAddress(`aws_route53_record.r["b"]`), Mode: ModeWrite}
+	old := Reservation{Run: "r0", Address: "aws_route53_record.r", Mode: ModeWrite}
+	if bs := Conflicts("r2", []Reservation{b}, []Reservation{a}); len(bs) != 0 {
+		t.Errorf("[\"b\"] blocked by [\"a\"]: %+v", bs)
+	}
+	bs := Conflicts("r2", []Reservation{b}, []Reservation{a, old})
+	if len(bs) != 1 || bs[0].Run != "r0" {
+		t.Errorf("[\"b\"] beside a resource-level write: blockers %+v; want run r0 only", bs)
+	}
+}
+
+// FuzzOverlaps checks the algebra of the rule on random instance
+// addresses: Overlaps is symmetric, Covers implies Overlaps, a resource
+// covers each of its instances, and two instances overlap exactly when one
+// covers the other or they agree where both have keys.
+func FuzzOverlaps(f *testing.F) {
+	f.Add(uint8(0), uint8(1), uint8(2), uint8(3), true)
+	f.Add(uint8(5), uint8(5), uint8(0), uint8(0), false)
+	keys := []string{"", `["a"]`, `["b"]`, "[0]", "[1]", `["a.b"]`}
+	f.Fuzz(func(t *testing.T, m1, m2, k1, k2 uint8, sameRes bool) {
+		mk := func(m, k uint8) Address {
+			return Address("module.m" + keys[int(m)%len(keys)] + ".x.y" + keys[int(k)%len(keys)])
+		}
+		a, b := mk(m1, k1), mk(m2, k2)
+		if !sameRes {
+			b = Address(strings.Replace(string(b), ".x.y", ".x.z", 1))
+		}
+		if a.Overlaps(b) != b.Overlaps(a) {
+			t.Fatalf("asymmetric: %s, %s", a, b)
+		}
+		if a.Covers(b) && !a.Overlaps(b) {
+			t.Fatalf("%s covers %s without overlapping it", a, b)
+		}
+		if a.Covers(b) && b.Covers(a) && a != b {
+			t.Fatalf("%s and %s cover each other", a, b)
+		}
+		if !a.Resource().Covers(a) || !a.Resource().Overlaps(b) && a.Resource() == b.Resource() {
+			t.Fatalf("resource %s of %s does not cover it or overlap %s", a.Resource(), a, b)
+		}
+		if a.Resource() != b.Resource() && a.Overlaps(b) {
+			t.Fatalf("%s overlaps %s of another resource", a, b)
+		}
+	})
 }

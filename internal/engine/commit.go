@@ -149,7 +149,7 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 	// is no change: not applied, not a deviation (ADR 0038).
 	planned := a.pf.run.Envelope.Footprint.Write
 	upgraded := a.upgradedBase()
-	changed, err := parseAddresses(withoutStrings(tfstate.Changed(baseState, result), tfstate.Reencoded(baseState, upgraded, result, planned.Strings())))
+	changed, err := changedByRun(baseState, upgraded, result, planned)
 	if err != nil {
 		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepReadChanged, err), fmt.Errorf("reading addresses changed by run %s: %w", a.run.ID, err))
 	}
@@ -168,6 +168,23 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed, kept: kept, upgraded: upgraded,
 		deviation: Deviation{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
 	}, nil
+}
+
+// changedByRun is what a run changed between its plan's base and its
+// result, less Terraform's re-encodings (ADR 0038): resource-level
+// addresses, and instances for each resource the write set names at
+// instance level (ADR 0065), so that the deviation compares like with like.
+// upgraded may be nil.
+func changedByRun(base, upgraded, result *tfstate.State, planned AddressSet) (AddressSet, error) {
+	ch, err := tfstate.ChangedInstances(base, result, planned.Strings())
+	if err != nil {
+		return nil, err
+	}
+	re, err := tfstate.ReencodedInstances(base, upgraded, result, planned.Strings())
+	if err != nil {
+		return nil, err
+	}
+	return parseAddresses(withoutStrings(ch, re))
 }
 
 // upgradedBase is the plan's base snapshot as Terraform upgraded it to the

@@ -227,6 +227,9 @@ type StaleError struct {
 	Strict  bool
 }
 
+// staleAddressesShown is how many addresses StaleError names per version.
+const staleAddressesShown = 8
+
 func (e *StaleError) Error() string {
 	var parts []string
 	for _, v := range e.Entries {
@@ -245,7 +248,14 @@ func (e *StaleError) Error() string {
 		if len(in) > 0 {
 			p += " (" + strings.Join(in, ", ") + ")"
 		}
-		p += " changed " + strings.Join(v.Addresses.Strings(), ", ")
+		// A write set names instances (ADR 0065): a version may have
+		// changed hundreds of them; the rest are in `kl history --since-plan`.
+		as := v.Addresses.Strings()
+		more := ""
+		if len(as) > staleAddressesShown {
+			as, more = as[:staleAddressesShown], fmt.Sprintf(" and %d more", len(as)-staleAddressesShown)
+		}
+		p += " changed " + strings.Join(as, ", ") + more
 		parts = append(parts, p)
 	}
 	what := "planned target changed"

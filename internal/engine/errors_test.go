@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,24 @@ func TestFencedErrorWords(t *testing.T) {
 		if strings.Contains(msg, d) {
 			t.Errorf("Error() = %q; must not say %q", msg, d)
 		}
+	}
+}
+
+// TestStaleErrorAbbreviates: a version that changed many instances (ADR
+// 0065) is named with its first addresses and a count of the rest.
+func TestStaleErrorAbbreviates(t *testing.T) {
+	t.Parallel()
+	var as []Address
+	for i := range 20 {
+		as = append(as, MustParseInstanceAddress(fmt.Sprintf(`module.dns.terraform_data.record["k%02d"]`, i)))
+	}
+	err := &StaleError{PlanRun: "P", Entries: []SincePlanEntry{{Serial: 6, Run: "R", Addresses: NewAddressSet(as...)}}}
+	got := err.Error()
+	want := `plan P is stale: planned target changed: version 6 (run R) changed module.dns.terraform_data.record["k00"], ` +
+		`module.dns.terraform_data.record["k01"], module.dns.terraform_data.record["k02"], module.dns.terraform_data.record["k03"], ` +
+		`module.dns.terraform_data.record["k04"], module.dns.terraform_data.record["k05"], module.dns.terraform_data.record["k06"], ` +
+		`module.dns.terraform_data.record["k07"] and 12 more; re-plan`
+	if got != want {
+		t.Errorf("StaleError = %q\nwant         %q", got, want)
 	}
 }

@@ -281,7 +281,7 @@ func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error)
 	if lo.result, err = tfstate.Parse(doc); err != nil {
 		return nil, Errorf(ErrInvalid, "artifact %s of run %s is not a readable state: %v", lo.artifact, run.ID, err)
 	}
-	if lo.changed, err = parseAddresses(tfstate.Changed(lo.base, lo.result)); err != nil {
+	if lo.changed, err = changedByRun(lo.base, nil, lo.result, plan.Envelope.Footprint.Write); err != nil {
 		return nil, fmt.Errorf("reading addresses changed by run %s: %w", run.ID, err)
 	}
 	return lo, nil

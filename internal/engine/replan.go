@@ -301,9 +301,9 @@ func CompareReplan(reviewed, replan Intent, fp Footprint) ReplanComparison {
 		if b && d && a.equal(c) {
 			continue
 		}
-		addr, err := ParseAddress(k)
+		addr, err := ParseInstanceAddress(k)
 		switch {
-		case err != nil || fp.Write.Contains(addr):
+		case err != nil || fp.Write.Contains(addr) || coveredBy(addr, fp.Write):
 			out.Write = append(out.Write, k)
 		case len(AddressSet{addr}.Overlapping(fp.Read)) > 0:
 			out.Read = append(out.Read, k)
@@ -334,11 +334,24 @@ func instances(n int) string {
 	return fmt.Sprintf("%d instances", n)
 }
 
-// instanceAddresses maps instance addresses to their resource addresses.
+// coveredBy reports whether an address of set covers a (Address.Covers):
+// an instance is in a write set that names it or its resource (a write set
+// stored before ADR 0065).
+func coveredBy(a Address, set AddressSet) bool {
+	for _, s := range set {
+		if s.Covers(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// instanceAddresses parses intent keys as instance addresses (ADR 0065),
+// dropping any that do not parse.
 func instanceAddresses(keys []string) AddressSet {
 	out := make([]Address, 0, len(keys))
 	for _, k := range keys {
-		if a, err := ParseAddress(k); err == nil {
+		if a, err := ParseInstanceAddress(k); err == nil {
 			out = append(out, a)
 		}
 	}

@@ -117,7 +117,7 @@ func (e *Engine) reverts(ctx context.Context, state string, source int64, pr *Pu
 func (e *Engine) revertsOf(ctx context.Context, v Version, prev int64, planned *plandiff.Planned, snaps *snapshotCache, head *plandiff.Snapshot, done map[string]bool) ([]Revert, error) {
 	var insts []string
 	for _, a := range planned.Instances() {
-		if !done[a] && v.Changed.Contains(Address(planned.Resource(a))) {
+		if !done[a] && touches(v.Changed, a, planned.Resource(a)) {
 			insts = append(insts, a)
 		}
 	}
@@ -270,4 +270,15 @@ func (e *Engine) readChangesOrLog(ctx context.Context, state string, sp *SincePl
 	if err := e.readChanges(ctx, state, sp); err != nil {
 		e.log().Warn("reading what changed in what the plan reads", "plan", sp.PlanRun, "err", err)
 	}
+}
+
+// touches reports whether a version's changed set overlaps the planned
+// instance inst (of resource res): its resource, for a version recorded at
+// resource level, or the instance itself (ADR 0065).
+func touches(changed AddressSet, inst, res string) bool {
+	a, err := ParseInstanceAddress(inst)
+	if err != nil {
+		a = Address(res)
+	}
+	return len(changed.Overlapping(AddressSet{a})) > 0
 }

@@ -177,10 +177,12 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// parseAddresses parses tfstate's address lists (resource-level, or
+// instances where a write set names them: ADR 0065) as instance addresses.
 func parseAddresses(in []string) (AddressSet, error) {
 	out := make([]Address, 0, len(in))
 	for _, s := range in {
-		a, err := ParseAddress(s)
+		a, err := ParseInstanceAddress(s)
 		if err != nil {
 			return nil, err
 		}

@@ -54,7 +54,8 @@ func (m CommitMode) Operation() bool {
 // Version is an immutable snapshot of a state. Serial grows by exactly one
 // per commit; the newest version is the head. Changed lists the addresses
 // this version changed relative to the previous one — the input of every
-// since-plan classification (ADR D3).
+// since-plan classification (ADR D3) — naming instances where the
+// committing run's write set did (ADR 0065), resources elsewhere.
 type Version struct {
 	State      string     `json:"state"`
 	Serial     int64      `json:"serial"`
@@ -427,7 +428,9 @@ func (s PlanSummary) Empty() bool {
 // Footprint is a plan's write set and read set (docs/design.md "footprint").
 //
 // Write: every resource_changes entry whose actions are not no-op, both
-// addresses of a move, and root outputs that change. Read: addresses the
+// addresses of a move, and root outputs that change, each as the instance
+// Terraform names (`x.y["k"]`; ADR 0065; a run stored before names
+// resources). Read: resource-level addresses the
 // planned changes depend on; never narrower than the truth — where the
 // extractor could not resolve a reference it widened to a module prefix and
 // said so in Widened. Unverified is empty when every configuration the read

@@ -126,8 +126,8 @@ func changesWords(sum engine.PlanSummary) sentence {
 	return words("per instance: ", summaryWords(sum))
 }
 
-// writeSetWords counts a write set per address (resource level, plus root
-// outputs: countWords) beside the instances the plan changes, which the
+// writeSetWords counts a write set by resource, its instances apart, plus
+// root outputs (countWords), beside the instances the plan changes, which the
 // change summary counts: "18 resources, 1 output (286 instances change)".
 func writeSetWords(write engine.AddressSet, sum engine.PlanSummary) sentence {
 	if len(write) == 0 {

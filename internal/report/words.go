@@ -426,10 +426,14 @@ func reencodedWords(set engine.AddressSet) string {
 // countWords counts an address set by what its addresses name — the one
 // phrasing of every count of addresses: "3 resources, 1 output", "2
 // resources", "1 output", "2 resources, 1 prefix" (a widened prefix such as
-// `module.shared.*`). Resources are counted at resource level (docs/design.md
-// "address"); the instances a plan changes are counted apart.
+// `module.shared.*`), "2 instances of 1 resource". Resources are counted at
+// resource level (docs/design.md "address"); where the set names instances
+// (ADR 0065: `x.y["a"]`), the instances are counted apart, each resource
+// named whole counting as one.
 func countWords(set engine.AddressSet) string {
-	var res, outs, prefixes int
+	var outs, prefixes, insts int
+	resources := map[engine.Address]bool{}
+	keyed := false
 	for _, a := range set {
 		switch {
 		case a.IsOutput():
@@ -437,12 +441,18 @@ func countWords(set engine.AddressSet) string {
 		case a.IsPrefix():
 			prefixes++
 		default:
-			res++
+			resources[a.Resource()] = true
+			insts++
+			keyed = keyed || a.IsInstance()
 		}
 	}
 	var parts []string
-	if res > 0 {
-		parts = append(parts, plural(res, "resource", "resources"))
+	if res := len(resources); res > 0 {
+		p := plural(res, "resource", "resources")
+		if keyed && insts != res {
+			p = plural(insts, "instance", "instances") + " of " + p
+		}
+		parts = append(parts, p)
 	}
 	if outs > 0 {
 		parts = append(parts, plural(outs, "output", "outputs"))

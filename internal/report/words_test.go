@@ -549,3 +549,26 @@ func TestInert(t *testing.T) {
 		})
 	}
 }
+
+// TestCountWordsInstances: a set that names instances (ADR 0065) counts
+// its resources at resource level and its instances apart.
+func TestCountWordsInstances(t *testing.T) {
+	t.Parallel()
+	i := engine.MustParseInstanceAddress
+	for name, c := range map[string]struct {
+		in   engine.AddressSet
+		want string
+	}{
+		"resources":         {engine.NewAddressSet("terraform_data.a", "terraform_data.b"), "2 resources"},
+		"one instance":      {engine.NewAddressSet(i(`x.y["a"]`)), "1 resource"},
+		"two instances":     {engine.NewAddressSet(i(`x.y["a"]`), i(`x.y["b"]`), "output.o"), "2 instances of 1 resource, 1 output"},
+		"mixed":             {engine.NewAddressSet(i(`x.y[0]`), i(`x.y[1]`), "x.z"), "3 instances of 2 resources"},
+		"module instances":  {engine.NewAddressSet(i(`module.m["a"].x.y`), i(`module.m["b"].x.y`)), "2 instances of 1 resource"},
+		"one per resource":  {engine.NewAddressSet(i(`x.y["a"]`), i(`x.z["a"]`)), "2 resources"},
+		"prefix and output": {engine.NewAddressSet("module.a.*", "output.o"), "1 output, 1 prefix"},
+	} {
+		if got := countWords(c.in); got != c.want {
+			t.Errorf("%s: countWords(%v) = %q; want %q", name, c.in, got, c.want)
+		}
+	}
+}

@@ -125,13 +125,16 @@ func NotRefreshOnly(plan *tfjson.Plan) error {
 // Write: every resource_changes entry whose actions are not no-op (data
 // source reads included), both addresses of a move (previous_address, even
 // when no-op), an import (change.importing, even when no-op), and
-// "output.NAME" for every root output_changes entry that is not no-op; all
-// at resource level (engine.ParseAddress). A refresh-only plan writes what
+// "output.NAME" for every root output_changes entry that is not no-op; each
+// as the instance Terraform names (engine.ParseInstanceAddress, ADR 0065:
+// `x.y["k"]`, `module.m[0].x.y`). A refresh-only plan writes what
 // its resource_drift lists: pass RefreshOnlyView(plan) (ADR 0045).
 //
-// Read: for each written resource, the references of its configuration
-// (expressions and nested blocks, count/for_each, depends_on, provisioners,
-// and the provider configuration it uses), the count/for_each/depends_on of
+// Read (resource-level addresses, or one instance where a reference names
+// one with a literal key: `x.y["k"].id` reads `x.y["k"]`, ADR 0065): for
+// each written resource, the references of its configuration (expressions
+// and nested blocks, count/for_each, depends_on, provisioners, and the
+// provider configuration it uses), the count/for_each/depends_on of
 // every enclosing module call; for a resource whose configuration is gone
 // (a delete, the old address of a move), its depends_on in prior_state. For
 // a configured resource prior_state's depends_on is not read: it is
@@ -428,21 +431,26 @@ func (e *extractor) addResourceChange(rc *tfjson.ResourceChange) error {
 	if !isWrite(rc) && !(rc.Mode == tfjson.DataResourceMode && rc.Change != nil && !rc.Change.Actions.NoOp()) {
 		return nil
 	}
-	addr, err := engine.ParseAddress(rc.Address)
+	// The write set names the instance (ADR 0065); reads and the
+	// configuration are looked up at resource level.
+	inst, err := engine.ParseInstanceAddress(rc.Address)
 	if err != nil {
 		return engine.Errorf(engine.ErrInvalid, "resource change: %w", err)
 	}
+	addr := inst.Resource()
 	if rc.Mode != tfjson.DataResourceMode {
 		// A data source read at apply writes nothing Kilolock owns
 		// (tfstate: never a change); what it reads is followed below.
-		e.write[addr] = true
+		e.write[inst] = true
 	}
 	var prev engine.Address
 	if rc.PreviousAddress != "" {
-		if prev, err = engine.ParseAddress(rc.PreviousAddress); err != nil {
+		prevInst, err := engine.ParseInstanceAddress(rc.PreviousAddress)
+		if err != nil {
 			return engine.Errorf(engine.ErrInvalid, "resource change %s: previous address: %w", rc.Address, err)
 		}
-		e.write[prev] = true
+		e.write[prevInst] = true
+		prev = prevInst.Resource()
 	}
 
 	mod := addr.Module()
@@ -668,6 +676,9 @@ func (e *extractor) footprint() engine.Footprint {
 	}
 	r := make([]engine.Address, 0, len(e.read))
 	for a := range e.read {
+		if a.IsInstance() && e.read[a.Resource()] {
+			continue // the whole resource is read as well
+		}
 		r = append(r, a)
 	}
 	fp.Write = engine.NewAddressSet(w...)

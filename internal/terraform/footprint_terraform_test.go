@@ -153,9 +153,11 @@ func TestFootprintRealTerraform(t *testing.T) {
 	s1 := r.apply("v1", realRootV1, nil)
 	planJSON, dir, manifest := r.plan("v2", realRootV2, s1)
 
-	wantWrite := []string{
-		"module.fleet.terraform_data.db",
-		"module.fleet.terraform_data.svc",
+	wantWrite := []string{ // instances (ADR 0065)
+		`module.fleet["a"].terraform_data.db`,
+		`module.fleet["a"].terraform_data.svc`,
+		`module.fleet["b"].terraform_data.db`,
+		`module.fleet["b"].terraform_data.svc`,
 		"output.web",
 		"terraform_data.consumer",
 		"terraform_data.old",

@@ -106,6 +106,22 @@ func TestExtractFootprintReferences(t *testing.T) {
 			read:  []string{"terraform_data.seed"},
 		},
 		{
+			// ADR 0065: a literal key reads one instance; a key only known
+			// at apply (Terraform lists the resource alone) the resource.
+			name: "a reference to one instance reads the instance",
+			plan: `{"format_version":"1.2",
+			 "resource_changes":[` + fpChange("terraform_data.r", `"update"`) + `,` + fpChange("module.m.terraform_data.q", `"update"`) + `],
+			 "configuration":{"root_module":{
+			  "resources":[{"address":"terraform_data.r","mode":"managed","type":"terraform_data","name":"r",
+			    "expressions":{"input":{"references":["terraform_data.src[\"k\"].output","terraform_data.src[\"k\"]","terraform_data.src",
+			      "terraform_data.n[2].id","terraform_data.n[2]","terraform_data.n","terraform_data.dyn"]}}}],
+			  "module_calls":{"m":{"source":"./m","for_each_expression":{"constant_value":{"a":1}},"module":{
+			    "resources":[{"address":"terraform_data.q","mode":"managed","type":"terraform_data","name":"q",
+			      "expressions":{"input":{"references":["terraform_data.p[\"x\"].id","terraform_data.p[\"x\"]","terraform_data.p"]}}}]}}}}}}`,
+			write: []string{"module.m.terraform_data.q", "terraform_data.r"},
+			read:  []string{`module.m.terraform_data.p["x"]`, "terraform_data.dyn", "terraform_data.n[2]", `terraform_data.src["k"]`},
+		},
+		{
 			name: "var through module calls",
 			plan: `{"format_version":"1.2",
 			 "resource_changes":[` + fpChange(`module.app.module.db[\"x\"].terraform_data.main[0]`, `"create"`) + `],
@@ -123,7 +139,7 @@ func TestExtractFootprintReferences(t *testing.T) {
 			          "resources":[{"address":"terraform_data.main","mode":"managed","type":"terraform_data","name":"main",
 			            "count_expression":{"constant_value":1},
 			            "expressions":{"input":{"references":["var.name","count.index","each.key","path.module"]}}}]}}}}}}}}}`,
-			write: []string{"module.app.module.db.terraform_data.main"},
+			write: []string{`module.app.module.db["x"].terraform_data.main[0]`},
 			read:  []string{"module.app.terraform_data.keys", "terraform_data.seed"},
 		},
 		{
@@ -290,7 +306,7 @@ resource "terraform_data" "seed" { input = "x" }
 			      "depends_on":["data.x.y"]},
 			    {"address":"terraform_data.other","mode":"managed","type":"terraform_data","name":"other","depends_on":["terraform_data.nope"]}]}}},
 			 "configuration":{"root_module":{}}}`,
-			write: []string{"terraform_data.w"},
+			write: []string{"terraform_data.w[0]"},
 			read:  []string{"data.x.y", "module.m.terraform_data.b", "terraform_data.a"},
 		},
 		{
@@ -382,7 +398,7 @@ resource "terraform_data" "seed" { input = "x" }
 			   "for_each_expression":{"references":["terraform_data.regions.output","terraform_data.regions"]},
 			   "depends_on":["terraform_data.first"],
 			   "module":{"resources":[{"address":"terraform_data.db","mode":"managed","type":"terraform_data","name":"db"}]}}}}}}`,
-			write: []string{"module.fleet.terraform_data.db"},
+			write: []string{`module.fleet["a"].terraform_data.db`},
 			read:  []string{"terraform_data.first", "terraform_data.regions"},
 		},
 		{

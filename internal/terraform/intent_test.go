@@ -152,13 +152,13 @@ func TestIntentFixtures(t *testing.T) {
 		}
 		var written []engine.Address
 		for k, ic := range in.Changes {
-			a, err := engine.ParseAddress(k)
+			a, err := engine.ParseInstanceAddress(k)
 			if err != nil {
 				t.Errorf("%s: intent key %q: %v", filepath.Base(path), k, err)
 			}
 			written = append(written, a)
 			if ic.PreviousAddress != "" {
-				written = append(written, engine.MustParseAddress(ic.PreviousAddress))
+				written = append(written, engine.MustParseInstanceAddress(ic.PreviousAddress))
 			}
 		}
 		if got := engine.NewAddressSet(written...); !reflect.DeepEqual(got, fp.Write) {

@@ -203,8 +203,21 @@ func (e *extractor) resolve(m *module, st []step, text string, fromHCL bool) {
 		if fromHCL && m.res[key] == nil {
 			return
 		}
-		e.read[engine.Address(joinPath(m.path, key))] = true
+		e.read[readAddress(joinPath(m.path, key), st)] = true
 	}
+}
+
+// readAddress is what a reference to resource addr (steps st) reads: one
+// instance when the reference names one with a literal key
+// (`x.y["k"].id` → `x.y["k"]`, in every instance of the enclosing module
+// call: ADR 0065), else the whole resource.
+func readAddress(addr string, st []step) engine.Address {
+	if len(st) > 2 && st[2].index && st[2].key != "?" {
+		if a, err := engine.ParseInstanceAddress(addr + "[" + st[2].key + "]"); err == nil {
+			return a
+		}
+	}
+	return engine.Address(addr)
 }
 
 // followVar reads what input variable name of module m is set from.

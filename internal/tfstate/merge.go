@@ -16,7 +16,9 @@ import (
 var ErrLineageMismatch = errors.New("lineage mismatch")
 
 // MergeReport says where each address of a merged state came from. All
-// lists are sorted resource-level addresses (or "output.NAME").
+// lists are sorted resource-level addresses (or "output.NAME"), and
+// instance addresses for a resource the run wrote at instance level
+// (ADR 0065: MergeWith).
 type MergeReport struct {
 	// Merged: addresses whose entries were taken from the result (or dropped
 	// because the result has none): every written address, plus the
@@ -79,9 +81,9 @@ type MergeReport struct {
 // is the safe merge when the run's reservations were lost before commit.
 //
 // Errors: ErrLineageMismatch (wrapped) when the three lineages differ; a
-// written address that is a prefix ("module.x.*", "*"), carries instance
-// keys or is empty (the engine writes resource-level addresses only); a nil
-// state.
+// written address that is a prefix ("module.x.*", "*") or empty, an
+// instance address that does not parse, names a module instance only or is
+// not as Terraform writes it; a nil state.
 func Merge(head, base, result *State, written []string, serial int64) (*State, MergeReport, error) {
 	return MergeKeeping(head, base, result, written, nil, serial)
 }
@@ -115,34 +117,81 @@ type MergeInput struct {
 
 // MergeWith is MergeKeeping with the base as Terraform upgraded it
 // (MergeInput.Upgraded). Errors are Merge's.
+//
+// A written instance address (`x.y["a"]`, `module.m["k"].x.y`; ADR 0065)
+// merges its resource per instance (instances.go): the written instances
+// from the result, the resource's other instances by the unplanned-change
+// rule, each judged alone — so the head keeps the instances another run
+// committed since the plan. The report then names instances for that
+// resource.
 func MergeWith(in MergeInput) (*State, MergeReport, error) {
-	w, err := checkMergeInputs(in.Head, in.Base, in.Result, in.Written)
+	w, split, err := checkMergeInputs(in.Head, in.Base, in.Result, in.Written)
 	if err != nil {
 		return nil, MergeReport{}, err
 	}
-	take, rep := chooseTaken(in, w)
-	return mergedState(in.Head, in.Result, take, in.Serial), rep, nil
+	take, rep := chooseTaken(in, w, split)
+	if len(split) == 0 {
+		return mergedState(in.Head, in.Result, take, in.Serial), rep, nil
+	}
+	result := *in.Result
+	result.Resources = make([]Resource, 0, len(in.Result.Resources))
+	for _, r := range in.Result.Resources {
+		if _, ok := split[r.Address()]; !ok {
+			result.Resources = append(result.Resources, r)
+		}
+	}
+	for _, res := range mapKeysT(split) {
+		entries, ir, err := mergeInstances(in, res, split[res])
+		if err != nil {
+			return nil, MergeReport{}, fmt.Errorf("merging run state into head: %w", err)
+		}
+		result.Resources = append(result.Resources, entries...)
+		take[res] = true
+		rep.Merged = append(rep.Merged, ir.Merged...)
+		rep.Kept = append(rep.Kept, ir.Kept...)
+		rep.Unplanned = append(rep.Unplanned, ir.Unplanned...)
+		rep.Overwritten = append(rep.Overwritten, ir.Overwritten...)
+		rep.Changed = append(rep.Changed, ir.Changed...)
+		rep.Reencoded = append(rep.Reencoded, ir.Reencoded...)
+	}
+	sortEntries(result.Resources)
+	for _, l := range []*[]string{&rep.Merged, &rep.Kept, &rep.Unplanned, &rep.Overwritten, &rep.Changed, &rep.Reencoded} {
+		slices.Sort(*l)
+	}
+	return mergedState(in.Head, &result, take, in.Serial), rep, nil
+}
+
+func mapKeysT(m map[string][]Target) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // checkMergeInputs refuses a nil state, three lineages that differ
-// (ErrLineageMismatch) and a written address checkWritten refuses; it
-// returns the written addresses as a set.
-func checkMergeInputs(head, base, result *State, written []string) (map[string]bool, error) {
+// (ErrLineageMismatch) and a written address checkWritten or
+// instanceWrites refuses; it returns the written resource-level addresses
+// and outputs as a set, and the written instance addresses by resource.
+func checkMergeInputs(head, base, result *State, written []string) (map[string]bool, map[string][]Target, error) {
 	if head == nil || base == nil || result == nil {
-		return nil, errors.New("merging run state into head: nil state")
+		return nil, nil, errors.New("merging run state into head: nil state")
 	}
 	if head.Lineage != base.Lineage || head.Lineage != result.Lineage {
-		return nil, fmt.Errorf("merging run state into head: %w: head %q, plan base %q, apply result %q",
+		return nil, nil, fmt.Errorf("merging run state into head: %w: head %q, plan base %q, apply result %q",
 			ErrLineageMismatch, head.Lineage, base.Lineage, result.Lineage)
 	}
-	w := make(map[string]bool, len(written))
-	for _, a := range written {
-		if err := checkWritten(a); err != nil {
-			return nil, fmt.Errorf("merging run state into head: %w", err)
-		}
-		w[a] = true
+	w, split, err := instanceWrites(written)
+	if err != nil {
+		return nil, nil, fmt.Errorf("merging run state into head: %w", err)
 	}
-	return w, nil
+	for a := range w {
+		if err := checkWritten(a); err != nil {
+			return nil, nil, fmt.Errorf("merging run state into head: %w", err)
+		}
+	}
+	return w, split, nil
 }
 
 // chooseTaken decides which addresses the merged state takes from result:
@@ -150,13 +199,23 @@ func checkMergeInputs(head, base, result *State, written []string) (map[string]b
 // and result) the head has not moved since the plan, or already holds as
 // result does, unless it is in keep; a re-encoding (chooser.reencoded) is
 // taken the same way but is no change. It returns them with the report.
-func chooseTaken(in MergeInput, w map[string]bool) (map[string]bool, MergeReport) {
+func chooseTaken(in MergeInput, w map[string]bool, skip map[string][]Target) (map[string]bool, MergeReport) {
 	var rep MergeReport
 	keepSet := make(map[string]bool, len(in.Keep))
 	for _, a := range in.Keep {
 		keepSet[a] = true
+		if strings.IndexByte(a, '[') >= 0 {
+			// An instance another run holds: its resource's entries
+			// (resource-level merge) must stay too.
+			if t, err := ParseTarget(a); err == nil && t.Resource != nil {
+				keepSet[targetResource(t)] = true
+			}
+		}
 	}
 	changed := changedSet(in.Base, in.Result, true)
+	for a := range skip {
+		delete(changed, a) // merged per instance (mergeInstances)
+	}
 	c := newChooser(in, changed, w)
 	take := make(map[string]bool, len(w)+len(changed))
 	for a := range w {

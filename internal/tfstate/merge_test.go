@@ -377,7 +377,9 @@ func TestMergeErrors(t *testing.T) {
 		"base lineage":     {base, other, base, nil, `plan base "lin-2"`, tfstate.ErrLineageMismatch},
 		"module prefix":    {base, base, base, []string{"terraform_data.a", "module.app.*"}, `written address "module.app.*" is a prefix`, nil},
 		"whole state":      {base, base, base, []string{"*"}, `written address "*" is a prefix`, nil},
-		"instance address": {base, base, base, []string{`terraform_data.c["x"]`}, `is not resource-level`, nil},
+		"module instance":  {base, base, base, []string{`module.app["eu"]`}, `names a module instance`, nil},
+		"bad instance key": {base, base, base, []string{`terraform_data.c[-1]`}, `Index value required`, nil},
+		"not canonical":    {base, base, base, []string{`terraform_data.c[ "x" ]`}, `not as Terraform writes it`, nil},
 		"empty address":    {base, base, base, []string{""}, `empty written address`, nil},
 	}
 	for name, tt := range tests {

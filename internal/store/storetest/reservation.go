@@ -95,10 +95,24 @@ func testReservations(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				held: []engine.Reservation{w("module.app.*")},
 				want: []engine.Reservation{w("output.app")},
 			},
-			"instances belong to the resource": {
-				held:    []engine.Reservation{w(engine.MustParseAddress(`terraform_data.web[0]`))},
-				want:    []engine.Reservation{w(engine.MustParseAddress(`terraform_data.web["b"]`))},
-				blocked: engine.NewAddressSet("terraform_data.web"),
+			"different instances of one resource": { // ADR 0065
+				held: []engine.Reservation{w(engine.MustParseInstanceAddress(`terraform_data.web["a"]`))},
+				want: []engine.Reservation{w(engine.MustParseInstanceAddress(`terraform_data.web["b"]`))},
+			},
+			"same instance": {
+				held:    []engine.Reservation{w(engine.MustParseInstanceAddress(`terraform_data.web["a"]`))},
+				want:    []engine.Reservation{rd(engine.MustParseInstanceAddress(`terraform_data.web["a"]`))},
+				blocked: engine.NewAddressSet(engine.MustParseInstanceAddress(`terraform_data.web["a"]`)),
+			},
+			"a resource-level reservation covers its instances": {
+				held:    []engine.Reservation{w("terraform_data.web")},
+				want:    []engine.Reservation{w(engine.MustParseInstanceAddress(`terraform_data.web[0]`))},
+				blocked: engine.NewAddressSet(engine.MustParseInstanceAddress(`terraform_data.web[0]`)),
+			},
+			"a module instance covers its resources' instances": {
+				held:    []engine.Reservation{w(engine.MustParseInstanceAddress(`module.m["k"].terraform_data.web`))},
+				want:    []engine.Reservation{w(engine.MustParseInstanceAddress(`module.m["k"].terraform_data.web["a"]`)), w(engine.MustParseInstanceAddress(`module.m["j"].terraform_data.web["a"]`))},
+				blocked: engine.NewAddressSet(engine.MustParseInstanceAddress(`module.m["k"].terraform_data.web["a"]`)),
 			},
 			"partial conflict takes nothing": {
 				held:    []engine.Reservation{w("terraform_data.a")},

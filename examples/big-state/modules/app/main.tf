@@ -10,8 +10,10 @@ variable "ingress_rules" { type = list(string) }
 resource "terraform_data" "service" {
   for_each = toset(var.services)
   input = {
-    name   = each.key
-    tier   = var.service_tier
+    name = each.key
+    # A PR may give one service its own tier: a file tiers/NAME in the root
+    # module (the demo's case f: two PRs, two services, applied at once).
+    tier   = fileexists("${path.root}/tiers/${each.key}") ? trimspace(file("${path.root}/tiers/${each.key}")) : var.service_tier
     subnet = var.subnet_ids[0]
   }
 }
