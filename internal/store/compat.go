@@ -87,6 +87,18 @@ const (
 // levelOne is the first level: the rules of the first release.
 var levelOne = Level{Level: 1, ReadLevel: 1, Why: "the first release's rules of reservations, fences and commits"}
 
+// levelTwo is instance-level reservations (ADR 0065): a write set names
+// instances (x.y["a"]), and a resource overlaps each of its instances. A
+// binary of level 1 compares addresses as strings: it would let its
+// reservation of x.y beside another's of x.y["a"] and merge the whole
+// resource over that instance's write. Reading is unchanged (ReadLevel 1):
+// an instance address is an address to a level-1 view.
+var levelTwo = Level{Level: 2, ReadLevel: 1, Why: "instance-level reservations (ADR 0065): a resource overlaps each of its instances"}
+
+// InstancesVersion is the schema version of the Go migration that raises
+// the store to levelTwo.
+const InstancesVersion = 16
+
 // declared are the migrations of both stores, by version; build-tagged test
 // files (kltest_*.go) append theirs.
 var declared = []Migration{
@@ -102,6 +114,7 @@ var declared = []Migration{
 	{Version: LevelOneVersion, Kind: Raise, Level: levelOne, Why: "records level 1"},
 	{Version: 12, Kind: Expand, Why: "kl_tokens (ADR 0054): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 	{Version: 15, Kind: Expand, Why: "klbot_merge_groups (ADR 0058): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
+	{Version: InstancesVersion, Kind: Raise, Level: levelTwo, Why: "instance-level reservations (ADR 0065): a rule of reservations and commits changes; no schema change"},
 }
 
 // extraGoMigrations are the Go migrations of build-tagged test files.

@@ -2,5 +2,5 @@
 
 package store
 
-// compatLevel is CompatLevel: 1, the first release's rules.
-const compatLevel = 1
+// compatLevel is CompatLevel: 2, instance-level reservations (ADR 0065).
+const compatLevel = 2
