@@ -227,6 +227,12 @@ func runRow(r engine.Run, ms []engine.Marker) tlRow {
 		if applied.IsZero() {
 			applied = committed
 		}
+		if applied.IsZero() && !started.IsZero() {
+			// Terraform started and the apply never ended "applied" (its
+			// holder died mid-apply, it was interrupted or failed): it
+			// applied until the run ended.
+			applied = end
+		}
 		bar(phaseApplying, started, applied)
 		bar(phaseCommitting, applied, committed)
 	}
