@@ -170,35 +170,8 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 	case cfg.ShutdownTimeout < bot.MinShutdownTimeout:
 		return cfg, nil, fmt.Errorf("KLBOT_SHUTDOWN_TIMEOUT=%s: want at least %s (the time to stop Terraform and record what it did; ADR 0043)", cfg.ShutdownTimeout, bot.MinShutdownTimeout)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return cfg, nil, fmt.Errorf("KLBOT_LOG_LEVEL=%q: want debug, info, warn or error", cfg.LogLevel)
-	}
-	switch klyaml.Trigger(cfg.ApplyTrigger) {
-	case klyaml.TriggerComment, klyaml.TriggerMerge:
-	default:
-		return cfg, nil, fmt.Errorf("KLBOT_APPLY_TRIGGER=%q: want comment or merge", cfg.ApplyTrigger)
-	}
-	retention, err := engine.ParseRetention("KLBOT_RETENTION", cfg.Retention)
-	if err != nil {
+	if err := cfg.parse(); err != nil {
 		return cfg, nil, err
-	}
-	cfg.retention = retention
-	vars, err := parseTFVars(cfg.TFVars)
-	if err != nil {
-		return cfg, nil, err
-	}
-	cfg.tfVars = vars
-	if cfg.repoConfig, err = readRepoConfig(cfg.RepoConfig); err != nil {
-		return cfg, nil, err
-	}
-	if err := checkPublicURL(cfg.PublicURL); err != nil {
-		return cfg, nil, err
-	}
-	if cfg.LinkKey != "" {
-		if cfg.links, err = web.NewSigner(cfg.LinkKey, cfg.LinkTTL, nil); err != nil {
-			return cfg, nil, fmt.Errorf("KLBOT_LINK_KEY or KLBOT_LINK_TTL: %w", err)
-		}
 	}
 	key := []byte(cfg.PrivateKey)
 	if cfg.PrivateKeyFile != "" {
@@ -209,6 +182,44 @@ func loadConfig(ctx context.Context, env []string) (config, []byte, error) {
 		key = b
 	}
 	return cfg, key, nil
+}
+
+// parse checks and parses what loadConfig's checks leave: the log level,
+// the apply trigger, the retention, the TF_VAR names, the repository
+// configuration, the public URL and the link key; errors name the
+// variable.
+func (c *config) parse() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("KLBOT_LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+	}
+	switch klyaml.Trigger(c.ApplyTrigger) {
+	case klyaml.TriggerComment, klyaml.TriggerMerge:
+	default:
+		return fmt.Errorf("KLBOT_APPLY_TRIGGER=%q: want comment or merge", c.ApplyTrigger)
+	}
+	retention, err := engine.ParseRetention("KLBOT_RETENTION", c.Retention)
+	if err != nil {
+		return err
+	}
+	c.retention = retention
+	vars, err := parseTFVars(c.TFVars)
+	if err != nil {
+		return err
+	}
+	c.tfVars = vars
+	if c.repoConfig, err = readRepoConfig(c.RepoConfig); err != nil {
+		return err
+	}
+	if err := checkPublicURL(c.PublicURL); err != nil {
+		return err
+	}
+	if c.LinkKey != "" {
+		if c.links, err = web.NewSigner(c.LinkKey, c.LinkTTL, nil); err != nil {
+			return fmt.Errorf("KLBOT_LINK_KEY or KLBOT_LINK_TTL: %w", err)
+		}
+	}
+	return nil
 }
 
 // checkPublicURL refuses a KLBOT_PUBLIC_URL that is not an absolute http

@@ -175,6 +175,39 @@ func (a *app) prURL(p *engine.PullRequest) string {
 	return fmt.Sprintf("%s/%s/pull/%d", server, p.Repo, p.Number)
 }
 
+// mergeFlags checks kl apply's --merge-commit, --merge-dir and
+// --after-merge and sets in's MergeCommit and AfterMerge from them; an
+// error names the flag and what is wrong.
+func mergeFlags(in *engine.ApplyInput, merge *engine.MergeCommit, afterMerge string) error {
+	switch {
+	case merge.Dir != "" && merge.SHA == "":
+		return errors.New("--merge-dir is for --merge-commit: name the merge commit it is a checkout of")
+	case merge.SHA != "" && !commitSHA.MatchString(merge.SHA):
+		return fmt.Errorf("--merge-commit %s: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", preview(merge.SHA))
+	case afterMerge != "" && afterMerge != afterMergeUnknown && !commitSHA.MatchString(afterMerge):
+		return fmt.Errorf("--after-merge=%s: want the pull request's merge commit, 7 to 40 hexadecimal characters, or --after-merge alone", preview(afterMerge))
+	case afterMerge != "" && merge.SHA != "" && afterMerge != afterMergeUnknown && !strings.EqualFold(afterMerge, merge.SHA):
+		return fmt.Errorf("--after-merge=%s and --merge-commit %s name two merge commits: give one", afterMerge, merge.SHA)
+	}
+	if afterMerge != "" {
+		in.AfterMerge = &engine.AfterMerge{}
+		if afterMerge != afterMergeUnknown {
+			in.AfterMerge.Commit = afterMerge
+		}
+	}
+	if merge.SHA == "" {
+		return nil
+	}
+	if merge.Dir == "" {
+		merge.Dir = "."
+	}
+	if fi, err := os.Stat(merge.Dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--merge-dir %s: not a directory: name the plan's root module directory in the checkout of merge commit %s", preview(merge.Dir), merge.SHA)
+	}
+	in.MergeCommit = merge
+	return nil
+}
+
 // afterMergeUnknown is kl apply --after-merge given without a commit.
 const afterMergeUnknown = "-"
 
@@ -228,31 +261,8 @@ it wrote; no plan of the pull request at the commit).`,
 			if in.Wait < 0 {
 				return fmt.Errorf("--wait %s: negative: use 0 to refuse at once, or how long to wait (e.g. 5m)", in.Wait)
 			}
-			switch {
-			case merge.Dir != "" && merge.SHA == "":
-				return errors.New("--merge-dir is for --merge-commit: name the merge commit it is a checkout of")
-			case merge.SHA != "" && !commitSHA.MatchString(merge.SHA):
-				return fmt.Errorf("--merge-commit %s: want a commit SHA, 7 to 40 hexadecimal characters (e.g. git rev-parse HEAD)", preview(merge.SHA))
-			case afterMerge != "" && afterMerge != afterMergeUnknown && !commitSHA.MatchString(afterMerge):
-				return fmt.Errorf("--after-merge=%s: want the pull request's merge commit, 7 to 40 hexadecimal characters, or --after-merge alone", preview(afterMerge))
-			case afterMerge != "" && merge.SHA != "" && afterMerge != afterMergeUnknown && !strings.EqualFold(afterMerge, merge.SHA):
-				return fmt.Errorf("--after-merge=%s and --merge-commit %s name two merge commits: give one", afterMerge, merge.SHA)
-			}
-			if afterMerge != "" {
-				in.AfterMerge = &engine.AfterMerge{}
-				if afterMerge != afterMergeUnknown {
-					in.AfterMerge.Commit = afterMerge
-				}
-			}
-			switch {
-			case merge.SHA != "":
-				if merge.Dir == "" {
-					merge.Dir = "."
-				}
-				if fi, err := os.Stat(merge.Dir); err != nil || !fi.IsDir() {
-					return fmt.Errorf("--merge-dir %s: not a directory: name the plan's root module directory in the checkout of merge commit %s", preview(merge.Dir), merge.SHA)
-				}
-				in.MergeCommit = &merge
+			if err := mergeFlags(&in, &merge, afterMerge); err != nil {
+				return err
 			}
 			return a.apply(cmd.Context(), in, args, pr, commit)
 		},

@@ -106,6 +106,67 @@ func (in ApplyInput) afterMerge() *AfterMerge {
 	return &am
 }
 
+// applicablePlan is in.PlanRun when an apply can claim it: a plan (else
+// ErrInvalid), of in.State when set (else ErrInvalid), planned — after
+// the lease sweep when an apply holds it, whose holder may have died —
+// else a *StatusError naming its status.
+func (e *Engine) applicablePlan(ctx context.Context, in ApplyInput) (Run, error) {
+	plan, err := e.getRun(ctx, in.PlanRun)
+	if err != nil {
+		return Run{}, err
+	}
+	if plan.Kind != KindPlan {
+		return Run{}, Errorf(ErrInvalid, "run %s is an apply run, not a plan: apply its plan run %s instead", plan.ID, plan.PlanRun)
+	}
+	if in.State != "" && in.State != plan.State {
+		return Run{}, Errorf(ErrInvalid, "plan %s belongs to state %s, not %s", plan.ID, plan.State, in.State)
+	}
+	if plan.Status == StatusApplying {
+		// Its apply's holder may have died: the lease sweep decides
+		// whether the plan is really being applied.
+		e.expireLeases(ctx)
+		if plan, err = e.getRun(ctx, in.PlanRun); err != nil {
+			return Run{}, err
+		}
+	}
+	if plan.Status != StatusPlanned {
+		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, End: plan.End}
+		if plan.FinishedAt != nil {
+			se.At = *plan.FinishedAt
+		}
+		return Run{}, se
+	}
+	return plan, nil
+}
+
+// checkMerge checks what in says of a merge: its merge commit against
+// plan (checkMergeCommit) and its AfterMerge commit, a SHA or ""; else
+// ErrInvalid naming the problem.
+func checkMerge(in ApplyInput, plan Run) error {
+	if err := checkMergeCommit(in.MergeCommit, plan); err != nil {
+		return err
+	}
+	if am := in.AfterMerge; am != nil && am.Commit != "" && !isHex(am.Commit, 7, 40) {
+		return Errorf(ErrInvalid, "after merge: merge commit %q: want a commit SHA, 7 to 40 hexadecimal characters", am.Commit)
+	}
+	return nil
+}
+
+// markAfterMerge stores new apply run's "after-merge" marker when in says
+// it runs after its pull request merged (ApplyInput.AfterMerge) — first,
+// so that every view of the run, a refusal's next step above all, knows
+// the pull request has merged. Nothing for a run without a pull request.
+func (e *Engine) markAfterMerge(ctx context.Context, in ApplyInput, run Run) error {
+	am := in.afterMerge()
+	if am == nil || run.PR == nil {
+		return nil
+	}
+	if err := e.Store.AddMarkers(ctx, run.ID, Marker{Kind: MarkerAfterMerge, OtherPR: run.PR, Commit: am.Commit}); err != nil {
+		return fmt.Errorf("recording that apply run %s runs after its pull request merged: %w", run.ID, err)
+	}
+	return nil
+}
+
 // ApplyOutcome is a finished apply run with the version it committed.
 type ApplyOutcome struct {
 	Run     Run
@@ -144,40 +205,16 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	if in.Resume != "" {
 		return e.resume(ctx, in)
 	}
-	plan, err := e.getRun(ctx, in.PlanRun)
+	plan, err := e.applicablePlan(ctx, in)
 	if err != nil {
 		return nil, err
-	}
-	if plan.Kind != KindPlan {
-		return nil, Errorf(ErrInvalid, "run %s is an apply run, not a plan: apply its plan run %s instead", plan.ID, plan.PlanRun)
-	}
-	if in.State != "" && in.State != plan.State {
-		return nil, Errorf(ErrInvalid, "plan %s belongs to state %s, not %s", plan.ID, plan.State, in.State)
-	}
-	if plan.Status == StatusApplying {
-		// Its apply's holder may have died: the lease sweep decides
-		// whether the plan is really being applied.
-		e.expireLeases(ctx)
-		if plan, err = e.getRun(ctx, in.PlanRun); err != nil {
-			return nil, err
-		}
-	}
-	if plan.Status != StatusPlanned {
-		se := &StatusError{Run: plan.ID, Kind: plan.Kind, Status: plan.Status, Want: []RunStatus{StatusPlanned}, By: plan.ApplyRun, End: plan.End}
-		if plan.FinishedAt != nil {
-			se.At = *plan.FinishedAt
-		}
-		return nil, se
 	}
 	st, err := e.getState(ctx, plan.State)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMergeCommit(in.MergeCommit, plan); err != nil {
+	if err := checkMerge(in, plan); err != nil {
 		return nil, err
-	}
-	if am := in.AfterMerge; am != nil && am.Commit != "" && !isHex(am.Commit, 7, 40) {
-		return nil, Errorf(ErrInvalid, "after merge: merge commit %q: want a commit SHA, 7 to 40 hexadecimal characters", am.Commit)
 	}
 	pf, err := e.loadPlan(ctx, plan, st)
 	if err != nil {
@@ -196,12 +233,8 @@ func (e *Engine) Apply(ctx context.Context, in ApplyInput) (*ApplyOutcome, error
 	if err := e.Store.CreateRun(ctx, run); err != nil {
 		return nil, fmt.Errorf("creating apply run for plan %s: %w", plan.ID, err)
 	}
-	if am := in.afterMerge(); am != nil && run.PR != nil {
-		// First, so that every view of the run — a refusal's next step
-		// above all — knows its pull request has merged.
-		if err := e.Store.AddMarkers(ctx, run.ID, Marker{Kind: MarkerAfterMerge, OtherPR: run.PR, Commit: am.Commit}); err != nil {
-			return nil, fmt.Errorf("recording that apply run %s runs after its pull request merged: %w", run.ID, err)
-		}
+	if err := e.markAfterMerge(ctx, in, run); err != nil {
+		return nil, err
 	}
 	// Renewed from creation to the end — the wait, the re-plan, Terraform,
 	// the commit: killed at any point, the run ends lease-expired and the

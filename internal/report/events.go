@@ -280,11 +280,7 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerOperation:
 		return words(v("asked"), " ", operationMarkerWords(m), " by "+m.By, reasonSuffix(m.Reason))
 	case engine.MarkerAfterMerge:
-		s := words(v("after merge"), ": ", prWords(m.OtherPR), " had merged")
-		if m.Commit != "" {
-			s = words(s, " as ", code(shortSHA(m.Commit)))
-		}
-		return s
+		return afterMergeWords(m, v)
 	case engine.MarkerArtifactsDeleted:
 		return artifactsDeletedWords(m, v)
 	case engine.MarkerRecovered:
@@ -295,6 +291,16 @@ func markerWords(m engine.Marker) sentence {
 		s = words(s, " ", who(m.Other, "", m.OtherPR))
 	}
 	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(markerText(m)))
+}
+
+// afterMergeWords puts an "after-merge" marker into words: "after merge:
+// acme/infra#42 had merged as C".
+func afterMergeWords(m engine.Marker, v func(string) span) sentence {
+	s := words(v("after merge"), ": ", prWords(m.OtherPR), " had merged")
+	if m.Commit != "" {
+		s = words(s, " as ", code(shortSHA(m.Commit)))
+	}
+	return s
 }
 
 // committedWords puts a "committed" marker into words: merged onto the

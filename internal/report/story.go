@@ -32,6 +32,27 @@ func RunStory(w io.Writer, s *engine.RunStory, o Options) error {
 	}, func() any { return storyJSON(s) })
 }
 
+// storyPRFields are run r's pull request field (for an apply, whether it
+// ran after the merge: applyPRField) and, for a re-plan of a merge commit,
+// the configuration it planned (ADR 0062).
+func storyPRFields(s *engine.RunStory, r engine.Run) fields {
+	var f fields
+	if r.Kind == engine.KindApply {
+		f = f.addField("PR", applyPRField(s.Markers, &r))
+	} else {
+		f = f.addField("PR", prField(r.PR, ""))
+	}
+	if mc := mergeCommitOf(s.Markers, r.ID); mc != "" {
+		head := ""
+		if r.PR != nil && r.PR.HeadSHA != "" {
+			head = " (the pull request's head is " + shortSHA(r.PR.HeadSHA) + ")"
+		}
+		f = f.addField("configuration", words("the merge commit ", code(shortSHA(mc)), head,
+			": what merged, with the base branch's changes before it (ADR 0062)"))
+	}
+	return f
+}
+
 // storyApply returns the apply run a story is told by, if any: the run
 // itself, or the apply of a plan — not the last attempt of a plan open
 // again (lastAttempt).
@@ -138,19 +159,7 @@ func storyDoc(s *engine.RunStory) *doc {
 		times += "running"
 	}
 	f = f.addField("time", words(times))
-	if r.Kind == engine.KindApply {
-		f = f.addField("PR", applyPRField(s.Markers, &r))
-	} else {
-		f = f.addField("PR", prField(r.PR, ""))
-	}
-	if mc := mergeCommitOf(s.Markers, r.ID); mc != "" {
-		head := ""
-		if r.PR != nil && r.PR.HeadSHA != "" {
-			head = " (the pull request's head is " + shortSHA(r.PR.HeadSHA) + ")"
-		}
-		f = f.addField("configuration", words("the merge commit ", code(shortSHA(mc)), head,
-			": what merged, with the base branch's changes before it (ADR 0062)"))
-	}
+	f = append(f, storyPRFields(s, r)...)
 	switch {
 	case last != nil:
 		f = f.addField("last attempt", lastAttemptWords(*last))
