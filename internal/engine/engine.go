@@ -144,8 +144,10 @@ var stateSegmentRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // or digit and not ending in '.'. So there is no empty segment ("a//b",
 // "a/", "/a") and no "." or ".." segment ("a/./b", "a/../b"): a name means
 // one state however it is later joined into a path or a key; and no segment
-// ends in '.' ("a..", "a."), which Windows drops from file names. Errors
-// wrap ErrInvalid.
+// ends in '.' ("a..", "a."), which Windows drops from file names. A last
+// segment "timeline" or "timeline.svg" after another is reserved: the web
+// pages serve /states/NAME/timeline[.svg] (ADR 0064). Errors wrap
+// ErrInvalid.
 func ValidateStateName(name string) error {
 	ok := name != "" && len(name) <= MaxStateName
 	for _, seg := range strings.Split(name, "/") {
@@ -157,6 +159,10 @@ func ValidateStateName(name string) error {
 	if !ok {
 		return Errorf(ErrInvalid, "state name %q: use 1-%d characters: segments separated by single '/', each of ASCII letters, digits, '.', '_', '-', "+
 			"starting with a letter or digit and not ending in '.' (e.g. acme/infra/prod)", name, MaxStateName)
+	}
+	if i := strings.LastIndexByte(name, '/'); i > 0 && (name[i+1:] == "timeline" || name[i+1:] == "timeline.svg") {
+		return Errorf(ErrInvalid, "state name %q: a last segment %q is reserved: /states/%s/%s is the page of state %s's timeline (ADR 0064)",
+			name, name[i+1:], name[:i], name[i+1:], name[:i])
 	}
 	return nil
 }

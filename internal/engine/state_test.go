@@ -45,7 +45,14 @@ func TestValidateStateName(t *testing.T) {
 		"backslash":                 {in: `a\b`},
 		"colon":                     {in: "a:b"},
 		"non-ASCII letter":          {in: "prød"},
-		"newline":                   {in: "a\nb"},
+		// The web pages' routes (ADR 0064): /states/acme/prod/timeline is
+		// acme/prod's timeline, so no state may be named that.
+		"timeline last":     {in: "acme/prod/timeline"},
+		"timeline.svg last": {in: "acme/prod/timeline.svg"},
+		"timeline alone":    {in: "timeline", ok: true},
+		"timeline inside":   {in: "acme/timeline/prod", ok: true},
+		"timelines last":    {in: "acme/timelines", ok: true},
+		"newline":           {in: "a\nb"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -59,7 +66,11 @@ func TestValidateStateName(t *testing.T) {
 			if !errors.Is(err, engine.ErrInvalid) {
 				t.Fatalf("ValidateStateName(%q) = %v, want ErrInvalid", tc.in, err)
 			}
-			for _, w := range []string{"ASCII letters", "single '/'", "starting with a letter or digit", "1-200"} {
+			want := []string{"ASCII letters", "single '/'", "starting with a letter or digit", "1-200"}
+			if strings.HasPrefix(name, "timeline") {
+				want = []string{"is reserved", "timeline"}
+			}
+			for _, w := range want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
