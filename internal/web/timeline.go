@@ -244,8 +244,12 @@ func runRow(r engine.Run, ms []engine.Marker) tlRow {
 			row.marks = append(row.marks, tlMark{kind: "fell-back", at: m.At, title: string(m.Kind) + ": " + m.Reason})
 		}
 	}
-	if r.Status == engine.StatusRefused {
-		row.marks = append(row.marks, tlMark{kind: "refused", at: end, title: "refused"})
+	switch r.Status {
+	case engine.StatusRefused, engine.StatusFailed, engine.StatusInterrupted, engine.StatusLeaseExpired:
+		// A run that stopped without its outcome: a cross, titled with how
+		// it ended — and a row even for one that never ran Terraform
+		// (a re-plan that failed after it reserved).
+		row.marks = append(row.marks, tlMark{kind: "refused", at: end, title: strings.ReplaceAll(string(r.Status), "-", " ")})
 	}
 	return row
 }
@@ -398,16 +402,19 @@ func svgLegend(b *strings.Builder, ly int) {
 	lx := 4
 	for _, k := range []string{phasePlanning, phaseWaiting, phaseApplying, phaseCommitting} {
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-9, phaseColour[k], lx+18, ly, k)
-		lx += 100
+		lx += 90
 	}
+	// Each class's entry as wide as its words: "planned target changed"
+	// ran into the next entry at a fixed width.
+	width := map[engine.SincePlanClass]int{engine.ClassIndependent: 115, engine.ClassReadChanged: 160, engine.ClassWriteChanged: 185}
 	for _, c := range []engine.SincePlanClass{engine.ClassIndependent, engine.ClassReadChanged, engine.ClassWriteChanged} {
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" marker-end="url(#arrow-%s)"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-4, lx+18, ly-4, classColour[c], c, lx+24, ly, classWords[c])
-		lx += 170
+		lx += width[c]
 	}
 	fmt.Fprintf(b, `<path d="M%d,%d l5,5 l-5,5 l-5,-5 z" fill="#0969da"/><text x="%d" y="%d">version</text>`+"\n", lx+5, ly-9, lx+14, ly)
 	lx += 70
-	fmt.Fprintf(b, `<path d="M%d,%d l10,10 m0,-10 l-10,10" stroke="#cf222e" stroke-width="2.5"/><text x="%d" y="%d">refused</text>`+"\n", lx, ly-9, lx+14, ly)
-	lx += 70
+	fmt.Fprintf(b, `<path d="M%d,%d l10,10 m0,-10 l-10,10" stroke="#cf222e" stroke-width="2.5"/><text x="%d" y="%d">refused or failed</text>`+"\n", lx, ly-9, lx+14, ly)
+	lx += 125
 	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#9a6700" stroke-width="1.5" stroke-dasharray="4 3"/><text x="%d" y="%d">waited on</text>`, lx, ly-4, lx+18, ly-4, lx+24, ly)
 }
 

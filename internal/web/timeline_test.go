@@ -90,3 +90,23 @@ func TestTimelineGolden(t *testing.T) {
 		t.Errorf("a window to 12:00:08 draws %d rows, want 5 (A's and B's runs, C's plan, not its apply nor the lock)", len(tl.rows))
 	}
 }
+
+// TestTimelineRowOfAFailedApply (fresh-eyes review): an apply that
+// reserved and then failed before Terraform ran (its re-plan failed), or
+// whose lease expired mid-apply, has a row: a cross titled with how it
+// ended, and for the one Terraform ran, the applying bar to its end.
+func TestTimelineRowOfAFailedApply(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	end := t0.Add(3 * time.Second)
+	failed := engine.Run{ID: "01FAILED", Kind: engine.KindApply, Status: engine.StatusFailed, CreatedAt: t0, UpdatedAt: end, FinishedAt: &end}
+	row := runRow(failed, []engine.Marker{{Kind: engine.MarkerReserved, At: t0.Add(time.Second)}})
+	if len(row.marks) != 1 || row.marks[0].kind != "refused" || row.marks[0].title != "failed" {
+		t.Errorf("a failed apply's row = %+v; want a cross titled failed", row)
+	}
+	lapsed := failed
+	lapsed.Status = engine.StatusLeaseExpired
+	row = runRow(lapsed, []engine.Marker{{Kind: engine.MarkerReserved, At: t0}, {Kind: engine.MarkerApplyStarted, At: t0.Add(time.Second)}})
+	if len(row.bars) != 1 || row.bars[0].kind != phaseApplying || !row.bars[0].to.Equal(end) || len(row.marks) != 1 || row.marks[0].title != "lease expired" {
+		t.Errorf("a lapsed apply's row = %+v; want applying to its end and a cross titled lease expired", row)
+	}
+}
