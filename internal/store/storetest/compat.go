@@ -225,12 +225,12 @@ func checkRefused(t *testing.T, err error, write bool) {
 		t.Errorf("errors.Is(%v, engine.ErrReadOnly) = %v, want %v", err, !write, write)
 	}
 	msg := err.Error()
-	want := []string{"(version 0.1.0, compatibility level 1)", "compatibility level is 2", "raised by version 0.3.0 on ",
+	want := []string{fmt.Sprintf("(version 0.1.0, compatibility level %d)", store.CompatLevel), fmt.Sprintf("compatibility level is %d", store.CompatLevel+1), "raised by version 0.3.0 on ",
 		"(fence rules changed in a test)", "upgrade to version 0.3.0 or later"}
 	if write {
 		want = append(want, "must not write to this store", "reading still works")
 	} else {
-		want = append(want, "cannot read this store", "readers need level 2")
+		want = append(want, "cannot read this store", fmt.Sprintf("readers need level %d", store.CompatLevel+1))
 	}
 	for _, w := range want {
 		if !strings.Contains(msg, w) {
