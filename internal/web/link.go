@@ -124,7 +124,8 @@ func (e *ExpiredError) Error() string {
 // Check verifies the exp and sig of a link to kind and id: nil when it
 // matches and has not expired; ErrTampered when the signature does not
 // match (or exp is not a number); *ExpiredError when it matched but
-// expired. The MAC is compared in constant time (hmac.Equal).
+// expired; ErrTooLong when it matched but expires more than MaxLinkTTL
+// from now. The MAC is compared in constant time (hmac.Equal).
 func (s *Signer) Check(kind, id, exp, sig string) error {
 	n, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil {
@@ -134,8 +135,18 @@ func (s *Signer) Check(kind, id, exp, sig string) error {
 	if err != nil || !hmac.Equal(got, s.mac(kind, id, n)) {
 		return ErrTampered
 	}
-	if at := time.Unix(n, 0); !s.now().Before(at) {
+	at := time.Unix(n, 0)
+	if !s.now().Before(at) {
 		return &ExpiredError{At: at}
+	}
+	if at.Sub(s.now()) > MaxLinkTTL {
+		// Signed with this key, but for longer than any link this server
+		// signs (the TTL is capped at signing): not a link to honour.
+		return ErrTooLong
 	}
 	return nil
 }
+
+// ErrTooLong is a link whose signature matches but whose expiry is more
+// than MaxLinkTTL ahead: no link this server signs lasts that long.
+var ErrTooLong = errors.New("this link expires more than 366 days from now, longer than any link this server signs: sign in with a token of kl token create")

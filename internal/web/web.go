@@ -115,14 +115,32 @@ func New(o Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /api/v1/runs/{id}/since-plan", h.apiSincePlan)
 	h.mux.HandleFunc("GET /api/v1/runs/{id}/why", h.apiWhy)
 	h.mux.HandleFunc("GET /api/v1/status", h.apiStatus)
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/api/") {
-			api.WriteError(w, r, &api.Error{Status: http.StatusNotFound, Msg: "no such route: " + r.Method + " " + r.URL.Path})
-			return
-		}
-		h.errorPage(w, r, http.StatusNotFound, "Not found", "no such page: "+r.Method+" "+r.URL.Path)
-	})
+	h.mux.HandleFunc("/", h.notFound)
 	return h, nil
+}
+
+// notFound answers what no route serves: 405 with Allow: GET, HEAD when
+// the path is a page or view another method asked for (RFC 9110 15.5.6;
+// the catch-all route keeps ServeMux from saying so itself), else 404.
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	status, msg := http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		get := r.Clone(r.Context())
+		get.Method = http.MethodGet
+		if _, pattern := h.mux.Handler(get); pattern != "/" {
+			w.Header().Set("Allow", "GET, HEAD")
+			status, msg = http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": only GET and HEAD read pages and views"
+		}
+	}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		api.WriteError(w, r, &api.Error{Status: status, Msg: msg})
+		return
+	}
+	title := "Not found"
+	if status == http.StatusMethodNotAllowed {
+		title = "Method not allowed"
+	}
+	h.errorPage(w, r, status, title, strings.Replace(msg, "no such route", "no such page", 1))
 }
 
 // ServeHTTP serves r.

@@ -249,6 +249,15 @@ func TestSignedLinks(t *testing.T) {
 			t.Errorf("a link with %s (%s): %d, want 403 saying it was altered:\n%s", what, p, code, body)
 		}
 	}
+	// Signed with this key but for longer than any link it signs (the TTL
+	// is capped at signing): refused, not honoured for years.
+	future, err := web.NewSigner(key, time.Hour, func() time.Time { return f.now.Add(400 * 24 * time.Hour) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body, _ := f.get(future.URL(f.url, web.KindRun, f.run), ""); code != http.StatusForbidden || !strings.Contains(body, "more than 366 days from now") {
+		t.Errorf("a link expiring in 400 days: %d, want 403 saying no link lasts that long:\n%s", code, body)
+	}
 	f.now = f.now.Add(2 * time.Hour) // the link's hour has passed
 	code, body, _ = f.get(link, "")
 	if code != http.StatusForbidden || !strings.Contains(body, "this link expired at") || !strings.Contains(body, "Sign in with a token") ||
@@ -280,5 +289,40 @@ func TestSignerBadInput(t *testing.T) {
 	s, err := web.NewSigner(key, 0, nil)
 	if err != nil || s.TTL() != web.DefaultLinkTTL {
 		t.Errorf("NewSigner with TTL 0: %v, TTL %s; want the default %s", err, s.TTL(), web.DefaultLinkTTL)
+	}
+}
+
+// TestOtherMethods (fresh-eyes review): another method on a page or a
+// view is 405 with Allow: GET, HEAD, not "no such page"; an unknown path
+// stays 404.
+func TestOtherMethods(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, tc := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPost, "/runs/" + f.run, http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/states/acme/prod", http.StatusMethodNotAllowed},
+		{http.MethodPut, "/api/v1/runs/" + f.run, http.StatusMethodNotAllowed},
+		{http.MethodOptions, "/api/v1/status", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/nowhere", http.StatusNotFound},
+		{http.MethodPost, "/api/v1/nowhere", http.StatusNotFound},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), tc.method, f.url+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, res.StatusCode, tc.want)
+		}
+		if tc.want == http.StatusMethodNotAllowed && res.Header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("%s %s: Allow %q, want GET, HEAD", tc.method, tc.path, res.Header.Get("Allow"))
+		}
 	}
 }
