@@ -40,7 +40,7 @@ func (h *harness) effects() string {
 		comments += len(h.fake.Comments(repo, n))
 	}
 	return fmt.Sprintf("check runs %d, updates %d, comments %d, runs %d, jobs %d", len(h.fake.CheckRuns(repo)), updates, comments,
-		h.count(`SELECT count(*) FROM runs`), h.count(`SELECT count(*) FROM river_job WHERE kind <> 'klbot_reconcile'`))
+		h.count(`SELECT count(*) FROM runs`), h.count(`SELECT count(*) FROM river_job WHERE kind NOT IN ('klbot_reconcile', 'klbot_gc')`))
 }
 
 // TestDraftPlannedWhenReady: a draft pull request is not planned on push

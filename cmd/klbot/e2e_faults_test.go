@@ -36,7 +36,7 @@ func (h *harness) jobOutcome() []string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	rows, err := conn.Query(ctx, `SELECT kind || ' ' || state || ' ' || attempt FROM river_job WHERE kind <> 'klbot_reconcile' ORDER BY id`)
+	rows, err := conn.Query(ctx, `SELECT kind || ' ' || state || ' ' || attempt FROM river_job WHERE kind NOT IN ('klbot_reconcile', 'klbot_gc') ORDER BY id`)
 	if err != nil {
 		h.t.Fatal(err)
 	}

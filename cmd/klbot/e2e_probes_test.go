@@ -381,7 +381,7 @@ func TestReview11CreateRetryAdoptsOldCheckRun(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	var jobs string
-	h.scan(&jobs, `SELECT string_agg(kind || ' ' || state || ' attempt ' || attempt || ' ' || coalesce(left(errors::text, 600), ''), E'\n' ORDER BY id) FROM river_job WHERE kind <> 'klbot_reconcile'`)
+	h.scan(&jobs, `SELECT string_agg(kind || ' ' || state || ' attempt ' || attempt || ' ' || coalesce(left(errors::text, 600), ''), E'\n' ORDER BY id) FROM river_job WHERE kind NOT IN ('klbot_reconcile', 'klbot_gc')`)
 	t.Logf("jobs:\n%s", jobs)
 	crs := h.checkRuns(p1.head, "kl plan · infra")
 	for _, c := range crs {

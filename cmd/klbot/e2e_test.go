@@ -371,7 +371,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// --- Installations are recorded and forgotten, nothing else. ---
-	jobs := h.count(`SELECT count(*) FROM river_job WHERE kind <> 'klbot_reconcile'`)
+	jobs := h.count(`SELECT count(*) FROM river_job WHERE kind NOT IN ('klbot_reconcile', 'klbot_gc')`)
 	h.deliver("installation", githubfake.MustPatch("installation.created.1", map[string]any{"installation.id": 77}))
 	if n := h.count(`SELECT count(*) FROM klbot_installations WHERE id = 77`); n != 1 {
 		t.Errorf("installation created: %d rows, want 1", n)
@@ -380,7 +380,7 @@ func TestEndToEnd(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM klbot_installations WHERE id = 77`); n != 0 {
 		t.Errorf("installation deleted: %d rows, want 0", n)
 	}
-	if n := h.count(`SELECT count(*) FROM river_job WHERE kind <> 'klbot_reconcile'`); n != jobs {
+	if n := h.count(`SELECT count(*) FROM river_job WHERE kind NOT IN ('klbot_reconcile', 'klbot_gc')`); n != jobs {
 		t.Errorf("installation events enqueued %d jobs, want none", n-jobs)
 	}
 
