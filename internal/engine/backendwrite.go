@@ -805,6 +805,13 @@ func (e *Engine) recoverLock(ctx context.Context, l *heldLock) (*ApplyOutcome, e
 			orUnknown(l.run.Actor), l.run.LeaseUntil.UTC().Format("2006-01-02T15:04:05Z"), l.run.ID)
 	}
 	v, err := e.commitLock(ctx, l, lockEnd{recovered: true})
+	if err != nil {
+		// Another recovery committed it meanwhile, and its commit deleted
+		// the checkpoint (ADR 0063): say that, not "wrote nothing".
+		if ce := e.committedMeanwhile(ctx, l.run.ID); ce != nil {
+			return nil, ce
+		}
+	}
 	if errors.Is(err, errNothingToDo) {
 		return nil, refuse(ErrNotFound, "backend lock run %s wrote nothing the head does not hold (%d writes): nothing to recover; `kl run unfence %s --reason TEXT` lifts its fence after checking the real objects",
 			l.run.ID, l.writes(), l.run.ID)

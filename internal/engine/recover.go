@@ -90,17 +90,9 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err != nil {
 		return nil, err
 	}
-	lo, err := e.leftover(ctx, run, plan)
-	if errors.Is(err, ErrNotFound) {
-		return nil, e.nothingSeen(ctx, run)
-	}
+	lo, err := e.recoverable(ctx, run, plan)
 	if err != nil {
-		return nil, fmt.Errorf("recovering run %s: %w", id, err)
-	}
-	if len(lo.changed) == 0 {
-		return nil, &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
-			"the last state Terraform wrote (artifact %s) changes nothing against serial %d, the snapshot it applied to: nothing to recover",
-			lo.artifact, lo.baseSerial)}
+		return nil, err
 	}
 	// The plan Terraform applied: the reviewed one, or its re-plan.
 	a := &applier{e: e, run: run, plan: plan, state: st, pf: &planFiles{run: e.appliedPlan(ctx, run, plan)}}
@@ -127,10 +119,8 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	v, err := a.commit(ctx, lo.base, lo.result, spec)
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
-			// Committed meanwhile: by another recovery, or by its holder.
-			if r, gerr := e.Store.GetRun(ctx, id); gerr == nil && r.CommittedSerial != 0 {
-				return nil, &RecoverError{Run: id, Err: ErrConflict, Reason: fmt.Sprintf(
-					"it committed version %d meanwhile (another recovery, or its holder): nothing left to recover", r.CommittedSerial)}
+			if ce := e.committedMeanwhile(ctx, id); ce != nil {
+				return nil, ce
 			}
 		}
 		return nil, fmt.Errorf("recovering run %s: committing: %w", id, err)
@@ -145,6 +135,41 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// recoverable is what run's Terraform last wrote (leftover) when there is
+// something to recover; else the refusal: committed meanwhile by another
+// recovery or its holder (whose commit deleted the artifacts, ADR 0063),
+// nothing written, or nothing changed.
+func (e *Engine) recoverable(ctx context.Context, run, plan Run) (*leftover, error) {
+	lo, err := e.leftover(ctx, run, plan)
+	if errors.Is(err, ErrNotFound) {
+		if ce := e.committedMeanwhile(ctx, run.ID); ce != nil {
+			return nil, ce
+		}
+		return nil, e.nothingSeen(ctx, run)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recovering run %s: %w", run.ID, err)
+	}
+	if len(lo.changed) == 0 {
+		return nil, &RecoverError{Run: run.ID, Err: ErrNotFound, Reason: fmt.Sprintf(
+			"the last state Terraform wrote (artifact %s) changes nothing against serial %d, the snapshot it applied to: nothing to recover",
+			lo.artifact, lo.baseSerial)}
+	}
+	return lo, nil
+}
+
+// committedMeanwhile is the refusal of a recovery of run id that another
+// recovery, or its holder, committed meanwhile (it reads the run again);
+// nil when it has not committed.
+func (e *Engine) committedMeanwhile(ctx context.Context, id string) *RecoverError {
+	r, err := e.Store.GetRun(ctx, id)
+	if err != nil || r.CommittedSerial == 0 {
+		return nil
+	}
+	return &RecoverError{Run: id, Err: ErrConflict, Reason: fmt.Sprintf(
+		"it committed version %d meanwhile (another recovery, or its holder): nothing left to recover", r.CommittedSerial)}
 }
 
 // backendLockRun reads run as a backend lock (ADR 0056), nil when it is
