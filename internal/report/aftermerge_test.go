@@ -55,6 +55,11 @@ func TestRefusalAfterMerge(t *testing.T) {
 		"stale in JSON": {storyAfterMerge(storyRefusedStale(), sha), Options{Format: JSON},
 			[]string{`"next_command": "kl plan --state acme/infra/prod --pr 'acme/infra#42' --commit \"$(git rev-parse HEAD)\" --at-merge -C infra/prod"`, `"kind": "after-merge"`, `"commit": "` + sha + `"`},
 			nil},
+		// Its Terraform ran and its holder died: part of the change may
+		// be applied (recover commits it), so not "not applied".
+		"lease expired after merge": {storyAfterMerge(storyLeaseExpiredRecoverable(), sha), Options{Format: Text},
+			[]string{"recover first", "its pull request has merged, and its change is not fully applied"},
+			[]string{"its change is not applied", "re-plan on the PR's current head"}},
 		// An apply of an open pull request keeps its words.
 		"open PR": {storyRefusedStale(), gh, []string{"re-plan on the PR's current head: `/kl plan -p app`"}, []string{"has merged"}},
 	} {

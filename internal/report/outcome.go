@@ -575,7 +575,13 @@ func mergedReplanNext(a engine.Run, plan *engine.Run) (sentence, string) {
 	pr := prOf(a, plan)
 	cmd := replanCommand(a, plan)
 	cmd = strings.Replace(cmd, " -C ", " --pr "+shellWord(pr.String())+` --commit "$(git rev-parse HEAD)" --at-merge -C `, 1)
-	s := words(strongT(toneBad, "its pull request has merged, and its change is not applied"),
+	state := "its pull request has merged, and its change is not applied"
+	if a.Status != engine.StatusRefused {
+		// Failed, interrupted or lost its lease: Terraform may have
+		// applied part of it (a partial version, or one to recover).
+		state = "its pull request has merged, and its change is not fully applied"
+	}
+	s := words(strongT(toneBad, state),
 		": its branch can no longer be re-planned. In a checkout of the base branch's newest commit, which holds the change, plan it at merge: ",
 		code(cmd), "; review what that plan changes, then ", code("kl apply RUN"), " (its reports say: planned at merge, not reviewed)")
 	switch {
