@@ -25,6 +25,13 @@ type Store interface {
 	GetVersion(ctx context.Context, state string, serial int64) (Version, error)
 	// Snapshot returns the Terraform state v4 document of a version.
 	Snapshot(ctx context.Context, state string, serial int64) ([]byte, error)
+	// Slice returns the document of version serial of state holding only
+	// the resource entries at addresses (a resource's entry, or the entry
+	// holding an instance) with the version's serial, lineage and outputs:
+	// the native lane's fetch (ADR 0068; issue 17). An address without an
+	// entry is left out. ErrNotFound if unknown; ErrInvalid for an address
+	// that names no resource.
+	Slice(ctx context.Context, state string, serial int64, addresses []Address) ([]byte, error)
 	// History returns versions newest first: serial < q.Before (0: from the
 	// head), at most q.Limit (0: 50).
 	History(ctx context.Context, state string, q HistoryQuery) ([]Version, error)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/tfstate"
 )
 
 // CreateState is engine.Store.CreateState over a.DB: it stores a new state
@@ -33,7 +35,7 @@ func (a Algorithms) CreateState(ctx context.Context, init engine.NewState) (engi
 		if err := tx.InsertState(ctx, st); err != nil {
 			return err
 		}
-		return tx.InsertVersion(ctx, InitVersion(init, now), init.Snapshot)
+		return putVersion(ctx, tx, InitVersion(init, now), init.Snapshot, nil)
 	})
 	if errors.Is(err, engine.ErrConflict) {
 		// The name or the lineage (migrations 00003) is taken: say which.
@@ -140,7 +142,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head version %d: %w", st.HeadSerial, err)
 	}
-	doc, err := tx.Snapshot(ctx, st.Name, st.HeadSerial)
+	doc, err := readDoc(ctx, tx, st.Name, st.HeadSerial, nil)
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head snapshot %d: %w", st.HeadSerial, err)
 	}
@@ -169,7 +171,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 		Resources:  res.Resources,
 		Size:       int64(len(res.Snapshot)),
 	}
-	if err := tx.InsertVersion(ctx, v, res.Snapshot); err != nil {
+	if err := putVersion(ctx, tx, v, res.Snapshot, &head); err != nil {
 		return engine.Version{}, err
 	}
 	moved, err := tx.MoveHead(ctx, st.Name, head.Serial, serial)
@@ -415,28 +417,58 @@ func (a Algorithms) GetVersion(ctx context.Context, state string, serial int64) 
 // document of a version, decompressed. ErrNotFound if the state or serial
 // is unknown.
 func (a Algorithms) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	doc, err := a.DB.Snapshot(ctx, state, serial)
+	doc, err := readDoc(ctx, a.DB, state, serial, nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot of version %d of state %s: %w", serial, state, err)
 	}
 	return doc, nil
 }
 
-// VersionArgs are the values of a versions row for v and its snapshot, in
-// the order state, serial, lineage, created_at, provenance, resources,
-// size, snapshot: created_at in Unix nanoseconds, provenance as JSON, the
-// snapshot compressed (CompressSnapshot; size is v.Size, its uncompressed
-// length).
-func VersionArgs(v engine.Version, snapshot []byte) ([]any, error) {
+// Slice is engine.Store.Slice over a.DB: the document of version serial of
+// state holding only the resource entries at addresses (resource or
+// instance addresses: an instance's whole entry, tfstate.EntryAddress),
+// with the version's header (serial, lineage, outputs) — read from the
+// entries asked for alone when the version is a manifest (ADR 0068), cut
+// from its snapshot otherwise. An address the version has no entry at is
+// left out. ErrNotFound if the state or serial is unknown; ErrInvalid for
+// an address that is not a resource's.
+func (a Algorithms) Slice(ctx context.Context, state string, serial int64, addresses []engine.Address) ([]byte, error) {
+	want := make([]string, 0, len(addresses))
+	for _, addr := range addresses {
+		ea, err := tfstate.EntryAddress(string(addr))
+		if err != nil {
+			return nil, engine.Errorf(engine.ErrInvalid, "reading a slice of version %d of state %s: %v", serial, state, err)
+		}
+		want = append(want, ea)
+	}
+	slices.Sort(want)
+	doc, err := readDoc(ctx, a.DB, state, serial, slices.Compact(want))
+	if err != nil {
+		return nil, fmt.Errorf("reading a slice of version %d of state %s: %w", serial, state, err)
+	}
+	return doc, nil
+}
+
+// VersionArgs are the values of a versions row for v and its document as
+// stored, in the order state, serial, lineage, created_at, provenance,
+// resources, size, snapshot, header: created_at in Unix nanoseconds,
+// provenance as JSON, size v.Size (the whole document's length), snapshot
+// the compressed document or empty for a version stored as a manifest,
+// header its compressed header or nil (NULL) for a version stored whole.
+// ErrInvalid unless exactly one of doc.Snapshot and doc.Header is set.
+func VersionArgs(v engine.Version, doc StoredDoc) ([]any, error) {
+	if (doc.Snapshot == nil) == (doc.Header == nil) {
+		return nil, engine.Errorf(engine.ErrInvalid, "storing version %d: want either a snapshot or a header", v.Serial)
+	}
 	prov, err := json.Marshal(v.Provenance)
 	if err != nil {
 		return nil, fmt.Errorf("encoding provenance: %w", err)
 	}
-	z, err := CompressSnapshot(snapshot)
-	if err != nil {
-		return nil, err
+	snapshot := doc.Snapshot
+	if snapshot == nil {
+		snapshot = []byte{}
 	}
-	return []any{v.State, v.Serial, v.Lineage, v.CreatedAt.UnixNano(), string(prov), v.Resources, v.Size, z}, nil
+	return []any{v.State, v.Serial, v.Lineage, v.CreatedAt.UnixNano(), string(prov), v.Resources, v.Size, snapshot, doc.Header}, nil
 }
 
 // VersionColumns are the versions columns ScanVersion reads, in order.

@@ -99,6 +99,18 @@ var levelTwo = Level{Level: 2, ReadLevel: 1, Why: "instance-level reservations (
 // the store to levelTwo.
 const InstancesVersion = 16
 
+// levelThree is per-resource storage (ADR 0068): a version may be stored
+// as a header and a manifest of resource entries, its snapshot column
+// empty. A binary of level 2 reads versions.snapshot only: it would fail on
+// such a version (or, reading the header, show a state without its
+// resources), and a commit of its own would leave the head's manifest
+// behind. So the read level rises with the level.
+var levelThree = Level{Level: 3, ReadLevel: 3, Why: "per-resource storage (ADR 0068): a version may be a manifest of resource entries with no whole snapshot"}
+
+// EntriesVersion is the schema version of the Go migration that raises the
+// store to levelThree (after migration 17 made the tables).
+const EntriesVersion = 19
+
 // declared are the migrations of both stores, by version; build-tagged test
 // files (kltest_*.go) append theirs.
 var declared = []Migration{
@@ -115,6 +127,8 @@ var declared = []Migration{
 	{Version: 12, Kind: Expand, Why: "kl_tokens (ADR 0054): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 	{Version: 15, Kind: Expand, Why: "klbot_merge_groups (ADR 0058): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 	{Version: InstancesVersion, Kind: Raise, Level: levelTwo, Why: "instance-level reservations (ADR 0065): a rule of reservations and commits changes; no schema change"},
+	{Version: 17, Kind: Expand, Why: "state_entries, version_entries and the nullable versions.header (ADR 0068): tables and a column no older binary reads or writes"},
+	{Version: EntriesVersion, Kind: Raise, Level: levelThree, Why: "per-resource storage (ADR 0068): versions stored as manifests, which level-2 binaries would misread (read level 3)"},
 }
 
 // extraGoMigrations are the Go migrations of build-tagged test files.

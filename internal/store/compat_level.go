@@ -2,5 +2,5 @@
 
 package store
 
-// compatLevel is CompatLevel: 2, instance-level reservations (ADR 0065).
-const compatLevel = 2
+// compatLevel is CompatLevel: 3, per-resource storage (ADR 0068).
+const compatLevel = 3

@@ -321,7 +321,7 @@ func TestCheckDeclarationsCatches(t *testing.T) {
 // (ADR 0048 rule 1).
 func TestRowVersionIsTheLevels(t *testing.T) {
 	t.Parallel()
-	rowVersionOf := map[int]int{1: 2, 2: 2} // level → the row version its binaries write (level 2, ADR 0065, kept the encoding)
+	rowVersionOf := map[int]int{1: 2, 2: 2, 3: 2} // level → the row version its binaries write (levels 2 and 3, ADR 0065 and 0068, kept the encoding)
 	if want, ok := rowVersionOf[store.CompatLevel]; !ok || store.RowVersion != want {
 		t.Fatalf("RowVersion %d at compatibility level %d (want %d): a new row encoding raises the level; add the level and its row version here", store.RowVersion, store.CompatLevel, want)
 	}

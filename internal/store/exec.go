@@ -58,13 +58,58 @@ type Executor interface {
 	// GetVersion returns one version with its changed addresses, without its
 	// snapshot. ErrNotFound if the state or serial is unknown.
 	GetVersion(ctx context.Context, state string, serial int64) (engine.Version, error)
-	// Snapshot returns a version's state document, decompressed
-	// (DecompressSnapshot). ErrNotFound if unknown.
-	Snapshot(ctx context.Context, state string, serial int64) ([]byte, error)
-	// InsertVersion stores v, its changed addresses and snapshot (compressed
-	// with CompressSnapshot; v.Size is its uncompressed length). It does not
-	// move the state's head (MoveHead).
-	InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error
+	// VersionDoc returns how a version holds its document (StoredDoc:
+	// the compressed snapshot, or the compressed header of a version stored
+	// as a manifest), as stored. ErrNotFound if unknown.
+	VersionDoc(ctx context.Context, state string, serial int64) (StoredDoc, error)
+	// InsertVersion stores v, its changed addresses and doc (Snapshot or
+	// Header, compressed; v.Size is the whole document's length). It does
+	// not move the state's head (MoveHead) nor write a manifest.
+	InsertVersion(ctx context.Context, v engine.Version, doc StoredDoc) error
+
+	// HasManifest reports whether version serial of state is stored as a
+	// header and manifest (versions.header set). ErrNotFound if unknown.
+	HasManifest(ctx context.Context, state string, serial int64) (bool, error)
+	// Manifest returns the manifest of version serial of state sorted by
+	// address: every entry when addresses is nil, else only those at
+	// addresses (resource entry addresses; none when empty), with their
+	// compressed bodies when bodies. It reads intervals only: a version
+	// stored whole has none of its own.
+	Manifest(ctx context.Context, state string, serial int64, addresses []string, bodies bool) ([]ManifestEntry, error)
+	// InsertEntries stores es in state's entries at now; an entry whose
+	// hash the state has already is left as it is (content-addressed).
+	InsertEntries(ctx context.Context, state string, es []Entry, now time.Time) error
+	// OpenEntries opens the intervals of rows (Address, Hash) at serial:
+	// from version serial on, until closed.
+	OpenEntries(ctx context.Context, state string, serial int64, rows []ManifestEntry) error
+	// CloseEntries closes at serial the open intervals at addresses (every
+	// open interval of state when addresses is nil): version serial and
+	// later no longer hold them.
+	CloseEntries(ctx context.Context, state string, serial int64, addresses []string) error
+	// ExtendEntries gives version from, stored whole until now and followed
+	// by version to (0: from is the head), the manifest rows (Address,
+	// Hash): an interval of to that starts at to with the same entry now
+	// starts at from; any other row gets an interval of its own, [from,
+	// to) (open when to is 0). The backfill's step (Backfill).
+	ExtendEntries(ctx context.Context, state string, from, to int64, rows []ManifestEntry) error
+	// ConvertVersion sets a version's header (compressed) and empties its
+	// snapshot: from now on it is read from its manifest.
+	ConvertVersion(ctx context.Context, state string, serial int64, header []byte) error
+	// WholeVersions returns up to limit serials of state's versions stored
+	// whole with serials below below, newest first.
+	WholeVersions(ctx context.Context, state string, below int64, limit int) ([]int64, error)
+	// NextSerial returns the smallest serial of state above serial, and
+	// false when serial is the newest.
+	NextSerial(ctx context.Context, state string, serial int64) (int64, bool, error)
+	// BackfillProgress returns state's kl_backfill row: the serial the
+	// backfill continues below (0 and false when it has not started) and
+	// whether it finished.
+	BackfillProgress(ctx context.Context, state string) (below int64, started, finished bool, err error)
+	// SetBackfillProgress writes state's kl_backfill row; finished (non-nil)
+	// marks it done at that time.
+	SetBackfillProgress(ctx context.Context, state string, below int64, finished *time.Time) error
+	// StorageStats counts how state's versions are stored (StorageStats).
+	StorageStats(ctx context.Context, state string) (StorageStats, error)
 	// MoveHead sets the state's head serial to to if it is still from, and
 	// reports whether it was.
 	MoveHead(ctx context.Context, state string, from, to int64) (bool, error)

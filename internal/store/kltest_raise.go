@@ -3,5 +3,5 @@
 package store
 
 // compatLevel is CompatLevel of the kltest_newer,kltest_raise build (see
-// kltest_newer.go): 3, one above the release before.
-const compatLevel = 3
+// kltest_newer.go): 4, one above the release before.
+const compatLevel = 4

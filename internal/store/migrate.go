@@ -23,10 +23,11 @@ const (
 // GoMigrations are the schema migrations of both stores written in Go
 // (those the SQL files of migrations/ cannot express), for goose's
 // WithGoMigrations: 4 (TypedEndsMigration), 5 (RunKindsOpenMigration) and
-// 11 (LevelMigration to level 1), 16 (to level 2, ADR 0065), and those of build-tagged test files.
+// 11 (LevelMigration to level 1), 16 (to level 2, ADR 0065), 19 (to level 3, ADR 0068), and those of build-tagged test files.
 func GoMigrations(d Dialect) []*goose.Migration {
 	out := []*goose.Migration{TypedEndsMigration(placeholders(d)), RunKindsOpenMigration(d),
-		LevelMigration(LevelOneVersion, d, levelOne, Level{}), LevelMigration(InstancesVersion, d, levelTwo, levelOne)}
+		LevelMigration(LevelOneVersion, d, levelOne, Level{}), LevelMigration(InstancesVersion, d, levelTwo, levelOne),
+		LevelMigration(EntriesVersion, d, levelThree, levelTwo)}
 	for _, m := range extraGoMigrations {
 		out = append(out, m(d))
 	}

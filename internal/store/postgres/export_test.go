@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"context"
 	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 
+	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/store"
 )
 
@@ -25,4 +27,33 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // of the embedded ones: tests open a store as a newer binary would.
 func WithBinary(b store.Binary, extra ...*goose.Migration) Option {
 	return func(o *options) { o.binary, o.extra = b, extra }
+}
+
+// Unconvert stores every version of state whole again and forgets its
+// manifests, entries and backfill progress: a store as written before
+// migration 17 (storetest.EntriesStore).
+func (s *Store) Unconvert(ctx context.Context, state string) error {
+	vs, err := s.History(ctx, state, engine.HistoryQuery{Limit: 1000})
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		doc, err := s.Snapshot(ctx, state, v.Serial)
+		if err != nil {
+			return err
+		}
+		z, err := store.CompressSnapshot(doc)
+		if err != nil {
+			return err
+		}
+		if _, err := s.pool.Exec(ctx, `UPDATE versions SET snapshot = $1, header = NULL WHERE state = $2 AND serial = $3`, z, state, v.Serial); err != nil {
+			return err
+		}
+	}
+	for _, q := range []string{`DELETE FROM version_entries WHERE state = $1`, `DELETE FROM state_entries WHERE state = $1`, `DELETE FROM kl_backfill WHERE state = $1`} {
+		if _, err := s.pool.Exec(ctx, q, state); err != nil {
+			return err
+		}
+	}
+	return nil
 }

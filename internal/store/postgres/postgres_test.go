@@ -29,6 +29,15 @@ func setup(t *testing.T, opts ...postgres.Option) (*postgres.Store, string) {
 	return s, dsn
 }
 
+func TestEntriesContract(t *testing.T) {
+	t.Parallel()
+	storetest.RunEntries(t, func(t *testing.T) storetest.EntriesStore {
+		t.Helper()
+		s, _ := setup(t)
+		return s
+	})
+}
+
 func TestContract(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) engine.Store {

@@ -85,15 +85,15 @@ func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 }
 
 // InsertVersion writes version v with its changed addresses (one statement
-// for all of them) and compressed snapshot (store.Executor).
-func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error {
-	args, err := store.VersionArgs(v, snapshot)
+// for all of them) and its document as stored (store.Executor).
+func (e executor) InsertVersion(ctx context.Context, v engine.Version, doc store.StoredDoc) error {
+	args, err := store.VersionArgs(v, doc)
 	if err != nil {
 		return err
 	}
 	if _, err := e.q.Exec(ctx,
-		`INSERT INTO versions (state, serial, lineage, created_at, provenance, resources, size, snapshot)
-		 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, args...); err != nil {
+		`INSERT INTO versions (state, serial, lineage, created_at, provenance, resources, size, snapshot, header)
+		 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...); err != nil {
 		return fmt.Errorf("inserting version %d: %w", v.Serial, e.s.mapErr(err))
 	}
 	if len(v.Changed) == 0 {
@@ -143,18 +143,6 @@ func (e executor) Changes(ctx context.Context, state string, from, to int64) (ma
 		return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 	}
 	return out, nil
-}
-
-// Snapshot reads a version's document, decompressed (store.Executor).
-func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	var z []byte
-	var size int64
-	err := e.q.QueryRow(ctx, `SELECT size, snapshot FROM versions WHERE state = $1 AND serial = $2`, state, serial).
-		Scan(&size, &z)
-	if err != nil {
-		return nil, e.s.mapErr(err)
-	}
-	return store.DecompressSnapshot(z, size)
 }
 
 // ReadState returns the named state without a lock (store.Executor).

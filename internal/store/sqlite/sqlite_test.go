@@ -42,6 +42,15 @@ func setup(t *testing.T, opts ...sqlite.Option) (*sqlite.Store, string) {
 	return s, path
 }
 
+func TestEntriesContract(t *testing.T) {
+	t.Parallel()
+	storetest.RunEntries(t, func(t *testing.T) storetest.EntriesStore {
+		t.Helper()
+		s, _ := setup(t)
+		return s
+	})
+}
+
 func TestContract(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) engine.Store {

@@ -89,16 +89,16 @@ func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 	return out, nil
 }
 
-// InsertVersion writes version v with its changed addresses and compressed
-// snapshot (store.Executor).
-func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error {
-	args, err := store.VersionArgs(v, snapshot)
+// InsertVersion writes version v with its changed addresses and its
+// document as stored (store.Executor).
+func (e executor) InsertVersion(ctx context.Context, v engine.Version, doc store.StoredDoc) error {
+	args, err := store.VersionArgs(v, doc)
 	if err != nil {
 		return err
 	}
 	if _, err := e.q.ExecContext(ctx,
-		`INSERT INTO versions (state, serial, lineage, created_at, provenance, resources, size, snapshot)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		`INSERT INTO versions (state, serial, lineage, created_at, provenance, resources, size, snapshot, header)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		return fmt.Errorf("inserting version %d: %w", v.Serial, e.s.mapErr(err))
 	}
 	if len(v.Changed) == 0 {
@@ -155,18 +155,6 @@ func (e executor) Changes(ctx context.Context, state string, from, to int64) (ma
 		return nil, fmt.Errorf("reading changed addresses: %w", e.s.mapErr(err))
 	}
 	return out, nil
-}
-
-// Snapshot reads a version's document, decompressed (store.Executor).
-func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	var z []byte
-	var size int64
-	err := e.q.QueryRowContext(ctx, `SELECT size, snapshot FROM versions WHERE state = ? AND serial = ?`, state, serial).
-		Scan(&size, &z)
-	if err != nil {
-		return nil, e.s.mapErr(err)
-	}
-	return store.DecompressSnapshot(z, size)
 }
 
 // VersionsBefore returns versions of state below before (0: from the

@@ -1,0 +1,321 @@
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/tfstate"
+)
+
+// Per-resource storage (issue 16 §1, ADR 0068; migrations 17 and 19).
+//
+// A version is stored either whole (versions.snapshot, as every version
+// before migration 17) or as its header (versions.header: the document
+// without its resources) and a manifest of resource entries
+// (version_entries), each entry stored once per state by content hash
+// (state_entries) and shared by every version that has it. Readers choose
+// per version, so a store half converted by the backfill reads right.
+
+// StoredDoc is how a versions row holds its document: Snapshot, the whole
+// document compressed (CompressSnapshot), or Header, the header compressed
+// with the document in the manifest — never both. Size is the whole
+// document's length in bytes (engine.Version.Size).
+type StoredDoc struct {
+	Size     int64
+	Snapshot []byte
+	Header   []byte
+}
+
+// Entry is one resource entry as state_entries holds it: Hash, the SHA-256
+// of Raw (EntryHash); Size, Raw's length in bytes; Body, Raw compressed.
+type Entry struct {
+	Hash []byte
+	Size int64
+	Body []byte
+}
+
+// ManifestEntry is one entry of a version's manifest: its resource address
+// (tfstate.Resource.Address, module instance included), the entry's hash
+// and length, and its body (compressed) when the read asked for bodies.
+type ManifestEntry struct {
+	Address string
+	Hash    []byte
+	Size    int64
+	Body    []byte
+}
+
+// EntryHash is the hash that names a resource entry: SHA-256 of its
+// compact JSON (32 bytes).
+func EntryHash(raw []byte) []byte {
+	h := sha256.Sum256(raw)
+	return h[:]
+}
+
+var gzipWriters = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	return w
+}}
+
+// compressEntry gzips one entry (BestSpeed, a pooled writer: a first
+// manifest writes thousands).
+func compressEntry(raw []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(raw)/3 + 32)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&buf)
+	if _, err := zw.Write(raw); err != nil {
+		return nil, fmt.Errorf("compressing entry: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compressing entry: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// maxHeaderBytes caps a header's decompressed length (a header is a
+// document without resources: outputs and a few scalars).
+const maxHeaderBytes = 1 << 30
+
+// decompressHeader gunzips a stored header, whose length is not stored.
+func decompressHeader(z []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		return nil, fmt.Errorf("decompressing header: %w", err)
+	}
+	defer zr.Close()
+	b, err := io.ReadAll(io.LimitReader(zr, maxHeaderBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("decompressing header: %w", err)
+	}
+	if len(b) > maxHeaderBytes {
+		return nil, fmt.Errorf("decompressing header: over %d bytes", maxHeaderBytes)
+	}
+	return b, nil
+}
+
+// split is a document as per-resource storage writes it: its header
+// (compressed) and its entries by address. ok is false for a document that
+// must be stored whole: one whose bytes Marshal would not write back
+// (Snapshot returns what was committed, byte for byte).
+type split struct {
+	header  []byte
+	entries map[string][]byte // address → compact JSON
+	ok      bool
+}
+
+// splitDoc splits doc (a Terraform state v4 document) for per-resource
+// storage. A document tfstate.Parse refuses is stored whole, as every
+// version was before (CheckSnapshot is the store's check of what it is
+// given; the engine commits only documents it parsed).
+func splitDoc(doc []byte) (split, error) {
+	s, err := tfstate.Parse(doc)
+	if err != nil {
+		return split{}, nil
+	}
+	canon, err := s.Marshal()
+	if err != nil {
+		return split{}, err
+	}
+	if !bytes.Equal(canon, doc) {
+		return split{}, nil
+	}
+	h, err := s.Header().Marshal()
+	if err != nil {
+		return split{}, err
+	}
+	hz, err := CompressSnapshot(h)
+	if err != nil {
+		return split{}, err
+	}
+	out := split{header: hz, entries: make(map[string][]byte, len(s.Resources)), ok: true}
+	for i := range s.Resources {
+		out.entries[s.Resources[i].Address()] = s.Resources[i].Raw
+	}
+	return out, nil
+}
+
+// putVersion stores version v of a state whose document is doc, and its
+// changed addresses: as a manifest of entries where doc splits (splitDoc),
+// whole otherwise. head is the version v follows (nil for a state's first
+// version); against a head with a manifest only the entries that changed
+// are written and only their intervals closed and opened (the manifest
+// delta); otherwise every entry is opened at v.Serial, after closing
+// whatever intervals a whole version left open. v.Size is set to
+// len(doc). The caller holds the state's lock.
+func putVersion(ctx context.Context, tx Executor, v engine.Version, doc []byte, head *engine.Version) error {
+	v.Size = int64(len(doc))
+	sp, err := splitDoc(doc)
+	if err != nil {
+		return err
+	}
+	if !sp.ok {
+		z, err := CompressSnapshot(doc)
+		if err != nil {
+			return err
+		}
+		if err := tx.CloseEntries(ctx, v.State, v.Serial, nil); err != nil {
+			return err
+		}
+		return tx.InsertVersion(ctx, v, StoredDoc{Size: v.Size, Snapshot: z})
+	}
+	var prev map[string][]byte // address → hash of the head's manifest
+	if head != nil {
+		if prev, err = headManifest(ctx, tx, v.State, head.Serial); err != nil {
+			return err
+		}
+	}
+	if err := writeEntries(ctx, tx, v, sp.entries, prev); err != nil {
+		return err
+	}
+	return tx.InsertVersion(ctx, v, StoredDoc{Size: v.Size, Header: sp.header})
+}
+
+// headManifest is the manifest of version serial as address → hash, or nil
+// when that version is stored whole.
+func headManifest(ctx context.Context, tx Executor, state string, serial int64) (map[string][]byte, error) {
+	hasManifest, err := tx.HasManifest(ctx, state, serial)
+	if err != nil || !hasManifest {
+		return nil, err
+	}
+	rows, err := tx.Manifest(ctx, state, serial, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(rows))
+	for _, r := range rows {
+		out[r.Address] = r.Hash
+	}
+	return out, nil
+}
+
+// writeEntries writes the manifest of version v holding entries: the
+// delta against prev (the previous version's manifest; nil when it has
+// none, and then every open interval is closed first and every entry
+// opened).
+func writeEntries(ctx context.Context, tx Executor, v engine.Version, entries map[string][]byte, prev map[string][]byte) error {
+	state, serial := v.State, v.Serial
+	var closed []string
+	if prev == nil {
+		if err := tx.CloseEntries(ctx, state, serial, nil); err != nil {
+			return err
+		}
+	}
+	var stored []Entry
+	var opened []ManifestEntry
+	for _, a := range sortedAddrs(entries) {
+		raw := entries[a]
+		hash := EntryHash(raw)
+		if old, ok := prev[a]; ok {
+			if bytes.Equal(old, hash) {
+				continue
+			}
+			closed = append(closed, a)
+		}
+		body, err := compressEntry(raw)
+		if err != nil {
+			return err
+		}
+		stored = append(stored, Entry{Hash: hash, Size: int64(len(raw)), Body: body})
+		opened = append(opened, ManifestEntry{Address: a, Hash: hash, Size: int64(len(raw))})
+	}
+	for a := range prev {
+		if _, ok := entries[a]; !ok {
+			closed = append(closed, a)
+		}
+	}
+	if len(closed) > 0 {
+		slices.Sort(closed)
+		if err := tx.CloseEntries(ctx, state, serial, closed); err != nil {
+			return err
+		}
+	}
+	if err := tx.InsertEntries(ctx, state, stored, v.CreatedAt); err != nil {
+		return err
+	}
+	return tx.OpenEntries(ctx, state, serial, opened)
+}
+
+func sortedAddrs(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readDoc is the document of version serial of state: its snapshot, or
+// its header and manifest put back together (tfstate.Assemble, Marshal)
+// with only the entries at addresses when addresses is not nil (a slice).
+// A whole document's length is checked against the stored size.
+// ErrNotFound for an unknown version.
+func readDoc(ctx context.Context, ex Executor, state string, serial int64, addresses []string) ([]byte, error) {
+	d, err := ex.VersionDoc(ctx, state, serial)
+	if err != nil {
+		return nil, err
+	}
+	if d.Header == nil {
+		doc, err := DecompressSnapshot(d.Snapshot, d.Size)
+		if err != nil || addresses == nil {
+			return doc, err
+		}
+		return sliceOf(doc, addresses)
+	}
+	h, err := decompressHeader(d.Header)
+	if err != nil {
+		return nil, err
+	}
+	header, err := tfstate.Parse(h)
+	if err != nil {
+		return nil, fmt.Errorf("reading the header of version %d: %w", serial, err)
+	}
+	rows, err := ex.Manifest(ctx, state, serial, addresses, true)
+	if err != nil {
+		return nil, err
+	}
+	raws := make([][]byte, len(rows))
+	for i, r := range rows {
+		if raws[i], err = DecompressSnapshot(r.Body, r.Size); err != nil {
+			return nil, fmt.Errorf("reading entry %s of version %d: %w", r.Address, serial, err)
+		}
+	}
+	entries, err := tfstate.ParseEntries(raws)
+	if err != nil {
+		return nil, fmt.Errorf("reading the entries of version %d: %w", serial, err)
+	}
+	doc, err := tfstate.Assemble(header, entries).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if addresses == nil && int64(len(doc)) != d.Size {
+		return nil, fmt.Errorf("reading version %d: its entries make %d bytes, its stored size says %d", serial, len(doc), d.Size)
+	}
+	return doc, nil
+}
+
+// sliceOf is doc with only its entries at addresses.
+func sliceOf(doc []byte, addresses []string) ([]byte, error) {
+	s, err := tfstate.Parse(doc)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]bool, len(addresses))
+	for _, a := range addresses {
+		want[a] = true
+	}
+	var keep []tfstate.Resource
+	for _, r := range s.Resources {
+		if want[r.Address()] {
+			keep = append(keep, r)
+		}
+	}
+	return tfstate.Assemble(s.Header(), keep).Marshal()
+}

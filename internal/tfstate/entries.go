@@ -1,0 +1,99 @@
+package tfstate
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Per-resource storage (issue 16 §1, ADR 0068): the state engine stores a
+// version as its header — the document without its resources — and a
+// manifest of resource entries, each stored once by content. The functions
+// here split a State into those parts and put them back together; the
+// document they assemble is the one Marshal writes, so a document
+// Terraform or Kilolock wrote comes back byte for byte.
+
+// Header returns s without its resource entries: version, terraform
+// version, serial, lineage, outputs, check results and unknown top-level
+// fields. It shares s's values (read-only, as every State).
+func (s *State) Header() *State {
+	h := *s
+	h.Resources = []Resource{}
+	return &h
+}
+
+// ParseEntries reads resource entries stored one by one (each the compact
+// JSON of one element of a state's "resources", as Resource.Raw holds it)
+// the way Parse reads them in a document: identifying fields checked, no
+// two for one address. Errors wrap ErrInvalid, naming the entry by its
+// index in raws.
+func ParseEntries(raws [][]byte) ([]Resource, error) {
+	n := 2
+	for _, r := range raws {
+		n += len(r) + 1
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, '[')
+	for i, r := range raws {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, r...)
+	}
+	buf = append(buf, ']')
+	out, _, err := parseResources(buf, 0)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].markChecked()
+	}
+	return out, nil
+}
+
+// Assemble is header with entries as its resources, in Terraform's order
+// (module instance path, mode, type, name: compareEntries), entries with no
+// instances included as stored. entries is not modified.
+func Assemble(header *State, entries []Resource) *State {
+	s := *header
+	s.Resources = slices.Clone(entries)
+	slices.SortStableFunc(s.Resources, func(a, b Resource) int { return compareEntries(&a, &b) })
+	return &s
+}
+
+// EntryDocSize is the number of bytes Marshal writes for the entry raw in
+// a document's "resources" array: raw indented at the array's depth,
+// without the separator before it. raw must be valid JSON.
+func EntryDocSize(raw []byte) int64 {
+	return int64(len(appendIndent(nil, raw, "    ")))
+}
+
+// DocSize is the length of the document Marshal writes for a state whose
+// header (Header) Marshal writes in headerSize bytes and whose n resource
+// entries take entriesSize bytes together (the sum of their EntryDocSize):
+// each entry adds a new line and its indentation, entries are separated by
+// commas, and a non-empty array closes on a line of its own.
+func DocSize(headerSize int64, n int, entriesSize int64) int64 {
+	if n == 0 {
+		return headerSize
+	}
+	const entryPrefix = int64(len("\n    "))
+	const closing = int64(len("\n  "))
+	return headerSize + entriesSize + int64(n)*entryPrefix + int64(n-1) + closing
+}
+
+// EntryAddress is the address of the resource entry that holds addr, a
+// resource or resource instance address as Terraform writes it (ParseTarget):
+// the resource in its module instance, without the resource's own key —
+// `module.app["eu"].terraform_data.web` for
+// `module.app["eu"].terraform_data.web[2]`. A module instance alone is an
+// error: it names no one entry.
+func EntryAddress(addr string) (string, error) {
+	t, err := ParseTarget(addr)
+	if err != nil {
+		return "", err
+	}
+	if t.Resource == nil {
+		return "", fmt.Errorf("address %q is a module instance, not a resource: it names no one resource entry", addr)
+	}
+	return ResourceAddress(ModulePath(t.Module), t.Resource.Mode, t.Resource.Type, t.Resource.Name), nil
+}
