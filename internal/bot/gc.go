@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/store"
 	"github.com/kilolock/kilolock/internal/webhook"
 )
 
@@ -16,7 +17,8 @@ import (
 // the artifacts no run needs any more, with the retention of
 // Options.Retention (KLBOT_RETENTION). Each run's deletion is one
 // transaction under its row lock (engine.Collector), so a round beside
-// jobs that claim plans and commit loses nothing they need.
+// jobs that claim plans and commit loses nothing they need. Each round
+// then runs the store's backfill (ADR 0068) for at most 500 versions.
 
 // KindGC is the gc job's kind (River's kind column).
 const KindGC = "klbot_gc"
@@ -90,6 +92,38 @@ func (w *gcWorker) Work(ctx context.Context, job *river.Job[GCArgs]) error {
 		logOf(ctx).Info("gc: deleted artifacts no run needs", "artifacts", len(res.Deleted), "runs", res.Runs, "bytes", res.Bytes,
 			"retention", engine.RetentionName(b.opts.Retention))
 	}
+	if converted, err := w.backfill(ctx); err != nil {
+		logOf(ctx).Error("backfill failed; the next round resumes it", "err", err)
+		b.metrics.job(KindGC, ResultError, time.Since(start))
+		return err
+	} else if converted > 0 {
+		result = ResultOK
+	}
 	b.metrics.job(KindGC, result, time.Since(start))
 	return nil
+}
+
+// backfillBudget is how many versions one gc round gives manifests at most
+// (ADR 0068): a round of a few seconds, the rest next round.
+const backfillBudget = 500
+
+// backfill runs the store's backfill (kl store backfill) for one round's
+// budget, when the store has one, and reports how many versions it
+// converted.
+func (w *gcWorker) backfill(ctx context.Context) (int, error) {
+	b, ok := w.b.eng.Store.(interface {
+		Backfill(ctx context.Context, budget int) (store.BackfillResult, error)
+	})
+	if !ok {
+		return 0, nil
+	}
+	res, err := b.Backfill(ctx, backfillBudget)
+	if err != nil {
+		return 0, err
+	}
+	if res.Converted+res.KeptWhole > 0 {
+		logOf(ctx).Info("backfill: versions stored whole given manifests of entries", "converted", res.Converted,
+			"kept_whole", res.KeptWhole, "remaining_states", len(res.Remaining))
+	}
+	return res.Converted, nil
 }
