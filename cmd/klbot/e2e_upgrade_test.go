@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,7 +31,7 @@ type upgrade struct {
 
 // Releases of the test, as the store sees them (ADR 0048): 0.1.0 is
 // today's source; 0.2.0 embeds one more expand migration (build tag
-// kltest_newer); 0.3.0 raises the level to 3 on top (kltest_raise).
+// kltest_newer); 0.3.0 raises the level one above this build's on top (kltest_raise).
 const (
 	oldVersion    = "0.1.0"
 	newerVersion  = "0.2.0"
@@ -144,7 +145,7 @@ func succeeded(t *testing.T, h *harness, p pr, name string) {
 //     requests 1–6, every delivery alternating between them) — every
 //     check run succeeds, the state gets one version per apply, runs are
 //     held by both processes, and no job fails an attempt;
-//  4. C (0.3.0) starts and raises the compatibility level to 3, then
+//  4. C (0.3.0) starts and raises the compatibility level by one, then
 //     stops: A2 and B1 answer /readyz 503 naming their version and level
 //     and the store's level and who raised it; a new 0.1.0 replica refuses
 //     to start, saying the same; pull request 7's plan job, taken by A2 or
@@ -172,8 +173,8 @@ func TestRollingUpgrade(t *testing.T) {
 	a1.open(t, prs[0])
 	a1.settle()
 	b1 := u.start(newerBin)
-	if v, level := u.schema(b1.harness); v != base+1 || level != 2 {
-		t.Fatalf("after the 0.2.0 replica started: schema %d, level %d; want %d (one expand migration more), 2", v, level, base+1)
+	if v, level := u.schema(b1.harness); v != base+1 || level != store.CompatLevel {
+		t.Fatalf("after the 0.2.0 replica started: schema %d, level %d; want %d (one expand migration more), %d", v, level, base+1, store.CompatLevel)
 	}
 	if code, body := a1.readyz(t); code != http.StatusOK {
 		t.Fatalf("the 0.1.0 replica after the schema moved on: /readyz %d %q; want 200", code, body)
@@ -215,8 +216,8 @@ func TestRollingUpgrade(t *testing.T) {
 
 	// --- 4: C raises the level; the older replicas stop writing. ---
 	c := u.start(newestBin)
-	if v, level := u.schema(c.harness); v != base+2 || level != 3 {
-		t.Fatalf("after the 0.3.0 replica started: schema %d, level %d; want %d, 3", v, level, base+2)
+	if v, level := u.schema(c.harness); v != base+2 || level != store.CompatLevel+1 {
+		t.Fatalf("after the 0.3.0 replica started: schema %d, level %d; want %d, %d", v, level, base+2, store.CompatLevel+1)
 	}
 	c.stop(t)
 	lockedOut(t, a2, oldVersion)
@@ -235,11 +236,11 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	st, err := postgres.Open(context.Background(), u.dsn)
 	if err != nil {
-		t.Fatalf("this test's store (level 2) opening the level-3 store to read: %v", err)
+		t.Fatalf("this test's store (level %d) opening the level-%d store to read: %v", store.CompatLevel, store.CompatLevel+1, err)
 	}
 	defer st.Close()
 	if acc, _ := st.Access(context.Background()); acc != store.ReadOnly {
-		t.Errorf("a level-2 store on the level-3 database: access %q, want read-only", acc)
+		t.Errorf("a level-%d store on the level-%d database: access %q, want read-only", store.CompatLevel, store.CompatLevel+1, acc)
 	}
 
 	// --- 5: the rest of the upgrade: C2 plans and applies PR 7. ---
@@ -247,7 +248,7 @@ func TestRollingUpgrade(t *testing.T) {
 	b1.stop(t)
 	said := a2.stderr.String() + b1.stderr.String()
 	mustContain(t, "the older replicas' logs", said, "job handed back: this replica may not write to the store",
-		"must not write to this store: its compatibility level is 3, raised by version "+newestVersion)
+		"must not write to this store: its compatibility level is "+levelNext+", raised by version "+newestVersion)
 	c2 := u.start(newestBin)
 	c2.settle()
 	succeeded(t, c2.harness, prs[6], "kl plan · infra")
@@ -269,8 +270,8 @@ func lockedOut(t *testing.T, r *replica, version string) {
 		t.Errorf("the %s replica's /readyz after the raise: %d, want 503", version, code)
 	}
 	mustContain(t, "the "+version+" replica's /readyz after the raise", body,
-		"this klbot (version "+version+", compatibility level 2) must not write to this store",
-		"its compatibility level is 3, raised by version "+newestVersion, "upgrade to version "+newestVersion+" or later")
+		"this klbot (version "+version+", compatibility level "+levelNow+") must not write to this store",
+		"its compatibility level is "+levelNext+", raised by version "+newestVersion, "upgrade to version "+newestVersion+" or later")
 }
 
 // refusedStart checks that a new replica of bin refuses to start: it exits
@@ -287,5 +288,9 @@ func refusedStart(t *testing.T, u *upgrade, bin string) {
 		t.Errorf("a new %s replica after the raise: %v, want exit status 1", oldVersion, err)
 	}
 	mustContain(t, "a new "+oldVersion+" replica's refusal", string(out),
-		"klbot: KLBOT_DATABASE_URL: this klbot (version "+oldVersion+", compatibility level 2) must not write to this store: its compatibility level is 3, raised by version "+newestVersion)
+		"klbot: KLBOT_DATABASE_URL: this klbot (version "+oldVersion+", compatibility level "+levelNow+") must not write to this store: its compatibility level is "+levelNext+", raised by version "+newestVersion)
 }
+
+// levelNow and levelNext are this build's compatibility level and the
+// raised build's (kltest_raise: one above), as the refusals print them.
+var levelNow, levelNext = strconv.Itoa(store.CompatLevel), strconv.Itoa(store.CompatLevel + 1)

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestOlderKlOnARaisedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a newer kl's raising migration leaves (store.LevelMigration).
-	if _, err := db.Exec(`UPDATE kl_compat SET level = 3, raised_by = '0.3.0', why = 'fence rules changed'`); err != nil {
+	if _, err := db.Exec(`UPDATE kl_compat SET level = ?, raised_by = '0.3.0', why = 'fence rules changed'`, store.CompatLevel+1); err != nil {
 		t.Fatalf("raising the level as a newer kl would: %v", err)
 	}
 	db.Close()
@@ -71,8 +72,8 @@ func TestOlderKlOnARaisedStore(t *testing.T) {
 			t.Errorf("kl %s on a store at a higher level: exit code %d (%v), want 1", name, r.code(), r.err)
 			continue
 		}
-		for _, want := range []string{"(version " + store.BinaryVersion + ", compatibility level 2) must not write to this store",
-			"its compatibility level is 3, raised by version 0.3.0", "(fence rules changed)", "upgrade to version 0.3.0 or later"} {
+		for _, want := range []string{fmt.Sprintf("(version %s, compatibility level %d) must not write to this store", store.BinaryVersion, store.CompatLevel),
+			fmt.Sprintf("its compatibility level is %d, raised by version 0.3.0", store.CompatLevel+1), "(fence rules changed)", "upgrade to version 0.3.0 or later"} {
 			if !strings.Contains(r.err.Error(), want) {
 				t.Errorf("kl %s: %q does not say %q", name, r.err, want)
 			}

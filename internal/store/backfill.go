@@ -184,14 +184,14 @@ func convertVersion(ctx context.Context, tx Executor, state string, serial int64
 	var stored []Entry
 	var rows []ManifestEntry
 	for _, addr := range sortedAddrs(sp.entries) {
-		raw := sp.entries[addr]
-		body, err := compressEntry(raw)
+		en := sp.entries[addr]
+		body, err := compressEntry(en.raw)
 		if err != nil {
 			return false, err
 		}
-		h := EntryHash(raw)
-		stored = append(stored, Entry{Hash: h, Size: int64(len(raw)), Body: body})
-		rows = append(rows, ManifestEntry{Address: addr, Hash: h, Size: int64(len(raw))})
+		h := EntryHash(en.raw)
+		stored = append(stored, Entry{Hash: h, Size: int64(len(en.raw)), Body: body})
+		rows = append(rows, ManifestEntry{Address: addr, Resource: en.resource, Hash: h, Size: int64(len(en.raw))})
 	}
 	if err := tx.InsertEntries(ctx, state, stored, now); err != nil {
 		return false, err

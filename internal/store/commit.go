@@ -142,7 +142,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head version %d: %w", st.HeadSerial, err)
 	}
-	doc, err := readDoc(ctx, tx, st.Name, st.HeadSerial, nil)
+	doc, err := readDoc(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{})
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head snapshot %d: %w", st.HeadSerial, err)
 	}
@@ -417,7 +417,7 @@ func (a Algorithms) GetVersion(ctx context.Context, state string, serial int64) 
 // document of a version, decompressed. ErrNotFound if the state or serial
 // is unknown.
 func (a Algorithms) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
-	doc, err := readDoc(ctx, a.DB, state, serial, nil)
+	doc, err := readDoc(ctx, a.DB, state, serial, ManifestQuery{})
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot of version %d of state %s: %w", serial, state, err)
 	}
@@ -442,7 +442,7 @@ func (a Algorithms) Slice(ctx context.Context, state string, serial int64, addre
 		want = append(want, ea)
 	}
 	slices.Sort(want)
-	doc, err := readDoc(ctx, a.DB, state, serial, slices.Compact(want))
+	doc, err := readDoc(ctx, a.DB, state, serial, ManifestQuery{Entries: slices.Compact(want)})
 	if err != nil {
 		return nil, fmt.Errorf("reading a slice of version %d of state %s: %w", serial, state, err)
 	}

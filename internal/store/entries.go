@@ -41,15 +41,31 @@ type Entry struct {
 	Body []byte
 }
 
-// ManifestEntry is one entry of a version's manifest: its resource address
-// (tfstate.Resource.Address, module instance included), the entry's hash
-// and length, and its body (compressed) when the read asked for bodies.
+// ManifestEntry is one entry of a version's manifest: its entry address
+// (tfstate.Resource.EntryAddress: module instance keys kept), its resource
+// (tfstate.Resource.Address: the same without module instance keys), the
+// entry's hash and length, and its body (compressed) when the read asked
+// for bodies.
 type ManifestEntry struct {
-	Address string
-	Hash    []byte
-	Size    int64
-	Body    []byte
+	Address  string
+	Resource string
+	Hash     []byte
+	Size     int64
+	Body     []byte
 }
+
+// ManifestQuery selects entries of a manifest: those at Entries (entry
+// addresses) when Entries is not nil, else those of Resources (every
+// module instance's entry of each resource) when Resources is not nil,
+// else all; with their bodies when Bodies.
+type ManifestQuery struct {
+	Entries   []string
+	Resources []string
+	Bodies    bool
+}
+
+// all reports whether q selects every entry.
+func (q ManifestQuery) all() bool { return q.Entries == nil && q.Resources == nil }
 
 // EntryHash is the hash that names a resource entry: SHA-256 of its
 // compact JSON (32 bytes).
@@ -107,8 +123,25 @@ func decompressHeader(z []byte) ([]byte, error) {
 // (Snapshot returns what was committed, byte for byte).
 type split struct {
 	header  []byte
-	entries map[string][]byte // address → compact JSON
+	entries map[string]splitEntry // by entry address
 	ok      bool
+}
+
+// splitEntry is one entry of a split document: its compact JSON and its
+// resource-level address.
+type splitEntry struct {
+	raw      []byte
+	resource string
+}
+
+// entriesOf is s's entries by entry address.
+func entriesOf(s *tfstate.State) map[string]splitEntry {
+	out := make(map[string]splitEntry, len(s.Resources))
+	for i := range s.Resources {
+		r := &s.Resources[i]
+		out[r.EntryAddress()] = splitEntry{raw: r.Raw, resource: r.Address()}
+	}
+	return out
 }
 
 // splitDoc splits doc (a Terraform state v4 document) for per-resource
@@ -135,11 +168,7 @@ func splitDoc(doc []byte) (split, error) {
 	if err != nil {
 		return split{}, err
 	}
-	out := split{header: hz, entries: make(map[string][]byte, len(s.Resources)), ok: true}
-	for i := range s.Resources {
-		out.entries[s.Resources[i].Address()] = s.Resources[i].Raw
-	}
-	return out, nil
+	return split{header: hz, entries: entriesOf(s), ok: true}, nil
 }
 
 // putVersion stores version v of a state whose document is doc, and its
@@ -185,7 +214,7 @@ func headManifest(ctx context.Context, tx Executor, state string, serial int64) 
 	if err != nil || !hasManifest {
 		return nil, err
 	}
-	rows, err := tx.Manifest(ctx, state, serial, nil, false)
+	rows, err := tx.Manifest(ctx, state, serial, ManifestQuery{})
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +229,7 @@ func headManifest(ctx context.Context, tx Executor, state string, serial int64) 
 // delta against prev (the previous version's manifest; nil when it has
 // none, and then every open interval is closed first and every entry
 // opened).
-func writeEntries(ctx context.Context, tx Executor, v engine.Version, entries map[string][]byte, prev map[string][]byte) error {
+func writeEntries(ctx context.Context, tx Executor, v engine.Version, entries map[string]splitEntry, prev map[string][]byte) error {
 	state, serial := v.State, v.Serial
 	var closed []string
 	if prev == nil {
@@ -211,20 +240,20 @@ func writeEntries(ctx context.Context, tx Executor, v engine.Version, entries ma
 	var stored []Entry
 	var opened []ManifestEntry
 	for _, a := range sortedAddrs(entries) {
-		raw := entries[a]
-		hash := EntryHash(raw)
+		en := entries[a]
+		hash := EntryHash(en.raw)
 		if old, ok := prev[a]; ok {
 			if bytes.Equal(old, hash) {
 				continue
 			}
 			closed = append(closed, a)
 		}
-		body, err := compressEntry(raw)
+		body, err := compressEntry(en.raw)
 		if err != nil {
 			return err
 		}
-		stored = append(stored, Entry{Hash: hash, Size: int64(len(raw)), Body: body})
-		opened = append(opened, ManifestEntry{Address: a, Hash: hash, Size: int64(len(raw))})
+		stored = append(stored, Entry{Hash: hash, Size: int64(len(en.raw)), Body: body})
+		opened = append(opened, ManifestEntry{Address: a, Resource: en.resource, Hash: hash, Size: int64(len(en.raw))})
 	}
 	for a := range prev {
 		if _, ok := entries[a]; !ok {
@@ -243,7 +272,7 @@ func writeEntries(ctx context.Context, tx Executor, v engine.Version, entries ma
 	return tx.OpenEntries(ctx, state, serial, opened)
 }
 
-func sortedAddrs(m map[string][]byte) []string {
+func sortedAddrs[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for a := range m {
 		out = append(out, a)
@@ -253,69 +282,90 @@ func sortedAddrs(m map[string][]byte) []string {
 }
 
 // readDoc is the document of version serial of state: its snapshot, or
-// its header and manifest put back together (tfstate.Assemble, Marshal)
-// with only the entries at addresses when addresses is not nil (a slice).
-// A whole document's length is checked against the stored size.
+// its header and manifest put back together (tfstate.Assemble, Marshal),
+// holding only the entries q selects (a slice) unless q selects all. A
+// whole document's length is checked against the stored size.
 // ErrNotFound for an unknown version.
-func readDoc(ctx context.Context, ex Executor, state string, serial int64, addresses []string) ([]byte, error) {
+func readDoc(ctx context.Context, ex Executor, state string, serial int64, q ManifestQuery) ([]byte, error) {
+	doc, _, err := readVersion(ctx, ex, state, serial, q)
+	return doc, err
+}
+
+// readVersion is readDoc with the version's StoredDoc and, for a version
+// stored as a manifest, the entries read (bodies decompressed into raws).
+type readEntries struct {
+	stored StoredDoc
+	header *tfstate.State
+	rows   []ManifestEntry
+	raws   [][]byte
+}
+
+func readVersion(ctx context.Context, ex Executor, state string, serial int64, q ManifestQuery) ([]byte, *readEntries, error) {
 	d, err := ex.VersionDoc(ctx, state, serial)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d.Header == nil {
 		doc, err := DecompressSnapshot(d.Snapshot, d.Size)
-		if err != nil || addresses == nil {
-			return doc, err
+		if err != nil || q.all() {
+			return doc, nil, err
 		}
-		return sliceOf(doc, addresses)
+		doc, err = sliceOf(doc, q)
+		return doc, nil, err
 	}
 	h, err := decompressHeader(d.Header)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	header, err := tfstate.Parse(h)
 	if err != nil {
-		return nil, fmt.Errorf("reading the header of version %d: %w", serial, err)
+		return nil, nil, fmt.Errorf("reading the header of version %d: %w", serial, err)
 	}
-	rows, err := ex.Manifest(ctx, state, serial, addresses, true)
+	q.Bodies = true
+	rows, err := ex.Manifest(ctx, state, serial, q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	raws := make([][]byte, len(rows))
 	for i, r := range rows {
 		if raws[i], err = DecompressSnapshot(r.Body, r.Size); err != nil {
-			return nil, fmt.Errorf("reading entry %s of version %d: %w", r.Address, serial, err)
+			return nil, nil, fmt.Errorf("reading entry %s of version %d: %w", r.Address, serial, err)
 		}
 	}
 	entries, err := tfstate.ParseEntries(raws)
 	if err != nil {
-		return nil, fmt.Errorf("reading the entries of version %d: %w", serial, err)
+		return nil, nil, fmt.Errorf("reading the entries of version %d: %w", serial, err)
 	}
 	doc, err := tfstate.Assemble(header, entries).Marshal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if addresses == nil && int64(len(doc)) != d.Size {
-		return nil, fmt.Errorf("reading version %d: its entries make %d bytes, its stored size says %d", serial, len(doc), d.Size)
+	if q.all() && int64(len(doc)) != d.Size {
+		return nil, nil, fmt.Errorf("reading version %d: its entries make %d bytes, its stored size says %d", serial, len(doc), d.Size)
 	}
-	return doc, nil
+	return doc, &readEntries{stored: d, header: header, rows: rows, raws: raws}, nil
 }
 
-// sliceOf is doc with only its entries at addresses.
-func sliceOf(doc []byte, addresses []string) ([]byte, error) {
+// sliceOf is doc with only the entries q selects.
+func sliceOf(doc []byte, q ManifestQuery) ([]byte, error) {
 	s, err := tfstate.Parse(doc)
 	if err != nil {
 		return nil, err
 	}
-	want := make(map[string]bool, len(addresses))
-	for _, a := range addresses {
-		want[a] = true
-	}
+	entries, resources := setOf(q.Entries), setOf(q.Resources)
 	var keep []tfstate.Resource
 	for _, r := range s.Resources {
-		if want[r.Address()] {
+		if q.Entries != nil && entries[r.EntryAddress()] || q.Entries == nil && resources[r.Address()] {
 			keep = append(keep, r)
 		}
 	}
 	return tfstate.Assemble(s.Header(), keep).Marshal()
+}
+
+func setOf(ss []string) map[string]bool {
+	out := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		out[s] = true
+	}
+	return out
 }

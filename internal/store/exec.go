@@ -71,11 +71,10 @@ type Executor interface {
 	// header and manifest (versions.header set). ErrNotFound if unknown.
 	HasManifest(ctx context.Context, state string, serial int64) (bool, error)
 	// Manifest returns the manifest of version serial of state sorted by
-	// address: every entry when addresses is nil, else only those at
-	// addresses (resource entry addresses; none when empty), with their
-	// compressed bodies when bodies. It reads intervals only: a version
-	// stored whole has none of its own.
-	Manifest(ctx context.Context, state string, serial int64, addresses []string, bodies bool) ([]ManifestEntry, error)
+	// address, the entries q selects, with their compressed bodies when
+	// q.Bodies. It reads intervals only: a version stored whole has none of
+	// its own.
+	Manifest(ctx context.Context, state string, serial int64, q ManifestQuery) ([]ManifestEntry, error)
 	// InsertEntries stores es in state's entries at now; an entry whose
 	// hash the state has already is left as it is (content-addressed).
 	InsertEntries(ctx context.Context, state string, es []Entry, now time.Time) error

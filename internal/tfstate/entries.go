@@ -85,7 +85,9 @@ func DocSize(headerSize int64, n int, entriesSize int64) int64 {
 // resource or resource instance address as Terraform writes it (ParseTarget):
 // the resource in its module instance, without the resource's own key —
 // `module.app["eu"].terraform_data.web` for
-// `module.app["eu"].terraform_data.web[2]`. A module instance alone is an
+// `module.app["eu"].terraform_data.web[2]` (Resource.EntryAddress). A
+// resource in a module called with count or for_each has one entry per
+// module instance: name each with its key. A module instance alone is an
 // error: it names no one entry.
 func EntryAddress(addr string) (string, error) {
 	t, err := ParseTarget(addr)
@@ -95,5 +97,14 @@ func EntryAddress(addr string) (string, error) {
 	if t.Resource == nil {
 		return "", fmt.Errorf("address %q is a module instance, not a resource: it names no one resource entry", addr)
 	}
-	return ResourceAddress(ModulePath(t.Module), t.Resource.Mode, t.Resource.Type, t.Resource.Name), nil
+	return instanceAddress(ModulePath(t.Module), t.Resource.Mode, t.Resource.Type, t.Resource.Name, nil), nil
+}
+
+// EntryAddress is the address of r as one stored entry: the resource in
+// its module instance, keys kept (`module.app[0].terraform_data.c`) —
+// unlike Address, which strips module instance keys and so names every
+// module instance's entry of the resource at once. No two entries of a
+// state share it (Parse refuses such a state).
+func (r *Resource) EntryAddress() string {
+	return instanceAddress(r.Module, r.Mode, r.Type, r.Name, nil)
 }

@@ -10,7 +10,9 @@
 -- nanoseconds UTC (the garbage collector's grace period).
 --
 -- version_entries: the manifests of every version, as intervals: the entry
--- with hash is at address in every version of state with a serial s where
+-- with hash is at address (the resource in its module instance, keys kept:
+-- tfstate.Resource.EntryAddress; resource is the same without module
+-- instance keys, tfstate.Resource.Address) in every version of state with a serial s where
 -- since_serial <= s and (until_serial is NULL or s < until_serial). A
 -- commit writes only the entries that changed: it closes their intervals
 -- (until_serial = the new serial) and opens new ones. The foreign key
@@ -40,6 +42,7 @@ CREATE TABLE state_entries (
 CREATE TABLE version_entries (
     state        TEXT    NOT NULL,
     address      TEXT    NOT NULL,
+    resource     TEXT    NOT NULL,
     since_serial INTEGER NOT NULL,
     until_serial INTEGER,
     hash         BLOB    NOT NULL,
@@ -51,6 +54,9 @@ CREATE TABLE version_entries (
 -- names (the foreign key's check, the collector's).
 CREATE INDEX version_entries_open ON version_entries (state, until_serial);
 CREATE INDEX version_entries_by_hash ON version_entries (state, hash);
+-- A commit's merge reads the head's entries of a few resources, every
+-- module instance of each (resource: the address without module keys).
+CREATE INDEX version_entries_by_resource ON version_entries (state, resource, since_serial);
 
 CREATE TABLE kl_backfill (
     state       TEXT NOT NULL PRIMARY KEY REFERENCES states (name),

@@ -29,24 +29,29 @@ func (e executor) VersionDoc(ctx context.Context, state string, serial int64) (s
 
 // Manifest reads a version's manifest (store.Executor): one statement,
 // addresses as an array.
-func (e executor) Manifest(ctx context.Context, state string, serial int64, addresses []string, bodies bool) ([]store.ManifestEntry, error) {
-	cols := `m.address, m.hash, e.size`
+func (e executor) Manifest(ctx context.Context, state string, serial int64, q store.ManifestQuery) ([]store.ManifestEntry, error) {
+	cols := `m.address, m.resource, m.hash, e.size`
+	bodies := q.Bodies
 	if bodies {
 		cols += `, e.body`
 	}
 	query := `SELECT ` + cols + ` FROM version_entries m JOIN state_entries e ON e.state = m.state AND e.hash = m.hash
 		WHERE m.state = $1 AND m.since_serial <= $2 AND (m.until_serial IS NULL OR m.until_serial > $2)`
 	args := []any{state, serial}
-	if addresses != nil {
+	switch {
+	case q.Entries != nil:
 		query += ` AND m.address = ANY($3::text[])`
-		args = append(args, addresses)
+		args = append(args, q.Entries)
+	case q.Resources != nil:
+		query += ` AND m.resource = ANY($3::text[])`
+		args = append(args, q.Resources)
 	}
 	rows, err := e.q.Query(ctx, query+` ORDER BY m.address`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading a manifest: %w", e.s.mapErr(err))
 	}
 	var m store.ManifestEntry
-	dest := []any{&m.Address, &m.Hash, &m.Size}
+	dest := []any{&m.Address, &m.Resource, &m.Hash, &m.Size}
 	if bodies {
 		dest = append(dest, &m.Body)
 	}
@@ -88,13 +93,10 @@ func (e executor) OpenEntries(ctx context.Context, state string, serial int64, r
 	if len(rows) == 0 {
 		return nil
 	}
-	addrs := make([]string, len(rows))
-	hashes := make([][]byte, len(rows))
-	for i, r := range rows {
-		addrs[i], hashes[i] = r.Address, r.Hash
-	}
-	_, err := e.q.Exec(ctx, `INSERT INTO version_entries (state, address, since_serial, hash)
-		SELECT $1::text, a, $2::bigint, h FROM unnest($3::text[], $4::bytea[]) AS x (a, h)`, state, serial, addrs, hashes)
+	addrs, resources, hashes := manifestColumns(rows)
+	_, err := e.q.Exec(ctx, `INSERT INTO version_entries (state, address, resource, since_serial, hash)
+		SELECT $1::text, a, r, $2::bigint, h FROM unnest($3::text[], $4::text[], $5::bytea[]) AS x (a, r, h)`,
+		state, serial, addrs, resources, hashes)
 	if err != nil {
 		return fmt.Errorf("opening entries at version %d: %w", serial, e.s.mapErr(err))
 	}
@@ -120,11 +122,7 @@ func (e executor) CloseEntries(ctx context.Context, state string, serial int64, 
 // start at to with the same entry start at from; the other rows get
 // intervals [from, to) of their own (open when to is 0).
 func (e executor) ExtendEntries(ctx context.Context, state string, from, to int64, rows []store.ManifestEntry) error {
-	addrs := make([]string, len(rows))
-	hashes := make([][]byte, len(rows))
-	for i, r := range rows {
-		addrs[i], hashes[i] = r.Address, r.Hash
-	}
+	addrs, resources, hashes := manifestColumns(rows)
 	var until *int64
 	if to != 0 {
 		until = &to
@@ -135,10 +133,10 @@ func (e executor) ExtendEntries(ctx context.Context, state string, from, to int6
 			return fmt.Errorf("extending entries to version %d: %w", from, e.s.mapErr(err))
 		}
 	}
-	if _, err := e.q.Exec(ctx, `INSERT INTO version_entries (state, address, since_serial, until_serial, hash)
-		SELECT $1::text, x.a, $2::bigint, $3::bigint, x.h FROM unnest($4::text[], $5::bytea[]) AS x (a, h)
+	if _, err := e.q.Exec(ctx, `INSERT INTO version_entries (state, address, resource, since_serial, until_serial, hash)
+		SELECT $1::text, x.a, x.r, $2::bigint, $3::bigint, x.h FROM unnest($4::text[], $6::text[], $5::bytea[]) AS x (a, r, h)
 		WHERE NOT EXISTS (SELECT 1 FROM version_entries m WHERE m.state = $1 AND m.address = x.a AND m.since_serial = $2)`,
-		state, from, until, addrs, hashes); err != nil {
+		state, from, until, addrs, hashes, resources); err != nil {
 		return fmt.Errorf("giving version %d its entries: %w", from, e.s.mapErr(err))
 	}
 	return nil
@@ -229,4 +227,13 @@ func (s *Store) Backfill(ctx context.Context, budget int) (store.BackfillResult,
 		names[i] = st.Name
 	}
 	return s.Algorithms.Backfill(ctx, names, budget)
+}
+
+// manifestColumns is rows as the arrays one unnest statement binds.
+func manifestColumns(rows []store.ManifestEntry) (addrs, resources []string, hashes [][]byte) {
+	addrs, resources, hashes = make([]string, len(rows)), make([]string, len(rows)), make([][]byte, len(rows))
+	for i, r := range rows {
+		addrs[i], resources[i], hashes[i] = r.Address, r.Resource, r.Hash
+	}
+	return addrs, resources, hashes
 }

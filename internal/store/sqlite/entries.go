@@ -34,21 +34,25 @@ func (e executor) VersionDoc(ctx context.Context, state string, serial int64) (s
 }
 
 // Manifest reads a version's manifest (store.Executor).
-func (e executor) Manifest(ctx context.Context, state string, serial int64, addresses []string, bodies bool) ([]store.ManifestEntry, error) {
-	cols := `m.address, m.hash, e.size`
-	if bodies {
+func (e executor) Manifest(ctx context.Context, state string, serial int64, q store.ManifestQuery) ([]store.ManifestEntry, error) {
+	cols := `m.address, m.resource, m.hash, e.size`
+	if q.Bodies {
 		cols += `, e.body`
 	}
 	query := `SELECT ` + cols + ` FROM version_entries m JOIN state_entries e ON e.state = m.state AND e.hash = m.hash
 		WHERE m.state = ? AND m.since_serial <= ? AND (m.until_serial IS NULL OR m.until_serial > ?)`
 	args := []any{state, serial, serial}
-	if addresses == nil {
-		return e.manifest(ctx, query+` ORDER BY m.address`, args, bodies)
+	col, list := "m.address", q.Entries
+	if list == nil {
+		col, list = "m.resource", q.Resources
+	}
+	if list == nil {
+		return e.manifest(ctx, query+` ORDER BY m.address`, args, q.Bodies)
 	}
 	var out []store.ManifestEntry
-	for part := range slices.Chunk(addresses, chunk) {
+	for part := range slices.Chunk(list, chunk) {
 		set, more := in(part)
-		rows, err := e.manifest(ctx, query+` AND m.address IN `+set, append(slices.Clone(args), more...), bodies)
+		rows, err := e.manifest(ctx, query+` AND `+col+` IN `+set, append(slices.Clone(args), more...), q.Bodies)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +71,7 @@ func (e executor) manifest(ctx context.Context, query string, args []any, bodies
 	var out []store.ManifestEntry
 	for rows.Next() {
 		var m store.ManifestEntry
-		dest := []any{&m.Address, &m.Hash, &m.Size}
+		dest := []any{&m.Address, &m.Resource, &m.Hash, &m.Size}
 		if bodies {
 			dest = append(dest, &m.Body)
 		}
@@ -107,13 +111,13 @@ func (e executor) OpenEntries(ctx context.Context, state string, serial int64, r
 	if len(rows) == 0 {
 		return nil
 	}
-	stmt, err := e.q.PrepareContext(ctx, `INSERT INTO version_entries (state, address, since_serial, hash) VALUES (?, ?, ?, ?)`)
+	stmt, err := e.q.PrepareContext(ctx, `INSERT INTO version_entries (state, address, resource, since_serial, hash) VALUES (?, ?, ?, ?, ?)`)
 	if err != nil {
 		return e.s.mapErr(err)
 	}
 	defer stmt.Close()
 	for _, r := range rows {
-		if _, err := stmt.ExecContext(ctx, state, r.Address, serial, r.Hash); err != nil {
+		if _, err := stmt.ExecContext(ctx, state, r.Address, r.Resource, serial, r.Hash); err != nil {
 			return fmt.Errorf("opening entry %s at version %d: %w", r.Address, serial, e.s.mapErr(err))
 		}
 	}
@@ -149,7 +153,7 @@ func (e executor) ExtendEntries(ctx context.Context, state string, from, to int6
 		return e.s.mapErr(err)
 	}
 	defer ext.Close()
-	ins, err := e.q.PrepareContext(ctx, `INSERT INTO version_entries (state, address, since_serial, until_serial, hash) VALUES (?, ?, ?, ?, ?)`)
+	ins, err := e.q.PrepareContext(ctx, `INSERT INTO version_entries (state, address, resource, since_serial, until_serial, hash) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return e.s.mapErr(err)
 	}
@@ -167,7 +171,7 @@ func (e executor) ExtendEntries(ctx context.Context, state string, from, to int6
 				continue
 			}
 		}
-		if _, err := ins.ExecContext(ctx, state, r.Address, from, until, r.Hash); err != nil {
+		if _, err := ins.ExecContext(ctx, state, r.Address, r.Resource, from, until, r.Hash); err != nil {
 			return fmt.Errorf("giving version %d entry %s: %w", from, r.Address, e.s.mapErr(err))
 		}
 	}

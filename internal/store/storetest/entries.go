@@ -37,10 +37,31 @@ func RunEntries(t *testing.T, newStore func(t *testing.T) EntriesStore) {
 }
 
 // entryState is a state of n terraform_data resources over two module
-// calls, at serial, as Terraform writes it.
+// calls, at serial, as Terraform writes it, with the module calls given
+// instance keys: module.m00 count (each of its entries in [0] and [1]),
+// module.m01 for_each (["eu"]) — so that entries of one resource in two
+// module instances are stored apart.
 func entryState(t *testing.T, n int, lineage string, serial int64) *tfstate.State {
 	t.Helper()
-	return tfstate.SynthesizeTerraformData(n, 2, lineage, serial)
+	s := tfstate.SynthesizeTerraformData(n, 2, lineage, serial)
+	var raws [][]byte
+	for _, r := range s.Resources {
+		switch r.Module {
+		case "module.m00":
+			for _, k := range []string{"[0]", "[1]"} {
+				raws = append(raws, bytes.Replace(r.Raw, []byte(`"module":"module.m00"`), []byte(`"module":"module.m00`+k+`"`), 1))
+			}
+		case "module.m01":
+			raws = append(raws, bytes.Replace(r.Raw, []byte(`"module":"module.m01"`), []byte(`"module":"module.m01[\"eu\"]"`), 1))
+		default:
+			raws = append(raws, r.Raw)
+		}
+	}
+	es, err := tfstate.ParseEntries(raws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tfstate.Assemble(s.Header(), es)
 }
 
 func marshal(t *testing.T, s *tfstate.State) []byte {
@@ -149,8 +170,8 @@ func stats(t *testing.T, s EntriesStore, state string) store.StorageStats {
 }
 
 func testSharedEntries(t *testing.T, s EntriesStore) {
-	const n = 60
-	base := entryState(t, n, lineageOf("s"), 1)
+	base := entryState(t, 60, lineageOf("s"), 1)
+	n := len(base.Resources)
 	docs := map[int64][]byte{1: marshal(t, base)}
 	createDocState(t, s, "s", docs[1], 1)
 	if st := stats(t, s, "s"); st.Manifests != 1 || st.Whole != 0 || st.Entries != n || st.Intervals != n || st.SnapshotBytes != 0 {
@@ -160,7 +181,7 @@ func testSharedEntries(t *testing.T, s EntriesStore) {
 	// version 4 changes the first back (its old entry is shared again).
 	v2 := withChanged(t, base, 2, -1, 5)
 	docs[2] = marshal(t, v2)
-	commitDoc(t, s, "s", docs[2], base.Resources[5].Address())
+	commitDoc(t, s, "s", docs[2], base.Resources[5].EntryAddress())
 	v3 := withChanged(t, v2, 3, 7, 9)
 	docs[3] = marshal(t, v3)
 	commitDoc(t, s, "s", docs[3])
@@ -168,7 +189,7 @@ func testSharedEntries(t *testing.T, s EntriesStore) {
 	v4.Serial = 4
 	v4.Resources = append([]tfstate.Resource{}, v3.Resources...)
 	for i, r := range v4.Resources {
-		if r.Address() == base.Resources[5].Address() {
+		if r.EntryAddress() == base.Resources[5].EntryAddress() {
 			v4.Resources[i] = base.Resources[5]
 		}
 	}
@@ -199,11 +220,11 @@ func testSlice(t *testing.T, s EntriesStore) {
 		ask    []engine.Address
 		want   []tfstate.Resource
 	}{
-		{1, []engine.Address{engine.Address(a.Address()), engine.Address(b.Address())}, []tfstate.Resource{a, b}},
-		{2, []engine.Address{engine.Address(a.Address()), engine.Address(b.Address())}, []tfstate.Resource{v2.Resources[4], b}},
+		{1, []engine.Address{engine.Address(a.EntryAddress()), engine.Address(b.EntryAddress())}, []tfstate.Resource{a, b}},
+		{2, []engine.Address{engine.Address(a.EntryAddress()), engine.Address(b.EntryAddress())}, []tfstate.Resource{v2.Resources[4], b}},
 		// An instance address reads its resource's entry; an address with no
 		// entry is left out; asking twice gives it once.
-		{2, []engine.Address{engine.Address(b.Address() + `[0]`), engine.Address(b.Address()), "terraform_data.nowhere"}, []tfstate.Resource{b}},
+		{2, []engine.Address{engine.Address(b.EntryAddress() + `[0]`), engine.Address(b.EntryAddress()), "terraform_data.nowhere"}, []tfstate.Resource{b}},
 		{2, nil, nil},
 	} {
 		got, err := s.Slice(ctx, "s", tc.serial, tc.ask)
@@ -251,7 +272,7 @@ func testKeptWhole(t *testing.T, s EntriesStore) {
 		t.Fatalf("%+v; want version 2 whole, 1 and 3 manifests", st)
 	}
 	checkSnapshots(t, s, "s", docs)
-	got, err := s.Slice(t.Context(), "s", 2, []engine.Address{engine.Address(base.Resources[0].Address())})
+	got, err := s.Slice(t.Context(), "s", 2, []engine.Address{engine.Address(base.Resources[0].EntryAddress())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,8 +295,8 @@ func mustCompact(t *testing.T, b []byte) []byte {
 // its calls, and ends with every version a manifest sharing entries.
 func testBackfill(t *testing.T, s EntriesStore) {
 	ctx := t.Context()
-	const n = 40
-	base := entryState(t, n, lineageOf("s"), 1)
+	base := entryState(t, 40, lineageOf("s"), 1)
+	n := len(base.Resources)
 	docs := map[int64][]byte{1: marshal(t, base)}
 	createDocState(t, s, "s", docs[1], 1)
 	cur := base
