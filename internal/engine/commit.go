@@ -402,7 +402,7 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 		base: base, result: result, spec: spec, now: e.now}
 	v, err := e.Store.Commit(ctx, CommitRequest{
 		State: a.state.Name, Run: a.run.ID, RequireReservations: spec.requireRes,
-		Merge: m.merge,
+		Merge: m.merge, MergeReads: mergeReads(base, result, spec.written),
 	})
 	if err != nil {
 		return nil, err
@@ -411,6 +411,21 @@ func (a *applier) commit(ctx context.Context, base, result *tfstate.State, spec 
 		e.finishPlans(ctx, a, planStatus, v.Serial, spec.partial)
 	}
 	return &v, nil
+}
+
+// mergeReads is the CommitRequest.MergeReads of a snapshot-merge of
+// result over base with written: nil (the whole head) when the merge would
+// refuse written, which the merge then says.
+func mergeReads(base, result *tfstate.State, written AddressSet) []Address {
+	reads, err := tfstate.MergeReads(base, result, written.Strings())
+	if err != nil {
+		return nil
+	}
+	out := make([]Address, len(reads))
+	for i, r := range reads {
+		out[i] = Address(r)
+	}
+	return out
 }
 
 // mergeInput is what a commit merges: the apply run, its reviewed plan

@@ -162,6 +162,15 @@ type CommitRequest struct {
 	RequireReservations bool
 	// Merge computes the new version from the head inside the transaction.
 	Merge func(head Version, snapshot []byte) (CommitResult, error)
+	// MergeReads, when not nil, names the resources (resource-level
+	// addresses, tfstate.MergeReads) the merge reads from the head. A store
+	// whose head is a manifest of entries (ADR 0068) may then give Merge a
+	// snapshot holding the head's header and only those resources' entries
+	// (every module instance of each); Merge's CommitResult.Snapshot is
+	// then the merged slice, and the store writes its entries in place of
+	// the head's entries of those resources, keeping every other entry, and
+	// counts Resources itself. Nil: Merge gets and returns whole documents.
+	MergeReads []Address
 }
 
 // CommitResult is what Merge returns: the new snapshot (serial head+1

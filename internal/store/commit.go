@@ -142,7 +142,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head version %d: %w", st.HeadSerial, err)
 	}
-	doc, err := readDoc(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{})
+	doc, slice, err := headForMerge(ctx, tx, st, req)
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head snapshot %d: %w", st.HeadSerial, err)
 	}
@@ -171,7 +171,12 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 		Resources:  res.Resources,
 		Size:       int64(len(res.Snapshot)),
 	}
-	if err := putVersion(ctx, tx, v, res.Snapshot, &head); err != nil {
+	if slice != nil {
+		err = putSlice(ctx, tx, &v, res.Snapshot, head, req.MergeReads, slice)
+	} else {
+		err = putVersion(ctx, tx, v, res.Snapshot, &head)
+	}
+	if err != nil {
 		return engine.Version{}, err
 	}
 	moved, err := tx.MoveHead(ctx, st.Name, head.Serial, serial)

@@ -294,10 +294,11 @@ func readDoc(ctx context.Context, ex Executor, state string, serial int64, q Man
 // readVersion is readDoc with the version's StoredDoc and, for a version
 // stored as a manifest, the entries read (bodies decompressed into raws).
 type readEntries struct {
-	stored StoredDoc
-	header *tfstate.State
-	rows   []ManifestEntry
-	raws   [][]byte
+	stored  StoredDoc
+	header  *tfstate.State
+	hsize   int64 // the header's length as stored (uncompressed)
+	rows    []ManifestEntry
+	entries []tfstate.Resource // rows' entries, parsed, in rows' order
 }
 
 func readVersion(ctx context.Context, ex Executor, state string, serial int64, q ManifestQuery) ([]byte, *readEntries, error) {
@@ -343,7 +344,7 @@ func readVersion(ctx context.Context, ex Executor, state string, serial int64, q
 	if q.all() && int64(len(doc)) != d.Size {
 		return nil, nil, fmt.Errorf("reading version %d: its entries make %d bytes, its stored size says %d", serial, len(doc), d.Size)
 	}
-	return doc, &readEntries{stored: d, header: header, rows: rows, raws: raws}, nil
+	return doc, &readEntries{stored: d, header: header, hsize: int64(len(h)), rows: rows, entries: entries}, nil
 }
 
 // sliceOf is doc with only the entries q selects.
@@ -368,4 +369,86 @@ func setOf(ss []string) map[string]bool {
 		out[s] = true
 	}
 	return out
+}
+
+// headForMerge is the head document a commit's merge gets: when req names
+// its MergeReads and the head is a manifest, the slice of those resources
+// (and the entries read, for putSlice); otherwise the whole document.
+func headForMerge(ctx context.Context, tx Executor, st engine.State, req engine.CommitRequest) ([]byte, *readEntries, error) {
+	if req.MergeReads != nil {
+		manifest, err := tx.HasManifest(ctx, st.Name, st.HeadSerial)
+		if err != nil {
+			return nil, nil, err
+		}
+		if manifest {
+			reads := make([]string, len(req.MergeReads))
+			for i, a := range req.MergeReads {
+				reads[i] = string(a)
+			}
+			return readVersion(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{Resources: reads})
+		}
+	}
+	doc, err := readDoc(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{})
+	return doc, nil, err
+}
+
+// putSlice stores version v from the merged slice doc of a commit whose
+// merge read only the head's entries of reads (hr): the slice's entries
+// replace the head's entries of those resources (the manifest delta), every
+// other entry of the head stays, the header is the slice's. v.Resources and
+// v.Size are computed from the head's (head) and the two slices':
+// tfstate.DocSize, so that the version reads back at its stored size. An
+// entry of a resource outside reads is ErrInvalid: the merge wrote what it
+// did not read.
+func putSlice(ctx context.Context, tx Executor, v *engine.Version, doc []byte, head engine.Version, reads []engine.Address, hr *readEntries) error {
+	ms, err := tfstate.Parse(doc)
+	if err != nil {
+		return fmt.Errorf("the merged slice: %w", err)
+	}
+	read := make(map[string]bool, len(reads))
+	for _, a := range reads {
+		read[string(a)] = true
+	}
+	entries := entriesOf(ms)
+	var newSize int64
+	for a, en := range entries {
+		if !read[en.resource] {
+			return engine.Errorf(engine.ErrInvalid, "the merge of version %d wrote entry %s, of a resource it did not read", v.Serial, a)
+		}
+		newSize += tfstate.EntryDocSize(en.raw)
+	}
+	prev := make(map[string][]byte, len(hr.rows))
+	var oldSize int64
+	for i, r := range hr.rows {
+		prev[r.Address] = r.Hash
+		oldSize += tfstate.EntryDocSize(hr.entries[i].Raw)
+	}
+	h, err := ms.Header().Marshal()
+	if err != nil {
+		return err
+	}
+	hz, err := CompressSnapshot(h)
+	if err != nil {
+		return err
+	}
+	// The head's entries take K = Size − header bytes (tfstate.DocSize:
+	// Σ entry sizes + 6 per entry + 2, or 0 for none).
+	k := head.Size - hr.hsize
+	if k < 0 || k == 1 || k == 2 {
+		return fmt.Errorf("version %d: stored size %d and header size %d do not agree", head.Serial, head.Size, hr.hsize)
+	}
+	if k == 0 {
+		k = 2
+	}
+	k += newSize + 6*int64(len(entries)) - oldSize - 6*int64(len(hr.rows))
+	if k == 2 {
+		k = 0
+	}
+	v.Size = int64(len(h)) + k
+	oldCount := tfstate.Assemble(hr.header, hr.entries).ResourceCount()
+	v.Resources = head.Resources - oldCount + ms.ResourceCount()
+	if err := writeEntries(ctx, tx, *v, entries, prev); err != nil {
+		return err
+	}
+	return tx.InsertVersion(ctx, *v, StoredDoc{Size: v.Size, Header: hz})
 }

@@ -3,6 +3,7 @@ package tfstate
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Per-resource storage (issue 16 §1, ADR 0068): the state engine stores a
@@ -64,7 +65,44 @@ func Assemble(header *State, entries []Resource) *State {
 // a document's "resources" array: raw indented at the array's depth,
 // without the separator before it. raw must be valid JSON.
 func EntryDocSize(raw []byte) int64 {
-	return int64(len(appendIndent(nil, raw, "    ")))
+	return int64(indentedLen(raw, len("    ")))
+}
+
+// indentedLen is len(appendIndent(nil, b, prefix)) for a prefix of
+// prefixLen bytes, counted without writing.
+func indentedLen(b []byte, prefixLen int) int {
+	n, depth := 0, 0
+	newline := func() { n += 1 + prefixLen + 2*depth }
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			e := stringEnd(b, i)
+			n += e - i
+			i = e - 1
+		case ' ', '\t', '\n', '\r':
+		case '{', '[':
+			n++
+			if j := skipSpace(b, i+1); j < len(b) && (b[j] == '}' || b[j] == ']') {
+				n++
+				i = j
+				continue
+			}
+			depth++
+			newline()
+		case '}', ']':
+			depth--
+			newline()
+			n++
+		case ',':
+			n++
+			newline()
+		case ':':
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // DocSize is the length of the document Marshal writes for a state whose
@@ -107,4 +145,39 @@ func EntryAddress(addr string) (string, error) {
 // state share it (Parse refuses such a state).
 func (r *Resource) EntryAddress() string {
 	return instanceAddress(r.Module, r.Mode, r.Type, r.Name, nil)
+}
+
+// MergeReads returns the resource-level addresses (Resource.Address) whose
+// head entries MergeWith reads for a merge of result over base with
+// written, sorted: every resource whose entries differ between base and
+// result (data sources included), and every written resource (a written
+// instance's resource). The merge of a head holding only these resources'
+// entries — every module instance of each — and its outputs is the merge of
+// the whole head restricted to them; the head's other entries are the
+// merged state's unchanged (per-resource storage commits only the slice,
+// ADR 0068). Outputs are not listed: a slice carries them all. Errors are
+// MergeWith's for written addresses it refuses.
+func MergeReads(base, result *State, written []string) ([]string, error) {
+	if base == nil || result == nil {
+		return nil, fmt.Errorf("merge reads: nil state")
+	}
+	w, split, err := instanceWrites(written)
+	if err != nil {
+		return nil, err
+	}
+	set := changedSet(base, result, true)
+	for a := range w {
+		set[a] = true
+	}
+	for r := range split {
+		set[r] = true
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		if !strings.HasPrefix(a, OutputPrefix) {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,6 +35,110 @@ func RunEntries(t *testing.T, newStore func(t *testing.T) EntriesStore) {
 	t.Run("Slice", func(t *testing.T) { t.Parallel(); testSlice(t, newStore(t)) })
 	t.Run("KeptWhole", func(t *testing.T) { t.Parallel(); testKeptWhole(t, newStore(t)) })
 	t.Run("Backfill", func(t *testing.T) { t.Parallel(); testBackfill(t, newStore(t)) })
+	t.Run("SliceCommit", func(t *testing.T) { t.Parallel(); testSliceCommit(t, newStore(t), false) })
+	t.Run("SliceCommitOnWholeHead", func(t *testing.T) { t.Parallel(); testSliceCommit(t, newStore(t), true) })
+}
+
+// testSliceCommit: a commit naming its MergeReads gets the head's slice
+// of those resources (every module instance), and the version it writes
+// from the merged slice reads back as the snapshot-merge of the whole head
+// would have written it — size and resource count included — while only
+// the changed entries are stored. On a head stored whole (wholeHead) the
+// merge gets the whole head. A merge that writes a resource it did not
+// read is refused and writes nothing.
+func testSliceCommit(t *testing.T, s EntriesStore, wholeHead bool) {
+	ctx := t.Context()
+	base := entryState(t, 50, lineageOf("s"), 1)
+	createDocState(t, s, "s", marshal(t, base), 1)
+	// Another commit since the plan: entry 2 changed, entry 9 dropped.
+	head := withChanged(t, base, 2, 9, 2)
+	commitDoc(t, s, "s", marshal(t, head))
+	if wholeHead {
+		if err := s.Unconvert(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The run: from base, entries 0, 1 and 3 changed, the module.m00[0]
+	// instance of a resource (m) changed while its module.m00[1] instance
+	// stays, entry 20 dropped, and a new one.
+	m := slices.IndexFunc(base.Resources, func(r tfstate.Resource) bool { return r.Module == "module.m00[0]" })
+	result := withChanged(t, base, 3, 20, 0, 1, 3, m)
+	res := append([]tfstate.Resource{}, result.Resources...)
+	created, err := tfstate.ParseEntries([][]byte{bytes.Replace(base.Resources[5].Raw, []byte(`"name":"`), []byte(`"name":"new_`), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	result = tfstate.Assemble(result.Header(), append(res, created[0]))
+	written := []string{base.Resources[0].Address(), base.Resources[1].Address(), base.Resources[3].Address(), base.Resources[20].Address(),
+		base.Resources[m].EntryAddress(), created[0].Address()}
+	slices.Sort(written)
+	reads, err := tfstate.MergeReads(base, result, written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wrep, err := tfstate.MergeWith(tfstate.MergeInput{Head: head, Base: base, Result: result, Written: written, Serial: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDoc := marshal(t, want)
+	before := stats(t, s, "s")
+
+	var gotHead *tfstate.State
+	merge := func(wrongly bool) func(engine.Version, []byte) (engine.CommitResult, error) {
+		return func(_ engine.Version, doc []byte) (engine.CommitResult, error) {
+			h, err := tfstate.Parse(doc)
+			if err != nil {
+				return engine.CommitResult{}, err
+			}
+			gotHead = h
+			m, rep, err := tfstate.MergeWith(tfstate.MergeInput{Head: h, Base: base, Result: result, Written: written, Serial: 3})
+			if err != nil {
+				return engine.CommitResult{}, err
+			}
+			if wrongly {
+				m = tfstate.Assemble(m.Header(), append(slices.Clone(m.Resources), base.Resources[40]))
+			}
+			b, err := m.Marshal()
+			return engine.CommitResult{Snapshot: b, Changed: engine.NewAddressSet(addrs(rep.Changed)...), Resources: m.ResourceCount(),
+				Provenance: engine.Provenance{Mode: engine.CommitSnapshotMerge}}, err
+		}
+	}
+	commit := func(wrongly bool) (engine.Version, error) {
+		id := newID()
+		if err := s.CreateRun(ctx, engine.Run{ID: id, Kind: engine.KindApply, State: "s", Actor: "alice", Status: engine.StatusApplying}); err != nil {
+			t.Fatal(err)
+		}
+		return s.Commit(ctx, engine.CommitRequest{State: "s", Run: id, Merge: merge(wrongly), MergeReads: addrs(reads)})
+	}
+	if !wholeHead {
+		if _, err := commit(true); !isKind(err, engine.ErrInvalid) {
+			t.Fatalf("a merge writing a resource it did not read: %v; want ErrInvalid", err)
+		}
+		if st := stats(t, s, "s"); st != before {
+			t.Fatalf("the refused commit wrote: %+v, before %+v", st, before)
+		}
+	}
+	v, err := commit(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wholeHead != (len(gotHead.Resources) == len(head.Resources)) {
+		t.Fatalf("the merge got %d of the head's %d entries (head stored whole: %v)", len(gotHead.Resources), len(head.Resources), wholeHead)
+	}
+	checkSnapshots(t, s, "s", map[int64][]byte{3: wantDoc})
+	if v.Resources != want.ResourceCount() || v.Size != int64(len(wantDoc)) {
+		t.Fatalf("version 3: %d resources, size %d; want %d, %d", v.Resources, v.Size, want.ResourceCount(), len(wantDoc))
+	}
+	if got, _ := s.GetVersion(ctx, "s", 3); got.Resources != v.Resources || fmt.Sprint(got.Changed) != fmt.Sprint(engine.NewAddressSet(addrs(wrep.Changed)...)) {
+		t.Fatalf("version 3 as stored: %+v", got)
+	}
+	if !wholeHead {
+		// Entries 0, 1, 3, m's module.m00[0] instance and the new one
+		// stored (5), 20 closed.
+		if st := stats(t, s, "s"); st.Entries != before.Entries+5 || st.Intervals != before.Intervals+5 {
+			t.Fatalf("after the slice commit: %+v, before %+v; want 5 entries and 5 intervals more", st, before)
+		}
+	}
 }
 
 // entryState is a state of n terraform_data resources over two module
