@@ -21,7 +21,8 @@ import (
 // genConfig is a random small configuration of terraform_data resources:
 // root variables and locals, root resources (some with count or for_each)
 // referencing earlier ones, and a local module called with inputs whose
-// output later root resources read. Two versions of it differ in some
+// output later root resources read; some with depends_on (a resource, or
+// the module). Two versions of it differ in some
 // variable defaults and resource literals, so a plan of the second against
 // the state of the first changes some resources.
 type genConfig struct {
@@ -29,6 +30,7 @@ type genConfig struct {
 	rootRes, modRes     int
 	split               int            // root resources before the module call
 	repeat              map[int]string // root resource → "count" | "for_each"
+	dependsOn           map[int]string // root resource → what its depends_on names
 	refs                map[string][]string
 	modRefs             map[int][]string
 	inputFrom, outputOf string
@@ -36,7 +38,7 @@ type genConfig struct {
 
 func generate(r *rand.Rand) *genConfig {
 	g := &genConfig{vars: 1 + r.IntN(3), locals: 1 + r.IntN(3), rootRes: 3 + r.IntN(5), modRes: 1 + r.IntN(3),
-		repeat: map[int]string{}, refs: map[string][]string{}, modRefs: map[int][]string{}}
+		repeat: map[int]string{}, dependsOn: map[int]string{}, refs: map[string][]string{}, modRefs: map[int][]string{}}
 	g.split = 1 + r.IntN(g.rootRes-1)
 	for i := 0; i < g.rootRes; i++ {
 		switch r.IntN(4) {
@@ -82,6 +84,15 @@ func generate(r *rand.Rand) *genConfig {
 			g.refs[fmt.Sprintf("r%d", i)] = append(pick(i, true), g.refs[fmt.Sprintf("r%d", i)]...)
 		}
 	}
+	for i := 1; i < g.rootRes; i++ {
+		switch {
+		case r.IntN(4) != 0:
+		case i >= g.split && r.IntN(2) == 0:
+			g.dependsOn[i] = "module.m"
+		case i < g.split:
+			g.dependsOn[i] = fmt.Sprintf("terraform_data.r%d", r.IntN(i))
+		}
+	}
 	g.inputFrom = ref(r.IntN(g.split))
 	for j := 0; j < g.modRes; j++ {
 		if j > 0 && r.IntN(2) == 0 {
@@ -123,6 +134,9 @@ func (g *genConfig) files(ver map[string]int) map[string]string {
 			root.WriteString("  count = 2\n")
 		case "for_each":
 			root.WriteString("  for_each = toset([\"a\", \"b\"])\n")
+		}
+		if d, ok := g.dependsOn[i]; ok {
+			fmt.Fprintf(&root, "  depends_on = [%s]\n", d)
 		}
 		fmt.Fprintf(&root, "  input = %s\n}\n\n", interp(name, g.refs[name]))
 		if i == g.split-1 {
