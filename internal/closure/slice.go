@@ -70,12 +70,14 @@ func (c *Closure) sliceFile(m *Module, name string) ([]byte, bool, error) {
 	if diags.HasErrors() {
 		return nil, false, fmt.Errorf("writing slice: parsing %s: %w", path, diags)
 	}
-	body := f.Body()
-	blocks := body.Blocks()
+	blocks := f.Body().Blocks()
 	layout := m.layout[name]
 	if len(blocks) != len(layout) {
 		return nil, false, fmt.Errorf("writing slice: %s: hclwrite found %d blocks, hclsyntax %d", path, len(blocks), len(layout))
 	}
+	// Kept blocks are appended to a new file (RemoveBlock on the parsed one
+	// is linear per call: quadratic on a file of thousands of blocks).
+	out := hclwrite.NewEmptyFile()
 	kept := 0
 	for i, blk := range blocks {
 		e := layout[i]
@@ -98,10 +100,12 @@ func (c *Closure) sliceFile(m *Module, name string) ([]byte, bool, error) {
 			keep = c.sel[node{m.Path, e.key}]
 		}
 		if keep {
+			if kept > 0 {
+				out.Body().AppendNewline()
+			}
+			out.Body().AppendBlock(blk)
 			kept++
-		} else {
-			body.RemoveBlock(blk)
 		}
 	}
-	return f.Bytes(), kept > 0, nil
+	return out.Bytes(), kept > 0, nil
 }

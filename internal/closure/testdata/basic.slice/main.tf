@@ -2,7 +2,6 @@ variable "region" {
   default = "eu"
 }
 
-
 locals {
   prefix = "kl-${var.region}"
 }
@@ -15,7 +14,6 @@ resource "terraform_data" "web" {
   count = 2
   input = "${terraform_data.base.output}-${count.index}"
 }
-
 
 module "app" {
   source = "./mod"
@@ -30,4 +28,3 @@ moved {
   from = terraform_data.old_base
   to   = terraform_data.base
 }
-

@@ -5,7 +5,6 @@ resource "terraform_data" "svc" {
   input    = "${var.name}-${each.key}"
 }
 
-
 output "id" {
   value = terraform_data.svc["a"].id
 }
