@@ -1,0 +1,10 @@
+variable "name" {}
+
+resource "terraform_data" "svc" {
+  for_each = toset(["a", "b"])
+  input    = "${var.name}-${each.key}"
+}
+
+output "id" {
+  value = terraform_data.svc["a"].id
+}
