@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
 )
 
 // CreateState is engine.Store.CreateState over a.DB: it stores a new state
@@ -426,14 +427,18 @@ func (a Algorithms) Snapshot(ctx context.Context, state string, serial int64) ([
 // the order state, serial, lineage, created_at, provenance, resources,
 // size, snapshot: created_at in Unix nanoseconds, provenance as JSON, the
 // snapshot compressed (CompressSnapshot; size is v.Size, its uncompressed
-// length).
-func VersionArgs(v engine.Version, snapshot []byte) ([]any, error) {
+// length) and then sealed by kr for VersionPlace (clear without a key; ADR
+// 0066).
+func VersionArgs(v engine.Version, snapshot []byte, kr *seal.Keyring) ([]any, error) {
 	prov, err := json.Marshal(v.Provenance)
 	if err != nil {
 		return nil, fmt.Errorf("encoding provenance: %w", err)
 	}
 	z, err := CompressSnapshot(snapshot)
 	if err != nil {
+		return nil, err
+	}
+	if z, err = kr.Seal(VersionPlace(v.State, v.Serial), z); err != nil {
 		return nil, err
 	}
 	return []any{v.State, v.Serial, v.Lineage, v.CreatedAt.UnixNano(), string(prov), v.Resources, v.Size, z}, nil

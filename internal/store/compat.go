@@ -115,6 +115,7 @@ var declared = []Migration{
 	{Version: 12, Kind: Expand, Why: "kl_tokens (ADR 0054): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 	{Version: 15, Kind: Expand, Why: "klbot_merge_groups (ADR 0058): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 	{Version: InstancesVersion, Kind: Raise, Level: levelTwo, Why: "instance-level reservations (ADR 0065): a rule of reservations and commits changes; no schema change"},
+	{Version: EncryptionVersion, Kind: Expand, Why: "kl_encryption (ADR 0066): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 }
 
 // extraGoMigrations are the Go migrations of build-tagged test files.

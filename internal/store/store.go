@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
 )
 
 // DefaultLimit is the page size of History and ListRuns when the query's
@@ -75,6 +76,19 @@ func DecompressSnapshot(z []byte, size int64) ([]byte, error) {
 		return nil, fmt.Errorf("decompressing snapshot: got %d bytes, stored size says %d", buf.Len(), size)
 	}
 	return buf.Bytes(), nil
+}
+
+// OpenSnapshot reverses VersionArgs for the snapshot column z of version
+// serial of state: opens it with kr (a clear row, stored before a key was
+// configured, as it is) and decompresses it (DecompressSnapshot). A sealed
+// row kr cannot open is an error naming the version and the variable
+// (seal.Keyring.Open).
+func OpenSnapshot(kr *seal.Keyring, state string, serial int64, z []byte, size int64) ([]byte, error) {
+	z, err := kr.Open(VersionPlace(state, serial), z)
+	if err != nil {
+		return nil, err
+	}
+	return DecompressSnapshot(z, size)
 }
 
 // CheckSnapshot checks that a snapshot about to be stored as version serial

@@ -87,7 +87,7 @@ func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 // InsertVersion writes version v with its changed addresses (one statement
 // for all of them) and compressed snapshot (store.Executor).
 func (e executor) InsertVersion(ctx context.Context, v engine.Version, snapshot []byte) error {
-	args, err := store.VersionArgs(v, snapshot)
+	args, err := store.VersionArgs(v, snapshot, e.s.keys)
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,8 @@ func (e executor) Changes(ctx context.Context, state string, from, to int64) (ma
 	return out, nil
 }
 
-// Snapshot reads a version's document, decompressed (store.Executor).
+// Snapshot reads a version's document, opened and decompressed
+// (store.Executor).
 func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]byte, error) {
 	var z []byte
 	var size int64
@@ -154,7 +155,7 @@ func (e executor) Snapshot(ctx context.Context, state string, serial int64) ([]b
 	if err != nil {
 		return nil, e.s.mapErr(err)
 	}
-	return store.DecompressSnapshot(z, size)
+	return store.OpenSnapshot(e.s.keys, state, serial, z, size)
 }
 
 // ReadState returns the named state without a lock (store.Executor).

@@ -1,0 +1,173 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
+	"github.com/kilolock/kilolock/internal/store"
+)
+
+// encryptionKeys reads the kl_encryption rows through q.
+func (s *Store) encryptionKeys(ctx context.Context, q querier) ([]store.EncryptionKey, error) {
+	rows, err := q.QueryContext(ctx, `SELECT key_id, canary, added_at, retired_at FROM kl_encryption ORDER BY key_id`)
+	if err != nil {
+		return nil, fmt.Errorf("reading kl_encryption: %w", s.mapErr(err))
+	}
+	defer rows.Close()
+	var out []store.EncryptionKey
+	for rows.Next() {
+		var k store.EncryptionKey
+		var added int64
+		var retired sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.Canary, &added, &retired); err != nil {
+			return nil, fmt.Errorf("reading kl_encryption: %w", s.mapErr(err))
+		}
+		k.AddedAt = fromNanos(added)
+		if retired.Valid {
+			k.RetiredAt = fromNanos(retired.Int64)
+		}
+		out = append(out, k)
+	}
+	return out, s.mapErr(rows.Err())
+}
+
+// checkEncryption refuses a store whose encryption the keyring does not
+// match, and records the sealing key of one it may use
+// (store.CheckEncryption, ADR 0066). A binary that may only read the store
+// (ADR 0048) records nothing: it seals nothing.
+func (s *Store) checkEncryption(ctx context.Context) error {
+	keys, err := s.encryptionKeys(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	add, err := store.CheckEncryption(s.keys, keys, s.now())
+	if err != nil || add == nil {
+		return err
+	}
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		// Again under the write lock: another process may have recorded
+		// the same id meanwhile, with another key.
+		keys, err := s.encryptionKeys(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if add, err = store.CheckEncryption(s.keys, keys, s.now()); err != nil || add == nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO kl_encryption (key_id, canary, added_at) VALUES (?, ?, ?)`, add.ID, add.Canary, nanos(add.AddedAt))
+		return s.mapErr(err)
+	})
+	if errors.Is(err, engine.ErrReadOnly) {
+		return nil
+	}
+	return err
+}
+
+// Reseal seals every artifact and version snapshot under the keyring's
+// first key — the clear ones and those sealed under another of its keys —
+// ResealBatch rows per write transaction, then retires every other key in
+// kl_encryption (ADR 0066, `kl store reseal`). Errors: no key configured;
+// a blob the keyring cannot open (it names the row; what was re-sealed
+// before stays re-sealed, and a second run goes on from there).
+func (s *Store) Reseal(ctx context.Context) (store.ResealResult, error) {
+	res := store.NewResealResult(s.keys.SealingID())
+	if !s.keys.Enabled() {
+		return res, fmt.Errorf("re-sealing the store: %w: set %s", seal.ErrNoKey, s.keys.VariableOr(seal.DefaultVariable))
+	}
+	type blob struct {
+		a, b string
+		n    int64
+		data []byte
+	}
+	passes := []struct {
+		kind, sel, upd string
+		place          func(blob) string
+	}{
+		{"artifacts", `SELECT run, name, 0, data FROM artifacts WHERE (run, name) > (?, ?) ORDER BY run, name LIMIT ?`,
+			`UPDATE artifacts SET data = ? WHERE run = ? AND name = ?`, func(b blob) string { return store.ArtifactPlace(b.a, b.b) }},
+		{"versions", `SELECT state, '', serial, snapshot FROM versions WHERE (state, serial) > (?, ?) ORDER BY state, serial LIMIT ?`,
+			`UPDATE versions SET snapshot = ? WHERE state = ? AND serial = ?`, func(b blob) string { return store.VersionPlace(b.a, b.n) }},
+	}
+	for _, p := range passes {
+		var after blob
+		for done := false; !done; {
+			err := s.withTx(ctx, func(tx *sql.Tx) error {
+				var cur any = after.b
+				if p.kind == "versions" {
+					cur = after.n
+				}
+				rows, err := tx.QueryContext(ctx, p.sel, after.a, cur, store.ResealBatch)
+				if err != nil {
+					return s.mapErr(err)
+				}
+				var batch []blob
+				for rows.Next() {
+					var b blob
+					if err := rows.Scan(&b.a, &b.b, &b.n, &b.data); err != nil {
+						rows.Close()
+						return s.mapErr(err)
+					}
+					batch = append(batch, b)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return s.mapErr(err)
+				}
+				for _, b := range batch {
+					res.Read[p.kind]++
+					sealed, err := store.Reseal(s.keys, p.place(b), b.data)
+					if err != nil {
+						return err
+					}
+					if sealed == nil {
+						res.Unchanged[p.kind]++
+						continue
+					}
+					second := any(b.b)
+					if p.kind == "versions" {
+						second = b.n
+					}
+					if _, err := tx.ExecContext(ctx, p.upd, sealed, b.a, second); err != nil {
+						return s.mapErr(err)
+					}
+					res.Resealed[p.kind]++
+				}
+				if len(batch) < store.ResealBatch {
+					done = true
+				}
+				if len(batch) > 0 {
+					after = batch[len(batch)-1]
+				}
+				return nil
+			})
+			if err != nil {
+				return res, fmt.Errorf("re-sealing the store's %s: %w", p.kind, err)
+			}
+		}
+	}
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE kl_encryption SET retired_at = ? WHERE key_id <> ? AND retired_at IS NULL RETURNING key_id`, nanos(s.now()), res.Key)
+		if err != nil {
+			return s.mapErr(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return s.mapErr(err)
+			}
+			res.Retired = append(res.Retired, id)
+		}
+		return s.mapErr(rows.Err())
+	})
+	slices.Sort(res.Retired)
+	if err != nil {
+		return res, fmt.Errorf("re-sealing the store: retiring the other keys: %w", err)
+	}
+	return res, nil
+}
