@@ -61,8 +61,8 @@ type Store struct {
 	path        string
 	busyTimeout time.Duration
 	clock       func() time.Time
-	binary      store.Binary // this binary, as the compatibility rules see it
-	compat      store.Compat // the store's, as Open found it
+	binary      store.Binary  // this binary, as the compatibility rules see it
+	compat      store.Compat  // the store's, as Open found it
 	keys        *seal.Keyring // seals artifacts and snapshots (nil: none; ADR 0066)
 }
 
