@@ -157,7 +157,7 @@ whether it committed exactly what was planned, and which state version it produc
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print JSON (versioned schema, see docs/json.md) instead of text")
 	root.AddCommand(a.stateCommand(), a.planCommand(), a.applyCommand(), a.footprintCommand(),
 		a.historyCommand(), a.runsCommand(), a.runCommand(), a.whyCommand(), a.statusCommand())
-	root.AddCommand(a.reportCommand(), a.githubCommand(), a.versionCommand(), a.tokenCommand(), a.serveCommand(), a.gcCommand())
+	root.AddCommand(a.reportCommand(), a.githubCommand(), a.versionCommand(), a.tokenCommand(), a.serveCommand(), a.gcCommand(), a.storeCommand())
 	a.setVersionFlag(root)
 	return root
 }

@@ -86,85 +86,29 @@ func (s *Store) Reseal(ctx context.Context) (store.ResealResult, error) {
 	if !s.keys.Enabled() {
 		return res, fmt.Errorf("re-sealing the store: %w: set %s", seal.ErrNoKey, s.keys.VariableOr(seal.DefaultVariable))
 	}
-	type blob struct {
-		a, b string
-		n    int64
-		data []byte
-	}
-	passes := []struct {
-		kind, sel, upd string
-		place          func(blob) string
-	}{
-		{"artifacts", `SELECT run, name, 0::bigint, data FROM artifacts WHERE (run, name) > ($1, $2) ORDER BY run, name LIMIT $3 FOR UPDATE`,
-			`UPDATE artifacts SET data = $1 WHERE run = $2 AND name = $3`, func(b blob) string { return store.ArtifactPlace(b.a, b.b) }},
-		{"versions", `SELECT state, ''::text, serial, snapshot FROM versions WHERE (state, serial) > ($1, $2::bigint) ORDER BY state, serial LIMIT $3 FOR UPDATE`,
-			`UPDATE versions SET snapshot = $1 WHERE state = $2 AND serial = $3`, func(b blob) string { return store.VersionPlace(b.a, b.n) }},
-	}
-	for _, p := range passes {
-		var after blob
+	for _, p := range resealPasses {
+		var after resealBlob
 		for done := false; !done; {
-			read, resealed, unchanged, next, last := 0, 0, 0, after, false
+			// A retried transaction starts over: the counts and the
+			// cursor are those of the one that committed.
+			var c resealCounts
+			next, last := after, false
 			err := s.withTx(ctx, func(tx pgx.Tx) error {
-				// A retried transaction starts over: counts and cursor
-				// are taken only from the one that committed.
-				read, resealed, unchanged, next, last = 0, 0, 0, after, false
-				var cur any = after.b
-				if p.kind == "versions" {
-					cur = after.n
-				}
-				rows, err := tx.Query(ctx, p.sel, after.a, cur, store.ResealBatch)
-				if err != nil {
-					return s.mapErr(err)
-				}
-				var batch []blob
-				for rows.Next() {
-					var b blob
-					if err := rows.Scan(&b.a, &b.b, &b.n, &b.data); err != nil {
-						rows.Close()
-						return s.mapErr(err)
-					}
-					batch = append(batch, b)
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					return s.mapErr(err)
-				}
-				for _, b := range batch {
-					read++
-					sealed, err := store.Reseal(s.keys, p.place(b), b.data)
-					if err != nil {
-						return err
-					}
-					if sealed == nil {
-						unchanged++
-						continue
-					}
-					second := any(b.b)
-					if p.kind == "versions" {
-						second = b.n
-					}
-					if _, err := tx.Exec(ctx, p.upd, sealed, b.a, second); err != nil {
-						return s.mapErr(err)
-					}
-					resealed++
-				}
-				last = len(batch) < store.ResealBatch
-				if len(batch) > 0 {
-					next = batch[len(batch)-1]
-				}
-				return nil
+				var err error
+				c = resealCounts{}
+				next, last, err = s.resealBatch(ctx, tx, p, after, &c)
+				return err
 			})
 			if err != nil {
 				return res, fmt.Errorf("re-sealing the store's %s: %w", p.kind, err)
 			}
 			after, done = next, last
-			res.Read[p.kind] += read
-			res.Resealed[p.kind] += resealed
-			res.Unchanged[p.kind] += unchanged
+			res.Read[p.kind] += c.read
+			res.Resealed[p.kind] += c.resealed
+			res.Unchanged[p.kind] += c.unchanged
 		}
 	}
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		res.Retired = nil
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
@@ -173,8 +117,7 @@ func (s *Store) Reseal(ctx context.Context) (store.ResealResult, error) {
 		if err != nil {
 			return s.mapErr(err)
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		res.Retired = ids
+		res.Retired, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return s.mapErr(err)
 	})
 	slices.Sort(res.Retired)
@@ -182,4 +125,75 @@ func (s *Store) Reseal(ctx context.Context) (store.ResealResult, error) {
 		return res, fmt.Errorf("re-sealing the store: retiring the other keys: %w", err)
 	}
 	return res, nil
+}
+
+// resealCounts are one batch's counts.
+type resealCounts struct{ read, resealed, unchanged int }
+
+// resealBlob is one row a re-seal reads: its key (a and b, or a and n)
+// and its blob.
+type resealBlob struct {
+	a, b string
+	n    int64
+	data []byte
+}
+
+// resealPass is one kind of blob: the SELECT of a batch after a cursor
+// (its key), the UPDATE of one row, and the row's place.
+type resealPass struct {
+	kind, sel, upd string
+	place          func(resealBlob) string
+	second         func(resealBlob) any // the key's second column
+}
+
+// resealPasses are the re-seal's passes, in store.ResealKinds order.
+var resealPasses = []resealPass{
+	{"artifacts", `SELECT run, name, 0::bigint, data FROM artifacts WHERE (run, name) > ($1, $2) ORDER BY run, name LIMIT $3 FOR UPDATE`,
+		`UPDATE artifacts SET data = $1 WHERE run = $2 AND name = $3`,
+		func(b resealBlob) string { return store.ArtifactPlace(b.a, b.b) }, func(b resealBlob) any { return b.b }},
+	{"versions", `SELECT state, ''::text, serial, snapshot FROM versions WHERE (state, serial) > ($1, $2::bigint) ORDER BY state, serial LIMIT $3 FOR UPDATE`,
+		`UPDATE versions SET snapshot = $1 WHERE state = $2 AND serial = $3`,
+		func(b resealBlob) string { return store.VersionPlace(b.a, b.n) }, func(b resealBlob) any { return b.n }},
+}
+
+// resealBatch re-seals, in tx, the batch of pass p after the row after,
+// counting in c; it returns the batch's last row and whether it was the
+// last batch.
+func (s *Store) resealBatch(ctx context.Context, tx pgx.Tx, p resealPass, after resealBlob, c *resealCounts) (resealBlob, bool, error) {
+	rows, err := tx.Query(ctx, p.sel, after.a, p.second(after), store.ResealBatch)
+	if err != nil {
+		return after, false, s.mapErr(err)
+	}
+	var batch []resealBlob
+	for rows.Next() {
+		var b resealBlob
+		if err := rows.Scan(&b.a, &b.b, &b.n, &b.data); err != nil {
+			rows.Close()
+			return after, false, s.mapErr(err)
+		}
+		batch = append(batch, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return after, false, s.mapErr(err)
+	}
+	for _, b := range batch {
+		c.read++
+		sealed, err := store.Reseal(s.keys, p.place(b), b.data)
+		if err != nil {
+			return after, false, err
+		}
+		if sealed == nil {
+			c.unchanged++
+			continue
+		}
+		if _, err := tx.Exec(ctx, p.upd, sealed, b.a, p.second(b)); err != nil {
+			return after, false, s.mapErr(err)
+		}
+		c.resealed++
+	}
+	if len(batch) > 0 {
+		after = batch[len(batch)-1]
+	}
+	return after, len(batch) < store.ResealBatch, nil
 }

@@ -79,71 +79,13 @@ func (s *Store) Reseal(ctx context.Context) (store.ResealResult, error) {
 	if !s.keys.Enabled() {
 		return res, fmt.Errorf("re-sealing the store: %w: set %s", seal.ErrNoKey, s.keys.VariableOr(seal.DefaultVariable))
 	}
-	type blob struct {
-		a, b string
-		n    int64
-		data []byte
-	}
-	passes := []struct {
-		kind, sel, upd string
-		place          func(blob) string
-	}{
-		{"artifacts", `SELECT run, name, 0, data FROM artifacts WHERE (run, name) > (?, ?) ORDER BY run, name LIMIT ?`,
-			`UPDATE artifacts SET data = ? WHERE run = ? AND name = ?`, func(b blob) string { return store.ArtifactPlace(b.a, b.b) }},
-		{"versions", `SELECT state, '', serial, snapshot FROM versions WHERE (state, serial) > (?, ?) ORDER BY state, serial LIMIT ?`,
-			`UPDATE versions SET snapshot = ? WHERE state = ? AND serial = ?`, func(b blob) string { return store.VersionPlace(b.a, b.n) }},
-	}
-	for _, p := range passes {
-		var after blob
+	for _, p := range resealPasses {
+		var after resealBlob
 		for done := false; !done; {
 			err := s.withTx(ctx, func(tx *sql.Tx) error {
-				var cur any = after.b
-				if p.kind == "versions" {
-					cur = after.n
-				}
-				rows, err := tx.QueryContext(ctx, p.sel, after.a, cur, store.ResealBatch)
-				if err != nil {
-					return s.mapErr(err)
-				}
-				var batch []blob
-				for rows.Next() {
-					var b blob
-					if err := rows.Scan(&b.a, &b.b, &b.n, &b.data); err != nil {
-						rows.Close()
-						return s.mapErr(err)
-					}
-					batch = append(batch, b)
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					return s.mapErr(err)
-				}
-				for _, b := range batch {
-					res.Read[p.kind]++
-					sealed, err := store.Reseal(s.keys, p.place(b), b.data)
-					if err != nil {
-						return err
-					}
-					if sealed == nil {
-						res.Unchanged[p.kind]++
-						continue
-					}
-					second := any(b.b)
-					if p.kind == "versions" {
-						second = b.n
-					}
-					if _, err := tx.ExecContext(ctx, p.upd, sealed, b.a, second); err != nil {
-						return s.mapErr(err)
-					}
-					res.Resealed[p.kind]++
-				}
-				if len(batch) < store.ResealBatch {
-					done = true
-				}
-				if len(batch) > 0 {
-					after = batch[len(batch)-1]
-				}
-				return nil
+				var err error
+				after, done, err = s.resealBatch(ctx, tx, p, after, &res)
+				return err
 			})
 			if err != nil {
 				return res, fmt.Errorf("re-sealing the store's %s: %w", p.kind, err)
@@ -170,4 +112,72 @@ func (s *Store) Reseal(ctx context.Context) (store.ResealResult, error) {
 		return res, fmt.Errorf("re-sealing the store: retiring the other keys: %w", err)
 	}
 	return res, nil
+}
+
+// resealBlob is one row a re-seal reads: its key (a and b, or a and n)
+// and its blob.
+type resealBlob struct {
+	a, b string
+	n    int64
+	data []byte
+}
+
+// resealPass is one kind of blob: the SELECT of a batch after a cursor
+// (its key), the UPDATE of one row, and the row's place.
+type resealPass struct {
+	kind, sel, upd string
+	place          func(resealBlob) string
+	second         func(resealBlob) any // the key's second column
+}
+
+// resealPasses are the re-seal's passes, in store.ResealKinds order.
+var resealPasses = []resealPass{
+	{"artifacts", `SELECT run, name, 0, data FROM artifacts WHERE (run, name) > (?, ?) ORDER BY run, name LIMIT ?`,
+		`UPDATE artifacts SET data = ? WHERE run = ? AND name = ?`,
+		func(b resealBlob) string { return store.ArtifactPlace(b.a, b.b) }, func(b resealBlob) any { return b.b }},
+	{"versions", `SELECT state, '', serial, snapshot FROM versions WHERE (state, serial) > (?, ?) ORDER BY state, serial LIMIT ?`,
+		`UPDATE versions SET snapshot = ? WHERE state = ? AND serial = ?`,
+		func(b resealBlob) string { return store.VersionPlace(b.a, b.n) }, func(b resealBlob) any { return b.n }},
+}
+
+// resealBatch re-seals, in tx, the batch of pass p after the row after,
+// adding its counts to res; it returns the batch's last row and whether it
+// was the last batch.
+func (s *Store) resealBatch(ctx context.Context, tx *sql.Tx, p resealPass, after resealBlob, res *store.ResealResult) (resealBlob, bool, error) {
+	rows, err := tx.QueryContext(ctx, p.sel, after.a, p.second(after), store.ResealBatch)
+	if err != nil {
+		return after, false, s.mapErr(err)
+	}
+	var batch []resealBlob
+	for rows.Next() {
+		var b resealBlob
+		if err := rows.Scan(&b.a, &b.b, &b.n, &b.data); err != nil {
+			rows.Close()
+			return after, false, s.mapErr(err)
+		}
+		batch = append(batch, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return after, false, s.mapErr(err)
+	}
+	for _, b := range batch {
+		res.Read[p.kind]++
+		sealed, err := store.Reseal(s.keys, p.place(b), b.data)
+		if err != nil {
+			return after, false, err
+		}
+		if sealed == nil {
+			res.Unchanged[p.kind]++
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, p.upd, sealed, b.a, p.second(b)); err != nil {
+			return after, false, s.mapErr(err)
+		}
+		res.Resealed[p.kind]++
+	}
+	if len(batch) > 0 {
+		after = batch[len(batch)-1]
+	}
+	return after, len(batch) < store.ResealBatch, nil
 }

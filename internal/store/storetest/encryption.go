@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/base64"
 	"errors"
 	"slices"
@@ -216,7 +217,16 @@ func testReseal(t *testing.T, newDB func(t *testing.T) EncryptedDB) {
 	t.Parallel()
 	db := newDB(t)
 	r1, v1 := openOK(t, db, nil).writeSecret("prod", "clear-one")
-	r2, v2 := openOK(t, db, TestKeyring(t, "KL_ENCRYPTION_KEY", "k1")).writeSecret("prod", "under-k1")
+	underK1 := openOK(t, db, TestKeyring(t, "KL_ENCRYPTION_KEY", "k1"))
+	r2, v2 := underK1.writeSecret("prod", "under-k1")
+	// Enough artifacts under k1 for more than two batches
+	// (store.ResealBatch).
+	extra := 2*store.ResealBatch + 10
+	for i := range extra {
+		if err := underK1.s.PutArtifact(underK1.ctx, r1.ID, fmt.Sprintf("extra-%03d.json", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Rotation: the new key first, the old after it.
 	f := openOK(t, db, TestKeyring(t, "KL_ENCRYPTION_KEY", "k2", "k1"))
 	rs, ok := f.s.(store.Resealer)
@@ -227,10 +237,11 @@ func testReseal(t *testing.T, newDB func(t *testing.T) EncryptedDB) {
 	if err != nil {
 		t.Fatalf("Reseal: %v", err)
 	}
-	// 2 runs × 2 artifacts; versions 0 (CreateState), 1 and 2.
+	// 2 runs × 2 artifacts and the extra ones; versions 0 (CreateState),
+	// 1 and 2.
 	want := store.ResealResult{Key: "k2",
-		Read:      map[string]int{"artifacts": 4, "versions": 3},
-		Resealed:  map[string]int{"artifacts": 4, "versions": 3},
+		Read:      map[string]int{"artifacts": 4 + extra, "versions": 3},
+		Resealed:  map[string]int{"artifacts": 4 + extra, "versions": 3},
 		Unchanged: map[string]int{"artifacts": 0, "versions": 0},
 		Retired:   []string{"k1"}}
 	if d := cmp.Diff(want, res, cmpopts.EquateEmpty()); d != "" {
@@ -258,9 +269,9 @@ func testReseal(t *testing.T, newDB func(t *testing.T) EncryptedDB) {
 	// A second re-seal finds nothing to do.
 	res, err = g.s.(store.Resealer).Reseal(g.ctx)
 	want = store.ResealResult{Key: "k2",
-		Read:      map[string]int{"artifacts": 4, "versions": 3},
+		Read:      map[string]int{"artifacts": 4 + extra, "versions": 3},
 		Resealed:  map[string]int{"artifacts": 0, "versions": 0},
-		Unchanged: map[string]int{"artifacts": 4, "versions": 3}}
+		Unchanged: map[string]int{"artifacts": 4 + extra, "versions": 3}}
 	if err != nil || !cmp.Equal(want, res, cmpopts.EquateEmpty()) {
 		t.Fatalf("second Reseal = %+v, %v; want %+v", res, err, want)
 	}
