@@ -2,9 +2,9 @@ package storetest
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
