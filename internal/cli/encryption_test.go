@@ -78,6 +78,16 @@ resource "terraform_data" "db" { input = var.password }
 		t.Fatal("without a key the secret is not in the SQLite file: the search finds nothing")
 	}
 
+	// A re-seal leaves no clear copy in the file: SQLite keeps the bytes
+	// of freed pages and old WAL frames until it rewrites the file.
+	r := clear.runWith(append(append([]string{}, clear.env...), "KL_ENCRYPTION_KEY="+key("k1", 1)), "", "store", "reseal")
+	if r.err != nil || !strings.Contains(r.out, "Re-sealed 8 blobs with key k1") || !strings.Contains(r.out, "rewritten") {
+		t.Fatalf("kl store reseal of a clear store: %v\n%s%s", r.err, r.out, r.errOut)
+	}
+	if bytes.Contains(clear.storeBytes(), []byte(secret)) {
+		t.Fatal("after kl store reseal of a clear store the secret is still in the SQLite file")
+	}
+
 	k := setup(t)
 	withKey := func(v string) []string { return append(append([]string{}, k.env...), "KL_ENCRYPTION_KEY="+v) }
 	k1 := withKey(key("k1", 1))
@@ -98,7 +108,7 @@ resource "terraform_data" "db" { input = var.password }
 	}
 
 	// Rotation: the new key first, reseal, then the new key alone.
-	r := k.runWith(withKey(key("k2", 2)+","+key("k1", 1)), "", "store", "reseal")
+	r = k.runWith(withKey(key("k2", 2)+","+key("k1", 1)), "", "store", "reseal")
 	if r.err != nil || !strings.Contains(r.out, "Re-sealed") || !strings.Contains(r.out, "with key k2") || !strings.Contains(r.out, "Retired key k1") {
 		t.Fatalf("kl store reseal: %v\n%s%s", r.err, r.out, r.errOut)
 	}

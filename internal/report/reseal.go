@@ -21,11 +21,12 @@ type resealKind struct {
 
 // resealDocument is `kl store reseal --json`.
 type resealDocument struct {
-	Schema  string       `json:"schema"`
-	Key     string       `json:"key"`
-	Kinds   []resealKind `json:"kinds"`
-	Retired []string     `json:"retired"`
-	Text    string       `json:"text"`
+	Schema    string       `json:"schema"`
+	Key       string       `json:"key"`
+	Kinds     []resealKind `json:"kinds"`
+	Retired   []string     `json:"retired"`
+	Compacted bool         `json:"compacted"`
+	Text      string       `json:"text"`
 }
 
 // Reseal renders `kl store reseal`: the key everything is now sealed
@@ -58,8 +59,11 @@ func Reseal(w io.Writer, res store.ResealResult, o Options) error {
 		} else {
 			d.summary = append(d.summary, para(words("No other key to retire.")))
 		}
+		if res.Compacted {
+			d.summary = append(d.summary, para(words("The SQLite file was rewritten (VACUUM) and its WAL truncated: no copy of a blob as it was before stays in them.")))
+		}
 		return d
 	}, func() any {
-		return resealDocument{Schema: SchemaReseal, Key: res.Key, Kinds: kinds, Retired: retired, Text: title.plain()}
+		return resealDocument{Schema: SchemaReseal, Key: res.Key, Kinds: kinds, Retired: retired, Compacted: res.Compacted, Text: title.plain()}
 	})
 }

@@ -135,6 +135,11 @@ type ResealResult struct {
 	Resealed  map[string]int // blobs re-sealed, by kind
 	Unchanged map[string]int // blobs already under Key, by kind
 	Retired   []string       // key ids retired, sorted
+	// Compacted (SQLite): the file was rewritten (VACUUM) and its WAL
+	// truncated, so no copy of a blob as it was before stays in them.
+	// Always false for PostgreSQL, whose old row versions stay in its data
+	// files until VACUUM FULL (docs/operating.md).
+	Compacted bool
 }
 
 // Resealer is a store that re-seals (both adapters): Reseal seals every

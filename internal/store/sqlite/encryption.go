@@ -111,7 +111,34 @@ func (s *Store) Reseal(ctx context.Context) (store.ResealResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("re-sealing the store: retiring the other keys: %w", err)
 	}
+	if res.Compacted, err = s.compact(ctx); err != nil {
+		return res, fmt.Errorf("re-sealing the store: rewriting the file: %w", err)
+	}
 	return res, nil
+}
+
+// compact rewrites the database file so that no copy of a blob as it was
+// before the re-seal stays in it: the pages an UPDATE freed and the old
+// frames of the WAL keep their bytes. It checkpoints the WAL, runs VACUUM
+// (a new copy of the database holding only live rows), and checkpoints
+// again with TRUNCATE. ok is false when another connection kept the WAL
+// from being truncated (it still holds old frames until the next
+// checkpoint that can).
+func (s *Store) compact(ctx context.Context) (ok bool, err error) {
+	checkpoint := func() (bool, error) {
+		var busy, frames, done int
+		if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil {
+			return false, s.mapErr(err)
+		}
+		return busy == 0, nil
+	}
+	if _, err := checkpoint(); err != nil {
+		return false, err
+	}
+	if _, err := s.db.ExecContext(ctx, `VACUUM`); err != nil {
+		return false, s.mapErr(err)
+	}
+	return checkpoint()
 }
 
 // resealBlob is one row a re-seal reads: its key (a and b, or a and n)
