@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,28 @@ resource "terraform_data" "db" { input = var.password }
 	}
 	if r := k.runWith(withKey(key("k2", 2)), "", "state", "pull", "prod"); r.err != nil || !strings.Contains(r.out, secret) {
 		t.Fatalf("kl state pull with the new key alone: %v\n%s", r.err, r.errOut)
+	}
+	// Again, in JSON: nothing left to re-seal, nothing to retire.
+	r = k.runWith(withKey(key("k2", 2)), "", "--json", "store", "reseal")
+	var doc struct {
+		Schema string `json:"schema"`
+		Key    string `json:"key"`
+		Kinds  []struct {
+			Kind                      string
+			Read, Resealed, Unchanged int
+		} `json:"kinds"`
+		Retired   []string `json:"retired"`
+		Compacted bool     `json:"compacted"`
+	}
+	if r.err != nil {
+		t.Fatalf("kl --json store reseal: %v\n%s", r.err, r.errOut)
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil {
+		t.Fatalf("kl --json store reseal: %v\n%s", err, r.out)
+	}
+	if doc.Schema != "kilolock/reseal/v1" || doc.Key != "k2" || len(doc.Kinds) != 2 || doc.Kinds[0].Kind != "artifacts" || doc.Kinds[1].Kind != "versions" ||
+		doc.Kinds[0].Resealed+doc.Kinds[1].Resealed != 0 || doc.Kinds[0].Unchanged == 0 || doc.Kinds[1].Unchanged != 2 || len(doc.Retired) != 0 || !doc.Compacted {
+		t.Fatalf("kl --json store reseal, a second time: %s", r.out)
 	}
 	if r := k.runWith(k1, "", "state", "pull", "prod"); r.err == nil || !strings.Contains(r.err.Error(), `"k1", was retired by kl store reseal`) {
 		t.Fatalf("kl state pull with the retired key: %v", r.err)
