@@ -72,7 +72,7 @@ resource "terraform_data" "db" { input = var.password }
 		}
 	}
 
-	// Without a key the search finds the -var value (vars.json): it works.
+	// Without a key the search finds the -var value: it works.
 	clear := setup(t)
 	cycle(clear, clear.env)
 	if !bytes.Contains(clear.storeBytes(), []byte(secret)) {
