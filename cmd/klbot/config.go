@@ -19,6 +19,7 @@ import (
 	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/klyaml"
+	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/terraform"
 	"github.com/kilolock/kilolock/internal/web"
 )
@@ -114,9 +115,17 @@ type config struct {
 	// keys of its pull requests and the ones their kl.yaml may change.
 	// Parsed into repoConfig by loadConfig.
 	RepoConfig string `env:"KLBOT_REPO_CONFIG"`
+	// EncryptionKey is the keyring of encryption at rest (seal.Parse:
+	// "ID:BASE64[,ID:BASE64…]", 32-byte keys; the first seals, every key
+	// opens; ADR 0066): the same keys as KL_ENCRYPTION_KEY of every kl
+	// sharing the store. Parsed into keys by parse. Empty: nothing is
+	// sealed, and an encrypted store is refused at start.
+	EncryptionKey string `env:"KLBOT_ENCRYPTION_KEY"`
 
 	// retention is Retention parsed.
 	retention time.Duration
+	// keys is EncryptionKey parsed (a keyring without a key when empty).
+	keys *seal.Keyring
 	// tfVars is TFVars parsed: full names (TF_VAR_region), each once.
 	tfVars []string
 	// repoConfig is RepoConfig parsed (nil when unset).
@@ -203,6 +212,9 @@ func (c *config) parse() error {
 		return err
 	}
 	c.retention = retention
+	if c.keys, err = seal.Parse("KLBOT_ENCRYPTION_KEY", c.EncryptionKey); err != nil {
+		return err // it names the variable and the entry, never the key
+	}
 	vars, err := parseTFVars(c.TFVars)
 	if err != nil {
 		return err

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, env []string) error {
 	if err != nil {
 		return err
 	}
-	store, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.WithApplicationName("klbot"))
+	store, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.WithApplicationName("klbot"), postgres.WithKeyring(cfg.keys))
 	if err != nil {
 		return fmt.Errorf("KLBOT_DATABASE_URL: %w", err)
 	}

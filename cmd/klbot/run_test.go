@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kilolock/kilolock/internal/bot"
 	"github.com/kilolock/kilolock/internal/github/githubfake"
+	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/store/pgtest"
 	"github.com/kilolock/kilolock/internal/store/postgres"
 )
@@ -44,6 +46,20 @@ func TestRunConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := baseEnv(t, fake, key, "postgres://127.0.0.1:1/none", "127.0.0.1:0", tf)
+	// Keys for KLBOT_ENCRYPTION_KEY, and a store sealed with key k1 (ADR
+	// 0066) that klbot without the key must refuse at start.
+	shortKey := base64.StdEncoding.EncodeToString([]byte("sixteen byte key"))
+	fullKey := base64.StdEncoding.EncodeToString([]byte("thirty-two bytes of key material"))
+	encrypted := pgtest.DSN(t)
+	kr, err := seal.Parse("KLBOT_ENCRYPTION_KEY", "k1:"+fullKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := postgres.Open(t.Context(), encrypted, postgres.WithKeyring(kr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed.Close()
 	without := func(env []string, names ...string) []string {
 		var out []string
 	next:
@@ -100,6 +116,10 @@ func TestRunConfigErrors(t *testing.T) {
 		"repo config invalid": {append(base, "KLBOT_REPO_CONFIG="+badRepoConfig), "KLBOT_REPO_CONFIG=" + badRepoConfig +
 			`: invalid repos.yaml: repos.yaml:3: repos entry "acme/infra": allowed_overrides: "workflow" is not a safety key: want apply_requirements or apply_trigger`},
 		"unreachable database": {base, "KLBOT_DATABASE_URL"},
+		"encryption key short": {append(base, "KLBOT_ENCRYPTION_KEY=k1:"+shortKey), `KLBOT_ENCRYPTION_KEY: entry 1 (key id "k1"): the key is 16 bytes, want 32`},
+		"encryption key no id": {append(base, "KLBOT_ENCRYPTION_KEY="+fullKey), "KLBOT_ENCRYPTION_KEY: entry 1 has no key id"},
+		"encrypted store, no key": {baseEnv(t, fake, key, encrypted, "127.0.0.1:0", tf),
+			"the store is encrypted (sealed with key k1) but KLBOT_ENCRYPTION_KEY is not set"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -109,7 +129,7 @@ func TestRunConfigErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run() = %v, want an error naming %s", err, tc.want)
 			}
-			if strings.Contains(err.Error(), "BEGIN RSA") {
+			if strings.Contains(err.Error(), "BEGIN RSA") || strings.Contains(err.Error(), shortKey) || strings.Contains(err.Error(), fullKey) {
 				t.Fatalf("the error quotes the key: %v", err)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
 )
 
 // Config is kl's environment configuration (read with go-envconfig). An
@@ -92,6 +93,14 @@ type Config struct {
 	Retention string `env:"KL_RETENTION"`
 	// retention is Retention parsed.
 	retention time.Duration
+	// EncryptionKey is the keyring of encryption at rest (seal.Parse:
+	// "ID:BASE64[,ID:BASE64…]", 32-byte keys; the first seals, every key
+	// opens; ADR 0066). Read at startup, so a bad value fails every
+	// command, naming the variable and never the key. Empty: nothing is
+	// sealed, and an encrypted store is refused.
+	EncryptionKey string `env:"KL_ENCRYPTION_KEY"`
+	// keys is EncryptionKey parsed (a keyring without a key when empty).
+	keys *seal.Keyring
 }
 
 // PluginCacheOff is the KL_PLUGIN_CACHE_DIR that disables the plugin cache.
@@ -215,6 +224,9 @@ func (a *app) loadEnv(ctx context.Context) error {
 	}
 	if a.cfg.retention, err = engine.ParseRetention("KL_RETENTION", a.cfg.Retention); err != nil {
 		return err
+	}
+	if a.cfg.keys, err = seal.Parse("KL_ENCRYPTION_KEY", a.cfg.EncryptionKey); err != nil {
+		return err // it names the variable and the entry, never the key
 	}
 	if err := checkCeilings(a.cfg.CeilingDirectories); err != nil {
 		return err

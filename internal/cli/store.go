@@ -129,7 +129,7 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	case strings.TrimSpace(loc) == "":
 		return nil, "", errors.New("opening store: the store (--store or KL_STORE) is blank: name a SQLite file or a postgres:// URL, or leave it unset for the default store")
 	case strings.HasPrefix(loc, "postgres://"), strings.HasPrefix(loc, "postgresql://"), keyValueDSN.MatchString(loc):
-		st, err := postgres.Open(ctx, loc)
+		st, err := postgres.Open(ctx, loc, postgres.WithKeyring(a.cfg.keys))
 		if err != nil {
 			return nil, "", err // it names the server (host, port, database, user), never the password
 		}
@@ -150,7 +150,7 @@ func (a *app) openStore(ctx context.Context) (engine.Store, string, error) {
 	if missing && !a.createStore {
 		return nil, "", a.missingStore(path, empty, def)
 	}
-	st, err := sqlite.Open(ctx, path, sqlite.WithLogger(a.logger()))
+	st, err := sqlite.Open(ctx, path, sqlite.WithLogger(a.logger()), sqlite.WithKeyring(a.cfg.keys))
 	if err != nil {
 		return nil, "", err // it says "opening store PATH: …" itself
 	}

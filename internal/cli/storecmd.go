@@ -1,76 +1,57 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kilolock/kilolock/internal/report"
 	"github.com/kilolock/kilolock/internal/store"
 )
-
-// backfiller is a store that can give its versions stored whole their
-// manifests (store.Algorithms.Backfill; both stores).
-type backfiller interface {
-	Backfill(ctx context.Context, budget int) (store.BackfillResult, error)
-}
 
 // storeCommand is `kl store`: operations on the store itself.
 func (a *app) storeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "store",
-		Short: "Operations on the store itself (backfill)",
+		Short: "Operate on the store itself (encryption at rest, per-resource storage)",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(a.storeBackfillCommand())
+	cmd.AddCommand(a.storeResealCommand(), a.storeBackfillCommand())
 	return cmd
 }
 
-// storeBackfillCommand is `kl store backfill`: per-resource storage for
-// the versions a store kept whole before migration 17 (ADR 0068).
-func (a *app) storeBackfillCommand() *cobra.Command {
-	var limit int
-	cmd := &cobra.Command{
-		Use:   "backfill [--limit N]",
-		Short: "Store the versions kept whole before per-resource storage as manifests of entries",
-		Long: `backfill rewrites the versions a store kept as whole snapshots (every version written before
-per-resource storage, ADR 0068) as a header and a manifest of resource entries, each entry stored once
-and shared with the versions that have it. Newest versions first, in short transactions beside running
-plans and applies; safe to interrupt and to run again (it resumes). A version whose document is not as
-Terraform writes it stays whole, so that pulling it still returns its bytes. klbot runs it with its gc.
---limit stops after N versions (0: all).`,
+// storeResealCommand is `kl store reseal` (ADR 0066).
+func (a *app) storeResealCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "reseal",
+		Short: "Seal every artifact and state version with the first key of KL_ENCRYPTION_KEY",
+		Long: `reseal re-seals every stored artifact (saved plans, configuration archives, -var values, apply states,
+intents, diffs, apply logs) and every state version with the first key of KL_ENCRYPTION_KEY: the clear ones
+(stored before a key was configured) and those sealed with another of its keys. It works in short transactions
+of ` + fmt.Sprint(store.ResealBatch) + ` rows, beside running plans and applies, and can be run again after an interruption. When it is done
+it retires every other key the store has recorded: nothing is sealed with them any more, so they can be removed
+from KL_ENCRYPTION_KEY (and KLBOT_ENCRYPTION_KEY), and a kl or klbot whose first key is a retired one is refused.
+
+To rotate: put the new key first everywhere (KL_ENCRYPTION_KEY=new:…,old:…, in every kl and every klbot
+replica), run kl store reseal, then remove the old key (docs/operating.md, "Encryption at rest").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 0 {
-				return fmt.Errorf("--limit %d: want 0 (all) or a positive number of versions", limit)
+			if !a.cfg.keys.Enabled() {
+				return fmt.Errorf("kl store reseal: KL_ENCRYPTION_KEY is not set: it re-seals with the first key of KL_ENCRYPTION_KEY")
 			}
 			e, err := a.engineToWrite(cmd.Context(), false)
 			if err != nil {
 				return err
 			}
-			b, ok := e.Store.(backfiller)
+			rs, ok := e.Store.(store.Resealer)
 			if !ok {
-				return fmt.Errorf("this store cannot backfill")
+				return fmt.Errorf("kl store reseal: the store %T does not re-seal", e.Store)
 			}
-			res, err := b.Backfill(cmd.Context(), limit)
+			res, err := rs.Reseal(cmd.Context())
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.io.Out, "Converted %d versions to manifests of entries", res.Converted)
-			if res.KeptWhole > 0 {
-				fmt.Fprintf(a.io.Out, "; kept %d whole (not as Terraform writes them)", res.KeptWhole)
-			}
-			fmt.Fprintln(a.io.Out, ".")
-			if len(res.Finished) > 0 {
-				fmt.Fprintf(a.io.Out, "Finished: %s\n", strings.Join(res.Finished, ", "))
-			}
-			if len(res.Remaining) > 0 {
-				fmt.Fprintf(a.io.Out, "Still to do (run it again): %s\n", strings.Join(res.Remaining, ", "))
-			}
-			return nil
+			return report.Reseal(a.io.Out, res, a.reportOptions())
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 0, "stop after this many versions (0: all)")
-	return cmd
 }

@@ -279,7 +279,7 @@ func TestJSONDocumented(t *testing.T) {
 	}
 	for _, s := range []string{SchemaPlan, SchemaApply, SchemaRun, SchemaHistory, SchemaSincePlan, SchemaRuns,
 		SchemaWhy, SchemaStatus, SchemaFootprint, SchemaStates, SchemaStateInit, SchemaVersion,
-		SchemaTokens, SchemaTokenCreated, SchemaTokenRevoked, SchemaGC} {
+		SchemaTokens, SchemaTokenCreated, SchemaTokenRevoked, SchemaGC, SchemaReseal} {
 		if !strings.Contains(string(b), "### `"+s+"`") {
 			t.Errorf("docs/json.md has no section for %s", s)
 		}

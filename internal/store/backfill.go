@@ -189,7 +189,7 @@ func convertVersion(ctx context.Context, tx Executor, state string, serial int64
 		if err != nil {
 			return false, err
 		}
-		h := EntryHash(en.raw)
+		h := tx.EntryHash(en.raw)
 		stored = append(stored, Entry{Hash: h, Size: int64(len(en.raw)), Body: body})
 		rows = append(rows, ManifestEntry{Address: addr, Resource: en.resource, Hash: h, Size: int64(len(en.raw))})
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/tfstate"
 )
 
@@ -458,10 +459,12 @@ func (a Algorithms) Slice(ctx context.Context, state string, serial int64, addre
 // stored, in the order state, serial, lineage, created_at, provenance,
 // resources, size, snapshot, header: created_at in Unix nanoseconds,
 // provenance as JSON, size v.Size (the whole document's length), snapshot
-// the compressed document or empty for a version stored as a manifest,
-// header its compressed header or nil (NULL) for a version stored whole.
-// ErrInvalid unless exactly one of doc.Snapshot and doc.Header is set.
-func VersionArgs(v engine.Version, doc StoredDoc) ([]any, error) {
+// the compressed document sealed by kr for VersionPlace, or empty for a
+// version stored as a manifest, header its compressed header sealed by kr
+// for HeaderPlace, or nil (NULL) for a version stored whole (clear without
+// a key; ADR 0066, ADR 0068). ErrInvalid unless exactly one of
+// doc.Snapshot and doc.Header is set.
+func VersionArgs(v engine.Version, doc StoredDoc, kr *seal.Keyring) ([]any, error) {
 	if (doc.Snapshot == nil) == (doc.Header == nil) {
 		return nil, engine.Errorf(engine.ErrInvalid, "storing version %d: want either a snapshot or a header", v.Serial)
 	}
@@ -469,11 +472,18 @@ func VersionArgs(v engine.Version, doc StoredDoc) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding provenance: %w", err)
 	}
-	snapshot := doc.Snapshot
-	if snapshot == nil {
-		snapshot = []byte{}
+	snapshot, header := []byte{}, doc.Header
+	if doc.Snapshot != nil {
+		if snapshot, err = kr.Seal(VersionPlace(v.State, v.Serial), doc.Snapshot); err != nil {
+			return nil, err
+		}
 	}
-	return []any{v.State, v.Serial, v.Lineage, v.CreatedAt.UnixNano(), string(prov), v.Resources, v.Size, snapshot, doc.Header}, nil
+	if header != nil {
+		if header, err = kr.Seal(HeaderPlace(v.State, v.Serial), header); err != nil {
+			return nil, err
+		}
+	}
+	return []any{v.State, v.Serial, v.Lineage, v.CreatedAt.UnixNano(), string(prov), v.Resources, v.Size, snapshot, header}, nil
 }
 
 // VersionColumns are the versions columns ScanVersion reads, in order.

@@ -129,6 +129,7 @@ var declared = []Migration{
 	{Version: InstancesVersion, Kind: Raise, Level: levelTwo, Why: "instance-level reservations (ADR 0065): a rule of reservations and commits changes; no schema change"},
 	{Version: 17, Kind: Expand, Why: "state_entries, version_entries and the nullable versions.header (ADR 0068): tables and a column no older binary reads or writes"},
 	{Version: EntriesVersion, Kind: Raise, Level: levelThree, Why: "per-resource storage (ADR 0068): versions stored as manifests, which level-2 binaries would misread (read level 3)"},
+	{Version: EncryptionVersion, Kind: Expand, Why: "kl_encryption (ADR 0066): a new table no older binary reads or writes; no rule of reservations, fences or commits changes"},
 }
 
 // extraGoMigrations are the Go migrations of build-tagged test files.

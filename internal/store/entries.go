@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"slices"
@@ -33,8 +32,9 @@ type StoredDoc struct {
 	Header   []byte
 }
 
-// Entry is one resource entry as state_entries holds it: Hash, the SHA-256
-// of Raw (EntryHash); Size, Raw's length in bytes; Body, Raw compressed.
+// Entry is one resource entry as state_entries holds it: Hash, its name
+// (Executor.EntryHash of its JSON); Size, the JSON's length in bytes; Body,
+// the JSON compressed (the adapter seals it, ADR 0066).
 type Entry struct {
 	Hash []byte
 	Size int64
@@ -66,13 +66,6 @@ type ManifestQuery struct {
 
 // all reports whether q selects every entry.
 func (q ManifestQuery) all() bool { return q.Entries == nil && q.Resources == nil }
-
-// EntryHash is the hash that names a resource entry: SHA-256 of its
-// compact JSON (32 bytes).
-func EntryHash(raw []byte) []byte {
-	h := sha256.Sum256(raw)
-	return h[:]
-}
 
 var gzipWriters = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
@@ -241,7 +234,7 @@ func writeEntries(ctx context.Context, tx Executor, v engine.Version, entries ma
 	var opened []ManifestEntry
 	for _, a := range sortedAddrs(entries) {
 		en := entries[a]
-		hash := EntryHash(en.raw)
+		hash := tx.EntryHash(en.raw)
 		if old, ok := prev[a]; ok {
 			if bytes.Equal(old, hash) {
 				continue

@@ -75,6 +75,10 @@ type Executor interface {
 	// q.Bodies. It reads intervals only: a version stored whole has none of
 	// its own.
 	Manifest(ctx context.Context, state string, serial int64, q ManifestQuery) ([]ManifestEntry, error)
+	// EntryHash is the hash that names a resource entry of compact JSON
+	// raw: SHA-256, or HMAC-SHA256 under the store's key (ADR 0066) so
+	// that equal secrets cannot be confirmed by hash. 32 bytes.
+	EntryHash(raw []byte) []byte
 	// InsertEntries stores es in state's entries at now; an entry whose
 	// hash the state has already is left as it is (content-addressed).
 	InsertEntries(ctx context.Context, state string, es []Entry, now time.Time) error

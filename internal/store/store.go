@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
 )
 
 // DefaultLimit is the page size of History and ListRuns when the query's
@@ -75,6 +76,26 @@ func DecompressSnapshot(z []byte, size int64) ([]byte, error) {
 		return nil, fmt.Errorf("decompressing snapshot: got %d bytes, stored size says %d", buf.Len(), size)
 	}
 	return buf.Bytes(), nil
+}
+
+// OpenDoc reverses VersionArgs for the document columns d of version
+// serial of state: opens its snapshot (VersionPlace) and header
+// (HeaderPlace) with kr — a clear row, stored before a key was configured,
+// as it is. A sealed row kr cannot open is an error naming the version and
+// the variable (seal.Keyring.Open).
+func OpenDoc(kr *seal.Keyring, state string, serial int64, d StoredDoc) (StoredDoc, error) {
+	var err error
+	if len(d.Snapshot) > 0 {
+		if d.Snapshot, err = kr.Open(VersionPlace(state, serial), d.Snapshot); err != nil {
+			return StoredDoc{}, err
+		}
+	}
+	if d.Header != nil {
+		if d.Header, err = kr.Open(HeaderPlace(state, serial), d.Header); err != nil {
+			return StoredDoc{}, err
+		}
+	}
+	return d, nil
 }
 
 // CheckSnapshot checks that a snapshot about to be stored as version serial

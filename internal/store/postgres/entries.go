@@ -24,8 +24,15 @@ func (e executor) VersionDoc(ctx context.Context, state string, serial int64) (s
 	var d store.StoredDoc
 	err := e.q.QueryRow(ctx, `SELECT size, snapshot, header FROM versions WHERE state = $1 AND serial = $2`, state, serial).
 		Scan(&d.Size, &d.Snapshot, &d.Header)
-	return d, e.s.mapErr(err)
+	if err != nil {
+		return store.StoredDoc{}, e.s.mapErr(err)
+	}
+	return store.OpenDoc(e.s.keys, state, serial, d)
 }
+
+// EntryHash names a resource entry: the keyring's hash (keyed with a key,
+// ADR 0066) (store.Executor).
+func (e executor) EntryHash(raw []byte) []byte { return e.s.keys.Hash(raw) }
 
 // Manifest reads a version's manifest (store.Executor): one statement,
 // addresses as an array.
@@ -57,6 +64,12 @@ func (e executor) Manifest(ctx context.Context, state string, serial int64, q st
 	}
 	var out []store.ManifestEntry
 	if _, err := pgx.ForEachRow(rows, dest, func() error {
+		if bodies {
+			var err error
+			if m.Body, err = e.s.keys.Open(store.EntryPlace(state, m.Hash), m.Body); err != nil {
+				return err
+			}
+		}
 		out = append(out, m)
 		m = store.ManifestEntry{}
 		return nil
@@ -76,7 +89,11 @@ func (e executor) InsertEntries(ctx context.Context, state string, es []store.En
 	sizes := make([]int64, len(es))
 	bodies := make([][]byte, len(es))
 	for i, en := range es {
-		hashes[i], sizes[i], bodies[i] = en.Hash, en.Size, en.Body
+		body, err := e.s.keys.Seal(store.EntryPlace(state, en.Hash), en.Body)
+		if err != nil {
+			return err
+		}
+		hashes[i], sizes[i], bodies[i] = en.Hash, en.Size, body
 	}
 	_, err := e.q.Exec(ctx, `INSERT INTO state_entries (state, hash, size, created_at, body)
 		SELECT $1::text, h, s, $2::bigint, b FROM unnest($3::bytea[], $4::bigint[], $5::bytea[]) AS x (h, s, b)
@@ -145,7 +162,11 @@ func (e executor) ExtendEntries(ctx context.Context, state string, from, to int6
 // ConvertVersion sets a version's header and empties its snapshot
 // (store.Executor).
 func (e executor) ConvertVersion(ctx context.Context, state string, serial int64, header []byte) error {
-	_, err := e.q.Exec(ctx, `UPDATE versions SET header = $1, snapshot = ''::bytea WHERE state = $2 AND serial = $3`, header, state, serial)
+	header, err := e.s.keys.Seal(store.HeaderPlace(state, serial), header)
+	if err != nil {
+		return err
+	}
+	_, err = e.q.Exec(ctx, `UPDATE versions SET header = $1, snapshot = ''::bytea WHERE state = $2 AND serial = $3`, header, state, serial)
 	return e.s.mapErr(err)
 }
 

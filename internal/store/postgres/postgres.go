@@ -51,6 +51,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/store"
 	"github.com/kilolock/kilolock/migrations"
 )
@@ -75,8 +76,9 @@ type Store struct {
 
 	pool   *pgxpool.Pool
 	clock  func() time.Time
-	binary store.Binary // this binary, as the compatibility rules see it
-	compat store.Compat // the store's, as Open found it
+	binary store.Binary  // this binary, as the compatibility rules see it
+	compat store.Compat  // the store's, as Open found it
+	keys   *seal.Keyring // seals artifacts and snapshots (nil: none; ADR 0066)
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -91,6 +93,16 @@ type options struct {
 	migrations fs.FS
 	binary     store.Binary       // tests: a newer binary (store.ThisBinary if zero)
 	extra      []*goose.Migration // tests: a newer binary's Go migrations
+	keys       *seal.Keyring
+}
+
+// WithKeyring makes the store seal every artifact and version snapshot it
+// writes with kr's first key and open them with any of its keys (ADR
+// 0066); a keyring without a key (seal.Parse of "") still names its
+// variable when Open refuses an encrypted store. Unset: nothing is sealed,
+// and an encrypted store is refused naming KL_ENCRYPTION_KEY.
+func WithKeyring(kr *seal.Keyring) Option {
+	return func(o *options) { o.keys = kr }
 }
 
 // WithApplicationName sets the application_name reported when the DSN
@@ -121,7 +133,8 @@ func WithMaxConns(n int32) Option {
 // refuses the login — the error names host, port, user and database and the
 // cause, never the password; a migration that fails — the error names the
 // migration file, and nothing of it stays (each runs in one transaction);
-// a store this binary may not read (*store.CompatError). A database
+// a store this binary may not read (*store.CompatError); an encrypted
+// store the keyring (WithKeyring) does not match (store.ErrEncryption). A database
 // migrated by a newer binary opens by the compatibility rules of ADR 0048
 // (store.Binary.Check): read and write at the same compatibility level,
 // read only when its level is higher — every write then fails with a
@@ -149,7 +162,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if o.binary == (store.Binary{}) {
 		o.binary = store.ThisBinary()
 	}
-	s := &Store{pool: pool, clock: o.clock, binary: o.binary}
+	s := &Store{pool: pool, clock: o.clock, binary: o.binary, keys: o.keys}
 	s.Algorithms = store.Algorithms{DB: s.database()}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -163,6 +176,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		}
 	}
 	if err := s.migrate(store.Migrating(ctx, o.binary), cfg.ConnConfig, fsys, o.extra); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
+	}
+	if err := s.checkEncryption(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("opening PostgreSQL store %s: %w", where, err)
 	}

@@ -265,8 +265,8 @@ func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error
 }
 
 // PutArtifact stores (or replaces) the named blob of run. Artifacts hold
-// secrets (the saved plan): they stay in the database and are never
-// printed. ErrNotFound if the run is unknown; ErrInvalid for an empty name.
+// secrets (the saved plan): they stay in the database, sealed when the
+// store has a keyring (WithKeyring, ADR 0066), and are never printed. ErrNotFound if the run is unknown; ErrInvalid for an empty name.
 func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) error {
 	if name == "" {
 		return engine.Errorf(engine.ErrInvalid, "storing artifact of run %s: empty name", run)
@@ -274,7 +274,11 @@ func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) 
 	if data == nil {
 		data = []byte{}
 	}
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+	data, err := s.keys.Seal(store.ArtifactPlace(run, name), data)
+	if err != nil {
+		return fmt.Errorf("storing artifact %s of run %s: %w", name, run, err)
+	}
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if s.clock != nil {
 			_, err = tx.Exec(ctx,
@@ -295,7 +299,10 @@ func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) 
 	return nil
 }
 
-// GetArtifact returns a blob stored by PutArtifact. ErrNotFound if absent.
+// GetArtifact returns a blob stored by PutArtifact, opened (a clear one,
+// stored before a key was configured, as it is). ErrNotFound if absent; a
+// sealed blob the keyring cannot open is an error naming it and the
+// variable (seal.Keyring.Open).
 func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, error) {
 	var data []byte
 	err := s.pool.QueryRow(ctx, `SELECT data FROM artifacts WHERE run = $1 AND name = $2`, run, name).Scan(&data)
@@ -305,5 +312,5 @@ func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, erro
 	if data == nil {
 		data = []byte{}
 	}
-	return data, nil
+	return s.keys.Open(store.ArtifactPlace(run, name), data)
 }

@@ -87,7 +87,7 @@ func (s *Store) ListStates(ctx context.Context) ([]engine.State, error) {
 // InsertVersion writes version v with its changed addresses (one statement
 // for all of them) and its document as stored (store.Executor).
 func (e executor) InsertVersion(ctx context.Context, v engine.Version, doc store.StoredDoc) error {
-	args, err := store.VersionArgs(v, doc)
+	args, err := store.VersionArgs(v, doc, e.s.keys)
 	if err != nil {
 		return err
 	}

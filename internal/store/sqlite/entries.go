@@ -30,8 +30,15 @@ func (e executor) VersionDoc(ctx context.Context, state string, serial int64) (s
 	var d store.StoredDoc
 	err := e.q.QueryRowContext(ctx, `SELECT size, snapshot, header FROM versions WHERE state = ? AND serial = ?`, state, serial).
 		Scan(&d.Size, &d.Snapshot, &d.Header)
-	return d, e.s.mapErr(err)
+	if err != nil {
+		return store.StoredDoc{}, e.s.mapErr(err)
+	}
+	return store.OpenDoc(e.s.keys, state, serial, d)
 }
+
+// EntryHash names a resource entry: the keyring's hash (keyed with a key,
+// ADR 0066) (store.Executor).
+func (e executor) EntryHash(raw []byte) []byte { return e.s.keys.Hash(raw) }
 
 // Manifest reads a version's manifest (store.Executor).
 func (e executor) Manifest(ctx context.Context, state string, serial int64, q store.ManifestQuery) ([]store.ManifestEntry, error) {
@@ -47,12 +54,12 @@ func (e executor) Manifest(ctx context.Context, state string, serial int64, q st
 		col, list = "m.resource", q.Resources
 	}
 	if list == nil {
-		return e.manifest(ctx, query+` ORDER BY m.address`, args, q.Bodies)
+		return e.manifest(ctx, state, query+` ORDER BY m.address`, args, q.Bodies)
 	}
 	var out []store.ManifestEntry
 	for part := range slices.Chunk(list, chunk) {
 		set, more := in(part)
-		rows, err := e.manifest(ctx, query+` AND `+col+` IN `+set, append(slices.Clone(args), more...), q.Bodies)
+		rows, err := e.manifest(ctx, state, query+` AND `+col+` IN `+set, append(slices.Clone(args), more...), q.Bodies)
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +69,7 @@ func (e executor) Manifest(ctx context.Context, state string, serial int64, q st
 	return out, nil
 }
 
-func (e executor) manifest(ctx context.Context, query string, args []any, bodies bool) ([]store.ManifestEntry, error) {
+func (e executor) manifest(ctx context.Context, state, query string, args []any, bodies bool) ([]store.ManifestEntry, error) {
 	rows, err := e.q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading a manifest: %w", e.s.mapErr(err))
@@ -77,6 +84,12 @@ func (e executor) manifest(ctx context.Context, query string, args []any, bodies
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("reading a manifest: %w", e.s.mapErr(err))
+		}
+		if bodies {
+			var err error
+			if m.Body, err = e.s.keys.Open(store.EntryPlace(state, m.Hash), m.Body); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, m)
 	}
@@ -99,7 +112,11 @@ func (e executor) InsertEntries(ctx context.Context, state string, es []store.En
 	}
 	defer stmt.Close()
 	for _, en := range es {
-		if _, err := stmt.ExecContext(ctx, state, en.Hash, en.Size, nanos(now), en.Body); err != nil {
+		body, err := e.s.keys.Seal(store.EntryPlace(state, en.Hash), en.Body)
+		if err != nil {
+			return err
+		}
+		if _, err := stmt.ExecContext(ctx, state, en.Hash, en.Size, nanos(now), body); err != nil {
 			return fmt.Errorf("storing a resource entry: %w", e.s.mapErr(err))
 		}
 	}
@@ -181,7 +198,11 @@ func (e executor) ExtendEntries(ctx context.Context, state string, from, to int6
 // ConvertVersion sets a version's header and empties its snapshot
 // (store.Executor).
 func (e executor) ConvertVersion(ctx context.Context, state string, serial int64, header []byte) error {
-	_, err := e.q.ExecContext(ctx, `UPDATE versions SET header = ?, snapshot = x'' WHERE state = ? AND serial = ?`, header, state, serial)
+	header, err := e.s.keys.Seal(store.HeaderPlace(state, serial), header)
+	if err != nil {
+		return err
+	}
+	_, err = e.q.ExecContext(ctx, `UPDATE versions SET header = ?, snapshot = x'' WHERE state = ? AND serial = ?`, header, state, serial)
 	return e.s.mapErr(err)
 }
 

@@ -246,8 +246,9 @@ func (s *Store) markers(ctx context.Context, run string) ([]engine.Marker, error
 }
 
 // PutArtifact stores (or replaces) the named blob of run. Artifacts hold
-// secrets (the saved plan): they stay in the database and are never
-// printed. ErrNotFound if the run is unknown.
+// secrets (the saved plan): they stay in the database, sealed when the
+// store has a keyring (WithKeyring, ADR 0066), and are never printed.
+// ErrNotFound if the run is unknown.
 func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) error {
 	if name == "" {
 		return engine.Errorf(engine.ErrInvalid, "storing artifact of run %s: empty name", run)
@@ -255,7 +256,11 @@ func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) 
 	if data == nil {
 		data = []byte{}
 	}
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	data, err := s.keys.Seal(store.ArtifactPlace(run, name), data)
+	if err != nil {
+		return fmt.Errorf("storing artifact %s of run %s: %w", name, run, err)
+	}
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO artifacts (run, name, created_at, data) VALUES (?, ?, ?, ?)
 			 ON CONFLICT (run, name) DO UPDATE SET created_at = excluded.created_at, data = excluded.data`,
@@ -268,7 +273,10 @@ func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) 
 	return nil
 }
 
-// GetArtifact returns a blob stored by PutArtifact. ErrNotFound if absent.
+// GetArtifact returns a blob stored by PutArtifact, opened (a clear one,
+// stored before a key was configured, as it is). ErrNotFound if absent; a
+// sealed blob the keyring cannot open is an error naming it and the
+// variable (seal.Keyring.Open).
 func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, error) {
 	var data []byte
 	err := s.db.QueryRowContext(ctx, `SELECT data FROM artifacts WHERE run = ? AND name = ?`, run, name).Scan(&data)
@@ -278,5 +286,5 @@ func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, erro
 	if data == nil {
 		data = []byte{}
 	}
-	return data, nil
+	return s.keys.Open(store.ArtifactPlace(run, name), data)
 }

@@ -34,6 +34,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/kilolock/kilolock/internal/engine"
+	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/store"
 	"github.com/kilolock/kilolock/migrations"
 )
@@ -60,8 +61,9 @@ type Store struct {
 	path        string
 	busyTimeout time.Duration
 	clock       func() time.Time
-	binary      store.Binary // this binary, as the compatibility rules see it
-	compat      store.Compat // the store's, as Open found it
+	binary      store.Binary  // this binary, as the compatibility rules see it
+	compat      store.Compat  // the store's, as Open found it
+	keys        *seal.Keyring // seals artifacts and snapshots (nil: none; ADR 0066)
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -75,6 +77,16 @@ type options struct {
 	log         *slog.Logger
 	binary      store.Binary       // tests: a newer binary (store.ThisBinary if zero)
 	extra       []*goose.Migration // tests: a newer binary's Go migrations
+	keys        *seal.Keyring
+}
+
+// WithKeyring makes the store seal every artifact and version snapshot it
+// writes with kr's first key and open them with any of its keys (ADR
+// 0066); a keyring without a key (seal.Parse of "") still names its
+// variable when Open refuses an encrypted store. Unset: nothing is sealed,
+// and an encrypted store is refused naming KL_ENCRYPTION_KEY.
+func WithKeyring(kr *seal.Keyring) Option {
+	return func(o *options) { o.keys = kr }
 }
 
 // WithBusyTimeout sets how long a write waits for the write lock
@@ -166,9 +178,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if o.binary == (store.Binary{}) {
 		o.binary = store.ThisBinary()
 	}
-	s := &Store{db: db, path: abs, busyTimeout: o.busyTimeout, clock: o.clock, binary: o.binary}
+	s := &Store{db: db, path: abs, busyTimeout: o.busyTimeout, clock: o.clock, binary: o.binary, keys: o.keys}
 	s.Algorithms = store.Algorithms{DB: s.database()}
 	if err := s.migrate(store.Migrating(ctx, o.binary), o.extra); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := s.checkEncryption(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
