@@ -82,3 +82,15 @@ func TestContractSealed(t *testing.T) {
 		return s
 	})
 }
+
+// TestEntriesContractSealed: per-resource storage with every header and
+// entry sealed (ADR 0066, ADR 0068).
+func TestEntriesContractSealed(t *testing.T) {
+	t.Parallel()
+	kr := storetest.TestKeyring(t, "KLBOT_ENCRYPTION_KEY", "k1")
+	storetest.RunEntries(t, func(t *testing.T) storetest.EntriesStore {
+		t.Helper()
+		s, _ := setup(t, postgres.WithKeyring(kr))
+		return s
+	})
+}
