@@ -93,7 +93,7 @@ release: goreleaser
 demo: tools build
 	KL=$(BIN)/kl ./examples/big-state/conflict-visibility-demo.sh
 
-## bench: concurrency, overhead and commit figures beside their baselines, medians, summary table (prints, asserts nothing; ~5 min);
+## bench: concurrency, overhead (terraform_data, and the test provider at 20 ms per API call) and commit figures beside their baselines, medians, summary table (prints, asserts nothing; ~8 min);
 ## the store benchmark; a plan with the test provider without a plugin cache, with Terraform's and with Kilolock's (ADR 0061, ~40 s); then the webhook load test (~40 s): WEBHOOK_LOAD signed deliveries over loopback to klbot's endpoint on
 ## PostgreSQL and to a baseline, p50/p99 beside the baseline's; it fails on a 5xx or a delivery recorded or enqueued twice
 WEBHOOK_LOAD ?= -load.rate 200 -load.duration 30s -load.redeliver 0.1

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/kilolock/kilolock/internal/testprovider"
 )
 
 // Figures Run can be limited to (Options.Only).
@@ -16,17 +18,19 @@ const (
 	OnlyAll         = "all"
 	OnlyConcurrency = "concurrency"
 	OnlyOverhead    = "overhead"
-	OnlyCommit      = "commit"
-	OnlyGrowth      = "growth"
+	// OnlyProvider is figure 2b: the overhead with the test provider.
+	OnlyProvider = "provider"
+	OnlyCommit   = "commit"
+	OnlyGrowth   = "growth"
 )
 
 // CheckOnly accepts "" and the Only* figure names.
 func CheckOnly(only string) error {
 	switch only {
-	case "", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit, OnlyGrowth:
+	case "", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth:
 		return nil
 	}
-	return fmt.Errorf("unknown figure %q: want %s, %s, %s, %s or %s", only, OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyCommit, OnlyGrowth)
+	return fmt.Errorf("unknown figure %q: want %s, %s, %s, %s, %s or %s", only, OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth)
 }
 
 // Options configures Run.
@@ -55,8 +59,10 @@ type Results struct {
 	Runs        int
 	Concurrency *ConcurrencyResult
 	Overhead    *OverheadResult
-	Commit      *CommitResult
-	Growth      *GrowthResult
+	// ProviderOverhead is figure 2b: Overhead with the test provider.
+	ProviderOverhead *OverheadResult
+	Commit           *CommitResult
+	Growth           *GrowthResult
 }
 
 // Run measures the figures selected by opts, printing progress, each
@@ -70,7 +76,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 	res := &Results{Machine: ReadMachine(), Runs: opts.Runs}
 	fmt.Fprintf(w, "klbench: Kilolock figures beside their baselines (prints, asserts nothing; medians of %d interleaved runs, commit: of go test -count %d)\n", opts.Runs, opts.Count)
 	fmt.Fprintln(w, res.Machine)
-	needTF := want(OnlyConcurrency) || want(OnlyOverhead) || want(OnlyGrowth)
+	needTF := want(OnlyConcurrency) || want(OnlyOverhead) || want(OnlyProvider) || want(OnlyGrowth)
 	if needTF {
 		if opts.Terraform == "" {
 			return nil, fmt.Errorf("no terraform binary")
@@ -87,6 +93,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 	}
 	if want(OnlyOverhead) {
 		if res.Overhead, err = runOverhead(ctx, w, opts); err != nil {
+			return nil, err
+		}
+	}
+	if want(OnlyProvider) {
+		if res.ProviderOverhead, err = runProviderOverhead(ctx, w, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -151,6 +162,57 @@ func runOverhead(ctx context.Context, w io.Writer, opts Options) (*OverheadResul
 		return nil, err
 	}
 	return o, nil
+}
+
+// runProviderOverhead measures figure 2b — figure 2 with the test
+// provider built from opts.Src into a filesystem mirror, 20 ms per API call
+// — and prints its heading and medians.
+func runProviderOverhead(ctx context.Context, w io.Writer, opts Options) (*OverheadResult, error) {
+	kl, cleanup, err := klBinary(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	dir, err := os.MkdirTemp(opts.TempDir, "klbench-provider-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	mirror, err := BuildProviderMirror(ctx, opts.Src, dir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "\n== 2b. overhead with a real provider: kl plan + kl apply vs bare terraform, 2,000 %s resources, %s per Read, one changed ==\n",
+		testprovider.Type+"_object", DefaultReadDelay)
+	fmt.Fprintf(w, "  kl: %s; provider %s %s from a filesystem mirror; plugin caches filled before the first round (kl's, ADR 0061; terraform's plugin_cache_dir)\n",
+		kl, testprovider.Source, testprovider.Version)
+	o, err := Overhead(ctx, OverheadOptions{KL: kl, Terraform: opts.Terraform, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w, Mirror: mirror})
+	if err != nil {
+		return nil, err
+	}
+	if err := writeOverhead(w, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// BuildProviderMirror builds the test provider
+// (./internal/testprovider/cmd/terraform-provider-kltest of the module at
+// src, CGO off) into dir and lays out a filesystem mirror of it in
+// dir/mirror (testprovider.WriteMirror), whose path it returns.
+func BuildProviderMirror(ctx context.Context, src, dir string) (string, error) {
+	bin := filepath.Join(dir, "terraform-provider-"+testprovider.Type)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./internal/testprovider/cmd/terraform-provider-kltest")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the test provider: %w\n%s", err, out)
+	}
+	mirror := filepath.Join(dir, "mirror")
+	if err := testprovider.WriteMirror(mirror, bin); err != nil {
+		return "", err
+	}
+	return mirror, nil
 }
 
 // klBinary returns the absolute path of opts.KL, checked to exist, or of a

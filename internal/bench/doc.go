@@ -11,6 +11,10 @@
 //     `terraform init` + `plan -out` + `apply PLAN` on a synthetic
 //     2,000-resource state with one resource changed, with a breakdown of
 //     kl's time from its own debug logs.
+//     2b. the same with a real provider (Overhead with OverheadOptions.Mirror:
+//     Kilolock's test provider built from source, 2,000 kltest_object
+//     resources whose every API call takes 20 ms, read from a fake cloud
+//     API during the refresh; both plugin caches filled first).
 //  3. Commit (Commit): the snapshot-merge benchmarks of internal/tfstate on a
 //     10,000-resource state (go test -bench, -benchmem), medians per metric.
 //  4. Growth (Growth): the used bytes of a SQLite store per version, over

@@ -81,7 +81,7 @@ func Growth(ctx context.Context, opts GrowthOptions) (*GrowthResult, error) {
 		return nil, fmt.Errorf("growth benchmark: %w", err)
 	}
 	defer os.RemoveAll(root)
-	state, config, err := overheadFixture(opts.Resources)
+	state, config, err := overheadFixtureData(opts.Resources)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/kilolock/kilolock/internal/terraform"
+	"github.com/kilolock/kilolock/internal/testprovider"
 	"github.com/kilolock/kilolock/internal/tfstate"
 )
 
@@ -32,6 +34,20 @@ type OverheadOptions struct {
 	TempDir string
 	// Progress receives one line per round (nil: discarded).
 	Progress io.Writer
+	// Mirror, when set, is a filesystem mirror of Kilolock's test provider
+	// (testprovider.WriteMirror): the state's resources are then
+	// kltest_object resources of a real provider instead of terraform_data
+	// (testprovider.Synthesize), every one of them read from the fake cloud
+	// API during the refresh, each Read taking ReadDelay. Both sides install
+	// the provider from the mirror with the configuration's lock file
+	// (testprovider.LockFile): bare Terraform through Terraform's own plugin
+	// cache dir, kl through its plugin cache (ADR 0061); both caches are
+	// filled before the first round, not timed.
+	Mirror string
+	// ReadDelay is the delay of every object (a Go duration; "20ms" if
+	// empty): each Read, and the one Update, waits that long. Only with
+	// Mirror.
+	ReadDelay string
 }
 
 func (o *OverheadOptions) defaults() {
@@ -44,7 +60,14 @@ func (o *OverheadOptions) defaults() {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if o.Mirror != "" && o.ReadDelay == "" {
+		o.ReadDelay = DefaultReadDelay
+	}
 }
+
+// DefaultReadDelay is OverheadOptions.ReadDelay's default: 20 ms per API
+// call, issue 16 §5's figure.
+const DefaultReadDelay = "20ms"
 
 // Steps of a kl run as its debug log reports them (internal/terraform's
 // runner logs these messages with an "elapsed" attribute).
@@ -106,6 +129,9 @@ type OverheadResult struct {
 	Resources   int
 	Rounds      []OverheadRound
 	LoadAtStart string
+	// Provider is "" for terraform_data, else what the resources are
+	// ("kltest_object, 20ms per API call"): OverheadOptions.Mirror.
+	Provider string
 }
 
 // pick returns f of every round.
@@ -151,22 +177,16 @@ func Overhead(ctx context.Context, opts OverheadOptions) (*OverheadResult, error
 	}
 	defer os.RemoveAll(root)
 
-	state, config, err := overheadFixture(opts.Resources)
+	fx, err := newOverheadFixture(ctx, opts, root)
 	if err != nil {
 		return nil, err
 	}
-	stateFile := filepath.Join(root, "state.tfstate")
-	cfg := filepath.Join(root, "config")
-	if err := os.WriteFile(stateFile, state, 0o600); err != nil {
-		return nil, fmt.Errorf("overhead benchmark: %w", err)
-	}
-	if err := writeFiles(cfg, map[string][]byte{"main.tf": config}); err != nil {
-		return nil, err
-	}
-
 	res := &OverheadResult{Resources: opts.Resources, LoadAtStart: LoadAverage()}
+	if opts.Mirror != "" {
+		res.Provider = "kltest_object, " + opts.ReadDelay + " per API call"
+	}
 	for r := range opts.Runs {
-		round, err := overheadRound(ctx, opts, filepath.Join(root, fmt.Sprintf("round%d", r+1)), stateFile, cfg, state, config, r%2 == 1)
+		round, err := overheadRound(ctx, opts, filepath.Join(root, fmt.Sprintf("round%d", r+1)), fx, r%2 == 1)
 		if err != nil {
 			return nil, fmt.Errorf("overhead benchmark, round %d: %w", r+1, err)
 		}
@@ -179,19 +199,122 @@ func Overhead(ctx context.Context, opts OverheadOptions) (*OverheadResult, error
 	return res, nil
 }
 
+// overheadFixture is what every round starts from: the state (also as a
+// file, for kl state init --from), the configuration dir kl plans (cfg)
+// and the files bare Terraform's dir gets (files: the configuration, its
+// lock file with a provider, and the state), plus what the sides' Terraform
+// needs in its environment (env: the provider's CLI configuration) and,
+// with a provider, a function that writes the state's objects into a
+// round's fake cloud API dir.
+type overheadFixture struct {
+	stateFile, cfg string
+	files          map[string][]byte
+	env            []string
+	synth          func(apiDir string) error
+}
+
+// newOverheadFixture writes the fixture of opts below root: with
+// opts.Mirror, the test provider's objects (and the two plugin caches,
+// filled: warmPluginCaches); else terraform_data.
+func newOverheadFixture(ctx context.Context, opts OverheadOptions, root string) (*overheadFixture, error) {
+	fx := &overheadFixture{stateFile: filepath.Join(root, "state.tfstate"), cfg: filepath.Join(root, "config")}
+	var state, config, lock []byte
+	var err error
+	if opts.Mirror == "" {
+		if state, config, err = overheadFixtureData(opts.Resources); err != nil {
+			return nil, err
+		}
+	} else {
+		if lock, err = testprovider.LockFile(opts.Mirror); err != nil {
+			return nil, fmt.Errorf("overhead benchmark: %w", err)
+		}
+		if state, config, err = providerFixtureData(filepath.Join(root, "api"), opts.Resources, opts.ReadDelay); err != nil {
+			return nil, err
+		}
+		fx.synth = func(apiDir string) error {
+			_, err := testprovider.Synthesize(apiDir, opts.Resources, opts.ReadDelay, overheadLineage, 1)
+			return err
+		}
+		cliConfig := filepath.Join(root, testprovider.CLIConfigName)
+		tfCache := filepath.Join(root, "terraform-plugins")
+		if err := os.MkdirAll(tfCache, 0o700); err != nil {
+			return nil, fmt.Errorf("overhead benchmark: %w", err)
+		}
+		if err := os.WriteFile(cliConfig, []byte(testprovider.CLIConfig(opts.Mirror, tfCache)), 0o600); err != nil {
+			return nil, fmt.Errorf("overhead benchmark: %w", err)
+		}
+		fx.env = []string{"TF_CLI_CONFIG_FILE=" + cliConfig, "KL_PLUGIN_CACHE_DIR=" + filepath.Join(root, "kl-plugins")}
+	}
+	if err := os.WriteFile(fx.stateFile, state, 0o600); err != nil {
+		return nil, fmt.Errorf("overhead benchmark: %w", err)
+	}
+	cfgFiles := map[string][]byte{"main.tf": config}
+	if lock != nil {
+		cfgFiles[".terraform.lock.hcl"] = lock
+	}
+	if err := writeFiles(fx.cfg, cfgFiles); err != nil {
+		return nil, err
+	}
+	fx.files = maps.Clone(cfgFiles)
+	fx.files["terraform.tfstate"] = state
+	if opts.Mirror != "" {
+		if err := warmPluginCaches(ctx, opts, filepath.Join(root, "warm"), fx, lock); err != nil {
+			return nil, err
+		}
+	}
+	return fx, nil
+}
+
+// warmPluginCaches fills both sides' plugin caches before the first round
+// (a one-off install per cache, not what a run costs once a cache is
+// there): bare `terraform init` of a configuration with the provider and no
+// resources fills Terraform's plugin_cache_dir, `kl plan` of it on an
+// empty state kl's plugin cache.
+func warmPluginCaches(ctx context.Context, opts OverheadOptions, dir string, fx *overheadFixture, lock []byte) error {
+	files := map[string][]byte{"main.tf": []byte(testprovider.RequiredProvidersBlock + "\nprovider \"kltest\" {}\n"), ".terraform.lock.hcl": lock}
+	s, err := newOverheadSides(opts, dir, files, fx)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := s.tf(ctx, "init", "-input=false"); err != nil {
+		return fmt.Errorf("overhead benchmark, filling terraform's plugin cache: %w", err)
+	}
+	if err := writeFiles(filepath.Join(dir, "config"), files); err != nil {
+		return err
+	}
+	if _, err := s.kl(ctx, "state", "init", "bench/warm"); err != nil {
+		return fmt.Errorf("overhead benchmark, filling kl's plugin cache: %w", err)
+	}
+	if _, err := s.kl(ctx, "plan", "--state", "bench/warm", "-C", filepath.Join(dir, "config")); err != nil {
+		return fmt.Errorf("overhead benchmark, filling kl's plugin cache: %w", err)
+	}
+	return nil
+}
+
 // overheadRound runs one round in dir; tfFirst puts bare Terraform first in
 // each pair.
-func overheadRound(ctx context.Context, opts OverheadOptions, dir, stateFile, cfg string, state, config []byte, tfFirst bool) (OverheadRound, error) {
+func overheadRound(ctx context.Context, opts OverheadOptions, dir string, fx *overheadFixture, tfFirst bool) (OverheadRound, error) {
 	var round OverheadRound
 	defer os.RemoveAll(dir)
-	s, err := newOverheadSides(opts, dir, state, config, tfFirst)
+	s, err := newOverheadSides(opts, dir, fx.files, fx)
 	if err != nil {
 		return round, err
 	}
-	if round.KLStart, err = s.klStart(ctx, stateFile); err != nil {
+	s.tfFirst = tfFirst
+	if fx.synth != nil {
+		// Each side its own fake cloud API with the state's objects: the
+		// apply changes one of them.
+		for _, api := range []string{s.klAPI, s.tfAPI} {
+			if err := fx.synth(api); err != nil {
+				return round, err
+			}
+		}
+	}
+	if round.KLStart, err = s.klStart(ctx, fx.stateFile); err != nil {
 		return round, err
 	}
-	planRun, err := s.planPair(ctx, cfg, &round)
+	planRun, err := s.planPair(ctx, fx.cfg, &round)
 	if err != nil {
 		return round, err
 	}
@@ -206,24 +329,29 @@ func overheadRound(ctx context.Context, opts OverheadOptions, dir, stateFile, cf
 type overheadSides struct {
 	opts         OverheadOptions
 	klDir, tfDir string
+	// klAPI, tfAPI are the sides' fake cloud API dirs (KLTEST_API_DIR;
+	// used with a provider only).
+	klAPI, tfAPI string
 	klEnv, tfEnv []string
 	tfFirst      bool // bare Terraform first in each pair
 }
 
-// newOverheadSides prepares the round's dirs below dir and the two
-// environments.
-func newOverheadSides(opts OverheadOptions, dir string, state, config []byte, tfFirst bool) (overheadSides, error) {
-	s := overheadSides{opts: opts, klDir: filepath.Join(dir, "kl"), tfDir: filepath.Join(dir, "terraform"), tfFirst: tfFirst}
+// newOverheadSides prepares the round's dirs below dir, bare Terraform's
+// holding files, and the two environments (with fx.env).
+func newOverheadSides(opts OverheadOptions, dir string, files map[string][]byte, fx *overheadFixture) (overheadSides, error) {
+	s := overheadSides{opts: opts, klDir: filepath.Join(dir, "kl"), tfDir: filepath.Join(dir, "terraform"),
+		klAPI: filepath.Join(dir, "kl-api"), tfAPI: filepath.Join(dir, "terraform-api")}
 	if err := os.MkdirAll(s.klDir, 0o700); err != nil {
 		return s, err
 	}
-	if err := writeFiles(s.tfDir, map[string][]byte{"main.tf": config, "terraform.tfstate": state}); err != nil {
+	if err := writeFiles(s.tfDir, files); err != nil {
 		return s, err
 	}
-	s.klEnv = append(cleanEnv(os.Environ()),
+	s.klEnv = append(append(cleanEnv(os.Environ()), fx.env...),
 		"KL_STORE="+filepath.Join(s.klDir, "kl.db"), "KL_WORKDIR="+filepath.Join(s.klDir, "runs"), "KL_TERRAFORM="+opts.Terraform,
-		"KL_LOG_LEVEL=debug", "KL_ACTOR=klbench", "KL_KEEP_WORKDIRS=false", "NO_COLOR=1")
-	s.tfEnv = append(cleanEnv(os.Environ()), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+		"KL_LOG_LEVEL=debug", "KL_ACTOR=klbench", "KL_KEEP_WORKDIRS=false", "NO_COLOR=1",
+		"CHECKPOINT_DISABLE=1", testprovider.EnvAPIDir+"="+s.klAPI)
+	s.tfEnv = append(append(cleanEnv(os.Environ()), fx.env...), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", testprovider.EnvAPIDir+"="+s.tfAPI)
 	return s, nil
 }
 
@@ -311,10 +439,14 @@ func (s overheadSides) applyPair(ctx context.Context, planRun string, round *Ove
 	})
 }
 
-// overheadFixture returns the synthetic state of n resources and its
-// configuration with changedResource's input changed: a plan of one update.
-func overheadFixture(n int) (state, config []byte, err error) {
-	state, err = tfstate.SynthesizeTerraformData(n, 0, "b3c5e1d4-0000-4000-8000-00000000be4c", 1).Marshal()
+// overheadLineage is the lineage of the benchmark's synthetic states.
+const overheadLineage = "b3c5e1d4-0000-4000-8000-00000000be4c"
+
+// overheadFixtureData returns the synthetic state of n terraform_data
+// resources and its configuration with changedResource's input changed: a
+// plan of one update.
+func overheadFixtureData(n int) (state, config []byte, err error) {
+	state, err = tfstate.SynthesizeTerraformData(n, 0, overheadLineage, 1).Marshal()
 	if err != nil {
 		return nil, nil, fmt.Errorf("overhead benchmark: synthesizing state: %w", err)
 	}
@@ -324,6 +456,23 @@ func overheadFixture(n int) (state, config []byte, err error) {
 		return nil, nil, fmt.Errorf("overhead benchmark: %s is not in the synthetic configuration of %d resources", changedResource, n)
 	}
 	config = bytes.Replace(config, old, fmt.Appendf(nil, "input = %q\n", changedResource+"-changed"), 1)
+	return state, config, nil
+}
+
+// providerFixtureData returns the synthetic state of n kltest_object
+// resources of the given delay (testprovider.Synthesize, its objects
+// written into apiDir) and their configuration with changedResource's name
+// changed: a plan of one update in place.
+func providerFixtureData(apiDir string, n int, delay string) (state, config []byte, err error) {
+	if state, err = testprovider.Synthesize(apiDir, n, delay, overheadLineage, 1); err != nil {
+		return nil, nil, fmt.Errorf("overhead benchmark: %w", err)
+	}
+	config = testprovider.SynthesizeConfig(n, delay)
+	old := fmt.Appendf(nil, "name  = %q\n", changedResource)
+	if bytes.Count(config, old) != 1 {
+		return nil, nil, fmt.Errorf("overhead benchmark: %s is not in the synthetic configuration of %d resources", changedResource, n)
+	}
+	config = bytes.Replace(config, old, fmt.Appendf(nil, "name  = %q\n", changedResource+"-changed"), 1)
 	return state, config, nil
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func TestCleanEnv(t *testing.T) {
 
 func TestOverheadFixture(t *testing.T) {
 	t.Parallel()
-	state, config, err := overheadFixture(1500)
+	state, config, err := overheadFixtureData(1500)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,62 @@ func TestOverheadFixture(t *testing.T) {
 	if want := []string{`input = "r01000-changed"`}; !slices.Equal(changed, want) {
 		t.Errorf("changed lines %q, want %q", changed, want)
 	}
-	if _, _, err := overheadFixture(10); err == nil {
+	if _, _, err := overheadFixtureData(10); err == nil {
 		t.Error("a state too small to hold the changed resource was accepted")
+	}
+}
+
+func TestProviderFixtureData(t *testing.T) {
+	t.Parallel()
+	api := t.TempDir()
+	state, config, err := providerFixtureData(api, 1500, "20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := tfstate.Parse(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.ResourceCount(); got != 1500 {
+		t.Errorf("the state has %d resources, want 1500", got)
+	}
+	objects, err := os.ReadDir(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objects) != 1500 {
+		t.Errorf("the fake cloud API holds %d objects, want 1500", len(objects))
+	}
+	var changed []string
+	for _, line := range strings.Split(string(config), "\n") {
+		if strings.Contains(line, "-changed") {
+			changed = append(changed, strings.TrimSpace(line))
+		}
+	}
+	if want := []string{`name  = "r01000-changed"`}; !slices.Equal(changed, want) {
+		t.Errorf("changed lines %q, want %q", changed, want)
+	}
+	if got := strings.Count(string(config), `delay = "20ms"`); got != 1500 {
+		t.Errorf("%d resources have the delay, want 1500", got)
+	}
+	if _, _, err := providerFixtureData(t.TempDir(), 10, "20ms"); err == nil {
+		t.Error("a state too small to hold the changed resource was accepted")
+	}
+	if _, _, err := providerFixtureData(t.TempDir(), 1500, "soon"); err == nil || !strings.Contains(err.Error(), `delay "soon"`) {
+		t.Errorf("a bad delay: error %v", err)
+	}
+}
+
+func TestOverheadOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	o := OverheadOptions{Mirror: "/m"}
+	o.defaults()
+	if o.ReadDelay != DefaultReadDelay || o.Resources != 2000 || o.Runs != 3 {
+		t.Errorf("defaults with a mirror: %+v", o)
+	}
+	o = OverheadOptions{}
+	o.defaults()
+	if o.ReadDelay != "" {
+		t.Errorf("a read delay without a provider: %q", o.ReadDelay)
 	}
 }

@@ -48,26 +48,10 @@ func Summary(res *Results) *Table {
 			FormatRatio(c.Ratio())+" faster (baseline ÷ kl)")
 	}
 	if o := res.Overhead; o != nil {
-		n := fmt.Sprintf("%d", o.Resources)
-		if o.Resources >= 1000 {
-			n = fmt.Sprintf("%d,%03d", o.Resources/1000, o.Resources%1000)
-		}
-		t.Add(fmt.Sprintf("2. plan, %s resources, one changed", n),
-			FormatSeconds(o.Median(klPlan))+" (kl plan)",
-			FormatSeconds(o.Median(OverheadRound.TFPlanStep))+" (terraform init + plan -out)",
-			FormatRatio(o.PlanRatio())+" (kl ÷ baseline)")
-		t.Add("2. apply of that plan",
-			FormatSeconds(o.Median(klApply))+" (kl apply)",
-			FormatSeconds(o.Median(tfApply))+" (terraform apply PLAN)",
-			FormatRatio(o.ApplyRatio())+" (kl ÷ baseline)")
-		t.Add("2. plan + apply",
-			FormatSeconds(o.Median(OverheadRound.KLTotal)),
-			FormatSeconds(o.Median(OverheadRound.TFTotal)),
-			FormatRatio(o.TotalRatio())+" (kl ÷ baseline)")
-		t.Add("2. plan + apply, CPU time (user + sys, with terraform's)",
-			FormatSeconds(o.Median(OverheadRound.KLTotalCPU)),
-			FormatSeconds(o.Median(OverheadRound.TFTotalCPU)),
-			FormatRatio(o.CPURatio())+" (kl ÷ baseline)")
+		addOverheadRows(t, "2.", o)
+	}
+	if o := res.ProviderOverhead; o != nil {
+		addOverheadRows(t, "2b.", o)
 	}
 	if c := res.Commit; c != nil {
 		labels := map[string]string{
@@ -104,6 +88,35 @@ func Summary(res *Results) *Table {
 			"n/a")
 	}
 	return t
+}
+
+// addOverheadRows adds figure 2's rows (or 2b's, with a provider) to t,
+// each label starting with figure.
+func addOverheadRows(t *Table, figure string, o *OverheadResult) {
+	n := fmt.Sprintf("%d", o.Resources)
+	if o.Resources >= 1000 {
+		n = fmt.Sprintf("%d,%03d", o.Resources/1000, o.Resources%1000)
+	}
+	what := "resources"
+	if o.Provider != "" {
+		what = "resources (" + o.Provider + ")"
+	}
+	t.Add(fmt.Sprintf("%s plan, %s %s, one changed", figure, n, what),
+		FormatSeconds(o.Median(klPlan))+" (kl plan)",
+		FormatSeconds(o.Median(OverheadRound.TFPlanStep))+" (terraform init + plan -out)",
+		FormatRatio(o.PlanRatio())+" (kl ÷ baseline)")
+	t.Add(figure+" apply of that plan",
+		FormatSeconds(o.Median(klApply))+" (kl apply)",
+		FormatSeconds(o.Median(tfApply))+" (terraform apply PLAN)",
+		FormatRatio(o.ApplyRatio())+" (kl ÷ baseline)")
+	t.Add(figure+" plan + apply",
+		FormatSeconds(o.Median(OverheadRound.KLTotal)),
+		FormatSeconds(o.Median(OverheadRound.TFTotal)),
+		FormatRatio(o.TotalRatio())+" (kl ÷ baseline)")
+	t.Add(figure+" plan + apply, CPU time (user + sys, with terraform's)",
+		FormatSeconds(o.Median(OverheadRound.KLTotalCPU)),
+		FormatSeconds(o.Median(OverheadRound.TFTotalCPU)),
+		FormatRatio(o.CPURatio())+" (kl ÷ baseline)")
 }
 
 // Accessors of OverheadRound for medians and the breakdown.

@@ -81,3 +81,18 @@ func TestSummaryPartial(t *testing.T) {
 		t.Errorf("commit-only summary has %d rows, want 3", got)
 	}
 }
+
+// TestSummaryProvider: figure 2b's rows follow figure 2's, labelled 2b.
+// and naming the provider.
+func TestSummaryProvider(t *testing.T) {
+	t.Parallel()
+	res := fixedResults()
+	p := *res.Overhead
+	p.Provider = "kltest_object, 20ms per API call"
+	res.ProviderOverhead = &p
+	var b bytes.Buffer
+	if err := Summary(res).Render(&b); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "summary-provider.golden", b.Bytes())
+}

@@ -211,11 +211,11 @@ func (r *Runner) maskApply(ctx context.Context, tf *tfexec.Terraform, w workDir,
 func (r *Runner) sensitiveMasker(ctx context.Context, tf *tfexec.Terraform, w workDir, snapshot []byte, log *slog.Logger) (masker, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), maskTimeout)
 	defer cancel()
-	raw, err := showPlan(sctx, tf, w, nil, log)
+	raw, decoded, err := showPlan(sctx, tf, w, nil, log)
 	if err != nil {
 		return masker{}, err
 	}
-	plan, err := ParsePlanJSON(raw)
+	plan, err := parsePlanJSON(raw, decoded)
 	if err != nil {
 		return masker{}, err
 	}

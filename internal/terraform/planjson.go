@@ -28,7 +28,14 @@ import (
 // state (a raw state file or `terraform show -json` of a state) passed instead
 // of a plan, a missing or unsupported format_version (terraform-json reads
 // tfjson.PlanFormatVersionConstraints), or a value of the wrong JSON type.
-func ParsePlanJSON(b []byte) (*tfjson.Plan, error) {
+func ParsePlanJSON(b []byte) (*tfjson.Plan, error) { return parsePlanJSON(b, nil) }
+
+// parsePlanJSON is ParsePlanJSON. With decoded — b already decoded into a
+// tfjson.Plan with JSON numbers, as terraform-exec's ShowPlanFile does with
+// tfexec.JSONNumber(true) — it checks b as ParsePlanJSON does and restores
+// decoded's nested blocks instead of decoding the whole document a second
+// time (at 2,000 resources, about 0.15 s of CPU for 3 MB of plan JSON).
+func parsePlanJSON(b []byte, decoded *tfjson.Plan) (*tfjson.Plan, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, invalidf("the input is empty: pass the output of `terraform show -json PLANFILE`")
 	}
@@ -62,10 +69,13 @@ func ParsePlanJSON(b []byte) (*tfjson.Plan, error) {
 		return nil, invalidf("unsupported format_version %q: this build reads plan JSON %s", fv, tfjson.PlanFormatVersionConstraints)
 	}
 
-	plan := &tfjson.Plan{}
-	plan.UseJSONNumber(true)
-	if err := json.Unmarshal(b, plan); err != nil {
-		return nil, invalidPlan(b, err)
+	plan := decoded
+	if plan == nil {
+		plan = &tfjson.Plan{}
+		plan.UseJSONNumber(true)
+		if err := json.Unmarshal(b, plan); err != nil {
+			return nil, invalidPlan(b, err)
+		}
 	}
 	if raw, ok := top["configuration"]; ok && plan.Config != nil {
 		if err := restoreNestedBlocks(plan.Config, raw); err != nil {

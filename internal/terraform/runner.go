@@ -431,8 +431,9 @@ func (r *Runner) plan(ctx context.Context, tf *tfexec.Terraform, w workDir, req 
 	var plan *tfjson.Plan
 	if err == nil {
 		var raw []byte
-		if raw, err = showPlan(ctx, tf, w, rep, log); err == nil {
-			plan, err = ParsePlanJSON(raw)
+		var decoded *tfjson.Plan
+		if raw, decoded, err = showPlan(ctx, tf, w, rep, log); err == nil {
+			plan, err = parsePlanJSON(raw, decoded)
 		}
 	}
 	r.maskPlan(w, req, varFiles, plan, stream, err, log)
@@ -470,22 +471,26 @@ func runPlan(ctx context.Context, tf *tfexec.Terraform, opts []tfexec.PlanOption
 }
 
 // showPlan runs `terraform show -json` on the saved plan and returns its
-// output.
-func showPlan(ctx context.Context, tf *tfexec.Terraform, w workDir, rep *progressReporter, log *slog.Logger) ([]byte, error) {
+// output, and the plan terraform-exec decoded from it (with JSON numbers,
+// as ParsePlanJSON decodes: parsePlanJSON takes it rather than decoding the
+// output a second time).
+func showPlan(ctx context.Context, tf *tfexec.Terraform, w workDir, rep *progressReporter, log *slog.Logger) ([]byte, *tfjson.Plan, error) {
 	t := time.Now()
 	rep.phase(phaseShow)
 	var raw bytes.Buffer
+	var plan *tfjson.Plan
 	err := runCommand(ctx, tf, "show", nil, func() error {
 		tf.SetStdout(&raw)
 		defer tf.SetStdout(nil)
-		_, err := tf.ShowPlanFile(ctx, w.rel(w.PlanFile))
+		var err error
+		plan, err = tf.ShowPlanFile(ctx, w.rel(w.PlanFile), tfexec.JSONNumber(true))
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log.Debug("terraform show done", "elapsed", time.Since(t), "bytes", raw.Len())
-	return raw.Bytes(), nil
+	return raw.Bytes(), plan, nil
 }
 
 // planResult derives the PlanResult from the plan JSON and the saved plan

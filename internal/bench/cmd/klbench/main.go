@@ -3,7 +3,7 @@
 // lock), overhead (kl vs bare terraform) and commit (snapshot-merge on
 // 10,000 resources). It asserts nothing. See package internal/bench.
 //
-//	klbench [-kl PATH] [-runs N] [-count N] [-only all|concurrency|overhead|commit]
+//	klbench [-kl PATH] [-runs N] [-count N] [-only all|concurrency|overhead|provider|commit|growth]
 package main
 
 import (
@@ -37,7 +37,7 @@ func run(ctx context.Context, args, env []string, out io.Writer) error {
 	fs.StringVar(&opts.KL, "kl", "", "kl binary for the overhead figure (default: build ./cmd/kl into a temp dir)")
 	fs.IntVar(&opts.Runs, "runs", 3, "interleaved repetitions of the concurrency and overhead figures")
 	fs.IntVar(&opts.Count, "count", 5, "go test -count of the commit benchmarks")
-	fs.StringVar(&opts.Only, "only", bench.OnlyAll, "figure to run: all, concurrency, overhead, commit or growth")
+	fs.StringVar(&opts.Only, "only", bench.OnlyAll, "figure to run: all, concurrency, overhead, provider, commit or growth")
 	fs.StringVar(&opts.Src, "src", ".", "module root (for the commit benchmarks and building kl)")
 	fs.StringVar(&opts.TempDir, "tmp", "", "parent of the temporary directories (default: the OS temp dir)")
 	if err := fs.Parse(args); err != nil {
