@@ -130,14 +130,8 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	if err != nil {
 		return engine.Version{}, err
 	}
-	if req.RequireReservations {
-		live, err := tx.HoldsLive(ctx, req.Run, req.State, now)
-		if err != nil {
-			return engine.Version{}, err
-		}
-		if !live {
-			return engine.Version{}, engine.Errorf(engine.ErrLeaseLost, "run holds no live reservation on the state")
-		}
+	if err := checkLive(ctx, tx, req, now); err != nil {
+		return engine.Version{}, err
 	}
 	head, err := tx.GetVersion(ctx, st.Name, st.HeadSerial)
 	if err != nil {
@@ -197,6 +191,23 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 		return engine.Version{}, fmt.Errorf("deleting the state artifacts of the committed run: %w", err)
 	}
 	return v, nil
+}
+
+// checkLive refuses a commit that requires its reservations
+// (req.RequireReservations) when the run holds none live at now
+// (ErrLeaseLost).
+func checkLive(ctx context.Context, tx Executor, req engine.CommitRequest, now time.Time) error {
+	if !req.RequireReservations {
+		return nil
+	}
+	live, err := tx.HoldsLive(ctx, req.Run, req.State, now)
+	if err != nil {
+		return err
+	}
+	if !live {
+		return engine.Errorf(engine.ErrLeaseLost, "run holds no live reservation on the state")
+	}
+	return nil
 }
 
 // adopt is the serial and lineage of the version a commit writes onto
