@@ -100,6 +100,7 @@ WEBHOOK_LOAD ?= -load.rate 200 -load.duration 30s -load.redeliver 0.1
 bench: tools build
 	$(GO) run ./internal/bench/cmd/klbench -kl $(BIN)/kl
 	$(GO) test -run '^$$' -bench 'Store' -benchtime 3s -timeout 30m ./internal/store/storebench/
+	$(GO) test -run '^$$' -bench 'Commit10k' -benchtime 20x -timeout 30m ./internal/store/storebench/
 	$(GO) test -run '^$$' -bench 'PluginCache' -benchtime 10x -timeout 10m ./internal/terraform/
 	$(GO) test -run '^$$' -bench 'WebhookLoad' -benchtime 1x -timeout 5m ./cmd/klbot/ -args $(WEBHOOK_LOAD)
 

@@ -89,6 +89,36 @@ func compressEntry(raw []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+var gzipReaders sync.Pool // of *gzip.Reader
+
+// decompressEntry reverses compressEntry with a pooled reader (a whole
+// document reads thousands of entries; a gzip.Reader holds a 32 KiB
+// window). size, the stored length, sizes the buffer and is checked.
+func decompressEntry(z []byte, size int64) ([]byte, error) {
+	var zr *gzip.Reader
+	if r, ok := gzipReaders.Get().(*gzip.Reader); ok {
+		if err := r.Reset(bytes.NewReader(z)); err != nil {
+			return nil, fmt.Errorf("decompressing entry: %w", err)
+		}
+		zr = r
+	} else {
+		r, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			return nil, fmt.Errorf("decompressing entry: %w", err)
+		}
+		zr = r
+	}
+	defer gzipReaders.Put(zr)
+	out := make([]byte, size)
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, fmt.Errorf("decompressing entry: %w", err)
+	}
+	if n, _ := zr.Read(make([]byte, 1)); n != 0 {
+		return nil, fmt.Errorf("decompressing entry: more than the stored %d bytes", size)
+	}
+	return out, nil
+}
+
 // maxHeaderBytes caps a header's decompressed length (a header is a
 // document without resources: outputs and a few scalars).
 const maxHeaderBytes = 1 << 30
@@ -322,7 +352,7 @@ func readVersion(ctx context.Context, ex Executor, state string, serial int64, q
 	}
 	raws := make([][]byte, len(rows))
 	for i, r := range rows {
-		if raws[i], err = DecompressSnapshot(r.Body, r.Size); err != nil {
+		if raws[i], err = decompressEntry(r.Body, r.Size); err != nil {
 			return nil, nil, fmt.Errorf("reading entry %s of version %d: %w", r.Address, serial, err)
 		}
 	}
