@@ -113,8 +113,8 @@ func decompressEntry(z []byte, size int64) ([]byte, error) {
 	if _, err := io.ReadFull(zr, out); err != nil {
 		return nil, fmt.Errorf("decompressing entry: %w", err)
 	}
-	if n, _ := zr.Read(make([]byte, 1)); n != 0 {
-		return nil, fmt.Errorf("decompressing entry: more than the stored %d bytes", size)
+	if n, err := zr.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return nil, fmt.Errorf("decompressing entry: not the stored %d bytes (%v)", size, err)
 	}
 	return out, nil
 }

@@ -256,7 +256,7 @@ func (s *Store) PutArtifact(ctx context.Context, run, name string, data []byte) 
 	if data == nil {
 		data = []byte{}
 	}
-	data, err := s.keys.Seal(store.ArtifactPlace(run, name), data)
+	data, err := store.EncodeArtifact(s.keys, run, name, data)
 	if err != nil {
 		return fmt.Errorf("storing artifact %s of run %s: %w", name, run, err)
 	}
@@ -286,5 +286,5 @@ func (s *Store) GetArtifact(ctx context.Context, run, name string) ([]byte, erro
 	if data == nil {
 		data = []byte{}
 	}
-	return s.keys.Open(store.ArtifactPlace(run, name), data)
+	return store.DecodeArtifact(s.keys, run, name, data)
 }
