@@ -317,7 +317,7 @@ func (a *app) apply(ctx context.Context, in engine.ApplyInput, args []string, pr
 		}
 		args = []string{plan.ID}
 	}
-	in.PlanRun = args[0]
+	in.PlanRun = runArg(args)
 	in.Actor = a.actor()
 	p := a.progress()
 	in.Progress = func(ev engine.Progress) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/oklog/ulid/v2"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -137,16 +138,16 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			// An apply run is not a plan to close (an unknown run is the
 			// engine's to name): not applicable, a refusal like a plan
 			// that is not open.
-			if r, err := e.Run(cmd.Context(), args[0]); err == nil && r.Kind == engine.KindApply {
+			if r, err := e.Run(cmd.Context(), runArg(args)); err == nil && r.Kind == engine.KindApply {
 				return &ExitError{Code: 3, Err: fmt.Errorf("run %s is an apply run: only plan runs can be discarded (its plan is %s)", r.ID, r.PlanRun)}
 			}
-			if err := e.Discard(cmd.Context(), args[0], a.actor(), reason); err != nil {
+			if err := e.Discard(cmd.Context(), runArg(args), a.actor(), reason); err != nil {
 				if errors.Is(err, engine.ErrConflict) {
 					return &ExitError{Code: 3, Err: err}
 				}
 				return err
 			}
-			s, err := e.RunStory(cmd.Context(), args[0])
+			s, err := e.RunStory(cmd.Context(), runArg(args))
 			if err != nil {
 				return err
 			}
@@ -164,7 +165,7 @@ being applied or no longer open — is left as it is (exit status 3).`,
 			if err != nil {
 				return err
 			}
-			s, err := e.RunStory(cmd.Context(), args[0])
+			s, err := e.RunStory(cmd.Context(), runArg(args))
 			if err != nil {
 				return err
 			}
@@ -192,7 +193,7 @@ func (a *app) whyCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := e.Why(cmd.Context(), args[0])
+			w, err := e.Why(cmd.Context(), runArg(args))
 			if err != nil {
 				return err
 			}
@@ -256,7 +257,7 @@ Terraform wrote to recover); 1 any other error.`,
 			if err != nil {
 				return err
 			}
-			out, err := e.Recover(cmd.Context(), args[0])
+			out, err := e.Recover(cmd.Context(), runArg(args))
 			var re *engine.RecoverError
 			if errors.As(err, &re) {
 				return &ExitError{Code: 3, Err: err}
@@ -292,7 +293,7 @@ committed, or was recovered or unfenced already); 1 any other error (no --reason
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
-				return engine.Errorf(engine.ErrInvalid, "--reason is required: say what you checked on the real objects before lifting the fence of run %s", args[0])
+				return engine.Errorf(engine.ErrInvalid, "--reason is required: say what you checked on the real objects before lifting the fence of run %s", runArg(args))
 			}
 			if err := checkWords("--reason", reason, MaxReason); err != nil {
 				return err
@@ -301,17 +302,17 @@ committed, or was recovered or unfenced already); 1 any other error (no --reason
 			if err != nil {
 				return err
 			}
-			if _, err := e.Unfence(cmd.Context(), engine.UnfenceInput{Run: args[0], By: a.actor(), Why: reason}); err != nil {
+			if _, err := e.Unfence(cmd.Context(), engine.UnfenceInput{Run: runArg(args), By: a.actor(), Why: reason}); err != nil {
 				// A run that exists but holds no fence, or is a plan: a
 				// refusal, as kl run recover's (exit 3).
 				if errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrInvalid) {
-					if _, gerr := e.Run(cmd.Context(), args[0]); gerr == nil {
+					if _, gerr := e.Run(cmd.Context(), runArg(args)); gerr == nil {
 						return &ExitError{Code: 3, Err: err}
 					}
 				}
 				return err
 			}
-			s, err := e.RunStory(context.WithoutCancel(cmd.Context()), args[0])
+			s, err := e.RunStory(context.WithoutCancel(cmd.Context()), runArg(args))
 			if err != nil {
 				return err
 			}
@@ -330,4 +331,15 @@ func knownState(ctx context.Context, e *engine.Engine, state string) error {
 	}
 	_, err := e.State(ctx, state)
 	return err
+}
+
+// runArg is the run id of a command's first argument as Kilolock stores
+// it: ULIDs are Crockford base32, which reads lower case as upper case
+// (kl runs prints upper case; a pasted id in lower case names the same
+// run). Anything else is passed on as given, for the lookup to refuse.
+func runArg(args []string) string {
+	if id, err := ulid.ParseStrict(args[0]); err == nil {
+		return id.String()
+	}
+	return args[0]
 }

@@ -296,10 +296,12 @@ func (h *Handler) runPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := ulid.ParseStrict(id); err != nil {
+	parsed, err := ulid.ParseStrict(id)
+	if err != nil {
 		h.errorPage(w, r, http.StatusBadRequest, "Bad run id", fmt.Sprintf("%q is not a run id (26 characters of Crockford base32, as kl runs shows)", preview(id)))
 		return
 	}
+	id = parsed.String() // Crockford base32 reads lower case as upper case
 	s, err := h.story(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, err)
