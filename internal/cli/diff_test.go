@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"github.com/kilolock/kilolock/internal/store"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,9 +137,9 @@ type artifact struct {
 }
 
 // allArtifacts returns every artifact of the store.
-func allArtifacts(t *testing.T, store string) []artifact {
+func allArtifacts(t *testing.T, path string) []artifact {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+store+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +153,10 @@ func allArtifacts(t *testing.T, store string) []artifact {
 	for rows.Next() {
 		var a artifact
 		if err := rows.Scan(&a.run, &a.name, &a.data); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if a.data, err = store.DecodeArtifact(nil, a.run, a.name, a.data); err != nil { // compressed when that pays
 			t.Fatal(err)
 		}
 		out = append(out, a)

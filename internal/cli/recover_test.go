@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"github.com/kilolock/kilolock/internal/store"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -81,6 +82,10 @@ func (k *kit) checkpointOf(id string) []byte {
 	defer db.Close()
 	var data []byte
 	if err := db.QueryRow(`SELECT data FROM artifacts WHERE run = ? AND name = 'apply-checkpoint.tfstate'`, id).Scan(&data); err != nil {
+		return nil
+	}
+	data, err = store.DecodeArtifact(nil, id, "apply-checkpoint.tfstate", data) // compressed when that pays
+	if err != nil {
 		return nil
 	}
 	return data

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"github.com/kilolock/kilolock/internal/store"
 	"io"
 	"os"
 	"path/filepath"
@@ -126,23 +127,27 @@ output "x" {
 
 // storedArtifacts returns the store's artifacts by name, for one plan and
 // its apply (the names are per run).
-func storedArtifacts(t *testing.T, store string) map[string][]byte {
+func storedArtifacts(t *testing.T, path string) map[string][]byte {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+store+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT name, data FROM artifacts`)
+	rows, err := db.Query(`SELECT run, name, data FROM artifacts`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	out := map[string][]byte{}
 	for rows.Next() {
-		var name string
-		var data []byte
-		if err := rows.Scan(&name, &data); err != nil {
+		var run, name string
+		var stored []byte
+		if err := rows.Scan(&run, &name, &stored); err != nil {
+			t.Fatal(err)
+		}
+		data, err := store.DecodeArtifact(nil, run, name, stored) // compressed when that pays
+		if err != nil {
 			t.Fatal(err)
 		}
 		if _, dup := out[name]; dup {
