@@ -137,7 +137,7 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head version %d: %w", st.HeadSerial, err)
 	}
-	doc, slice, err := headForMerge(ctx, tx, st, req)
+	doc, hr, partial, err := headForMerge(ctx, tx, st, req)
 	if err != nil {
 		return engine.Version{}, fmt.Errorf("reading head snapshot %d: %w", st.HeadSerial, err)
 	}
@@ -166,10 +166,10 @@ func commit(ctx context.Context, tx Executor, req engine.CommitRequest) (engine.
 		Resources:  res.Resources,
 		Size:       int64(len(res.Snapshot)),
 	}
-	if slice != nil {
-		err = putSlice(ctx, tx, &v, res.Snapshot, head, req.MergeReads, slice)
+	if partial {
+		err = putSlice(ctx, tx, &v, res.Snapshot, head, req.MergeReads, hr)
 	} else {
-		err = putVersion(ctx, tx, v, res.Snapshot, &head)
+		err = putVersion(ctx, tx, v, res.Snapshot, manifestOf(hr))
 	}
 	if err != nil {
 		return engine.Version{}, err

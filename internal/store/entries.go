@@ -196,13 +196,14 @@ func splitDoc(doc []byte) (split, error) {
 
 // putVersion stores version v of a state whose document is doc, and its
 // changed addresses: as a manifest of entries where doc splits (splitDoc),
-// whole otherwise. head is the version v follows (nil for a state's first
-// version); against a head with a manifest only the entries that changed
-// are written and only their intervals closed and opened (the manifest
-// delta); otherwise every entry is opened at v.Serial, after closing
-// whatever intervals a whole version left open. v.Size is set to
+// whole otherwise. prev is the manifest of the version v follows, as
+// entry address → hash (manifestOf), nil when there is none (a state's
+// first version, or a head stored whole): against prev only the entries
+// that changed are written and only their intervals closed and opened (the
+// manifest delta); without it every entry is opened at v.Serial, after
+// closing whatever intervals a whole version left open. v.Size is set to
 // len(doc). The caller holds the state's lock.
-func putVersion(ctx context.Context, tx Executor, v engine.Version, doc []byte, head *engine.Version) error {
+func putVersion(ctx context.Context, tx Executor, v engine.Version, doc []byte, prev map[string][]byte) error {
 	v.Size = int64(len(doc))
 	sp, err := splitDoc(doc)
 	if err != nil {
@@ -218,34 +219,23 @@ func putVersion(ctx context.Context, tx Executor, v engine.Version, doc []byte, 
 		}
 		return tx.InsertVersion(ctx, v, StoredDoc{Size: v.Size, Snapshot: z})
 	}
-	var prev map[string][]byte // address → hash of the head's manifest
-	if head != nil {
-		if prev, err = headManifest(ctx, tx, v.State, head.Serial); err != nil {
-			return err
-		}
-	}
 	if err := writeEntries(ctx, tx, v, sp.entries, prev); err != nil {
 		return err
 	}
 	return tx.InsertVersion(ctx, v, StoredDoc{Size: v.Size, Header: sp.header})
 }
 
-// headManifest is the manifest of version serial as address → hash, or nil
-// when that version is stored whole.
-func headManifest(ctx context.Context, tx Executor, state string, serial int64) (map[string][]byte, error) {
-	hasManifest, err := tx.HasManifest(ctx, state, serial)
-	if err != nil || !hasManifest {
-		return nil, err
+// manifestOf is the manifest hr read, as entry address → hash; nil when
+// hr is nil (the version is stored whole).
+func manifestOf(hr *readEntries) map[string][]byte {
+	if hr == nil {
+		return nil
 	}
-	rows, err := tx.Manifest(ctx, state, serial, ManifestQuery{})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string][]byte, len(rows))
-	for _, r := range rows {
+	out := make(map[string][]byte, len(hr.rows))
+	for _, r := range hr.rows {
 		out[r.Address] = r.Hash
 	}
-	return out, nil
+	return out
 }
 
 // writeEntries writes the manifest of version v holding entries: the
@@ -394,25 +384,28 @@ func setOf(ss []string) map[string]bool {
 	return out
 }
 
-// headForMerge is the head document a commit's merge gets: when req names
-// its MergeReads and the head is a manifest, the slice of those resources
-// (and the entries read, for putSlice); otherwise the whole document.
-func headForMerge(ctx context.Context, tx Executor, st engine.State, req engine.CommitRequest) ([]byte, *readEntries, error) {
+// headForMerge is the head document a commit's merge gets, with the
+// entries read (nil for a head stored whole) and whether it is a slice:
+// when req names its MergeReads and the head is a manifest, the slice of
+// those resources (for putSlice); otherwise the whole document, whose
+// manifest (when it has one) the whole path's delta is computed against.
+func headForMerge(ctx context.Context, tx Executor, st engine.State, req engine.CommitRequest) ([]byte, *readEntries, bool, error) {
 	if req.MergeReads != nil {
 		manifest, err := tx.HasManifest(ctx, st.Name, st.HeadSerial)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if manifest {
 			reads := make([]string, len(req.MergeReads))
 			for i, a := range req.MergeReads {
 				reads[i] = string(a)
 			}
-			return readVersion(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{Resources: reads})
+			doc, hr, err := readVersion(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{Resources: reads})
+			return doc, hr, true, err
 		}
 	}
-	doc, err := readDoc(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{})
-	return doc, nil, err
+	doc, hr, err := readVersion(ctx, tx, st.Name, st.HeadSerial, ManifestQuery{})
+	return doc, hr, false, err
 }
 
 // putSlice stores version v from the merged slice doc of a commit whose
