@@ -57,6 +57,9 @@ Options Kilolock cannot honour (-state, -lock=false, -chdir, …) are refused wi
 	cmd.Flags().StringArrayVar(&in.Replace, "replace", nil, "resource instance to replace (repeatable), as terraform plan -replace")
 	cmd.Flags().StringVar(&pr, "pr", "", "pull request this plan is for, OWNER/REPO#N, or \"actions\" for the pull request of the GitHub Actions event (recorded in the envelope and named in every report)")
 	cmd.Flags().StringVar(&in.CommitSHA, "commit", "", "commit SHA the configuration is at, 7-40 hex characters (recorded in the envelope)")
+	cmd.Flags().Var(laneFlag{&in.Lane}, "lane", "lane to plan in: terraform (default), native (plan only the closure of --target or --changed-file, proved, else fall back to terraform) or auto (native when the closure is at most a quarter of the state's resources)")
+	cmd.Flags().StringArrayVar(&in.ChangedFiles, "changed-file", nil, "file of -C DIR the change touched, relative to DIR (repeatable; native lane without --target: the scope is what these files declare or reach)")
+	cmd.Flags().StringVar(&in.BaseDir, "base-dir", "", "root module directory of the base the --changed-file paths changed from (e.g. a checkout of main)")
 	cmd.Flags().BoolVar(&in.PlannedAtMerge, "at-merge", false, "record that this plan is made as its pull request merges, so nobody reviewed it: every report of it and of its apply says \"planned at merge, not reviewed\" (needs --pr)")
 	return cmd
 }
@@ -118,8 +121,55 @@ func checkPlanInput(in engine.PlanInput) error {
 		checkTexts("--target", in.Targets, maxPath), checkTexts("--replace", in.Replace, maxPath)); err != nil {
 		return err
 	}
+	if err := checkLaneInput(in); err != nil {
+		return err
+	}
 	// Before a run is stored: a plan that cannot start clutters kl runs.
 	return checkPlanFiles(in.Dir, in.VarFiles)
+}
+
+// laneFlag is --lane: engine.ParseLaneChoice's values.
+type laneFlag struct{ c *engine.LaneChoice }
+
+func (f laneFlag) String() string {
+	if f.c == nil || *f.c == "" {
+		return string(engine.LaneChoiceTerraform)
+	}
+	return string(*f.c)
+}
+
+func (f laneFlag) Set(s string) error {
+	c, err := engine.ParseLaneChoice(s)
+	if err != nil {
+		return errors.New("want terraform, native or auto")
+	}
+	*f.c = c
+	return nil
+}
+
+func (laneFlag) Type() string { return "LANE" }
+
+// checkLaneInput checks the native lane's flags: --changed-file and
+// --base-dir only with --lane native or auto, --base-dir a directory
+// whenever --changed-file scopes the plan.
+func checkLaneInput(in engine.PlanInput) error {
+	native := in.Lane == engine.LaneChoiceNative || in.Lane == engine.LaneChoiceAuto
+	if !native && (len(in.ChangedFiles) > 0 || in.BaseDir != "") {
+		return errors.New("--changed-file and --base-dir scope a native-lane plan: add --lane native or --lane auto")
+	}
+	if err := errors.Join(checkTexts("--changed-file", in.ChangedFiles, maxPath), checkText("--base-dir", in.BaseDir, maxPath)); err != nil {
+		return err
+	}
+	if len(in.ChangedFiles) == 0 || len(in.Targets) > 0 {
+		return nil
+	}
+	if in.BaseDir == "" {
+		return errors.New("--changed-file needs --base-dir: the root module directory of the base, to tell what the files changed")
+	}
+	if st, err := os.Stat(in.BaseDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("--base-dir %s: not a directory", in.BaseDir)
+	}
+	return nil
 }
 
 // planPullRequest returns the pull request named by --pr (nil for none)

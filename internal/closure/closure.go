@@ -159,6 +159,10 @@ func Compute(cfg *Config, s *Scope) (*Closure, error) {
 				}
 			}
 		}
+		for _, n := range c.dependentOutputs() {
+			add(n)
+			grew = true
+		}
 		if !grew {
 			break
 		}
@@ -169,6 +173,54 @@ func Compute(cfg *Config, s *Scope) (*Closure, error) {
 	}
 	sort.Strings(c.Blocks)
 	return c, nil
+}
+
+// dependentOutputs are the root module's outputs outside the closure that
+// depend, directly or through locals, variables and module outputs, on a
+// block of it, so that the apply does not leave them stale at the head.
+// Scoped to targets, as Terraform's -target: only an output whose
+// resources are all in the closure (an output that also reads a resource
+// outside stays out, as the targeted resources' dependents do). Scoped to
+// changed files: every such output, with what it reads (the full plan
+// would change it).
+func (c *Closure) dependentOutputs() []node {
+	root := c.cfg.modules[""]
+	var out []node
+	for _, k := range root.keys {
+		n := node{"", k}
+		if root.blocks[k].Kind != "output" || c.sel[n] {
+			continue
+		}
+		touches, outside := c.reaches(n)
+		if touches && (!outside || c.Scope.How == "changed-files") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// reaches walks what n depends on: touches, a block of the closure;
+// outside, a resource or data source not in it.
+func (c *Closure) reaches(n node) (touches, outside bool) {
+	seen := map[node]bool{n: true}
+	queue := []node{n}
+	for ; len(queue) > 0; queue = queue[1:] {
+		q := queue[0]
+		if c.sel[q] {
+			touches = true
+			continue
+		}
+		if k := c.cfg.modules[q.path].blocks[q.key].Kind; k == "resource" || k == "data" {
+			outside = true
+		}
+		for _, d := range c.cfg.deps(q) {
+			if !seen[d] {
+				seen[d] = true
+				queue = append(queue, d)
+			}
+		}
+	}
+	return touches, outside
 }
 
 func (c *Closure) collectAddresses() {

@@ -46,10 +46,12 @@ func TestProofChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	slice := c.SliceState(head)
-	if got := slice.Addresses(); len(got) != 1 || got[0] != "terraform_data.base" {
-		t.Errorf("SliceState addresses = %v, want [terraform_data.base]", got)
+	// output.web reads only terraform_data.web, which the closure holds:
+	// the slice declares it (as -target plans it), and keeps its value.
+	if got := slice.Addresses(); len(got) != 2 || got[0] != "output.web" || got[1] != "terraform_data.base" {
+		t.Errorf("SliceState addresses = %v, want [output.web terraform_data.base]", got)
 	}
-	if len(slice.Outputs) != 0 || slice.Lineage != "l-1" || slice.Serial != 3 {
+	if _, ok := slice.Outputs["web"]; len(slice.Outputs) != 1 || !ok || slice.Lineage != "l-1" || slice.Serial != 3 {
 		t.Errorf("SliceState = outputs %v, lineage %q, serial %d", slice.Outputs, slice.Lineage, slice.Serial)
 	}
 	if len(head.Resources) != 2 {

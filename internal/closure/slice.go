@@ -2,8 +2,11 @@ package closure
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclwrite"
@@ -15,7 +18,14 @@ import (
 // with only the closure's blocks — the `terraform` blocks always, a
 // `locals` block with only the closure's locals — copied token for token
 // with hclwrite (no string surgery), and the root's `.terraform.lock.hcl`
-// when there is one. A file left without blocks is not written.
+// when there is one. A file left without blocks is not written. Every
+// other file under the root module directory is copied as it is (var files
+// Terraform loads by itself — terraform.tfvars, *.auto.tfvars — templates
+// and files the configuration reads with file() or templatefile()), except
+// Terraform's and Kilolock's own directories (.terraform, .git, .kl,
+// terraform.tfstate.d), state files, and the `.tf` files of the loaded
+// modules, which are the sliced ones: the slice plans against the same
+// inputs as the full configuration.
 func (c *Closure) WriteSlice(dir string) error {
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("writing slice: %w: %s is not empty", ErrInvalid, dir)
@@ -47,15 +57,74 @@ func (c *Closure) WriteSlice(dir string) error {
 			}
 		}
 	}
-	lock := filepath.Join(c.cfg.Dir, ".terraform.lock.hcl")
-	if b, err := os.ReadFile(lock); err == nil {
-		if err := os.WriteFile(filepath.Join(dir, ".terraform.lock.hcl"), b, 0o644); err != nil {
-			return fmt.Errorf("writing slice: %w", err)
+	return c.copyOthers(dir)
+}
+
+// copyOthers copies every file under the root module directory that the
+// slice does not write itself into dir (WriteSlice), keeping modes.
+func (c *Closure) copyOthers(dir string) error {
+	sliced := map[string]bool{}
+	for _, m := range c.cfg.modules {
+		for _, name := range m.Files {
+			sliced[filepath.Join(m.Dir, name)] = true
 		}
-	} else if !os.IsNotExist(err) {
+	}
+	err := filepath.WalkDir(c.cfg.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			switch name {
+			case ".terraform", ".git", ".kl", "terraform.tfstate.d":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if sliced[p] || !d.Type().IsRegular() || strings.HasSuffix(name, ".tfstate") || strings.HasSuffix(name, ".tfstate.backup") {
+			return nil
+		}
+		rel, err := filepath.Rel(c.cfg.Dir, p)
+		if err != nil {
+			return err
+		}
+		return copyFile(p, filepath.Join(dir, rel))
+	})
+	if err != nil {
 		return fmt.Errorf("writing slice: %w", err)
 	}
 	return nil
+}
+
+// copyFile copies the regular file src to dst, creating dst's directory,
+// with src's permission bits.
+func copyFile(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, st.Mode().Perm())
+}
+
+// Outputs are the names of the root module's outputs the closure holds,
+// sorted: the slice's state keeps only these (SliceState), since
+// Terraform plans the removal of a root output its configuration lacks.
+func (c *Closure) Outputs() []string {
+	var out []string
+	for n := range c.sel {
+		if name, ok := strings.CutPrefix(n.key, "output."); ok && n.path == "" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // sliceFile returns one file of m with only the closure's blocks, and

@@ -101,3 +101,88 @@ func TestSliceValidatesAndPlans(t *testing.T) {
 		t.Errorf("a slice without its local: %+v", ch)
 	}
 }
+
+// TestSliceCopiesInputs: the slice holds every file the configuration may
+// read besides its sliced .tf files — the var files Terraform loads by
+// itself, templates in subdirectories, the lock file — and none of
+// Terraform's own directories or state files.
+func TestSliceCopiesInputs(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"main.tf":              "variable \"v\" {}\n\nresource \"terraform_data\" \"a\" {\n  input = templatefile(\"${path.module}/tpl/a.tpl\", { v = var.v })\n}\n\nresource \"terraform_data\" \"b\" {}\n",
+		"terraform.tfvars":     "v = \"1\"\n",
+		"x.auto.tfvars":        "w = \"2\"\n",
+		"tpl/a.tpl":            "${v}",
+		".terraform.lock.hcl":  "# lock\n",
+		".terraform/junk":      "x",
+		"terraform.tfstate":    "{}",
+		"terraform.tfstate.d/": "",
+	})
+	c, err := closure.Compute(load(t, root), mustScope(t, load(t, root), "terraform_data.a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if err := c.WriteSlice(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"terraform.tfvars", "x.auto.tfvars", "tpl/a.tpl", ".terraform.lock.hcl"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("slice lacks %s: %v", f, err)
+		}
+	}
+	for _, f := range []string{".terraform", "terraform.tfstate"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			t.Errorf("slice holds %s", f)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "main.tf")); strings.Contains(string(b), `"b"`) {
+		t.Errorf("main.tf not sliced:\n%s", b)
+	}
+}
+
+// TestSliceDeclaresDependentOutputs: a root output reading only the
+// closure joins it (else the apply would leave it stale at the head); one
+// that also reads a resource outside joins it only for a changed-files
+// scope, with what it reads.
+func TestSliceDeclaresDependentOutputs(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	bTF := "resource \"terraform_data\" \"b\" {\n  input = \"b\"\n}\n"
+	main := "resource \"terraform_data\" \"a\" {\n  input = \"a\"\n}\n\n" +
+		"locals {\n  a = terraform_data.a.output\n}\n\noutput \"only_a\" {\n  value = local.a\n}\n\noutput \"a_and_b\" {\n  value = \"${local.a}${terraform_data.b.output}\"\n}\n"
+	writeFiles(t, root, map[string]string{"main.tf": main, "b.tf": bTF})
+	base := t.TempDir()
+	writeFiles(t, base, map[string]string{"main.tf": strings.Replace(main, `input = "a"`, `input = "a0"`, 1), "b.tf": bTF})
+	cfg := load(t, root)
+	c, err := closure.Compute(cfg, mustScope(t, cfg, "terraform_data.a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"only_a"}, c.Outputs()); d != "" || len(c.Addresses) != 1 {
+		t.Errorf("targets: outputs (-want +got):\n%s addresses %v", d, c.Addresses)
+	}
+	fs, err := closure.FileScope(cfg, base, []string{"main.tf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = closure.Compute(cfg, fs); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"a_and_b", "only_a"}, c.Outputs()); d != "" {
+		t.Errorf("changed files: outputs (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"terraform_data.a", "terraform_data.b"}, c.Addresses); d != "" {
+		t.Errorf("changed files: addresses (-want +got):\n%s", d)
+	}
+}
+
+func mustScope(t *testing.T, cfg *closure.Config, targets ...string) *closure.Scope {
+	t.Helper()
+	s, err := closure.TargetScope(cfg, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

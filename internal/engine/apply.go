@@ -392,6 +392,11 @@ func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
 		return nil, err
 	}
 	a.facts = append(a.facts, concurrencyFacts(a.plan.Envelope.Footprint, held.Others, a.runPRs(ctx, held.Others))...)
+	if sl := a.plan.Envelope.Slice; a.plan.Envelope.Lane == LaneNative && sl != nil && sl.Proved {
+		// Decided when the plan was made (its closure proof), recorded as
+		// a reason this apply may proceed on its slice (ADR 0033 D2).
+		a.facts = append(a.facts, Fact{Kind: FactSliceClosure, Addresses: sl.Closure, SourceSerial: a.plan.Envelope.SourceSerial})
+	}
 
 	if err := a.preflight(ctx); err != nil {
 		return nil, err

@@ -70,7 +70,7 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 // was made against, docs/terraform.md "Staleness").
 func (a *applier) baseSnapshot(ctx context.Context) ([]byte, *tfstate.State, error) {
 	serial := a.pf.run.Envelope.SourceSerial
-	base, err := a.e.Store.Snapshot(ctx, a.state.Name, serial)
+	base, err := a.e.planBase(ctx, a.state.Name, serial, a.pf.run.Envelope)
 	if err != nil {
 		return nil, nil, a.fail(ctx, StatusPlanned, Failed(StepReadSnapshot, err).withSerial(serial),
 			fmt.Errorf("reading snapshot %d of state %s: %w", serial, a.state.Name, err))
@@ -445,6 +445,16 @@ type mergeInput struct {
 	now      func() time.Time
 }
 
+// mode is the commit mode of what the applied plan (env) produced: delta
+// for a native-lane plan, which applied to its slice and commits its
+// changed entries only (ADR 0033 D5), snapshot-merge otherwise.
+func (m mergeInput) mode() CommitMode {
+	if m.env != nil && m.env.Lane == LaneNative {
+		return CommitDelta
+	}
+	return CommitSnapshotMerge
+}
+
 // merge is the CommitRequest.Merge of a commit: a pure function of m and
 // the head (no I/O) that snapshot-merges the result into head as version
 // head+1 and says what the store writes with it — provenance, markers, the
@@ -495,7 +505,7 @@ func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 	prov := Provenance{
 		Run: m.run.ID, PlanRun: m.plan,
 		SourceSerial: m.reviewed.SourceSerial, CommittedSerial: serial,
-		PlanDigest: m.reviewed.PlanDigest, PlannedAtMerge: m.reviewed.PlannedAtMerge, Mode: CommitSnapshotMerge,
+		PlanDigest: m.reviewed.PlanDigest, PlannedAtMerge: m.reviewed.PlannedAtMerge, Mode: m.mode(),
 		Exact: d.empty(), Partial: spec.partial, Actor: m.run.Actor, PR: m.run.PR, Reencoded: reencoded,
 	}
 	if m.applied != "" {
@@ -545,7 +555,7 @@ func (m mergeInput) markers(from, serial int64, changed int, d Deviation, end *E
 	if !d.empty() {
 		out = append(out, Marker{Kind: MarkerDeviation, Deviation: &d})
 	}
-	out = append(out, Marker{Kind: MarkerCommitted, Serial: serial, FromSerial: from, Mode: CommitSnapshotMerge, Count: changed})
+	out = append(out, Marker{Kind: MarkerCommitted, Serial: serial, FromSerial: from, Mode: m.mode(), Count: changed})
 	switch {
 	case m.spec.recovered != nil:
 		r := *m.spec.recovered

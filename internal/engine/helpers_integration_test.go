@@ -388,6 +388,7 @@ type headState struct {
 	Serial    int64
 	Lineage   string
 	Resources map[string]instance // by resource name (root module, one instance)
+	Outputs   map[string]string   // root outputs' values, printed
 }
 
 func parseHead(t *testing.T, doc []byte) headState {
@@ -395,6 +396,9 @@ func parseHead(t *testing.T, doc []byte) headState {
 	var raw struct {
 		Serial    int64  `json:"serial"`
 		Lineage   string `json:"lineage"`
+		Outputs   map[string]struct {
+			Value any `json:"value"`
+		} `json:"outputs"`
 		Resources []struct {
 			Module    string `json:"module"`
 			Type      string `json:"type"`
@@ -413,7 +417,10 @@ func parseHead(t *testing.T, doc []byte) headState {
 	if err := json.Unmarshal(doc, &raw); err != nil {
 		t.Fatalf("parsing state: %v", err)
 	}
-	hs := headState{Serial: raw.Serial, Lineage: raw.Lineage, Resources: map[string]instance{}}
+	hs := headState{Serial: raw.Serial, Lineage: raw.Lineage, Resources: map[string]instance{}, Outputs: map[string]string{}}
+	for name, o := range raw.Outputs {
+		hs.Outputs[name] = fmt.Sprint(o.Value)
+	}
 	for _, r := range raw.Resources {
 		if len(r.Instances) == 0 {
 			continue // Terraform 1.5 keeps an empty entry for a resource a failed apply never created

@@ -32,7 +32,13 @@ type PlanInput struct {
 	PR           *PullRequest
 	CommitSHA    string
 	ChangedFiles []string
-	Progress     func(Progress)
+	// Lane is the lane asked for ("" is the terraform lane; ADR 0052,
+	// docs/adr/0069-native-lane.md). The native lane scopes to Targets, or
+	// without targets to ChangedFiles against BaseDir (the base's root
+	// module directory, which holds each changed file's old content).
+	Lane     LaneChoice
+	BaseDir  string
+	Progress func(Progress)
 	// SupersedeOlder: once this plan is stored, the open plans of PR of
 	// the same state, scope directory and workspace are superseded by it
 	// (SupersededByNewerPlan at CommitSHA), before its overlaps are
@@ -102,10 +108,6 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	snapshot, err := e.Store.Snapshot(ctx, st.Name, st.HeadSerial)
-	if err != nil {
-		return nil, fmt.Errorf("reading head %d of state %s: %w", st.HeadSerial, st.Name, err)
-	}
 	started := e.now()
 	run := Run{
 		ID: NewRunID(), Kind: KindPlan, State: st.Name, Actor: in.Actor, Holder: e.Holder,
@@ -124,15 +126,14 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	}
 	scope := Scope{Dir: scopeDir, Targets: in.Targets, Replace: in.Replace, ChangedFiles: in.ChangedFiles, VarFiles: in.VarFiles, Workspace: "default",
 		Options: in.Options}
-	res, err := e.Terraform.Plan(ctx, PlanRequest{
-		Run: run.ID, Dir: dir, Targets: in.Targets, VarFiles: in.VarFiles, Replace: in.Replace, Options: in.Options, Vars: in.Vars,
-		Snapshot: snapshot, Progress: in.Progress,
-	})
+	lp, err := e.planLane(ctx, run, st, in, dir)
 	if err != nil {
 		e.failRun(ctx, run.ID, Failed(StepPlan, err))
 		return nil, fmt.Errorf("planning run %s on state %s: %w", run.ID, st.Name, err)
 	}
-	run, err = e.storePlan(ctx, run, st, scope, res, in.Vars, planOrigin{PR: in.PR, Commit: in.CommitSHA, AtMerge: in.PlannedAtMerge})
+	res := lp.res
+	run, err = e.storePlan(ctx, run, st, scope, res, in.Vars, planOrigin{PR: in.PR, Commit: in.CommitSHA, AtMerge: in.PlannedAtMerge,
+		Lane: lp.lane, Slice: lp.slice, LaneReason: lp.why})
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +175,11 @@ type planOrigin struct {
 	Commit   string
 	ReplanOf string
 	AtMerge  bool
+	// Lane, Slice and LaneReason: the lane the plan was made in ("" is the
+	// terraform lane), its slice and why (lanePlan).
+	Lane       Lane
+	Slice      *Slice
+	LaneReason string
 }
 
 // storePlan stores a finished plan's artifacts — with vars, the -var
@@ -213,8 +219,11 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 	env := &Envelope{
 		Actor: run.Actor, Holder: run.Holder, StartedAt: run.CreatedAt, FinishedAt: e.now(),
 		State: st.Name, Lineage: res.Lineage, SourceSerial: res.Serial, Scope: scope,
-		Footprint: res.Footprint, Lane: LaneTerraform, PlanDigest: res.Digest, Summary: res.Summary,
+		Footprint: res.Footprint, Lane: LaneTerraform, PlanDigest: res.Digest, Summary: res.Summary, Slice: o.Slice, LaneReason: o.LaneReason,
 		TerraformVersion: res.TerraformVersion, PR: pr, CommitSHA: sha, PlannedAtMerge: o.AtMerge,
+	}
+	if o.Lane != "" {
+		env.Lane = o.Lane
 	}
 	if env.Reverts, err = e.reverts(ctx, st.Name, res.Serial, pr, scope.Options, res.Planned); err != nil {
 		e.failRun(ctx, run.ID, Failed(StepPlan, err))

@@ -291,12 +291,22 @@ func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error)
 	if err != nil {
 		return nil, fmt.Errorf("reading markers of run %s: %w", run.ID, err)
 	}
+	env := plan.Envelope
 	for _, m := range ms {
 		if m.Kind == MarkerApplyStarted {
 			lo.baseSerial = m.Serial
+			if m.Other != "" {
+				// Terraform applied that re-plan: its lane says what it
+				// applied to (a native lane's slice, or the whole version).
+				rp, err := e.getRun(ctx, m.Other)
+				if err != nil {
+					return nil, fmt.Errorf("reading re-plan %s of run %s: %w", m.Other, run.ID, err)
+				}
+				env = rp.Envelope
+			}
 		}
 	}
-	b, err := e.Store.Snapshot(ctx, run.State, lo.baseSerial)
+	b, err := e.planBase(ctx, run.State, lo.baseSerial, env)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %d of state %s: %w", lo.baseSerial, run.State, err)
 	}

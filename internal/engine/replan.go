@@ -66,7 +66,15 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 	if err != nil {
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepReadState, err), err)
 	}
-	snapshot, err := e.Store.Snapshot(ctx, st.Name, st.HeadSerial)
+	// A native-lane plan re-plans its slice of the head, with the sliced
+	// configuration it archived; a merge commit's configuration is whole,
+	// so its re-plan is the terraform lane's.
+	env := a.plan.Envelope
+	laneOf := env
+	if a.in.MergeCommit != nil {
+		laneOf = nil
+	}
+	snapshot, err := e.planBase(ctx, st.Name, st.HeadSerial, laneOf)
 	if err != nil {
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepReadHead, err), fmt.Errorf("reading head %d of state %s: %w", st.HeadSerial, st.Name, err))
 	}
@@ -84,7 +92,6 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 		a.ka.add(ctx, rp.ID)
 		defer a.ka.remove(rp.ID)
 	}
-	env := a.plan.Envelope
 	req, commit := replanRequest(rp.ID, a.pf, env.Scope, snapshot, a.in.Progress), env.CommitSHA
 	if mc := a.in.MergeCommit; mc != nil {
 		req.Config, req.Dir, commit = nil, mc.Dir, mc.SHA
@@ -94,10 +101,23 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 		e.failRun(ctx, rp.ID, Failed(StepPlan, err))
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepReplan, err).withRun(rp.ID), fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err))
 	}
-	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, planOrigin{PR: env.PR, Commit: commit, ReplanOf: a.plan.ID, AtMerge: env.PlannedAtMerge}); err != nil {
+	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, replanOrigin(env, laneOf, commit, a.plan.ID)); err != nil {
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepStoreReplan, err), err)
 	}
 	return rp, res, st.HeadSerial, nil
+}
+
+// replanOrigin is the origin of a re-plan of reviewed plan id (envelope
+// env) planned in laneOf's lane (nil: the terraform lane, a merge commit's
+// whole configuration) at commit.
+func replanOrigin(env, laneOf *Envelope, commit, id string) planOrigin {
+	o := planOrigin{PR: env.PR, Commit: commit, ReplanOf: id, AtMerge: env.PlannedAtMerge}
+	if laneOf != nil && laneOf.Lane == LaneNative && laneOf.Slice != nil {
+		o.Lane, o.Slice, o.LaneReason = LaneNative, laneOf.Slice, "re-plan of the native-lane plan "+id+" on its slice of the head"
+	} else if env.Lane == LaneNative {
+		o.LaneReason = "re-plan of the native-lane plan " + id + " with the merge commit's whole configuration"
+	}
+	return o
 }
 
 // checkMergeCommit checks an apply's merge commit (nil: none) against

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	tfjson "github.com/hashicorp/terraform-json"
+
 	"github.com/kilolock/kilolock/internal/plandiff"
 )
 
@@ -93,6 +95,10 @@ type PlanResult struct {
 	// secrets: the engine compares them with snapshots and stores only
 	// what it found. Nil: no revert check.
 	Planned *plandiff.Planned
+	// JSON is the plan JSON Terraform showed, decoded (terraform show
+	// -json): the native lane proves its slice with it (closure's
+	// checks). Never stored; nil when the implementation has none.
+	JSON *tfjson.Plan
 	// Notes are what the implementation says of how the run's providers
 	// were installed, for the run's story (a "providers" marker each; ADR
 	// 0061): a configuration without a lock file, a cached package moved

@@ -374,7 +374,11 @@ type Envelope struct {
 	Footprint        Footprint     `json:"footprint"`
 	Reservations     []Reservation `json:"reservations"` // Run/Holder/lease unset: the set an apply takes
 	Lane             Lane          `json:"lane"`
-	Slice            *Slice        `json:"slice,omitempty"`
+	// LaneReason says why the plan took its lane when it was not simply
+	// asked for: --lane auto's choice, or the native lane's fall-back
+	// ("fell back from the native lane: …"); "" otherwise.
+	LaneReason string `json:"lane_reason,omitempty"`
+	Slice      *Slice `json:"slice,omitempty"`
 	PlanDigest       string        `json:"plan_digest"` // "sha256:<hex>" of the saved plan file
 	Summary          PlanSummary   `json:"summary"`
 	TerraformVersion string        `json:"terraform_version,omitempty"`
@@ -395,11 +399,40 @@ type Envelope struct {
 	Branch *BranchStatus `json:"branch,omitempty"`
 }
 
-// Slice is the native lane's state-engine slice metadata (ADR D1, D7).
+// Slice is the native lane's state-engine slice metadata (ADR D1, D7;
+// docs/adr/0069-native-lane.md): Roots are the scope's targets (a module
+// target as its tree, "module.app.*"); Closure the resource-level
+// addresses of every resource and data source the closure holds — the
+// entries the slice's state holds, read with Store.Slice; Proved that
+// every check of the closure proof passed (Checks).
 type Slice struct {
 	Roots   AddressSet `json:"roots"`
 	Closure AddressSet `json:"closure"`
 	Proved  bool       `json:"proved"`
+	// Scoped is how the roots were found: "targets" (--target) or
+	// "changed-files" (--changed-file, klbot's pull request files).
+	Scoped string `json:"scoped,omitempty"`
+	// Outputs are the root outputs the sliced configuration declares: the
+	// only outputs its state holds.
+	Outputs []string `json:"outputs,omitempty"`
+	// Blocks counts the configuration blocks of the closure (resources,
+	// data sources, variables, locals, outputs, module calls, providers).
+	Blocks int `json:"blocks,omitempty"`
+	// Entries counts the resource entries the slice's state held at the
+	// source serial; StateResources the head's, for "3 of 10,000".
+	Entries        int `json:"entries"`
+	StateResources int `json:"state_resources"`
+	// Checks are the closure proof's checks, in order.
+	Checks []SliceCheck `json:"checks,omitempty"`
+}
+
+// SliceCheck is one check of the closure proof (internal/closure's Check:
+// slice-validates, plan-within-slice, no-create-outside-slice,
+// targets-planned): passed, or what failed it in plain words.
+type SliceCheck struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Found  string `json:"found,omitempty"`
 }
 
 // PlanSummary counts a plan's changes by kind.

@@ -164,6 +164,9 @@ func applyFields(s *engine.RunStory, a *engine.Run) fields {
 	f = f.addField("actor", words(a.Actor))
 	f = f.addField("PR", applyPRField(s.Markers, a))
 	f = f.addField("plan", planFieldWords(s, a))
+	if p := reviewedPlan(s, a); p != nil && p.Envelope != nil {
+		f = f.addField("lane", laneWords(p.Envelope))
+	}
 	f = f.addField("UNREVIEWED", unreviewedWarning(s, a))
 	if res := lastOf(s.Markers, a.ID, engine.MarkerReserved); res != nil {
 		f = f.addField("reserved", reservedWords(res, ofKind(s.Markers, a.ID, engine.MarkerWaited)))

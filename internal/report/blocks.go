@@ -93,16 +93,10 @@ func envelopeFields(r engine.Run, env *engine.Envelope) fields {
 	f = f.addField("holder", words(env.Holder.String()))
 	f = f.addField("planned", words(fmtTime(env.StartedAt)+" → "+fmtTime(env.FinishedAt)))
 	f = f.addField("scope", scopeWords(env.Scope))
-	lane := words(string(env.Lane))
-	if sl := env.Slice; sl != nil {
-		proved := "not proved"
-		if sl.Proved {
-			proved = "proved sufficient"
-		}
-		lane = lane.add(txt(fmt.Sprintf(" (slice: %s, closure of %s, %s)",
-			plural(len(sl.Roots), "root", "roots"), plural(len(sl.Closure), "address", "addresses"), proved)))
+	f = f.addField("lane", laneWords(env))
+	if sl := env.Slice; sl != nil && len(sl.Checks) > 0 {
+		f = f.addField("closure proof", proofWords(sl.Checks))
 	}
-	f = f.addField("lane", lane)
 	digest := words(code(env.PlanDigest))
 	if env.TerraformVersion != "" {
 		digest = digest.add(txt(" (Terraform " + env.TerraformVersion + ")"))
@@ -115,6 +109,45 @@ func envelopeFields(r engine.Run, env *engine.Envelope) fields {
 		f = f.addField("re-plan of", words(runSpan(r.ReplanOf)))
 	}
 	return f
+}
+
+// laneWords is the envelope's lane line (ADR 0033 D1, D7): the lane, the
+// native lane's slice — how it was scoped, its roots, the resources of its
+// closure against the state's, its blocks, whether it was proved — and
+// why the plan took its lane when it was not simply asked for.
+func laneWords(env *engine.Envelope) sentence {
+	lane := words(string(env.Lane))
+	if sl := env.Slice; sl != nil {
+		proved := "not proved"
+		if sl.Proved {
+			proved = "proved sufficient"
+		}
+		scoped := "scoped to " + strings.ReplaceAll(sl.Scoped, "-", " ")
+		if sl.Scoped == "" {
+			scoped = "slice"
+		}
+		lane = lane.add(txt(fmt.Sprintf(" (%s: %s; closure of %s, %d of the state's %d resource entries, %s; %s)",
+			scoped, plural(len(sl.Roots), "root", "roots"), plural(len(sl.Closure), "address", "addresses"),
+			sl.Entries, sl.StateResources, plural(sl.Blocks, "block", "blocks"), proved)))
+	}
+	if env.LaneReason != "" {
+		lane = lane.add(txt(" — " + env.LaneReason))
+	}
+	return lane
+}
+
+// proofWords are the closure proof's checks: each passed, or what failed
+// it.
+func proofWords(cs []engine.SliceCheck) sentence {
+	var parts []string
+	for _, c := range cs {
+		if c.Passed {
+			parts = append(parts, c.Name+" passed")
+		} else {
+			parts = append(parts, c.Name+" failed: "+c.Found)
+		}
+	}
+	return words(strings.Join(parts, "; "))
 }
 
 // changesWords is a change summary labelled as counted per resource

@@ -257,7 +257,7 @@ func markerWords(m engine.Marker) sentence {
 	case engine.MarkerWidened:
 		return words(v("read set widened"), " to ", addrs(m.Addresses), reasonSuffix(m.Reason))
 	case engine.MarkerFellBack:
-		return words(v("fell back"), " from the native lane to the full snapshot", reasonSuffix(m.Reason))
+		return words(v("fell back"), " from the native lane to the terraform lane", reasonSuffix(m.Reason))
 	case engine.MarkerApplyStarted:
 		if m.Other != "" {
 			return words(v("terraform apply started"), ": the re-plan ", runSpan(m.Other), fmt.Sprintf(" on the snapshot of serial %d, which it was made against", m.Serial))

@@ -167,9 +167,21 @@ func orEmpty(ss []string) []string {
 }
 
 type jSlice struct {
-	Roots   []string `json:"roots"`
-	Closure []string `json:"closure"`
-	Proved  bool     `json:"proved"`
+	Roots          []string      `json:"roots"`
+	Closure        []string      `json:"closure"`
+	Proved         bool          `json:"proved"`
+	Scoped         string        `json:"scoped,omitempty"`
+	Outputs        []string      `json:"outputs"`
+	Blocks         int           `json:"blocks"`
+	Entries        int           `json:"entries"`
+	StateResources int           `json:"state_resources"`
+	Checks         []jSliceCheck `json:"checks"`
+}
+
+type jSliceCheck struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Found  string `json:"found,omitempty"`
 }
 
 type jEnvelope struct {
@@ -182,6 +194,7 @@ type jEnvelope struct {
 	SourceSerial     int64   `json:"source_serial"`
 	Scope            jScope  `json:"scope"`
 	Lane             string  `json:"lane"`
+	LaneReason       string  `json:"lane_reason,omitempty"`
 	Slice            *jSlice `json:"slice,omitempty"`
 	PlanDigest       string  `json:"plan_digest"`
 	TerraformVersion string  `json:"terraform_version,omitempty"`
@@ -205,11 +218,16 @@ func toEnvelope(e *engine.Envelope) *jEnvelope {
 		State: e.State, Lineage: e.Lineage, SourceSerial: e.SourceSerial,
 		Scope: jScope{Dir: e.Scope.Dir, Targets: orEmpty(e.Scope.Targets), Replace: orEmpty(e.Scope.Replace), ChangedFiles: orEmpty(e.Scope.ChangedFiles),
 			Workspace: e.Scope.Workspace, VarFiles: orEmpty(e.Scope.VarFiles), Options: toOptions(e.Scope.Options)},
-		Lane: string(e.Lane), PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
+		Lane: string(e.Lane), LaneReason: e.LaneReason, PlanDigest: e.PlanDigest, TerraformVersion: e.TerraformVersion, PR: toPR(e.PR), CommitSHA: e.CommitSHA,
 		PlannedAtMerge: e.PlannedAtMerge, Reverts: toReverts(e), Branch: toBranch(e.Branch),
 	}
 	if e.Slice != nil {
-		j.Slice = &jSlice{Roots: strs(e.Slice.Roots), Closure: strs(e.Slice.Closure), Proved: e.Slice.Proved}
+		sl := e.Slice
+		j.Slice = &jSlice{Roots: strs(sl.Roots), Closure: strs(sl.Closure), Proved: sl.Proved, Scoped: sl.Scoped, Outputs: orEmpty(sl.Outputs),
+			Blocks: sl.Blocks, Entries: sl.Entries, StateResources: sl.StateResources, Checks: []jSliceCheck{}}
+		for _, c := range sl.Checks {
+			j.Slice.Checks = append(j.Slice.Checks, jSliceCheck(c))
+		}
 	}
 	return j
 }

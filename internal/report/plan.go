@@ -49,6 +49,10 @@ func planDoc(out *engine.PlanOutcome, o Options) *doc {
 	f = f.addField("PR", envelopePRField(env))
 	f = f.addField("review", atMergeWords(env))
 	f = f.addField("scope", scopeWords(env.Scope))
+	f = f.addField("lane", laneWords(env))
+	if sl := env.Slice; sl != nil && len(sl.Checks) > 0 {
+		f = f.addField("closure proof", proofWords(sl.Checks))
+	}
 	f = f.addField("changes", changesWords(env.Summary))
 	f = f.addField("write set", writeSetWords(env.Footprint.Write, env.Summary))
 	f = f.addField("read set", readSetWords(env.Footprint))

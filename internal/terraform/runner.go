@@ -520,6 +520,7 @@ func (r *Runner) planResult(ctx context.Context, tf *tfexec.Terraform, w workDir
 	}
 	sum := sha256.Sum256(planFile)
 	res.PlanFile, res.Digest, res.Config = planFile, "sha256:"+hex.EncodeToString(sum[:]), archive
+	res.JSON = plan
 	res.Lineage, res.Serial, res.TerraformVersion = info.Lineage, info.Serial, tfVersion
 	return res, nil
 }

@@ -28,3 +28,7 @@ moved {
   from = terraform_data.old_base
   to   = terraform_data.base
 }
+
+output "web" {
+  value = terraform_data.web[*].output
+}

@@ -1,0 +1,201 @@
+package engine_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
+
+// nativeConfig is a root module of four resources: r reads x, y and z are
+// apart, output r_out reads only r and output both reads r and y. R is r's
+// input.
+func nativeConfig(h *harness, r, y string) string {
+	h.t.Helper()
+	dir := filepath.Join(h.dir, "native-"+strings.NewReplacer("/", "_").Replace(r+"-"+y))
+	src := `variable "suffix" {
+  default = "s"
+}
+
+resource "terraform_data" "x" {
+  input = "x0"
+}
+
+resource "terraform_data" "r" {
+  input = "` + r + `:${terraform_data.x.output}-${var.suffix}"
+}
+
+resource "terraform_data" "y" {
+  input = "` + y + `"
+}
+
+resource "terraform_data" "z" {
+  input = file("${path.module}/z.txt")
+}
+
+output "r_out" {
+  value = terraform_data.r.output
+}
+
+output "both" {
+  value = "${terraform_data.r.output}/${terraform_data.y.output}"
+}
+`
+	for name, body := range map[string]string{"main.tf": src, "z.txt": "z0", "terraform.tfvars": "suffix = \"tv\"\n"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestNativeLane: a plan scoped to one target in the native lane plans its
+// closure's slice (configuration and state), records the proof, applies
+// to the slice and commits a delta; the head then holds every other
+// resource and output unchanged, and a full terraform plan of the same
+// configuration against it has no changes but the outputs the target's
+// dependents show (none here: r_out reads only r). Its since-plan, its
+// allowed-because and its version say what happened.
+func TestNativeLane(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	base := nativeConfig(h, "r0", "y0")
+	plan := func(dir string, lane engine.LaneChoice, tgt ...string) *engine.PlanOutcome {
+		t.Helper()
+		out, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: dir, Actor: "alice", Targets: tgt, Lane: lane})
+		if err != nil {
+			t.Fatalf("Plan: %v", err)
+		}
+		return out
+	}
+	h.apply(plan(base, "").Run.ID)
+	_, before := h.head()
+
+	changed := nativeConfig(h, "r1", "y0")
+	out := plan(changed, engine.LaneChoiceNative, "terraform_data.r")
+	env := out.Run.Envelope
+	if env.Lane != engine.LaneNative || env.Slice == nil || !env.Slice.Proved {
+		t.Fatalf("lane %s, slice %+v, markers %v: want a proved native-lane plan", env.Lane, env.Slice, kinds(h.markers(out.Run.ID)))
+	}
+	sl := env.Slice
+	if !sameSet(sl.Closure, addrs("r", "x")) || sl.Entries != 2 || sl.StateResources != 4 || sl.Scoped != "targets" {
+		t.Errorf("slice = %+v, want the closure {r, x}: 2 of 4 entries, scoped to targets", sl)
+	}
+	if strings.Join(sl.Outputs, ",") != "r_out" {
+		t.Errorf("slice outputs = %v, want [r_out] (both reads y, outside the closure)", sl.Outputs)
+	}
+	for _, c := range sl.Checks {
+		if !c.Passed {
+			t.Errorf("check %s failed: %s", c.Name, c.Found)
+		}
+	}
+	if len(sl.Checks) != 4 {
+		t.Errorf("checks = %+v, want the four of the closure proof", sl.Checks)
+	}
+	if got := strings.Join(env.Footprint.Write.Strings(), ","); got != "output.r_out,terraform_data.r" {
+		t.Errorf("write set = %v, want r and r_out", env.Footprint.Write)
+	}
+
+	ap := h.apply(out.Run.ID)
+	if ap.Version.Provenance.Mode != engine.CommitDelta {
+		t.Errorf("commit mode = %s, want delta", ap.Version.Provenance.Mode)
+	}
+	if !ap.Version.Provenance.Exact {
+		t.Errorf("commit not exact: %+v", ap.Version.Provenance.Deviation)
+	}
+	if _, ok := fact(h.run(ap.Run.ID).AllowedBecause, engine.FactSliceClosure); !ok {
+		t.Errorf("allowed-because = %+v, want a slice-closure-proved fact", h.run(ap.Run.ID).AllowedBecause)
+	}
+	hs, doc := h.head()
+	if got := hs.inputs(); got["r"] != "r1:x0-tv" || got["y"] != "y0" || got["z"] != "z0" || got["x"] != "x0" {
+		t.Errorf("head inputs = %v, want r changed (with terraform.tfvars' suffix) and x, y, z as before", got)
+	}
+	bs := parseHead(t, before)
+	if hs.Outputs["both"] != bs.Outputs["both"] || hs.Outputs["r_out"] == bs.Outputs["r_out"] {
+		t.Errorf("outputs = %v, before %v: want r_out changed, both kept (outside the slice)", hs.Outputs, bs.Outputs)
+	}
+	// The full plan of the changed configuration against the head changes
+	// only the output the slice left out (it reads y too).
+	if out := terraformPlan(t, h, changed, doc); !strings.Contains(out, "~ both") || strings.Contains(out, "# terraform_data.") {
+		t.Errorf("full plan after the native apply:\n%s\nwant only output both to change", out)
+	}
+}
+
+// terraformPlan runs a full `terraform plan` of a copy of dir against doc
+// and returns what it printed.
+func terraformPlan(t *testing.T, h *harness, dir string, doc []byte) string {
+	t.Helper()
+	work := t.TempDir()
+	if err := os.CopyFS(work, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "terraform.tfstate"), doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		cmd := exec.CommandContext(h.ctx, h.bin, args...)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE=/dev/null", "TF_IN_AUTOMATION=1", "TF_DATA_DIR="+filepath.Join(work, ".tfdata"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("terraform %s: %v\n%s", args[0], err, out)
+		}
+		return string(out)
+	}
+	run("init", "-input=false", "-no-color")
+	return run("plan", "-input=false", "-no-color", "-lock=false")
+}
+
+// TestNativeLaneFallsBack: what the closure cannot see or prove plans in
+// the terraform lane, with a fell-back marker saying why, and the plan's
+// envelope says it fell back; --lane auto says why it chose its lane.
+func TestNativeLaneFallsBack(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	base := nativeConfig(h, "r0", "y0")
+	if _, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: base, Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		in   engine.PlanInput
+		want string
+	}{
+		"no targets": {engine.PlanInput{Lane: engine.LaneChoiceNative}, "the scope has no targets"},
+		"a target only the state could hold": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.gone"}},
+			"not declared in the configuration"},
+		"a var file changed": {engine.PlanInput{Lane: engine.LaneChoiceNative, ChangedFiles: []string{"terraform.tfvars"}, BaseDir: base},
+			"terraform.tfvars changed"},
+		"auto on a small state": {engine.PlanInput{Lane: engine.LaneChoiceAuto, Targets: []string{"terraform_data.r"}},
+			"lane auto: the closure holds 2 of the state's 0 resources"},
+	} {
+		in := tc.in
+		in.State, in.Dir, in.Actor = testState, base, "alice"
+		out, err := h.eng.Plan(h.ctx, in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		env := out.Run.Envelope
+		if env.Lane != engine.LaneTerraform || env.Slice != nil || !strings.Contains(env.LaneReason, tc.want) {
+			t.Errorf("%s: lane %s, slice %+v, reason %q: want the terraform lane saying %q", name, env.Lane, env.Slice, env.LaneReason, tc.want)
+		}
+		var fell []engine.Marker
+		for _, m := range h.markers(out.Run.ID) {
+			if m.Kind == engine.MarkerFellBack {
+				fell = append(fell, m)
+			}
+		}
+		if auto := in.Lane == engine.LaneChoiceAuto; (len(fell) == 1) == auto || (!auto && !strings.Contains(fell[0].Reason, tc.want)) {
+			t.Errorf("%s: fell-back markers %+v", name, fell)
+		}
+	}
+	if _, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: base, Actor: "alice", Lane: engine.LaneChoiceNative,
+		ChangedFiles: []string{"main.tf"}}); err == nil || !strings.Contains(err.Error(), "--base-dir") {
+		t.Errorf("changed files without a base dir: %v, want an error naming --base-dir", err)
+	}
+}
