@@ -394,9 +394,9 @@ type headState struct {
 func parseHead(t *testing.T, doc []byte) headState {
 	t.Helper()
 	var raw struct {
-		Serial    int64  `json:"serial"`
-		Lineage   string `json:"lineage"`
-		Outputs   map[string]struct {
+		Serial  int64  `json:"serial"`
+		Lineage string `json:"lineage"`
+		Outputs map[string]struct {
 			Value any `json:"value"`
 		} `json:"outputs"`
 		Resources []struct {

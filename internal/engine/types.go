@@ -363,27 +363,27 @@ const (
 // which state at which serial, its scope, its footprint, the reservations an
 // apply of it takes, and the digest of the saved plan.
 type Envelope struct {
-	Actor            string        `json:"actor"`
-	Holder           Holder        `json:"holder"`
-	StartedAt        time.Time     `json:"started_at"`
-	FinishedAt       time.Time     `json:"finished_at"`
-	State            string        `json:"state"`
-	Lineage          string        `json:"lineage"`
-	SourceSerial     int64         `json:"source_serial"`
-	Scope            Scope         `json:"scope"`
-	Footprint        Footprint     `json:"footprint"`
-	Reservations     []Reservation `json:"reservations"` // Run/Holder/lease unset: the set an apply takes
-	Lane             Lane          `json:"lane"`
+	Actor        string        `json:"actor"`
+	Holder       Holder        `json:"holder"`
+	StartedAt    time.Time     `json:"started_at"`
+	FinishedAt   time.Time     `json:"finished_at"`
+	State        string        `json:"state"`
+	Lineage      string        `json:"lineage"`
+	SourceSerial int64         `json:"source_serial"`
+	Scope        Scope         `json:"scope"`
+	Footprint    Footprint     `json:"footprint"`
+	Reservations []Reservation `json:"reservations"` // Run/Holder/lease unset: the set an apply takes
+	Lane         Lane          `json:"lane"`
 	// LaneReason says why the plan took its lane when it was not simply
 	// asked for: --lane auto's choice, or the native lane's fall-back
 	// ("fell back from the native lane: …"); "" otherwise.
-	LaneReason string `json:"lane_reason,omitempty"`
-	Slice      *Slice `json:"slice,omitempty"`
-	PlanDigest       string        `json:"plan_digest"` // "sha256:<hex>" of the saved plan file
-	Summary          PlanSummary   `json:"summary"`
-	TerraformVersion string        `json:"terraform_version,omitempty"`
-	PR               *PullRequest  `json:"pr,omitempty"`
-	CommitSHA        string        `json:"commit_sha,omitempty"`
+	LaneReason       string       `json:"lane_reason,omitempty"`
+	Slice            *Slice       `json:"slice,omitempty"`
+	PlanDigest       string       `json:"plan_digest"` // "sha256:<hex>" of the saved plan file
+	Summary          PlanSummary  `json:"summary"`
+	TerraformVersion string       `json:"terraform_version,omitempty"`
+	PR               *PullRequest `json:"pr,omitempty"`
+	CommitSHA        string       `json:"commit_sha,omitempty"`
 	// PlannedAtMerge: the plan was made when its pull request merged (the
 	// GitHub Action's on-missing-plan: plan-and-apply), so nobody reviewed
 	// it; reports say "planned at merge, not reviewed" (issue 15 §1).
