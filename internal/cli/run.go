@@ -321,6 +321,7 @@ it wrote; no plan of the pull request at the commit).`,
 	cmd.Flags().StringVar(&afterMerge, "after-merge", "", "record that this apply runs after its pull request merged, as --after-merge or --after-merge=SHA (its merge commit): a refusal then says to plan the base branch at merge, not to re-plan the merged branch (implied by --merge-commit)")
 	cmd.Flags().Lookup("after-merge").NoOptDefVal = afterMergeUnknown
 	cmd.Flags().BoolVar(&in.Strict, "strict-since-plan", false, "refuse when a version since the plan changed its read set, instead of re-planning")
+	cmd.Flags().BoolVar(&in.Validate, "validate", false, "for a native-lane plan: first plan the whole configuration in the terraform lane against the head and refuse unless it plans the same on the write set (ADR 0069)")
 	cmd.Flags().DurationVar(&in.Wait, "wait", 0, "wait this long for conflicting reservations to be released (e.g. 5m); 0 refuses at once; not negative")
 	cmd.Flags().StringVar(&pr, "pr", "", "apply the newest plan of this pull request, OWNER/REPO#N, instead of RUN")
 	cmd.Flags().StringVar(&commit, "commit", "", "with --pr: the pull request's head commit whose plan to apply, 7-40 hex characters (default: the commit of its newest plan)")

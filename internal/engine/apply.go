@@ -64,6 +64,10 @@ type ApplyInput struct {
 	// MergeCommit (its SHA the commit); ignored for a run without a pull
 	// request. A resumed run keeps the marker its first call stored.
 	AfterMerge *AfterMerge
+	// Validate runs a native-lane plan's validation re-plan before
+	// Terraform applies it (validate.go; kl apply --validate, klbot's
+	// validate:); ignored for a terraform-lane plan.
+	Validate bool
 }
 
 // MergeCommit is the configuration of a pull request's merge commit: the
@@ -399,6 +403,9 @@ func (a *applier) do(ctx context.Context) (*ApplyOutcome, error) {
 	}
 
 	if err := a.preflight(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.validate(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := e.Store.UpdateRun(ctx, a.run.ID, []RunStatus{StatusApplying}, func(r *Run) error {

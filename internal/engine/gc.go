@@ -34,7 +34,7 @@ var GCStateArtifacts = []string{ArtifactApplyResult, ArtifactApplyCheckpoint}
 // closed (not RunStatus.Open) and no fence or live reservation of the apply
 // that claimed it (Run.ApplyRun) stands. The intent and the diff stay: the
 // plan's story shows them.
-var GCPlanArtifacts = []string{ArtifactPlanFile, ArtifactConfig, ArtifactVars}
+var GCPlanArtifacts = []string{ArtifactPlanFile, ArtifactConfig, ArtifactWholeConfig, ArtifactVars}
 
 // GC reasons (GCDeleted.Why).
 const (

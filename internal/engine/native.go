@@ -53,6 +53,7 @@ type lanePlan struct {
 	lane  Lane
 	slice *Slice
 	why   string
+	whole []byte // the whole configuration's archive (ArtifactWholeConfig)
 }
 
 // planLane plans in.State at st's head in the lane in.Lane asks for. The
@@ -173,7 +174,13 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 		}
 	}
 	sl.Checks, sl.Proved = checks, true
-	return &lanePlan{res: res, lane: LaneNative, slice: sl, why: why}, nil, nil
+	lp := &lanePlan{res: res, lane: LaneNative, slice: sl, why: why}
+	if ar, ok := e.Terraform.(ConfigArchiver); ok {
+		if lp.whole, err = ar.ArchiveConfig(dir, in.VarFiles); err != nil {
+			return nil, nil, fmt.Errorf("archiving the whole configuration of plan %s for its validation: %w", run.ID, err)
+		}
+	}
+	return lp, nil, nil
 }
 
 // closureOf loads dir and computes the closure of in's scope: its changed

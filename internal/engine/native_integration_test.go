@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,4 +199,69 @@ func TestNativeLaneFallsBack(t *testing.T) {
 		ChangedFiles: []string{"main.tf"}}); err == nil || !strings.Contains(err.Error(), "--base-dir") {
 		t.Errorf("changed files without a base dir: %v, want an error naming --base-dir", err)
 	}
+}
+
+// TestNativeLaneValidation: with Validate, a native-lane apply first plans
+// the whole configuration in the terraform lane against the head. Same
+// intent on the write set: "validated: native intent unchanged", the
+// validation plan closed, the native plan applied (delta). Another intent
+// — here the whole configuration kept for validation says something else
+// for r, as a closure that missed an input would — refuses the apply
+// before Terraform runs, the native plan superseded by the validation
+// plan, which stays open for review, and the marker holds both intents.
+func TestNativeLaneValidation(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.apply(h.planIn(nativeConfig(h, "r0", "y0"), "").ID)
+	native := h.planIn(nativeConfig(h, "r1", "y0"), engine.LaneChoiceNative, "terraform_data.r")
+	out, err := h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: native.ID, State: testState, Actor: "alice", Validate: true})
+	if err != nil {
+		t.Fatalf("Apply --validate: %v", err)
+	}
+	v := h.marker(out.Run.ID, engine.MarkerValidated)
+	if v.IntentChanged == nil || *v.IntentChanged || out.Version.Provenance.Mode != engine.CommitDelta {
+		t.Errorf("validated marker %+v, commit mode %s: want intent unchanged and a delta commit", v, out.Version.Provenance.Mode)
+	}
+	if vp := h.run(v.Other); vp.Status != engine.StatusSuperseded || vp.End == nil || vp.End.Cause != engine.CauseValidationPassed || vp.Envelope.Lane != engine.LaneTerraform {
+		t.Errorf("validation plan %s: status %s, end %+v: want closed as validation-passed, in the terraform lane", vp.ID, vp.Status, vp.End)
+	}
+
+	native = h.planIn(nativeConfig(h, "r2", "y0"), engine.LaneChoiceNative, "terraform_data.r")
+	other := nativeConfig(h, "r3", "y0")
+	whole, err := h.eng.Terraform.(engine.ConfigArchiver).ArchiveConfig(other, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.PutArtifact(h.ctx, native.ID, engine.ArtifactWholeConfig, whole); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.eng.Apply(h.ctx, engine.ApplyInput{PlanRun: native.ID, State: testState, Actor: "alice", Validate: true})
+	if !errors.Is(err, engine.ErrValidationChanged) || !errors.Is(err, engine.ErrIntentChanged) {
+		t.Fatalf("Apply --validate of a plan the whole configuration contradicts: %v, want ErrValidationChanged", err)
+	}
+	runs := h.applyRuns(native.ID)
+	a := runs[len(runs)-1]
+	v = h.marker(a.ID, engine.MarkerValidated)
+	if a.Status != engine.StatusRefused || v.IntentChanged == nil || !*v.IntentChanged || !strings.Contains(v.Extra["native"], "terraform_data.r: update") ||
+		!strings.Contains(v.Extra["terraform"], "terraform_data.r: update") || v.Extra["native"] == v.Extra["terraform"] {
+		t.Errorf("refused apply %s (%s), marker %+v: want both intents of terraform_data.r", a.ID, a.Status, v)
+	}
+	for _, m := range h.markers(a.ID) {
+		if m.Kind == engine.MarkerApplyStarted {
+			t.Error("Terraform ran after the validation refused the apply")
+		}
+	}
+	if p, vp := h.run(native.ID), h.run(v.Other); p.Status != engine.StatusSuperseded || vp.Status != engine.StatusPlanned {
+		t.Errorf("native plan %s, validation plan %s: want superseded and open for review", p.Status, vp.Status)
+	}
+}
+
+// planIn plans dir on testState in lane with targets.
+func (h *harness) planIn(dir string, lane engine.LaneChoice, tgt ...string) engine.Run {
+	h.t.Helper()
+	out, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: dir, Actor: "alice", Targets: tgt, Lane: lane})
+	if err != nil {
+		h.t.Fatalf("Plan: %v", err)
+	}
+	return out.Run
 }

@@ -133,7 +133,7 @@ func (e *Engine) Plan(ctx context.Context, in PlanInput) (*PlanOutcome, error) {
 	}
 	res := lp.res
 	run, err = e.storePlan(ctx, run, st, scope, res, in.Vars, planOrigin{PR: in.PR, Commit: in.CommitSHA, AtMerge: in.PlannedAtMerge,
-		Lane: lp.lane, Slice: lp.slice, LaneReason: lp.why})
+		Lane: lp.lane, Slice: lp.slice, LaneReason: lp.why, Whole: lp.whole})
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +180,8 @@ type planOrigin struct {
 	Lane       Lane
 	Slice      *Slice
 	LaneReason string
+	// Whole: a native-lane plan's whole configuration (ArtifactWholeConfig).
+	Whole []byte
 }
 
 // storePlan stores a finished plan's artifacts — with vars, the -var
@@ -201,12 +203,15 @@ func (e *Engine) storePlan(ctx context.Context, run Run, st State, scope Scope, 
 			return Run{}, fmt.Errorf("encoding diff of run %s: %w", run.ID, err)
 		}
 	}
+	if o.Whole != nil {
+		artifacts[ArtifactWholeConfig] = o.Whole
+	}
 	if len(vars) > 0 {
 		if artifacts[ArtifactVars], err = MarshalVars(vars); err != nil {
 			return Run{}, fmt.Errorf("encoding -var values of run %s: %w", run.ID, err)
 		}
 	}
-	for _, name := range []string{ArtifactPlanFile, ArtifactConfig, ArtifactIntent, ArtifactDiff, ArtifactVars} {
+	for _, name := range []string{ArtifactPlanFile, ArtifactConfig, ArtifactWholeConfig, ArtifactIntent, ArtifactDiff, ArtifactVars} {
 		data, ok := artifacts[name]
 		if !ok {
 			continue

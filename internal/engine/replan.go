@@ -44,7 +44,7 @@ import (
 // whose snapshot is older than the head at commit (commit.go merges into
 // the head of that moment).
 func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
-	rp, res, head, err := a.makeReplan(ctx)
+	rp, res, head, err := a.makeReplan(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,10 @@ func (a *applier) replan(ctx context.Context, rc []SincePlanEntry) error {
 // head as a new plan run (ReplanOf the reviewed plan) and stores it; it
 // returns the stored run, the plan and the head serial planned against.
 // A failure ends the apply (the reviewed plan is handed back: planned).
-func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, error) {
+// With whole, the archive of a native-lane plan's whole configuration,
+// it is that plan's validation re-plan (validate.go): the whole
+// configuration (or the merge commit's), in the terraform lane.
+func (a *applier) makeReplan(ctx context.Context, whole []byte) (Run, *PlanResult, int64, error) {
 	e := a.e
 	st, err := e.getState(ctx, a.state.Name)
 	if err != nil {
@@ -71,7 +74,7 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 	// so its re-plan is the terraform lane's.
 	env := a.plan.Envelope
 	laneOf := env
-	if a.in.MergeCommit != nil {
+	if a.in.MergeCommit != nil || whole != nil {
 		laneOf = nil
 	}
 	snapshot, err := e.planBase(ctx, st.Name, st.HeadSerial, laneOf)
@@ -93,6 +96,9 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 		defer a.ka.remove(rp.ID)
 	}
 	req, commit := replanRequest(rp.ID, a.pf, env.Scope, snapshot, a.in.Progress), env.CommitSHA
+	if whole != nil {
+		req.Config = whole
+	}
 	if mc := a.in.MergeCommit; mc != nil {
 		req.Config, req.Dir, commit = nil, mc.Dir, mc.SHA
 	}
@@ -101,7 +107,11 @@ func (a *applier) makeReplan(ctx context.Context) (Run, *PlanResult, int64, erro
 		e.failRun(ctx, rp.ID, Failed(StepPlan, err))
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepReplan, err).withRun(rp.ID), fmt.Errorf("re-planning %s against head %d: %w", a.plan.ID, st.HeadSerial, err))
 	}
-	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, replanOrigin(env, laneOf, commit, a.plan.ID)); err != nil {
+	o := replanOrigin(env, laneOf, commit, a.plan.ID)
+	if whole != nil {
+		o.LaneReason = "validation re-plan of the native-lane plan " + a.plan.ID + ": the whole configuration"
+	}
+	if rp, err = e.storePlan(ctx, rp, st, env.Scope, res, a.pf.vars, o); err != nil {
 		return Run{}, nil, 0, a.fail(ctx, StatusPlanned, Failed(StepStoreReplan, err), err)
 	}
 	return rp, res, st.HeadSerial, nil

@@ -103,6 +103,11 @@ func planEndText(end *engine.End, cm *Commands) string {
 		return supersededText(end)
 	case engine.CauseDiscarded:
 		return discardWords(end)
+	case engine.CauseValidationChanged:
+		return fmt.Sprintf("%s: the terraform lane's plan %s of the whole configuration against head %d plans something else for %s than native-lane plan %s; review plan %s and apply it",
+			engine.ErrValidationChanged, end.Run, end.Serial, abbreviate(replanFactsOf(end).Addresses, 8), end.Plan, end.Run)
+	case engine.CauseValidationPassed:
+		return fmt.Sprintf("validation re-plan for apply run %s: native intent unchanged; native-lane plan %s was applied", end.Run, end.Plan)
 	case engine.CauseReplanChecked:
 		return fmt.Sprintf("re-check for apply run %s: intent unchanged; the reviewed plan %s goes ahead", end.Run, end.Plan)
 	case engine.CauseReplanApplied:
@@ -546,6 +551,8 @@ func endShort(id string, end *engine.End) string {
 		s = fmt.Sprintf("re-plan %s against head %d plans something else for %s", end.Run, end.Serial, abbreviate(replanFactsOf(end).Addresses, 8))
 	case engine.CauseOutsideFootprint:
 		s = "re-plan changes outside the reviewed footprint"
+	case engine.CauseValidationChanged:
+		s = engine.ErrValidationChanged.Error()
 	case engine.CauseBeyondReservations:
 		s = "re-plan needs reservations beyond those held"
 	case engine.CauseInterrupted:

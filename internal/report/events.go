@@ -167,6 +167,11 @@ func markerTone(m engine.Marker) tone {
 			return toneBad
 		}
 		return toneWarn
+	case engine.MarkerValidated:
+		if m.IntentChanged != nil && *m.IntentChanged {
+			return toneBad
+		}
+		return toneGood
 	case engine.MarkerStalenessPassed, engine.MarkerCommitted, engine.MarkerReserved:
 		return toneGood
 	case engine.MarkerRecovered, engine.MarkerFenceLifted:
@@ -246,18 +251,15 @@ func markerWords(m engine.Marker) sentence {
 		}
 		return s
 	case engine.MarkerStalenessFailed:
-		what := "planned target"
-		if m.Class == engine.ClassReadChanged {
-			what = "plan input"
-		}
-		return words(v("staleness check failed"), fmt.Sprintf(": version %d, by ", m.Serial), who(m.Other, "", m.OtherPR),
-			", changed "+what+" ", addrs(m.Addresses))
+		return stalenessFailedWords(m, v)
 	case engine.MarkerReplanned:
 		return replannedWords(m, v)
 	case engine.MarkerWidened:
 		return words(v("read set widened"), " to ", addrs(m.Addresses), reasonSuffix(m.Reason))
 	case engine.MarkerFellBack:
 		return words(v("fell back"), " from the native lane to the terraform lane", reasonSuffix(m.Reason))
+	case engine.MarkerValidated:
+		return validatedWords(m, v)
 	case engine.MarkerApplyStarted:
 		if m.Other != "" {
 			return words(v("terraform apply started"), ": the re-plan ", runSpan(m.Other), fmt.Sprintf(" on the snapshot of serial %d, which it was made against", m.Serial))
@@ -291,6 +293,17 @@ func markerWords(m engine.Marker) sentence {
 		s = words(s, " ", who(m.Other, "", m.OtherPR))
 	}
 	return words(s, addrsSuffix(" ", m.Addresses), reasonSuffix(markerText(m)))
+}
+
+// stalenessFailedWords puts a "staleness-failed" marker into words: the
+// version, its run, and what it changed of the footprint.
+func stalenessFailedWords(m engine.Marker, v func(string) span) sentence {
+	what := "planned target"
+	if m.Class == engine.ClassReadChanged {
+		what = "plan input"
+	}
+	return words(v("staleness check failed"), fmt.Sprintf(": version %d, by ", m.Serial), who(m.Other, "", m.OtherPR),
+		", changed "+what+" ", addrs(m.Addresses))
 }
 
 // afterMergeWords puts an "after-merge" marker into words: "after merge:
@@ -382,6 +395,19 @@ func replannedWords(m engine.Marker, v func(string) span) sentence {
 	return words(v("re-planned"), " as ", runSpan(m.Other), head)
 }
 
+// validatedWords puts a "validated" marker into words (ADR 0069 §9): the
+// terraform lane's plan of the whole configuration agreed with the native
+// intent on the write set, or it did not, with both intents.
+func validatedWords(m engine.Marker, v func(string) span) sentence {
+	by := words(" by the terraform lane's plan ", runSpan(m.Other), fmt.Sprintf(" of the whole configuration against head %d", m.Serial))
+	if m.IntentChanged == nil || !*m.IntentChanged {
+		return words(v("validated"), ": native intent unchanged", by)
+	}
+	return words(v("validation changed the trusted native intent"), addrsSuffix(" for ", m.Addresses), by,
+		txt("; native: "+strings.ReplaceAll(m.Extra["native"], "\n", "; ")+"; terraform lane: "+strings.ReplaceAll(m.Extra["terraform"], "\n", "; ")),
+		"; stopped: review and apply ", runSpan(m.Other))
+}
+
 // appliedWords puts an "applied" marker into words: what Terraform
 // changed, and how it stopped when it did not finish; v tones the verb.
 func appliedWords(m engine.Marker, v func(string) span) sentence {
@@ -429,12 +455,13 @@ func artifactWords(list string) string {
 	what := map[string]string{
 		engine.ArtifactPlanFile:        "the saved plan",
 		engine.ArtifactConfig:          "the configuration archive",
+		engine.ArtifactWholeConfig:     "the whole configuration's archive",
 		engine.ArtifactVars:            "the -var values",
 		engine.ArtifactApplyResult:     "the state Terraform returned",
 		engine.ArtifactApplyCheckpoint: "the last checkpoint of the state Terraform wrote",
 	}
 	names := strings.Split(list, ",")
-	order := []string{engine.ArtifactPlanFile, engine.ArtifactConfig, engine.ArtifactVars, engine.ArtifactApplyResult, engine.ArtifactApplyCheckpoint}
+	order := []string{engine.ArtifactPlanFile, engine.ArtifactConfig, engine.ArtifactWholeConfig, engine.ArtifactVars, engine.ArtifactApplyResult, engine.ArtifactApplyCheckpoint}
 	rank := func(n string) int {
 		if i := slices.Index(order, n); i >= 0 {
 			return i

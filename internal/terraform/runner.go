@@ -905,3 +905,11 @@ func (w workDir) readState(log *slog.Logger) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// ArchiveConfig is engine.ConfigArchiver: the configuration archive Plan
+// would make of dir and varFiles (relative ones against dir), without
+// planning — a native-lane plan's whole configuration, for its validation
+// re-plan (ADR 0069). Errors are Plan's for the same dir.
+func (r *Runner) ArchiveConfig(dir string, varFiles []string) ([]byte, error) {
+	return planArchive(engine.PlanRequest{Dir: dir, VarFiles: varFiles}, r.log)
+}
