@@ -20,7 +20,11 @@
 #       (module.app.terraform_data.service["api"] and ["cart"]) applied at
 #       once: write sets name instances (ADR 0065), neither waits, neither is
 #       stale, and the head holds both; and at the end
-#       `terraform plan` against `kl state pull` of the head reports no changes.
+#       `terraform plan` against `kl state pull` of the head reports no changes;
+#   (g) the native lane (ADR 0069): a PR adding a resource in a file of its own is
+#       planned from its changed file — only the closure's slice, with its closure
+#       proof — applied with a validation re-plan and committed as a delta; a PR
+#       changing only a .tfvars file falls back to the terraform lane, saying why.
 #
 # Usage: KL=path/to/kl conflict-visibility-demo.sh   (make demo sets KL)
 set -euo pipefail
@@ -192,6 +196,38 @@ echo "$ kl apply $PLAN_TIER_API"; cat "$WORK/apply-tier-api.out"
 echo "$ kl apply $PLAN_TIER_CART"; cat "$WORK/apply-tier-cart.out"
 show "$KL" history --state "$STATE" --limit 2
 show "$KL" why "$("$KL" runs --state "$STATE" --limit 1 | ulid)"
+
+step "(g) The native lane: plan the change, not the state; and a fall-back with its reason"
+pr audit '# audit: a new resource in audit.tf'
+cat > "$WORK/pr-audit/audit.tf" <<'TF'
+# A new resource in a file of its own: the native lane plans its closure only.
+resource "terraform_data" "audit" {
+  input = "audit of ${module.dns.zone_id}"
+}
+TF
+printf '%s$ kl plan --state %s -C pr-audit --lane native --changed-file audit.tf --base-dir main%s\n' "$bold" "$STATE" "$reset"
+out=$("$KL" plan --state "$STATE" -C "$WORK/pr-audit" --lane native --changed-file audit.tf --base-dir "$WORK/main")
+printf '%s\n' "$out"
+PLAN_AUDIT=$(printf '%s\n' "$out" | ulid)
+if ! printf '%s\n' "$out" | grep -q 'lane *native .*proved sufficient'; then
+  echo "FAILED: the native-lane plan of PR audit did not stay in the native lane" >&2
+  exit 1
+fi
+echo "Applied with --validate: the terraform lane plans the whole configuration first and must agree"
+echo "on the write set; the commit is a delta of the slice's changed entries:"
+apply --validate "$PLAN_AUDIT"
+cp "$WORK/pr-audit/audit.tf" "$WORK/main/"
+merge audit
+pr threshold 'alarm_threshold = 90'
+printf '%s$ kl plan --state %s -C pr-threshold --lane native --changed-file pr.auto.tfvars --base-dir main%s\n' "$bold" "$STATE" "$reset"
+out=$("$KL" plan --state "$STATE" -C "$WORK/pr-threshold" --lane native --changed-file pr.auto.tfvars --base-dir "$WORK/main")
+printf '%s\n' "$out" | sed -n '1,8p'
+if ! printf '%s\n' "$out" | grep -q 'lane *terraform — fell back from the native lane'; then
+  echo "FAILED: the plan of a .tfvars change did not fall back to the terraform lane" >&2
+  exit 1
+fi
+apply "$(printf '%s\n' "$out" | ulid)" | sed -n '1,3p'
+merge threshold
 
 step "Check: terraform plan of main (every applied PR merged) against kl state pull of the head"
 "$KL" state pull "$STATE" -o "$WORK/head.tfstate"

@@ -117,6 +117,11 @@ func fellBack(check, reason string) *Marker {
 // the terraform lane, a lanePlan without a result that says why. err is
 // bad input (ErrInvalid) or a cancelled context: the plan fails.
 func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput, dir string) (*lanePlan, *Marker, error) {
+	if in.Options.Destroy {
+		// terraform plan -destroy -target also destroys what depends on
+		// the targets; the closure holds what they depend on, not that.
+		return nil, fellBack("", "a destroy plan also destroys what depends on its targets, which the closure does not hold"), nil
+	}
 	c, fell, err := closureOf(in, dir)
 	if err != nil || fell != nil {
 		return nil, fell, err
