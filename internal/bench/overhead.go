@@ -72,7 +72,11 @@ const DefaultReadDelay = "20ms"
 // Steps of a kl run as its debug log reports them (internal/terraform's
 // runner logs these messages with an "elapsed" attribute).
 const (
-	StepInit      = "terraform init done"
+	StepInit = "terraform init done"
+	// StepLinked is an apply's step in place of its init when the plugin
+	// cache had every provider: linking the run's checked copies into
+	// Terraform's data dir (terraform.StepProvidersLinked).
+	StepLinked    = terraform.StepProvidersLinked
 	StepPlan      = "terraform plan done"
 	StepShow      = "terraform show done"
 	StepApply     = "terraform apply done"

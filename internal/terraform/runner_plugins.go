@@ -46,10 +46,12 @@ func (r *Runner) providers(ctx context.Context, w *workDir, log *slog.Logger) ([
 	}
 	if !ok {
 		w.noLockFile = true // told after init, if Terraform wrote one (lockNotes)
+		w.providersCopied = true
 		return nil, nil
 	}
 	install := installWith(r.binary, r.env, log)
 	var notes []string
+	copied := true
 	for _, p := range locked {
 		note, err := r.cacheProvider(ctx, p, w.Plugins, install, log)
 		if note != "" {
@@ -59,11 +61,50 @@ func (r *Runner) providers(ctx context.Context, w *workDir, log *slog.Logger) ([
 			if ctx.Err() != nil {
 				return notes, ctx.Err()
 			}
+			copied = false
 			log.Warn("provider not taken from the plugin cache: installed for this run alone", "provider", p.Source, "version", p.Version, "error", err)
 			notes = append(notes, fmt.Sprintf("%s %s was installed for this run alone, not from the plugin cache: %v", p.Source, p.Version, err))
 		}
 	}
+	if copied {
+		w.providersCopied, w.locked = true, locked
+	}
 	return notes, nil
+}
+
+// linkProviders does for an apply what its `terraform init` would do to
+// Terraform's data dir, without running it (issue 16 §5: the second init
+// cost 0.36–0.47 s of every apply): it links each provider the plan's lock
+// file pins, TF_DATA_DIR/providers/HOSTNAME/NAMESPACE/TYPE/VERSION/OS_ARCH,
+// to the run's own verified copy in w.Plugins — the absolute symlink
+// Terraform's init makes from a TF_PLUGIN_CACHE_DIR. Nothing else of what
+// init writes is read by `apply PLANFILE`: the backend comes from the plan
+// file (Meta.BackendForLocalPlan in hashicorp/terraform), and so does the
+// configuration with its modules (the plan's tfconfig/ snapshot).
+//
+// It is safe because Terraform checks the same things again when the apply
+// starts (measured with 1.11.4, TestApplyWithoutInit): every linked package
+// against the hashes of the root module's lock file ("the cached package …
+// does not match any of the checksums recorded in the dependency lock
+// file"), and that lock file against the one saved in the plan file
+// ("Inconsistent dependency lock file"); the lock file is the plan's
+// (writePlanLockFile) and each copy was checked against it by providers.
+//
+// Only for a w whose providersCopied is set: the apply needs its init
+// without a plugin cache (Terraform installs the providers as its CLI
+// configuration says) and when a provider could not be taken from it
+// (providers noted why; Terraform installs it for the run alone).
+func (w workDir) linkProviders() error {
+	for _, p := range w.locked {
+		link := pkgDir(filepath.Join(w.Data, "providers"), p)
+		if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
+			return fmt.Errorf("linking provider %s %s into the data dir: %w", p.Source, p.Version, err)
+		}
+		if err := os.Symlink(pkgDir(w.Plugins, p), link); err != nil {
+			return fmt.Errorf("linking provider %s %s into the data dir: %w", p.Source, p.Version, err)
+		}
+	}
+	return nil
 }
 
 // lockNotes is the note of a run whose configuration had no lock file

@@ -53,6 +53,12 @@ type workDir struct {
 	// noLockFile: the configuration had no .terraform.lock.hcl when the
 	// plugin cache step ran (Runner.lockNotes).
 	noLockFile bool
+	// providersCopied: the plugin cache step put a verified copy of every
+	// provider of the lock file into Plugins (locked; none without a lock
+	// file), so an apply links them instead of running init
+	// (linkProviders).
+	providersCopied bool
+	locked          []lockedProvider
 }
 
 // newWorkDir creates WorkRoot/<run>/ with cfg/ and data/. The run id must be
