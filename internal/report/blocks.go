@@ -208,10 +208,7 @@ func unverifiedWords(fp engine.Footprint) sentence {
 // footprintSections adds the write set, the read set (widened prefixes
 // marked with their reason) and the reservation counts (ADR D1).
 func footprintSections(d *doc, fp engine.Footprint, rs []engine.Reservation) {
-	wrows := make([]addrRow, len(fp.Write))
-	for i, a := range fp.Write {
-		wrows[i] = addrRow{addr: string(a)}
-	}
+	wrows := groupedRows(fp.Write)
 	widened := map[engine.Address][]engine.Widening{}
 	for _, w := range fp.Widened {
 		widened[w.Address] = append(widened[w.Address], w)
@@ -240,6 +237,44 @@ func footprintSections(d *doc, fp engine.Footprint, rs []engine.Reservation) {
 		d.section(words("Reservation set"), para(words(reservationWords(rs),
 			": the write set in write mode, the rest of the read set in read mode")))
 	}
+}
+
+// groupedRows are the rows of a write set with the instances of one
+// resource grouped (issue 16 §3): a resource with two or more instances
+// in the set is one row, its address and "N instances: KEYS", each
+// instance spelt by its key where only the resource's own key differs
+// (`["api"]`), whole otherwise (module instance keys); every other
+// address is its own row. The rows keep the set's order.
+func groupedRows(set engine.AddressSet) []addrRow {
+	byRes := map[engine.Address][]engine.Address{}
+	for _, a := range set {
+		if a.IsInstance() {
+			byRes[a.Resource()] = append(byRes[a.Resource()], a)
+		}
+	}
+	var rows []addrRow
+	done := map[engine.Address]bool{}
+	for _, a := range set {
+		r := a.Resource()
+		insts := byRes[r]
+		if !a.IsInstance() || len(insts) < 2 {
+			rows = append(rows, addrRow{addr: string(a)})
+			continue
+		}
+		if done[r] {
+			continue
+		}
+		done[r] = true
+		keys := make([]string, len(insts))
+		for i, in := range insts {
+			keys[i] = string(in)
+			if rest, ok := strings.CutPrefix(string(in), string(r)); ok && strings.HasPrefix(rest, "[") {
+				keys[i] = rest
+			}
+		}
+		rows = append(rows, addrRow{addr: string(r), note: words(fmt.Sprintf("%d instances: %s", len(insts), strings.Join(keys, ", ")))})
+	}
+	return rows
 }
 
 // nonEmpty returns l, or a paragraph saying empty when l has no rows.

@@ -60,6 +60,7 @@ func goldenCases() []goldenCase {
 		{"apply", "refused-beyond", apply(storyRefusedBeyond)},
 		{"apply", "refused-stale", apply(storyRefusedStale)},
 		{"plan", "targeted-replace", func(w io.Writer, o Options) error { return Plan(w, planTargetedReplace(), o) }},
+		{"plan", "native-instances", func(w io.Writer, o Options) error { return Plan(w, planNativeInstances(), o) }},
 		{"plan", "options", func(w io.Writer, o Options) error { return Plan(w, planWithOptions(), o) }},
 		{"plan", "refresh-only", func(w io.Writer, o Options) error { return Plan(w, planRefreshOnly(), o) }},
 		{"apply", "refused-intent", apply(storyRefusedIntent)},

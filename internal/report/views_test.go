@@ -307,6 +307,28 @@ func planTargetedReplace() *engine.PlanOutcome {
 	return &engine.PlanOutcome{Run: r, Overlaps: []engine.Overlap{{Run: planC, Actor: "carol", PR: pr(43), WriteWrite: set(web)}}}
 }
 
+// planNativeInstances is a native-lane plan (ADR 0069) scoped to changed
+// files whose write set holds three instances of one for_each resource,
+// two module instances of another and one output: the write set groups the
+// instances by resource (issue 16 §3), the lane line tells the slice and
+// the closure proof its checks.
+func planNativeInstances() *engine.PlanOutcome {
+	r := planRunA(engine.StatusPlanned, "")
+	env := r.Envelope
+	users := []engine.Address{`terraform_data.user["ann"]`, `terraform_data.user["bob"]`, `terraform_data.user["cy"]`}
+	mods := []engine.Address{`module.app["eu"].terraform_data.web`, `module.app["us"].terraform_data.web`}
+	env.Footprint = engine.Footprint{Write: set(append(append(users, mods...), webURL)...), Read: set(vpc)}
+	env.Reservations = env.Footprint.Reservations()
+	env.Scope.ChangedFiles = []string{"users.tf"}
+	env.Lane = engine.LaneNative
+	env.Slice = &engine.Slice{Roots: set("terraform_data.user"), Closure: set("module.app.terraform_data.web", "terraform_data.user", vpc),
+		Proved: true, Scoped: "changed-files", Outputs: []string{"web_url"}, Blocks: 9, Entries: 3, StateResources: 10000,
+		Checks: []engine.SliceCheck{{Name: "slice-validates", Passed: true}, {Name: "plan-within-slice", Passed: true},
+			{Name: "no-create-outside-slice", Passed: true}, {Name: "targets-planned", Passed: true}}}
+	env.Summary = engine.PlanSummary{Add: 1, Change: 4, Outputs: 1}
+	return &engine.PlanOutcome{Run: r}
+}
+
 // whyPlanOf is the answer engine.Why gives when asked about the plan of an
 // apply's story: the plan run (with its envelope), and the apply.
 func whyPlanOf(s *engine.RunStory, v engine.Verdict) *engine.Why {
