@@ -218,16 +218,16 @@ echo "on the write set; the commit is a delta of the slice's changed entries:"
 apply --validate "$PLAN_AUDIT"
 cp "$WORK/pr-audit/audit.tf" "$WORK/main/"
 merge audit
-pr threshold 'alarm_threshold = 90'
-printf '%s$ kl plan --state %s -C pr-threshold --lane native --changed-file pr.auto.tfvars --base-dir main%s\n' "$bold" "$STATE" "$reset"
-out=$("$KL" plan --state "$STATE" -C "$WORK/pr-threshold" --lane native --changed-file pr.auto.tfvars --base-dir "$WORK/main")
+pr ingress 'ingress_rules = ["443", "8443"]'
+printf '%s$ kl plan --state %s -C pr-ingress --lane native --changed-file pr.auto.tfvars --base-dir main%s\n' "$bold" "$STATE" "$reset"
+out=$("$KL" plan --state "$STATE" -C "$WORK/pr-ingress" --lane native --changed-file pr.auto.tfvars --base-dir "$WORK/main")
 printf '%s\n' "$out" | sed -n '1,8p'
 if ! printf '%s\n' "$out" | grep -q 'lane *terraform — fell back from the native lane'; then
   echo "FAILED: the plan of a .tfvars change did not fall back to the terraform lane" >&2
   exit 1
 fi
 apply "$(printf '%s\n' "$out" | ulid)" | sed -n '1,3p'
-merge threshold
+merge ingress
 
 step "Check: terraform plan of main (every applied PR merged) against kl state pull of the head"
 "$KL" state pull "$STATE" -o "$WORK/head.tfstate"

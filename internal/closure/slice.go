@@ -16,7 +16,8 @@ import (
 // which must not exist or be empty: each module directory the closure
 // calls, at its path relative to the root module, holding each of its files
 // with only the closure's blocks — the `terraform` blocks always, a
-// `locals` block with only the closure's locals — copied token for token
+// `locals` block with only the closure's locals, and every variable of
+// the root module — copied token for token
 // with hclwrite (no string surgery), and the root's `.terraform.lock.hcl`
 // when there is one. A file left without blocks is not written. Every
 // other file under the root module directory is copied as it is (var files
@@ -152,7 +153,11 @@ func (c *Closure) sliceFile(m *Module, name string) ([]byte, bool, error) {
 		e := layout[i]
 		keep := false
 		switch {
-		case blk.Type() == "terraform":
+		case blk.Type() == "terraform", blk.Type() == "variable" && m.Path == "":
+			// Every root variable: the var files copied beside the slice
+			// (terraform.tfvars, *.auto.tfvars) set them all, and Terraform
+			// warns of a value for an undeclared one. The full plan needs
+			// the same values, so declaring them adds no requirement.
 			keep = true
 		case blk.Type() == "locals":
 			for _, k := range e.locals {

@@ -2,6 +2,10 @@ variable "region" {
   default = "eu"
 }
 
+variable "unused" {
+  default = "x"
+}
+
 locals {
   prefix = "kl-${var.region}"
 }
