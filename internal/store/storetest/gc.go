@@ -68,7 +68,8 @@ func (f *fixture) artifactsOf(run string) []string {
 }
 
 var (
-	planArtifacts = []string{engine.ArtifactConfig, engine.ArtifactDiff, engine.ArtifactIntent, engine.ArtifactPlanFile, engine.ArtifactVars}
+	// sorted by name, as artifactsOf returns them
+	planArtifacts = []string{engine.ArtifactWholeConfig, engine.ArtifactConfig, engine.ArtifactDiff, engine.ArtifactIntent, engine.ArtifactPlanFile, engine.ArtifactVars}
 	applyArtifact = []string{engine.ArtifactApplyCheckpoint, engine.ArtifactApplyLog, engine.ArtifactApplyResult}
 	allArtifacts  = append(append([]string{}, planArtifacts...), applyArtifact...)
 	// What a report shows stays.
@@ -133,7 +134,7 @@ func testGC(t *testing.T, newStore func(t *testing.T) engine.Store) {
 			f.putArtifacts(r.ID, applyArtifact...)
 		}
 		want := []string{
-			closedOld.ID + " config.tar.gz retention", closedOld.ID + " plan.tfplan retention", closedOld.ID + " vars.json retention",
+			closedOld.ID + " config-whole.tar.gz retention", closedOld.ID + " config.tar.gz retention", closedOld.ID + " plan.tfplan retention", closedOld.ID + " vars.json retention",
 			committed.ID + " apply-checkpoint.tfstate committed", committed.ID + " apply-result.tfstate committed",
 			failed.ID + " apply-checkpoint.tfstate retention", failed.ID + " apply-result.tfstate retention",
 		}
@@ -177,8 +178,8 @@ func testGC(t *testing.T, newStore func(t *testing.T) engine.Store) {
 				ms = append(ms, m)
 			}
 		}
-		if len(ms) != 1 || ms[0].Extra["artifacts"] != "config.tar.gz,plan.tfplan,vars.json" || ms[0].Extra["retention"] != "1h0m0s" || ms[0].Reason != engine.GCRetention || ms[0].At.Before(closedNew.CreatedAt.Add(-time.Minute)) {
-			t.Fatalf("markers of the old closed plan: %+v; want one artifacts-deleted marker naming the three and the retention", ms)
+		if len(ms) != 1 || ms[0].Extra["artifacts"] != "config-whole.tar.gz,config.tar.gz,plan.tfplan,vars.json" || ms[0].Extra["retention"] != "1h0m0s" || ms[0].Reason != engine.GCRetention || ms[0].At.Before(closedNew.CreatedAt.Add(-time.Minute)) {
+			t.Fatalf("markers of the old closed plan: %+v; want one artifacts-deleted marker naming the four and the retention", ms)
 		}
 		for _, r := range []string{committed.ID, closedNew.ID} {
 			for _, m := range f.markers(r) {
@@ -234,7 +235,7 @@ func testGC(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		time.Sleep(time.Millisecond)
 		diff(t, "gc a retention after the unfence", deleted(f.gc(time.Nanosecond, false)), []string{
 			c.apply.ID + " apply-checkpoint.tfstate retention", c.apply.ID + " apply-result.tfstate retention",
-			c.plan.ID + " config.tar.gz retention", c.plan.ID + " plan.tfplan retention", c.plan.ID + " vars.json retention"})
+			c.plan.ID + " config-whole.tar.gz retention", c.plan.ID + " config.tar.gz retention", c.plan.ID + " plan.tfplan retention", c.plan.ID + " vars.json retention"})
 	})
 	t.Run("NegativeRetention", func(t *testing.T) {
 		t.Parallel()
