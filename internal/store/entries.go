@@ -142,8 +142,9 @@ func decompressHeader(z []byte) ([]byte, error) {
 
 // split is a document as per-resource storage writes it: its header
 // (compressed) and its entries by address. ok is false for a document that
-// must be stored whole: one whose bytes Marshal would not write back
-// (Snapshot returns what was committed, byte for byte).
+// must be stored whole: one whose bytes Marshal would not write back, or
+// whose resources are not in Terraform's order, which Snapshot assembles
+// entries in (Snapshot returns what was committed, byte for byte).
 type split struct {
 	header  []byte
 	entries map[string]splitEntry // by entry address
@@ -180,7 +181,7 @@ func splitDoc(doc []byte) (split, error) {
 	if err != nil {
 		return split{}, err
 	}
-	if !bytes.Equal(canon, doc) {
+	if !s.InTerraformOrder() || !bytes.Equal(canon, doc) {
 		return split{}, nil
 	}
 	h, err := s.Header().Marshal()

@@ -61,6 +61,15 @@ func Assemble(header *State, entries []Resource) *State {
 	return &s
 }
 
+// InTerraformOrder reports whether s's resources are in the order
+// Terraform writes them (module instance path, mode, type, name; Terraform's
+// statefile writer sorts them so), the order Assemble puts entries back in.
+// A document whose resources are in another order (edited by hand or by
+// another tool) would not come back byte for byte from its entries.
+func (s *State) InTerraformOrder() bool {
+	return slices.IsSortedFunc(s.Resources, func(a, b Resource) int { return compareEntries(&a, &b) })
+}
+
 // EntryDocSize is the number of bytes Marshal writes for the entry raw in
 // a document's "resources" array: raw indented at the array's depth,
 // without the separator before it. raw must be valid JSON.

@@ -357,8 +357,8 @@ func withSerial(s *tfstate.State, serial int64) *tfstate.State {
 
 func isKind(err, kind error) bool { return errors.Is(err, kind) }
 
-// testKeptWhole: a document not as Terraform writes it (here: indented
-// with tabs) is stored whole and read back byte for byte, between
+// testKeptWhole: a document not as Terraform writes it (indented with
+// tabs; resources out of Terraform's order) is stored whole and read back byte for byte, between
 // manifests, and a later manifest does not inherit stale intervals.
 func testKeptWhole(t *testing.T, s EntriesStore) {
 	base := entryState(t, 12, lineageOf("s"), 1)
@@ -372,9 +372,17 @@ func testKeptWhole(t *testing.T, s EntriesStore) {
 	commitDoc(t, s, "s", docs[2])
 	docs[3] = marshal(t, withChanged(t, base, 3, 2, 1, 3))
 	commitDoc(t, s, "s", docs[3])
+	// Written as Terraform writes a document but with its resources out of
+	// Terraform's order (a state edited by hand or by another tool): a
+	// manifest would give them back sorted, so it is kept whole.
+	reversed := withChanged(t, base, 4, 3, 1, 3)
+	reversed.Resources = slices.Clone(reversed.Resources)
+	slices.Reverse(reversed.Resources)
+	docs[4] = marshal(t, reversed)
+	commitDoc(t, s, "s", docs[4])
 	st := stats(t, s, "s")
-	if st.Whole != 1 || st.Manifests != 2 {
-		t.Fatalf("%+v; want version 2 whole, 1 and 3 manifests", st)
+	if st.Whole != 2 || st.Manifests != 2 {
+		t.Fatalf("%+v; want versions 2 and 4 whole, 1 and 3 manifests", st)
 	}
 	checkSnapshots(t, s, "s", docs)
 	got, err := s.Slice(t.Context(), "s", 2, []engine.Address{engine.Address(base.Resources[0].EntryAddress())})
