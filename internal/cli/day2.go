@@ -119,7 +119,7 @@ document the head already holds commits nothing.
 ` + day2Exit,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := readInput(args[1], a.io.In)
+			doc, err := readInput(cmd.Context(), args[1], a.io.In)
 			if err != nil {
 				return err
 			}

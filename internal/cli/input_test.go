@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,5 +205,50 @@ func TestInterruptedCode(t *testing.T) {
 		if got := (&cli.Interrupted{Signal: sig}).Code(); got != want {
 			t.Errorf("%v: code %d, want %d", sig, got, want)
 		}
+	}
+}
+
+// TestUnboundedInput: a document read from a file or stdin is bounded. A
+// device of endless bytes (/dev/zero) is refused at its first byte, naming
+// the input, and an interrupt stops a read that waits on stdin (fresh-eyes
+// F5: both read forever).
+func TestUnboundedInput(t *testing.T) {
+	t.Parallel()
+	k := setup(t)
+	done := make(chan result, 1)
+	go func() { done <- k.run("state", "init", "zero", "--from", "/dev/zero") }()
+	select {
+	case r := <-done:
+		if r.err == nil || !strings.Contains(r.err.Error(), "reading state file /dev/zero") || !strings.Contains(r.err.Error(), "not a Terraform state: invalid character") || r.code() != 1 {
+			t.Errorf("kl state init --from /dev/zero: exit %d, err %v; want exit 1 naming /dev/zero as not a Terraform state", r.code(), r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("kl state init --from /dev/zero still reads after 20 s")
+	}
+	if out := k.ok("state", "list"); strings.Contains(out, "zero") {
+		t.Errorf("a state was created from /dev/zero:\n%s", out)
+	}
+
+	// stdin that never ends nor sends: an interrupt stops the read.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var out, errOut bytes.Buffer
+	waiter := make(chan error, 1)
+	go func() {
+		waiter <- cli.Run(ctx, []string{"state", "init", "piped", "--from", "-"}, k.env, cli.IO{In: pr, Out: &out, Err: &errOut})
+	}()
+	if _, err := pw.Write([]byte(`{"version": 4, `)); err != nil {
+		t.Fatal(err)
+	}
+	cancel(&cli.Interrupted{Signal: syscall.SIGTERM})
+	select {
+	case err := <-waiter:
+		if code := cli.ExitCode(err); code != 143 {
+			t.Errorf("interrupted read of stdin: exit %d (%v), want 143", code, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("an interrupt did not stop kl state init reading stdin within 20 s")
 	}
 }

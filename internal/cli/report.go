@@ -270,7 +270,7 @@ type ghWriteShown struct {
 // goes, renders the report, writes what stays in the job (summary,
 // outputs) whatever GitHub answers, then the check run and the comment.
 func (a *app) reportGitHub(ctx context.Context, args []string, f ghReportFlags) error {
-	id, err := reportRunID(args, f, a.io.In)
+	id, err := reportRunID(ctx, args, f, a.io.In)
 	if err != nil {
 		return err
 	}
@@ -344,14 +344,14 @@ func (a *app) reportGitHub(ctx context.Context, args []string, f ghReportFlags) 
 }
 
 // reportRunID is the run named by RUN or by --from-json's document.
-func reportRunID(args []string, f ghReportFlags, stdin io.Reader) (string, error) {
+func reportRunID(ctx context.Context, args []string, f ghReportFlags, stdin io.Reader) (string, error) {
 	switch {
 	case len(args) == 1 && f.fromJSON != "":
 		return "", errors.New("report github needs a RUN or --from-json FILE, not both")
 	case len(args) == 1:
 		return args[0], nil
 	case f.fromJSON != "":
-		return runIDFrom(f.fromJSON, stdin)
+		return runIDFrom(ctx, f.fromJSON, stdin)
 	}
 	return "", errors.New("report github needs a RUN or --from-json FILE")
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,8 +132,8 @@ var errNoCommit = errors.New("no commit")
 
 // runIDFrom reads the run id from a `kl plan --json` or `kl apply --json`
 // document (its "run"."id").
-func runIDFrom(path string, stdin io.Reader) (string, error) {
-	b, err := readInput(path, stdin)
+func runIDFrom(ctx context.Context, path string, stdin io.Reader) (string, error) {
+	b, err := readInput(ctx, path, stdin)
 	if err != nil {
 		return "", err
 	}

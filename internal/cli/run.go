@@ -468,7 +468,7 @@ changed outside Terraform; its JSON lists those objects in resource_drift and do
 say it is refresh-only: pass --refresh-only for its write set.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := readInput(args[0], a.io.In)
+			b, err := readInput(cmd.Context(), args[0], a.io.In)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kilolock/kilolock/internal/api"
 	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/report"
 )
@@ -40,7 +44,7 @@ on stderr.`,
 			}
 			var doc []byte
 			if from != "" {
-				b, err := readInput(from, a.io.In)
+				b, err := readInput(cmd.Context(), from, a.io.In)
 				if err != nil {
 					return err
 				}
@@ -121,18 +125,80 @@ func (a *app) stateListCommand() *cobra.Command {
 	}
 }
 
-// readInput reads a file, or stdin for "-".
-func readInput(path string, stdin io.Reader) ([]byte, error) {
+// maxInputBytes bounds a document kl reads from a file or stdin (a state,
+// a plan's JSON, a report's): 4 GiB, the largest body kl serve may be set
+// to take (api.MaxBodyMiB), so any state the backend can take kl can too.
+const maxInputBytes = api.MaxBodyMiB << 20
+
+// readInput reads the JSON document in a file, or on stdin for "-". The
+// read is bounded: it stops at the first byte that is not JSON (a device
+// such as /dev/zero never ends) and returns what it read, for the caller's
+// parser to refuse; input over maxInputBytes is refused; and the read stops when ctx is done (an interrupt while stdin
+// sends nothing). Errors name the input; ctx's error is returned as it is.
+func readInput(ctx context.Context, path string, stdin io.Reader) ([]byte, error) {
+	name, r := path, stdin
 	if path == "-" {
-		b, err := io.ReadAll(stdin)
+		name = "stdin"
+	} else {
+		f, err := os.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("reading stdin: %w", err)
+			return nil, fmt.Errorf("reading %s: %w", path, err)
 		}
-		return b, nil
+		defer f.Close()
+		r = f
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+	type read struct {
+		b   []byte
+		err error
 	}
-	return b, nil
+	done := make(chan read, 1)
+	go func() {
+		b, err := readJSON(name, r, maxInputBytes)
+		done <- read{b, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case got := <-done:
+		return got.b, got.err
+	}
+}
+
+// readJSON reads r to its end, checking as it reads that it starts with
+// one JSON value (a json.Decoder scans as it reads, so garbage is refused
+// at once) and that it holds at most limit bytes. The bytes are returned
+// as they were read.
+func readJSON(name string, r io.Reader, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	lr := &io.LimitedReader{R: r, N: limit + 1}
+	dec := json.NewDecoder(io.TeeReader(lr, &buf))
+	var skip json.RawMessage
+	if err := dec.Decode(&skip); err != nil {
+		if lr.N <= 0 {
+			return nil, fmt.Errorf("reading %s: over %s, the largest document kl reads", name, sizeWords(limit))
+		}
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			// Not JSON: what was read is returned, and the caller's
+			// parser refuses it in its own words (a prefix holding a
+			// syntax error is not JSON whatever follows it).
+			return buf.Bytes(), nil
+		}
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if _, err := io.Copy(&buf, lr); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if lr.N <= 0 {
+		return nil, fmt.Errorf("reading %s: over %s, the largest document kl reads", name, sizeWords(limit))
+	}
+	return buf.Bytes(), nil
+}
+
+// sizeWords is n bytes in MiB when whole, else in bytes.
+func sizeWords(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
