@@ -27,8 +27,8 @@ func (a *app) storeBackfillCommand() *cobra.Command {
 per-resource storage, ADR 0068) as a header and a manifest of resource entries, each entry stored once
 and shared with the versions that have it. Newest versions first, in short transactions beside running
 plans and applies; safe to interrupt and to run again (it resumes). A version whose document is not as
-Terraform writes it stays whole, so that pulling it still returns its bytes. klbot runs it with its gc.
---limit stops after N versions (0: all).`,
+Terraform writes it (another indentation, resources out of Terraform's order) stays whole, so that
+pulling it still returns its bytes. klbot runs it with its gc. --limit stops after N versions (0: all).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
