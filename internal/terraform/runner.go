@@ -612,7 +612,7 @@ func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (_ *engine.
 		return res, err
 	}
 	defer r.cleanup(w, log)
-	err = r.apply(ctx, w, req, res, log)
+	err = r.apply(ctx, &w, req, res, log) // sets w.Root, which readState needs for errored.tfstate
 	if st, serr := w.readState(log); serr != nil {
 		err = errors.Join(err, serr)
 	} else if st != nil {
@@ -625,7 +625,7 @@ func (r *Runner) Apply(ctx context.Context, req engine.ApplyRequest) (_ *engine.
 	return res, nil
 }
 
-func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, res *engine.ApplyResult, log *slog.Logger) error {
+func (r *Runner) apply(ctx context.Context, w *workDir, req engine.ApplyRequest, res *engine.ApplyResult, log *slog.Logger) error {
 	if _, err := w.restore(req.Config); err != nil {
 		return err
 	}
@@ -640,20 +640,20 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	}
 	rep := newProgressReporter(req.Progress)
 	defer rep.stop()
-	notes, err := r.providers(ctx, &w, log)
+	notes, err := r.providers(ctx, w, log)
 	res.Notes = notes
 	if err != nil {
 		return err
 	}
-	vars, args := r.applyVars(w, req.Vars, log)
-	tf, err := r.newTF(w, vars, args, log)
+	vars, args := r.applyVars(*w, req.Vars, log)
+	tf, err := r.newTF(*w, vars, args, log)
 	if err != nil {
 		return err
 	}
-	if err := r.applyInit(ctx, tf, w, rep, log); err != nil {
+	if err := r.applyInit(ctx, tf, *w, rep, log); err != nil {
 		return err
 	}
-	res.Notes = append(res.Notes, r.lockNotes(w, log)...)
+	res.Notes = append(res.Notes, r.lockNotes(*w, log)...)
 	t := time.Now()
 	rep.phase(phaseApply)
 	cp := newCheckpointer(req.Checkpoint, w.Snapshot, req.Snapshot, log)
@@ -661,14 +661,14 @@ func (r *Runner) apply(ctx context.Context, w workDir, req engine.ApplyRequest, 
 	stream := newUIStream(phaseApply, rep, log)
 	stream.wrote = cp.kick
 	err = runCommand(ctx, tf, "apply", stream, func() error {
-		err := tf.ApplyJSON(ctx, stream, applyOptions(w, req.Parallelism)...)
+		err := tf.ApplyJSON(ctx, stream, applyOptions(*w, req.Parallelism)...)
 		stream.close()
 		tf.SetStdout(nil)
 		return err
 	})
 	// Terraform quotes sensitive values in its diagnostics: mask them
 	// before they are logged, kept in the apply log or in the run's end.
-	r.maskApply(ctx, tf, w, req.Snapshot, stream, err, r.maskFor(req.Vars), log) // the TF_VAR_* and -var values too
+	r.maskApply(ctx, tf, *w, req.Snapshot, stream, err, r.maskFor(req.Vars), log) // the TF_VAR_* and -var values too
 	stream.logWarnings()
 	res.Log = stream.applyLog()
 	res.Changed = len(stream.applied)

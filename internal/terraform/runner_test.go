@@ -726,3 +726,39 @@ func TestNewRunner(t *testing.T) {
 		}
 	})
 }
+
+// TestApplyPrefersErroredState: Terraform writes errored.tfstate into its
+// working directory when it cannot persist the state it applied (disk
+// full, a backend that refuses the write); Apply must return that state,
+// the only record of what was created. Making a real write fail needs a
+// full disk, so a provisioner (which runs in the same directory) writes
+// the file here, as Terraform would: before it Apply's work dir value
+// lost the root module path and never looked there.
+func TestApplyPrefersErroredState(t *testing.T) {
+	t.Parallel()
+	r, workRoot := setupRunner(t)
+	errored := `{"version": 4, "terraform_version": "1.5.7", "serial": 9, "lineage": "lineage-errored", "outputs": {}, "resources": []}`
+	dir := setupConfig(t, map[string]string{"main.tf": `
+resource "terraform_data" "a" {
+  provisioner "local-exec" {
+    command = <<-EOT
+      printf '%s' '` + errored + `' > errored.tfstate
+    EOT
+  }
+}
+`})
+	ctx := context.Background()
+	snap := snapshot("lineage-errored", 2)
+	plan, err := r.Plan(ctx, engine.PlanRequest{Run: "plan", Dir: dir, Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Apply(ctx, engine.ApplyRequest{Run: "apply", PlanFile: plan.PlanFile, Config: plan.Config, Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.State) != errored {
+		t.Errorf("Apply's state:\n%s\nwant errored.tfstate's:\n%s", res.State, errored)
+	}
+	assertEmptyDir(t, workRoot)
+}
