@@ -3,13 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/store"
 )
@@ -39,9 +37,10 @@ func (s *Store) encryptionKeys(ctx context.Context, q querier) ([]store.Encrypti
 }
 
 // checkEncryption refuses a store whose encryption the keyring does not
-// match, and records the sealing key of one it may use
-// (store.CheckEncryption, ADR 0066). A binary that may only read the store
-// (ADR 0048) records nothing: it seals nothing.
+// match (store.CheckEncryption, ADR 0066). The sealing key of one it may
+// use is recorded by the binary's first write transaction (recordKey), not
+// here: a binary that only reads seals nothing and records nothing, so a
+// reader with a key never makes a clear store encrypted.
 func (s *Store) checkEncryption(ctx context.Context) error {
 	keys, err := s.encryptionKeys(ctx, s.pool)
 	if err != nil {
@@ -52,26 +51,37 @@ func (s *Store) checkEncryption(ctx context.Context) error {
 		return err
 	}
 	add, err := store.CheckEncryption(s.keys, keys, now)
+	if err != nil {
+		return err
+	}
+	s.keyPending.Store(add != nil)
+	return nil
+}
+
+// recordKey records the sealing key in write transaction tx, then checks
+// again with what is committed: another replica may have recorded the
+// same id meanwhile, with another key.
+func (s *Store) recordKey(ctx context.Context, tx pgx.Tx) error {
+	now, err := s.now(ctx, tx)
+	if err != nil {
+		return err
+	}
+	keys, err := s.encryptionKeys(ctx, tx)
+	if err != nil {
+		return err
+	}
+	add, err := store.CheckEncryption(s.keys, keys, now)
 	if err != nil || add == nil {
 		return err
 	}
-	err = s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO kl_encryption (key_id, canary, added_at) VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING`,
-			add.ID, add.Canary, nanos(add.AddedAt)); err != nil {
-			return s.mapErr(err)
-		}
-		// Again with what is committed now: another process may have
-		// recorded the same id meanwhile, with another key.
-		keys, err := s.encryptionKeys(ctx, tx)
-		if err != nil {
-			return err
-		}
-		_, err = store.CheckEncryption(s.keys, keys, now)
-		return err
-	})
-	if errors.Is(err, engine.ErrReadOnly) {
-		return nil
+	if _, err := tx.Exec(ctx, `INSERT INTO kl_encryption (key_id, canary, added_at) VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING`,
+		add.ID, add.Canary, nanos(add.AddedAt)); err != nil {
+		return s.mapErr(err)
 	}
+	if keys, err = s.encryptionKeys(ctx, tx); err != nil {
+		return err
+	}
+	_, err = store.CheckEncryption(s.keys, keys, now)
 	return err
 }
 

@@ -42,6 +42,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,6 +80,10 @@ type Store struct {
 	binary store.Binary  // this binary, as the compatibility rules see it
 	compat store.Compat  // the store's, as Open found it
 	keys   *seal.Keyring // seals artifacts and snapshots (nil: none; ADR 0066)
+	// keyPending: the keyring's sealing key may be used but has no
+	// kl_encryption row yet; the first write transaction records it
+	// (recordKey), so a binary that only reads records nothing.
+	keyPending atomic.Bool
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -380,8 +385,22 @@ func retryable(err error) bool {
 // stays. Before fn it checks that this binary may write (guarded): every
 // write of the store is such a transaction. A deadlock or serialization failure runs fn again (up to
 // txAttempts times, with a short random back-off).
-func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
 	fn = s.guarded(ctx, fn)
+	if pending := s.keyPending.Load(); pending {
+		write := fn
+		fn = func(tx pgx.Tx) error {
+			if err := s.recordKey(ctx, tx); err != nil {
+				return err
+			}
+			return write(tx)
+		}
+		defer func() {
+			if err == nil {
+				s.keyPending.Store(false)
+			}
+		}()
+	}
 	for attempt := 1; ; attempt++ {
 		err := s.tryTx(ctx, fn)
 		if err == nil || !retryable(err) || attempt == txAttempts || ctx.Err() != nil {

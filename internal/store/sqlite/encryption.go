@@ -4,11 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 
-	"github.com/kilolock/kilolock/internal/engine"
 	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/store"
 )
@@ -38,11 +36,28 @@ func (s *Store) encryptionKeys(ctx context.Context, q querier) ([]store.Encrypti
 }
 
 // checkEncryption refuses a store whose encryption the keyring does not
-// match, and records the sealing key of one it may use
-// (store.CheckEncryption, ADR 0066). A binary that may only read the store
-// (ADR 0048) records nothing: it seals nothing.
+// match (store.CheckEncryption, ADR 0066). The sealing key of one it may
+// use is recorded by the binary's first write transaction (recordKey), not
+// here: a binary that only reads seals nothing and records nothing, so a
+// reader with a key never makes a clear store encrypted.
 func (s *Store) checkEncryption(ctx context.Context) error {
 	keys, err := s.encryptionKeys(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	add, err := store.CheckEncryption(s.keys, keys, s.now())
+	if err != nil {
+		return err
+	}
+	s.keyPending.Store(add != nil)
+	return nil
+}
+
+// recordKey records the sealing key in write transaction tx, checking
+// again under the write lock: another process may have recorded the same
+// id meanwhile, with another key.
+func (s *Store) recordKey(ctx context.Context, tx *sql.Tx) error {
+	keys, err := s.encryptionKeys(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -50,23 +65,8 @@ func (s *Store) checkEncryption(ctx context.Context) error {
 	if err != nil || add == nil {
 		return err
 	}
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
-		// Again under the write lock: another process may have recorded
-		// the same id meanwhile, with another key.
-		keys, err := s.encryptionKeys(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if add, err = store.CheckEncryption(s.keys, keys, s.now()); err != nil || add == nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO kl_encryption (key_id, canary, added_at) VALUES (?, ?, ?)`, add.ID, add.Canary, nanos(add.AddedAt))
-		return s.mapErr(err)
-	})
-	if errors.Is(err, engine.ErrReadOnly) {
-		return nil
-	}
-	return err
+	_, err = tx.ExecContext(ctx, `INSERT INTO kl_encryption (key_id, canary, added_at) VALUES (?, ?, ?)`, add.ID, add.Canary, nanos(add.AddedAt))
+	return s.mapErr(err)
 }
 
 // Reseal seals every artifact and version snapshot under the keyring's

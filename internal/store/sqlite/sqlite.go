@@ -27,6 +27,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -64,6 +65,10 @@ type Store struct {
 	binary      store.Binary  // this binary, as the compatibility rules see it
 	compat      store.Compat  // the store's, as Open found it
 	keys        *seal.Keyring // seals artifacts and snapshots (nil: none; ADR 0066)
+	// keyPending: the keyring's sealing key may be used but has no
+	// kl_encryption row yet; the first write transaction records it
+	// (recordKey), so a binary that only reads records nothing.
+	keyPending atomic.Bool
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -543,10 +548,22 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := s.guardWrite(ctx, tx); err != nil {
 		return err
 	}
+	pending := s.keyPending.Load()
+	if pending {
+		if err := s.recordKey(ctx, tx); err != nil {
+			return err
+		}
+	}
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return s.mapErr(tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return s.mapErr(err)
+	}
+	if pending {
+		s.keyPending.Store(false)
+	}
+	return nil
 }
 
 // querier is what *sql.DB and *sql.Tx share: an executor runs on either.

@@ -59,6 +59,7 @@ func RunEncryption(t *testing.T, newDB func(t *testing.T) EncryptedDB) {
 	t.Run("SealedAtRest", func(t *testing.T) { testSealedAtRest(t, newDB) })
 	t.Run("RefusedWithoutTheKey", func(t *testing.T) { testRefusedWithoutTheKey(t, newDB) })
 	t.Run("Mixed", func(t *testing.T) { testMixed(t, newDB) })
+	t.Run("ReaderRecordsNoKey", func(t *testing.T) { testReaderRecordsNoKey(t, newDB) })
 	t.Run("Reseal", func(t *testing.T) { testReseal(t, newDB) })
 }
 
@@ -185,6 +186,33 @@ func testRefusedWithoutTheKey(t *testing.T, newDB func(t *testing.T) EncryptedDB
 	}
 	// The refusals recorded nothing: the right key still opens.
 	openOK(t, db, TestKeyring(t, "KL_ENCRYPTION_KEY", "k1"))
+}
+
+// testReaderRecordsNoKey: a binary with a key that only reads a clear
+// store (kl runs, kl state pull) seals nothing, so it records no key: the
+// store stays clear and a binary without a key still opens it (before, the
+// reader's key was recorded at open and locked everyone else out). Its
+// first write records the key, as a writer's does.
+func testReaderRecordsNoKey(t *testing.T, newDB func(t *testing.T) EncryptedDB) {
+	t.Parallel()
+	db := newDB(t)
+	f := openOK(t, db, nil)
+	r1, v1 := f.writeSecret("prod", "clear-secret")
+	reader := openOK(t, db, TestKeyring(t, "KL_ENCRYPTION_KEY", "k1"))
+	reader.checkSecret(r1, v1, "clear-secret")
+	if _, err := reader.s.ListStates(reader.ctx); err != nil {
+		t.Fatal(err)
+	}
+	openOK(t, db, nil).checkSecret(r1, v1, "clear-secret")
+	// A refused write records nothing either.
+	if _, err := reader.s.Commit(reader.ctx, engine.CommitRequest{State: "no-such-state", Run: "no-such-run", Merge: Merge("x", "terraform_data.x")}); err == nil {
+		t.Fatal("a commit to a state that does not exist succeeded")
+	}
+	openOK(t, db, nil)
+	reader.writeSecret("prod", "sealed-secret")
+	if _, err := db.Open(t, nil); !errors.Is(err, store.ErrEncryption) {
+		t.Fatalf("Open without a key after the keyed binary wrote: %v, want the store refused as encrypted", err)
+	}
 }
 
 func testMixed(t *testing.T, newDB func(t *testing.T) EncryptedDB) {
