@@ -160,7 +160,10 @@ func checkLaneInput(in engine.PlanInput) error {
 	if err := errors.Join(checkTexts("--changed-file", in.ChangedFiles, maxPath), checkText("--base-dir", in.BaseDir, maxPath)); err != nil {
 		return err
 	}
-	if len(in.ChangedFiles) == 0 || len(in.Targets) > 0 {
+	if len(in.ChangedFiles) > 0 && len(in.Targets) > 0 {
+		return errors.New("--target and --changed-file scope a native-lane plan two ways: give one (targets would plan none of the files' other changes)")
+	}
+	if len(in.ChangedFiles) == 0 {
 		return nil
 	}
 	if in.BaseDir == "" {

@@ -1,6 +1,7 @@
 package closure
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,15 +21,18 @@ import (
 // checkout the change is made against), from which each file's old content
 // is read. The targets are the resources and data sources the changed
 // files declare, plus every resource and data source that depends —
-// through references, module calls, providers — on a block of those files
-// that changed (a variable default, a local, an output, a module call, a
-// provider block) or is new.
+// through references, replace_triggered_by, module calls, providers — on
+// a block of those files that changed (a resource, a variable default, a
+// local, an output, a module call, a provider block) or is new, however
+// many steps away: Terraform plans a change of each.
 //
 // What the slice cannot see returns a *Fallback with the reason: no
 // changed files; a file that is not `.tf` (a `.tfvars` file, the
 // dependency lock file, a `.tf.json` file, anything else); a `.tf` file in
-// a directory no module of the configuration is loaded from; a deleted
-// file or a block the base has and the change deleted; a changed
+// a directory no module of the configuration is loaded from; a file of the
+// root module directory that differs from the base's but is not listed (a
+// list computed wrong must not narrow the plan); a deleted file or a block
+// the base has and the change deleted; a changed
 // `terraform` or `check` block; a moved, import or removed block whose
 // address the configuration does not declare; and changes that reach no
 // resource. Errors wrap ErrInvalid for a path that is absolute or leaves
@@ -36,6 +40,15 @@ import (
 func FileScope(cfg *Config, baseDir string, changed []string) (*Scope, error) {
 	if len(changed) == 0 {
 		return nil, fallback("the scope has no changed files: an empty target set is never \"nothing to plan\"")
+	}
+	listed := map[string]bool{}
+	for _, p := range changed {
+		listed[path.Clean(filepath.ToSlash(p))] = true
+	}
+	if miss, err := unlisted(cfg.Dir, baseDir, listed); err != nil {
+		return nil, err
+	} else if miss != "" {
+		return nil, fallback("%s differs from the base but is not among the changed files: the scope would miss its change", miss)
 	}
 	roots := map[node]bool{}
 	var touched []node
@@ -73,10 +86,11 @@ func FileScope(cfg *Config, baseDir string, changed []string) (*Scope, error) {
 			return nil, err
 		}
 		for _, m := range mods {
-			nodes, err := fileChanges(m, base, clean, old)
+			nodes, reached, err := fileChanges(m, base, clean, old)
 			if err != nil {
 				return nil, err
 			}
+			touched = append(touched, reached...)
 			for n, isRoot := range nodes {
 				if isRoot {
 					roots[n] = true
@@ -141,9 +155,12 @@ func oldBlocks(file, name string) (map[string]*Block, error) {
 // fileChanges returns the nodes of one changed file of m: true for a root
 // (a resource or data source it declares, the resource a changed moved or
 // import block names), false for a changed or new block whose dependents
-// are roots.
-func fileChanges(m *Module, name, shown string, old map[string]*Block) (map[node]bool, error) {
-	out := map[node]bool{}
+// are roots. A resource or data source that changed or is new is both: a
+// root, and a block whose dependents are roots (a resource reading its
+// attributes plans a change too, and one whose replace_triggered_by names
+// it is replaced) — reachedBy lists them.
+func fileChanges(m *Module, name, shown string, old map[string]*Block) (out map[node]bool, reachedBy []node, err error) {
+	out = map[node]bool{}
 	now := map[string]bool{}
 	for _, k := range m.keys {
 		b := m.blocks[k]
@@ -157,9 +174,12 @@ func fileChanges(m *Module, name, shown string, old map[string]*Block) (map[node
 		switch b.Kind {
 		case "resource", "data":
 			out[node{m.Path, k}] = true
+			if !same {
+				reachedBy = append(reachedBy, node{m.Path, k})
+			}
 		case "terraform", "check":
 			if !same {
-				return nil, fallback("%s: a %s block changed, which the slice does not scope", shown, b.Kind)
+				return nil, nil, fallback("%s: a %s block changed, which the slice does not scope", shown, b.Kind)
 			}
 		case "moved", "import", "removed":
 			if same {
@@ -167,12 +187,12 @@ func fileChanges(m *Module, name, shown string, old map[string]*Block) (map[node
 			}
 			a, ok := b.body.Attributes["to"]
 			if !ok {
-				return nil, fallback("%s: a %s block changed whose resource the configuration no longer declares", shown, b.Kind)
+				return nil, nil, fallback("%s: a %s block changed whose resource the configuration no longer declares", shown, b.Kind)
 			}
 			t, diags := hcl.AbsTraversalForExpr(a.Expr)
 			key := keyless(t)
 			if diags.HasErrors() || m.blocks[key] == nil {
-				return nil, fallback("%s: a %s block changed whose address %s is not a resource of the module", shown, b.Kind, keyless(t))
+				return nil, nil, fallback("%s: a %s block changed whose address %s is not a resource of the module", shown, b.Kind, keyless(t))
 			}
 			out[node{m.Path, key}] = true
 		case "ephemeral":
@@ -194,10 +214,10 @@ func fileChanges(m *Module, name, shown string, old map[string]*Block) (map[node
 			if strings.Contains(what, "#") {
 				what = "a " + old[id].Kind + " block"
 			}
-			return nil, fallback("%s: %s was deleted, which the slice cannot plan (its objects are not in the configuration)", shown, what)
+			return nil, nil, fallback("%s: %s was deleted, which the slice cannot plan (its objects are not in the configuration)", shown, what)
 		}
 	}
-	return out, nil
+	return out, reachedBy, nil
 }
 
 // dependents returns every resource and data source whose closure holds one
@@ -235,4 +255,90 @@ func (c *Config) dependents(from []node) []node {
 		}
 	}
 	return out
+}
+
+// unlisted returns the first file (slash-separated, relative, sorted) of
+// the configuration under headDir or baseDir that is not the same in both
+// and not in listed; "" when every difference is listed. Entries that are
+// not configuration (notConfig) are not compared.
+func unlisted(headDir, baseDir string, listed map[string]bool) (string, error) {
+	head, err := treeFiles(headDir)
+	if err != nil {
+		return "", err
+	}
+	base, err := treeFiles(baseDir)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(head)+len(base))
+	for n := range head {
+		names = append(names, n)
+	}
+	for n := range base {
+		if _, ok := head[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if listed[n] {
+			continue
+		}
+		h, inHead := head[n]
+		b, inBase := base[n]
+		if !inHead || !inBase {
+			return n, nil
+		}
+		same, err := sameFile(h, b)
+		if err != nil {
+			return "", err
+		}
+		if !same {
+			return n, nil
+		}
+	}
+	return "", nil
+}
+
+// treeFiles lists the configuration's files under dir: relative
+// slash-separated path → absolute path.
+func treeFiles(dir string) (map[string]string, error) {
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if notConfig(d) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = p
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("comparing the configuration with the base: %w", err)
+	}
+	return out, nil
+}
+
+// sameFile reports whether two files hold the same bytes.
+func sameFile(a, b string) (bool, error) {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		return false, fmt.Errorf("comparing the configuration with the base: %w", err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		return false, fmt.Errorf("comparing the configuration with the base: %w", err)
+	}
+	return bytes.Equal(x, y), nil
 }

@@ -44,6 +44,7 @@ func edit(t *testing.T, dir, file, old, new string) {
 func TestFileScope(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
+		common   map[string]string // written to the base and the head
 		change   func(t *testing.T, head string)
 		files    []string
 		targets  []string
@@ -61,6 +62,33 @@ func TestFileScope(t *testing.T) {
 			change:  func(t *testing.T, h string) { edit(t, h, "mod/main.tf", `svc["a"].id`, `svc["b"].id`) },
 			files:   []string{"mod/main.tf"},
 			targets: []string{"module.app.terraform_data.side", "module.app.terraform_data.svc", "terraform_data.uses_app"},
+		},
+		"a changed resource reaches what reads it": {
+			change: func(t *testing.T, h string) {
+				edit(t, h, "mod/main.tf", `"${var.name}-${each.key}"`, `"${var.name}+${each.key}"`)
+			},
+			files:   []string{"mod/main.tf"},
+			targets: []string{"module.app.terraform_data.side", "module.app.terraform_data.svc", "terraform_data.uses_app"},
+		},
+		"a changed resource reaches what its replace_triggered_by names": {
+			common:  map[string]string{"mod/trig.tf": "resource \"terraform_data\" \"trig\" {\n  lifecycle {\n    replace_triggered_by = [terraform_data.side]\n  }\n}\n"},
+			change:  func(t *testing.T, h string) { edit(t, h, "mod/main.tf", `input = "side"`, `input = "side2"`) },
+			files:   []string{"mod/main.tf"},
+			targets: []string{"module.app.terraform_data.side", "module.app.terraform_data.svc", "module.app.terraform_data.trig"},
+		},
+		"a changed file left out of the list": {
+			change: func(t *testing.T, h string) {
+				edit(t, h, "main.tf", `input = local.other`, `input = "other"`)
+				edit(t, h, "mod/main.tf", `input = "side"`, `input = "side2"`)
+			},
+			files:    []string{"mod/main.tf"},
+			fallback: "main.tf differs from the base but is not among the changed files",
+		},
+		"a file the base has and the list leaves out": {
+			common:   map[string]string{"extra.tf": "resource \"terraform_data\" \"extra\" {}\n"},
+			change:   func(t *testing.T, h string) { writeFiles(t, h, nil); os.Remove(filepath.Join(h, "extra.tf")) },
+			files:    []string{"main.tf"},
+			fallback: "extra.tf differs from the base but is not among the changed files",
 		},
 		"a new file declares its resources": {
 			change: func(t *testing.T, h string) {
@@ -109,6 +137,8 @@ func TestFileScope(t *testing.T) {
 			if name == "a deleted file" {
 				writeFiles(t, base, map[string]string{"gone.tf": "resource \"terraform_data\" \"gone\" {}\n"})
 			}
+			writeFiles(t, base, tc.common)
+			writeFiles(t, head, tc.common)
 			if tc.change != nil {
 				tc.change(t, head)
 			}

@@ -74,15 +74,13 @@ func (c *Closure) copyOthers(dir string) error {
 		if err != nil {
 			return err
 		}
-		name := d.Name()
 		if d.IsDir() {
-			switch name {
-			case ".terraform", ".git", ".kl", "terraform.tfstate.d":
+			if notConfig(d) {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if sliced[p] || !d.Type().IsRegular() || strings.HasSuffix(name, ".tfstate") || strings.HasSuffix(name, ".tfstate.backup") {
+		if sliced[p] || notConfig(d) {
 			return nil
 		}
 		rel, err := filepath.Rel(c.cfg.Dir, p)
@@ -95,6 +93,17 @@ func (c *Closure) copyOthers(dir string) error {
 		return fmt.Errorf("writing slice: %w", err)
 	}
 	return nil
+}
+
+// notConfig reports whether an entry of a root module directory is not
+// part of its configuration: Terraform's data dir, a VCS or Kilolock dir,
+// workspaces' and local states, anything not a regular file or directory.
+func notConfig(d fs.DirEntry) bool {
+	name := d.Name()
+	if d.IsDir() {
+		return name == ".terraform" || name == ".git" || name == ".kl" || name == "terraform.tfstate.d"
+	}
+	return !d.Type().IsRegular() || strings.HasSuffix(name, ".tfstate") || strings.HasSuffix(name, ".tfstate.backup")
 }
 
 // copyFile copies the regular file src to dst, creating dst's directory,

@@ -122,9 +122,21 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 		// the targets; the closure holds what they depend on, not that.
 		return nil, fellBack("", "a destroy plan also destroys what depends on its targets, which the closure does not hold"), nil
 	}
+	if in.Options.RefreshOnly {
+		// A refresh-only plan records what changed outside Terraform,
+		// anywhere in the state; a slice would hide the rest.
+		return nil, fellBack("", "a refresh-only plan refreshes every object of the state, not a closure"), nil
+	}
 	c, fell, err := closureOf(in, dir)
 	if err != nil || fell != nil {
 		return nil, fell, err
+	}
+	for _, r := range in.Replace {
+		if !c.Contains(string(r)) {
+			// terraform plan -target … -replace of an address outside the
+			// targets plans no replacement, and says nothing of it.
+			return nil, fellBack("", fmt.Sprintf("the replacement of %s is outside the closure: the slice's plan would not replace it", r)), nil
+		}
 	}
 	head, err := e.Store.GetVersion(ctx, st.Name, st.HeadSerial)
 	if err != nil {
@@ -199,7 +211,12 @@ func closureOf(in PlanInput, dir string) (*closure.Closure, *Marker, error) {
 		return nil, m, err
 	}
 	var scope *closure.Scope
-	if len(in.ChangedFiles) > 0 && len(in.Targets) == 0 {
+	if len(in.ChangedFiles) > 0 && len(in.Targets) > 0 {
+		// Either scope alone is what the plan claims: targets would plan
+		// none of the files' changes outside them, and say nothing.
+		return nil, nil, Errorf(ErrInvalid, "a native-lane plan is scoped by its targets or by its changed files, not both")
+	}
+	if len(in.ChangedFiles) > 0 {
 		if in.BaseDir == "" {
 			return nil, nil, Errorf(ErrInvalid, "a native-lane plan scoped to changed files needs the base's root module directory to compare them with (kl plan --base-dir)")
 		}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -174,6 +175,10 @@ func TestNativeLaneFallsBack(t *testing.T) {
 			"terraform.tfvars changed"},
 		"a destroy plan": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.r"}, Options: engine.PlanOptions{Destroy: true}},
 			"a destroy plan also destroys what depends on its targets"},
+		"a replacement outside the closure": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.r"}, Replace: []string{"terraform_data.y"}},
+			"the replacement of terraform_data.y is outside the closure"},
+		"a refresh-only plan": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.r"}, Options: engine.PlanOptions{RefreshOnly: true}},
+			"a refresh-only plan refreshes every object of the state"},
 		"auto on a small state": {engine.PlanInput{Lane: engine.LaneChoiceAuto, Targets: []string{"terraform_data.r"}},
 			"lane auto: the closure holds 2 of the state's 0 resources"},
 	} {
@@ -200,6 +205,11 @@ func TestNativeLaneFallsBack(t *testing.T) {
 	if _, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: base, Actor: "alice", Lane: engine.LaneChoiceNative,
 		ChangedFiles: []string{"main.tf"}}); err == nil || !strings.Contains(err.Error(), "--base-dir") {
 		t.Errorf("changed files without a base dir: %v, want an error naming --base-dir", err)
+	}
+	if _, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: base, Actor: "alice", Lane: engine.LaneChoiceNative,
+		Targets: []string{"terraform_data.r"}, ChangedFiles: []string{"main.tf"}, BaseDir: base}); !errors.Is(err, engine.ErrInvalid) ||
+		!strings.Contains(err.Error(), "not both") {
+		t.Errorf("targets and changed files: %v, want ErrInvalid saying a plan is scoped one way, not both", err)
 	}
 }
 
@@ -266,4 +276,127 @@ func (h *harness) planIn(dir string, lane engine.LaneChoice, tgt ...string) engi
 		h.t.Fatalf("Plan: %v", err)
 	}
 	return out.Run
+}
+
+// writeTree writes files (path relative to dir → content) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNativeLaneModulesAndDependents: what a fresh-eyes tester broke.
+// (1) A resource of a module called with count: its entries are one per
+// module instance, and the slice's state holds them all, so Terraform
+// updates the objects in place instead of creating a second of each (the
+// slice had read none, and the apply orphaned the originals). (2) A
+// changed resource reaches what reads it and what its
+// replace_triggered_by names in other files: they are in the scope, so a
+// full plan after the native apply has nothing left to do.
+func TestNativeLaneModulesAndDependents(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	files := map[string]string{
+		"main.tf":   "module \"m\" {\n  source = \"./m\"\n  count  = 2\n}\n",
+		"m/main.tf": "resource \"terraform_data\" \"inner\" {\n  input = \"inner\"\n}\n",
+		"a.tf":      "resource \"terraform_data\" \"a\" {\n  input = \"a1\"\n}\n",
+		"b.tf": "resource \"terraform_data\" \"b\" {\n  input = terraform_data.a.output\n}\n\n" +
+			"resource \"terraform_data\" \"c\" {\n  lifecycle {\n    replace_triggered_by = [terraform_data.a]\n  }\n}\n\n" +
+			"resource \"terraform_data\" \"apart\" {\n  input = \"apart\"\n}\n",
+	}
+	base := filepath.Join(h.dir, "tree0")
+	writeTree(t, base, files)
+	h.apply(h.planIn(base, "").ID)
+	doc0, _, _ := h.eng.Pull(h.ctx, testState, -1)
+	idsBefore := objectIDs(t, doc0)
+
+	step := func(name, prev, file, old, new string) (string, *engine.PlanOutcome) {
+		t.Helper()
+		dir := filepath.Join(h.dir, name)
+		if err := os.CopyFS(dir, os.DirFS(prev)); err != nil {
+			t.Fatal(err)
+		}
+		files[file] = strings.Replace(files[file], old, new, 1)
+		writeTree(t, dir, map[string]string{file: files[file]})
+		out, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: dir, Actor: "alice", Lane: engine.LaneChoiceNative,
+			ChangedFiles: []string{file}, BaseDir: prev})
+		if err != nil {
+			t.Fatalf("%s: Plan: %v", name, err)
+		}
+		if env := out.Run.Envelope; env.Lane != engine.LaneNative || env.Slice == nil || !env.Slice.Proved {
+			t.Fatalf("%s: lane %s (%s), slice %+v: want a proved native-lane plan", name, env.Lane, env.LaneReason, env.Slice)
+		}
+		return dir, out
+	}
+
+	head1, out := step("tree1", base, "m/main.tf", `= "inner"`, `= "inner2"`)
+	if sl := out.Run.Envelope.Slice; sl.Entries != 2 {
+		t.Errorf("slice of module.m's resource: %d entries, want both module instances' (2)", sl.Entries)
+	}
+	ap := h.apply(out.Run.ID)
+	if !ap.Version.Provenance.Exact {
+		t.Errorf("commit of the module change not exact: %+v", ap.Version.Provenance.Deviation)
+	}
+	doc1, _, _ := h.eng.Pull(h.ctx, testState, -1)
+	idsAfter := objectIDs(t, doc1)
+	for _, a := range []string{"module.m[0].terraform_data.inner", "module.m[1].terraform_data.inner"} {
+		if idsBefore[a] == "" || idsAfter[a] != idsBefore[a] {
+			t.Errorf("%s: object %q before, %q after: want the same object updated in place", a, idsBefore[a], idsAfter[a])
+		}
+	}
+	if len(idsAfter) != len(idsBefore) {
+		t.Errorf("objects after the module change: %v, before %v", idsAfter, idsBefore)
+	}
+
+	head2, out := step("tree2", head1, "a.tf", `= "a1"`, `= "a2"`)
+	for _, want := range []engine.Address{"terraform_data.a", "terraform_data.b", "terraform_data.c"} {
+		if !out.Run.Envelope.Slice.Closure.Contains(want) {
+			t.Errorf("closure %v lacks %s, which reads or is replaced by the changed terraform_data.a", out.Run.Envelope.Slice.Closure, want)
+		}
+	}
+	h.apply(out.Run.ID)
+	doc2, _, _ := h.eng.Pull(h.ctx, testState, -1)
+	if got := objectIDs(t, doc2)["terraform_data.c"]; got == idsAfter["terraform_data.c"] {
+		t.Errorf("terraform_data.c kept object %s: its replace_triggered_by names the changed a", got)
+	}
+	if plan := terraformPlan(t, h, head2, doc2); !strings.Contains(plan, "No changes.") {
+		t.Errorf("full plan after the native applies:\n%s\nwant no changes", plan)
+	}
+}
+
+// objectIDs is a state's object ids by instance address (resource
+// entries of one instance each, module instance keys kept).
+func objectIDs(t *testing.T, doc []byte) map[string]string {
+	t.Helper()
+	var raw struct {
+		Resources []struct {
+			Module, Type, Name string
+			Instances          []struct {
+				Attributes struct {
+					ID string `json:"id"`
+				} `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(doc, &raw); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range raw.Resources {
+		a := r.Type + "." + r.Name
+		if r.Module != "" {
+			a = r.Module + "." + a
+		}
+		for _, in := range r.Instances {
+			out[a] = in.Attributes.ID
+		}
+	}
+	return out
 }

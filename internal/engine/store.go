@@ -28,8 +28,10 @@ type Store interface {
 	// Slice returns the document of version serial of state holding only
 	// the resource entries at addresses (a resource's entry, or the entry
 	// holding an instance) with the version's serial, lineage and outputs:
-	// the native lane's fetch (ADR 0068; issue 17). An address without an
-	// entry is left out. ErrNotFound if unknown; ErrInvalid for an address
+	// the native lane's fetch (ADR 0068; issue 17). An address without
+	// module instance keys (`module.app.x.y`, as the configuration names
+	// it) reads every module instance's entry of the resource; one with
+	// keys, that instance's. An address without an entry is left out. ErrNotFound if unknown; ErrInvalid for an address
 	// that names no resource.
 	Slice(ctx context.Context, state string, serial int64, addresses []Address) ([]byte, error)
 	// History returns versions newest first: serial < q.Before (0: from the

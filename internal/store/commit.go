@@ -442,28 +442,62 @@ func (a Algorithms) Snapshot(ctx context.Context, state string, serial int64) ([
 }
 
 // Slice is engine.Store.Slice over a.DB: the document of version serial of
-// state holding only the resource entries at addresses (resource or
-// instance addresses: an instance's whole entry, tfstate.EntryAddress),
-// with the version's header (serial, lineage, outputs) — read from the
-// entries asked for alone when the version is a manifest (ADR 0068), cut
-// from its snapshot otherwise. An address the version has no entry at is
-// left out. ErrNotFound if the state or serial is unknown; ErrInvalid for
-// an address that is not a resource's.
+// state holding only the resource entries at addresses, with the version's
+// header (serial, lineage, outputs) — read from the entries asked for alone
+// when the version is a manifest (ADR 0068), cut from its snapshot
+// otherwise. An address with module instance keys
+// (`module.app[0].x.y`, or an instance of it) reads that entry; one
+// without (`module.app.x.y`, as the configuration names a resource) reads
+// every module instance's entry of the resource — a module called with
+// count or for_each holds one entry per instance, and the native lane's
+// closure names resources as the configuration does. An address the
+// version has no entry at is left out. ErrNotFound if the state or serial
+// is unknown; ErrInvalid for an address that is not a resource's.
 func (a Algorithms) Slice(ctx context.Context, state string, serial int64, addresses []engine.Address) ([]byte, error) {
-	want := make([]string, 0, len(addresses))
+	resources := make([]string, 0, len(addresses))
+	keyed := map[string]bool{} // entry addresses asked for with module instance keys
+	every := map[string]bool{} // resources asked for without
 	for _, addr := range addresses {
-		ea, err := tfstate.EntryAddress(string(addr))
+		t, err := tfstate.ParseTarget(string(addr))
+		if err == nil && t.Resource == nil {
+			err = fmt.Errorf("address %q is a module instance, not a resource: it names no one resource entry", addr)
+		}
 		if err != nil {
 			return nil, engine.Errorf(engine.ErrInvalid, "reading a slice of version %d of state %s: %v", serial, state, err)
 		}
-		want = append(want, ea)
+		ea, _ := tfstate.EntryAddress(string(addr))
+		res := tfstate.ResourceAddress(tfstate.ModulePath(t.Module), t.Resource.Mode, t.Resource.Type, t.Resource.Name)
+		if ea == res {
+			every[res] = true
+		} else {
+			keyed[ea] = true
+		}
+		resources = append(resources, res)
 	}
-	slices.Sort(want)
-	doc, err := readDoc(ctx, a.DB, state, serial, ManifestQuery{Entries: slices.Compact(want)})
+	slices.Sort(resources)
+	doc, err := readDoc(ctx, a.DB, state, serial, ManifestQuery{Resources: slices.Compact(resources)})
+	if err == nil && len(keyed) > 0 {
+		doc, err = keepEntries(doc, func(r *tfstate.Resource) bool { return every[r.Address()] || keyed[r.EntryAddress()] })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading a slice of version %d of state %s: %w", serial, state, err)
 	}
 	return doc, nil
+}
+
+// keepEntries is doc with only the entries keep keeps.
+func keepEntries(doc []byte, keep func(*tfstate.Resource) bool) ([]byte, error) {
+	s, err := tfstate.Parse(doc)
+	if err != nil {
+		return nil, err
+	}
+	var kept []tfstate.Resource
+	for i := range s.Resources {
+		if keep(&s.Resources[i]) {
+			kept = append(kept, s.Resources[i])
+		}
+	}
+	return tfstate.Assemble(s.Header(), kept).Marshal()
 }
 
 // VersionArgs are the values of a versions row for v and its document as

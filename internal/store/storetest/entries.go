@@ -341,6 +341,36 @@ func testSlice(t *testing.T, s EntriesStore) {
 			t.Fatalf("Slice(%d, %v):\n%s\nwant\n%s", tc.serial, tc.ask, got, want)
 		}
 	}
+	// A resource of a module called with count or for_each: its address
+	// without module instance keys (as the configuration names it) reads
+	// every module instance's entry; with keys, that instance's alone.
+	var m0, m1 []tfstate.Resource
+	for _, r := range v2.Resources {
+		switch r.Module {
+		case "module.m00[0]":
+			m0 = append(m0, r)
+		case "module.m00[1]":
+			m1 = append(m1, r)
+		}
+	}
+	if len(m0) == 0 || len(m1) == 0 {
+		t.Fatal("the fixture has no resources in module.m00[0] and module.m00[1]")
+	}
+	for _, tc := range []struct {
+		ask  engine.Address
+		want []tfstate.Resource
+	}{
+		{engine.Address(m0[0].Address()), []tfstate.Resource{m0[0], m1[0]}},
+		{engine.Address(m1[0].EntryAddress()), []tfstate.Resource{m1[0]}},
+	} {
+		got, err := s.Slice(ctx, "s", 2, []engine.Address{tc.ask})
+		if err != nil {
+			t.Fatalf("Slice(2, %s): %v", tc.ask, err)
+		}
+		if want := marshal(t, tfstate.Assemble(withSerial(base, 2).Header(), tc.want)); !bytes.Equal(got, want) {
+			t.Fatalf("Slice(2, %s):\n%s\nwant\n%s", tc.ask, got, want)
+		}
+	}
 	if _, err := s.Slice(ctx, "s", 2, []engine.Address{"module.m00"}); !isKind(err, engine.ErrInvalid) {
 		t.Fatalf("Slice of a module instance: %v; want ErrInvalid", err)
 	}
