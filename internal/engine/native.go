@@ -117,22 +117,15 @@ func fellBack(check, reason string) *Marker {
 // the terraform lane, a lanePlan without a result that says why. err is
 // bad input (ErrInvalid) or a cancelled context: the plan fails.
 func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput, dir string) (*lanePlan, *Marker, error) {
-	if in.Options.Destroy {
-		// terraform plan -destroy -target also destroys what depends on
-		// the targets; the closure holds what they depend on, not that.
-		return nil, fellBack("", "a destroy plan also destroys what depends on its targets, which the closure does not hold"), nil
-	}
-	if in.Options.RefreshOnly {
-		// A refresh-only plan records what changed outside Terraform,
-		// anywhere in the state; a slice would hide the rest.
-		return nil, fellBack("", "a refresh-only plan refreshes every object of the state, not a closure"), nil
+	if m := optionsFallBack(in.Options); m != nil {
+		return nil, m, nil
 	}
 	c, fell, err := closureOf(in, dir)
 	if err != nil || fell != nil {
 		return nil, fell, err
 	}
 	for _, r := range in.Replace {
-		if !c.Contains(string(r)) {
+		if !c.Contains(r) {
 			// terraform plan -target … -replace of an address outside the
 			// targets plans no replacement, and says nothing of it.
 			return nil, fellBack("", fmt.Sprintf("the replacement of %s is outside the closure: the slice's plan would not replace it", r)), nil
@@ -198,6 +191,22 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 		}
 	}
 	return lp, nil, nil
+}
+
+// optionsFallBack is the fell-back marker of plan options a slice cannot
+// plan, nil for none.
+func optionsFallBack(o PlanOptions) *Marker {
+	switch {
+	case o.Destroy:
+		// terraform plan -destroy -target also destroys what depends on
+		// the targets; the closure holds what they depend on, not that.
+		return fellBack("", "a destroy plan also destroys what depends on its targets, which the closure does not hold")
+	case o.RefreshOnly:
+		// A refresh-only plan records what changed outside Terraform,
+		// anywhere in the state; a slice would hide the rest.
+		return fellBack("", "a refresh-only plan refreshes every object of the state, not a closure")
+	}
+	return nil
 }
 
 // closureOf loads dir and computes the closure of in's scope: its changed
