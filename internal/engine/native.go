@@ -122,6 +122,9 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 		// the targets; the closure holds what they depend on, not that.
 		return nil, fellBack("", "a destroy plan also destroys what depends on its targets, which the closure does not hold"), nil
 	}
+	if in.ScopeIncomplete != "" && len(in.Targets) == 0 {
+		return nil, fellBack("", in.ScopeIncomplete), nil
+	}
 	c, fell, err := closureOf(in, dir)
 	if err != nil || fell != nil {
 		return nil, fell, err

@@ -172,6 +172,8 @@ func TestNativeLaneFallsBack(t *testing.T) {
 			"not declared in the configuration"},
 		"a var file changed": {engine.PlanInput{Lane: engine.LaneChoiceNative, ChangedFiles: []string{"terraform.tfvars"}, BaseDir: base},
 			"terraform.tfvars changed"},
+		"a partial list of changed files": {engine.PlanInput{Lane: engine.LaneChoiceNative, ChangedFiles: []string{"main.tf"}, BaseDir: base,
+			ScopeIncomplete: "GitHub lists 3000 of the pull request's 3001 changed files"}, "GitHub lists 3000 of the pull request's 3001 changed files"},
 		"a destroy plan": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.r"}, Options: engine.PlanOptions{Destroy: true}},
 			"a destroy plan also destroys what depends on its targets"},
 		"auto on a small state": {engine.PlanInput{Lane: engine.LaneChoiceAuto, Targets: []string{"terraform_data.r"}},
