@@ -150,4 +150,35 @@ func TestNativeLane(t *testing.T) {
 	if strings.Contains(c.Summary, "lane           native") {
 		t.Errorf("PR 4 planned on the native lane:\n%s", c.Summary)
 	}
+
+	// validate: merge (the default): "/kl apply" does not validate; the
+	// apply at merge does.
+	h.fake.SetFile(repo, githubfake.DefaultBranch, "kl.yaml", []byte("version: 1\nlane: native\nprojects:\n  - name: infra\n    dir: infra\n    state: acme/infra\n"))
+	dnsC := [3]string{"infra/dns.tf", `"dns_c-v1"`, `"dns_c-v2"`}
+	p6 := pr{6, sha(6), change(t, up, dnsC), []string{"infra/dns.tf"}}
+	h.open(t, p6)
+	h.settle()
+	h.comment(t, 6, "alice", "/kl apply")
+	h.settle()
+	c = h.one(t, p6.head, "kl apply · infra")
+	if c.Conclusion != "success" || strings.Contains(c.Summary, "**validation:**") || !strings.Contains(c.Summary, "**lane:** native") {
+		t.Fatalf("PR 6 (validate: merge, applied by comment): apply %s %q, want applied on the native lane without validation:\n%s", c.Conclusion, c.Title, c.Summary)
+	}
+	h.mergePR(t, p6)
+	h.fake.SetFile(repo, githubfake.DefaultBranch, "kl.yaml", []byte("version: 1\nlane: native\napply_trigger: merge\nprojects:\n  - name: infra\n    dir: infra\n    state: acme/infra\n"))
+	net := [3]string{"infra/net.tf", `"net_subnet_d-v1"`, `"net_subnet_d-v2"`}
+	p7 := pr{7, sha(7), change(t, up, dnsC, net), []string{"infra/net.tf"}}
+	h.open(t, p7)
+	h.settle()
+	if c := h.one(t, p7.head, "kl plan · infra"); !strings.Contains(c.Summary, "**lane:** native") {
+		t.Fatalf("PR 7: plan %s %q, want the native lane:\n%s", c.Conclusion, c.Title, c.Summary)
+	}
+	h.merged(t, p7, sha(70), change(t, up, dnsC, net))
+	h.settle()
+	c = h.one(t, p7.head, "kl apply · infra")
+	if c.Conclusion != "success" {
+		t.Fatalf("PR 7 merged: apply %s %q:\n%s", c.Conclusion, c.Title, c.Summary)
+	}
+	mustContain(t, "PR 7's apply at merge (validate: merge)", c.Summary, "**validation:** native intent unchanged")
+	golden(t, "lane/pr7.apply.md", c.Summary)
 }
