@@ -115,7 +115,9 @@ func TestNativeLane(t *testing.T) {
 	mustContain(t, "PR 5's refused apply", c.Summary, "Refused: validation changed the native intent",
 		"**native intent:** `terraform_data.dns_b: update sha256:", "**terraform lane intent:** `terraform_data.dns_b: update sha256:")
 	golden(t, "lane/pr5.apply.md", c.Summary)
-	mustContain(t, "PR 5's sticky comment", h.stickyOnce(t, 5, "validation changed"), "validation changed the native intent")
+	sticky := h.stickyOnce(t, 5, "validation changed")
+	mustContain(t, "PR 5's sticky comment", sticky, "validation changed the native intent")
+	h.noCLICommands(t, 2, 5)
 	if serial := h.headSerial(); serial != 2 {
 		t.Fatalf("head serial %d after PR 5's refused apply, want 2", serial)
 	}

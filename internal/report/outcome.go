@@ -440,7 +440,7 @@ func validationRefusal(a engine.Run, m engine.Marker, replans []engine.Run) refu
 		fmt.Sprintf(" of the whole configuration against head %d plans something else for ", m.Serial), addrs(m.Addresses))
 	if r.replan == nil || r.replan.Status == engine.StatusPlanned {
 		r.nextCmd = "kl apply " + m.Other
-		r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", cmdSpan(r.nextCmd, command{verb: verbApplyReplan}))
+		r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", cmdSpan(r.nextCmd, command{verb: verbApplyValidation}))
 	} else {
 		r.next = words("validation plan ", runSpan(m.Other), " is ", replanStatusWords(r.replan))
 	}
