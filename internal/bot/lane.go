@@ -62,7 +62,7 @@ func (b *Bot) laneInput(ctx context.Context, c Client, repo github.Repo, co *che
 		if !loaded && co.root != "" {
 			sources, loaded = outsideSources(filepath.Join(co.root, filepath.FromSlash(p.Dir))), true
 		}
-		if why := outsideChange(co.root, p, f, sources); why != "" {
+		if why := outsideChange(co.root, p, f, sources, otherDirs(co.config, p)); why != "" {
 			in.ScopeIncomplete = why
 			return nil
 		}
@@ -81,16 +81,23 @@ func (b *Bot) laneInput(ctx context.Context, c Client, repo github.Repo, co *che
 // it (the closure sees only the root module directory), or "" when it is
 // not the project's: f matches p's when_modified; f is a Terraform file
 // (.tf, .tf.json, .tfvars, .tfvars.json: a module the configuration calls,
-// or one such a module calls); or f lies in a module source outside the
-// dir that the configuration calls (sources, absolute; root is the
-// checkout's root).
-func outsideChange(root string, p klyaml.Project, f string, sources []string) string {
+// or one such a module calls) outside the dirs of the other projects
+// (others: another root module's files are its own); or f lies in a module
+// source outside the dir that the configuration calls (sources, absolute;
+// root is the checkout's root), another project's dir included.
+func outsideChange(root string, p klyaml.Project, f string, sources, others []string) string {
 	out := fmt.Sprintf("%s changed outside the project's dir %s", f, p.Dir)
 	if len(p.Touches([]string{f})) > 0 {
 		return out + " (it matches when_modified): the closure sees only the root module directory"
 	}
+	inOther := false
+	for _, d := range others {
+		if _, ok := within(d, f); ok {
+			inOther = true
+		}
+	}
 	for _, ext := range []string{".tf", ".tf.json", ".tfvars", ".tfvars.json"} {
-		if strings.HasSuffix(f, ext) {
+		if strings.HasSuffix(f, ext) && !inOther {
 			return out + ": a Terraform file there may be a module the configuration calls, which the closure does not see"
 		}
 	}
@@ -101,6 +108,21 @@ func outsideChange(root string, p klyaml.Project, f string, sources []string) st
 		}
 	}
 	return ""
+}
+
+// otherDirs are the dirs of cfg's projects other than p (none for a nil
+// cfg), the repository root's (".") left out: every file is inside it.
+func otherDirs(cfg *klyaml.Config, p klyaml.Project) []string {
+	var out []string
+	if cfg == nil {
+		return nil
+	}
+	for _, o := range cfg.Projects {
+		if o.Name != p.Name && o.Dir != p.Dir && o.Dir != "." {
+			out = append(out, o.Dir)
+		}
+	}
+	return out
 }
 
 // outsideSources are the module sources outside dir that the

@@ -45,11 +45,17 @@ func TestLaneInput(t *testing.T) {
 	}
 	root := t.TempDir()
 	src := filepath.Join(root, "infra", "modules", "net")
-	if why := outsideChange(root, p, "infra/modules/net/user-data.sh", []string{src}); !strings.Contains(why, "in the source of a module the configuration calls") {
+	if why := outsideChange(root, p, "infra/modules/net/user-data.sh", []string{src}, nil); !strings.Contains(why, "in the source of a module the configuration calls") {
 		t.Errorf("a template of a called module outside the dir: %q, want a fall-back reason", why)
 	}
-	if why := outsideChange(root, p, "infra/modules/network/user-data.sh", []string{src}); why != "" {
+	if why := outsideChange(root, p, "infra/modules/network/user-data.sh", []string{src}, nil); why != "" {
 		t.Errorf("a file beside a called module's source: %q, want none", why)
+	}
+	if why := outsideChange(root, p, "infra/staging/main.tf", []string{src}, []string{"infra/staging"}); why != "" {
+		t.Errorf("a Terraform file of another project: %q, want none (it is that project's)", why)
+	}
+	if why := outsideChange(root, p, "infra/modules/net/main.tf", []string{src}, []string{"infra/modules/net"}); why == "" {
+		t.Error("a file of another project's dir that this one calls as a module: want a fall-back reason")
 	}
 	if got := partialListing(3000, 3000); got != "" {
 		t.Errorf("3000 files of 3000 listed: %q, want whole", got)
