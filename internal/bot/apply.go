@@ -409,6 +409,7 @@ func (b *Bot) runApply(ctx context.Context, jr *jobRun, x *applyCtx, r projectRo
 	}
 	out, err := b.eng.Apply(ctx, engine.ApplyInput{
 		PlanRun: plan, State: r.State, Actor: a.Actor, Wait: b.opts.ApplyWait, Park: true, Resume: p.Run, MergeCommit: mc, AfterMerge: merged,
+		Validate: validates(r.Config, pr.Merged),
 		PR:       &engine.PullRequest{Repo: a.Repo, Number: a.PR, HeadSHA: pr.HeadSHA, URL: pr.HTMLURL},
 		Progress: jr.progress(lc),
 		OnReserved: func(run string) {
@@ -434,6 +435,23 @@ func (b *Bot) runApply(ctx context.Context, jr *jobRun, x *applyCtx, r projectRo
 		return res, err
 	}
 	return b.reportApply(ctx, x, r, runID, err)
+}
+
+// validates is whether an apply of project p's plan (p's rules as
+// applyRules read them again; merged: an apply at merge) runs the
+// validation re-plan of a native-lane plan first (engine.ApplyInput.
+// Validate; ignored for a terraform-lane plan): validate: always, or merge
+// at merge (ADR 0069 §9, ADR 0070) — or a lane tightened to terraform
+// since the plan: the default branch asks for the whole plan now, which
+// the validation is.
+func validates(p klyaml.Project, merged bool) bool {
+	switch {
+	case p.Lane == engine.LaneChoiceTerraform, p.Validate == klyaml.ValidateAlways:
+		return true
+	case p.Validate == klyaml.ValidateNever:
+		return false
+	}
+	return merged // merge, and "" (stored before the key): ADR 0070's default
 }
 
 // applyRunOf is the apply run engine.Apply's answer (out, err) is about,

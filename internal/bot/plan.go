@@ -17,11 +17,16 @@ import (
 
 // checkout is a pull request's head commit, extracted for one job.
 type checkout struct {
-	pr     github.PullRequest
-	head   string
-	files  []string // changed files, repository-relative (renames: both names)
-	root   string   // the extracted repository
-	config *klyaml.Config
+	pr    github.PullRequest
+	head  string
+	files []string // changed files, repository-relative (renames: both names)
+	root  string   // the extracted repository
+	// partial says why files are not all the pull request changes (""
+	// when they are: partialListing); baseRoot is the base commit's
+	// extracted tree once a native-lane plan needed it (baseTree).
+	partial  string
+	baseRoot string
+	config   *klyaml.Config
 	// names are the projects to plan, in order; touched their changed
 	// files (preparePlan).
 	names   []string
@@ -30,8 +35,13 @@ type checkout struct {
 
 // remove deletes the checkout (nil: nothing).
 func (co *checkout) remove() {
-	if co != nil && co.root != "" {
-		os.RemoveAll(filepath.Dir(co.root))
+	if co == nil {
+		return
+	}
+	for _, root := range []string{co.root, co.baseRoot} {
+		if root != "" {
+			os.RemoveAll(filepath.Dir(root))
+		}
 	}
 }
 
@@ -235,6 +245,7 @@ func (b *Bot) checkout(ctx context.Context, c Client, repo github.Repo, pr githu
 			co.files = append(co.files, f.PreviousFilename)
 		}
 	}
+	co.partial = partialListing(len(files), pr.ChangedFiles)
 	root, err := b.fetchTree(ctx, c, repo, pr.HeadSHA)
 	if errors.Is(err, tarball.ErrUnsafe) {
 		return co, b.reportConfig(ctx, c, repo, pr.Number, report.ConfigProblem{Title: "the repository archive was refused", HeadSHA: pr.HeadSHA, Problem: err.Error()})
@@ -450,11 +461,15 @@ func (b *Bot) planProject(ctx context.Context, jr *jobRun, c Client, repo github
 	if err := jr.show(ctx, c, repo, lc, func(n *report.InProgress) { n.Phase, n.Behind = report.LivePlanning, nil }); err != nil {
 		return err
 	}
-	out, err := b.eng.Plan(ctx, engine.PlanInput{
+	in := engine.PlanInput{
 		State: p.State, Dir: filepath.Join(co.root, filepath.FromSlash(p.Dir)), ScopeDir: p.Dir, Actor: actor,
 		PR:        &engine.PullRequest{Repo: a.Repo, Number: a.PR, HeadSHA: co.head, URL: co.pr.HTMLURL},
 		CommitSHA: co.head, ChangedFiles: files, Options: a.Options,
-	})
+	}
+	if err := b.laneInput(ctx, c, repo, co, p, &in); err != nil { // kl.yaml lane: (ADR 0070)
+		return err
+	}
+	out, err := b.eng.Plan(ctx, in)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, engine.ErrReadOnly) {
 			// Shutting down, timed out, or locked out of the store by a

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,6 +185,33 @@ resource "terraform_data" "b" {}
 	var fb *closure.Fallback
 	if !errors.As(err, &fb) || !strings.Contains(fb.Reason, `source "hashicorp/consul/aws"`) {
 		t.Fatalf("err = %v, want a fallback naming the remote source", err)
+	}
+}
+
+// TestOutsideSources: the local module calls whose source leaves the root
+// module directory are listed, each once, absolute; a remote source and a
+// module inside the directory are not.
+func TestOutsideSources(t *testing.T) {
+	t.Parallel()
+	top := t.TempDir()
+	dir := filepath.Join(top, "prod")
+	for name, src := range map[string]string{
+		"prod/main.tf": "module \"net\" {\n  source = \"../modules/net\"\n}\n\nmodule \"net2\" {\n  source = \"../modules/net/\"\n}\n\n" +
+			"module \"app\" {\n  source = \"./app\"\n}\n\nmodule \"remote\" {\n  source = \"hashicorp/consul/aws\"\n}\n",
+		"prod/app/main.tf":    "resource \"terraform_data\" \"a\" {}\n",
+		"modules/net/main.tf": "resource \"terraform_data\" \"n\" {}\n",
+	} {
+		p := filepath.Join(top, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := load(t, dir).OutsideSources()
+	if want := []string{filepath.Join(top, "modules", "net")}; !slices.Equal(got, want) {
+		t.Errorf("OutsideSources = %q, want %q", got, want)
 	}
 }
 

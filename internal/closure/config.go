@@ -138,6 +138,29 @@ func Load(dir string) (*Config, error) {
 	return cfg, nil
 }
 
+// OutsideSources are the directories (absolute, cleaned, sorted, each
+// once) of the local module calls whose source is outside the root
+// module directory: modules the slice cannot write, whose files a change
+// may touch although no changed file of the directory shows it.
+func (c *Config) OutsideSources() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range c.paths {
+		m := c.modules[p]
+		for _, cl := range m.calls {
+			if cl.Child != nil || !isLocalSource(cl.Source) {
+				continue
+			}
+			if d := filepath.Clean(filepath.Join(m.Dir, filepath.FromSlash(cl.Source))); !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Module returns the module at path ("" for the root), or nil.
 func (c *Config) Module(path string) *Module { return c.modules[path] }
 

@@ -120,6 +120,9 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 	if m := optionsFallBack(in.Options); m != nil {
 		return nil, m, nil
 	}
+	if in.ScopeIncomplete != "" && len(in.Targets) == 0 {
+		return nil, fellBack("", in.ScopeIncomplete), nil
+	}
 	c, fell, err := closureOf(in, dir)
 	if err != nil || fell != nil {
 		return nil, fell, err

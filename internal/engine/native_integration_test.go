@@ -173,6 +173,8 @@ func TestNativeLaneFallsBack(t *testing.T) {
 			"not declared in the configuration"},
 		"a var file changed": {engine.PlanInput{Lane: engine.LaneChoiceNative, ChangedFiles: []string{"terraform.tfvars"}, BaseDir: base},
 			"terraform.tfvars changed"},
+		"a partial list of changed files": {engine.PlanInput{Lane: engine.LaneChoiceNative, ChangedFiles: []string{"main.tf"}, BaseDir: base,
+			ScopeIncomplete: "GitHub lists 3000 of the pull request's 3001 changed files"}, "GitHub lists 3000 of the pull request's 3001 changed files"},
 		"a destroy plan": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.r"}, Options: engine.PlanOptions{Destroy: true}},
 			"a destroy plan also destroys what depends on its targets"},
 		"a replacement outside the closure": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.r"}, Replace: []string{"terraform_data.y"}},

@@ -36,9 +36,17 @@ type PlanInput struct {
 	// docs/adr/0069-native-lane.md). The native lane scopes to Targets, or
 	// without targets to ChangedFiles against BaseDir (the base's root
 	// module directory, which holds each changed file's old content).
-	Lane     LaneChoice
-	BaseDir  string
-	Progress func(Progress)
+	Lane    LaneChoice
+	BaseDir string
+	// ScopeIncomplete says why ChangedFiles may not be every file the
+	// change touched (klbot: GitHub lists at most 3000 files of a pull
+	// request; a changed file outside the root module directory that
+	// touches the project). A native or auto plan scoped to changed files
+	// then falls back to the terraform lane with it as the fell-back
+	// marker's reason: a partial list would be a narrower scope than the
+	// change (ADR 0070). "" when the list is complete.
+	ScopeIncomplete string
+	Progress        func(Progress)
 	// SupersedeOlder: once this plan is stored, the open plans of PR of
 	// the same state, scope directory and workspace are superseded by it
 	// (SupersededByNewerPlan at CommitSHA), before its overlaps are

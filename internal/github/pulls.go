@@ -48,7 +48,16 @@ type PullRequest struct {
 	// rebased commit; in a merge queue, its merge group's commit); ""
 	// when GitHub names none.
 	MergeCommitSHA string
+	// ChangedFiles is changed_files: how many files the pull request
+	// changes, which may be more than ListPullRequestFiles lists
+	// (MaxListedFiles).
+	ChangedFiles int
 }
+
+// MaxListedFiles is how many files GitHub lists of a pull request at most
+// (GET /repos/{o}/{r}/pulls/{n}/files: "Responses include a maximum of
+// 3000 files"); a pull request changing more lists only the first 3000.
+const MaxListedFiles = 3000
 
 // GetPullRequest reads pull request number.
 func (c *Client) GetPullRequest(ctx context.Context, repo Repo, number int) (PullRequest, error) {
@@ -62,7 +71,7 @@ func (c *Client) GetPullRequest(ctx context.Context, repo Repo, number int) (Pul
 		HeadSHA: p.GetHead().GetSHA(), HeadRef: p.GetHead().GetRef(), HeadRepo: headRepo,
 		Fork:    isFork(headRepo, repo),
 		BaseRef: p.GetBase().GetRef(), BaseSHA: p.GetBase().GetSHA(), Author: p.GetUser().GetLogin(), HTMLURL: p.GetHTMLURL(),
-		MergeCommitSHA: p.GetMergeCommitSHA(),
+		MergeCommitSHA: p.GetMergeCommitSHA(), ChangedFiles: p.GetChangedFiles(),
 	}, nil
 }
 
@@ -83,7 +92,8 @@ type PullRequestFile struct {
 }
 
 // ListPullRequestFiles lists a pull request's changed files, every page.
-// GitHub lists at most 3000 files.
+// GitHub lists at most MaxListedFiles: compare with
+// PullRequest.ChangedFiles to know whether the list is whole.
 func (c *Client) ListPullRequestFiles(ctx context.Context, repo Repo, number int) ([]PullRequestFile, error) {
 	opts := &gh.ListOptions{PerPage: 100}
 	var out []PullRequestFile

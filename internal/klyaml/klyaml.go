@@ -1,6 +1,10 @@
 package klyaml
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/kilolock/kilolock/internal/engine"
+)
 
 // File is the repository configuration's path at the repository root.
 const File = "kl.yaml"
@@ -37,6 +41,20 @@ type OnRevert string
 const (
 	RevertWarn OnRevert = "warn"
 	RevertFail OnRevert = "fail"
+)
+
+// Validate says which applies of a native-lane plan first run its
+// validation re-plan (the whole configuration in the terraform lane, ADR
+// 0069 §9; engine.ApplyInput.Validate): the apply at merge only, every
+// apply, or none. A safety key (ADR 0040): never is the loosest, always
+// the tightest.
+type Validate string
+
+// Validate values, loosest first.
+const (
+	ValidateNever  Validate = "never"
+	ValidateMerge  Validate = "merge"
+	ValidateAlways Validate = "always"
 )
 
 // DefaultWhenModified is the when_modified of a project that sets none:
@@ -99,6 +117,15 @@ type Project struct {
 	// check run. Default false: the group's "kl" check run passes, saying
 	// it judged nothing. A safety key: true is the tighter value.
 	MergeQueue bool `json:"merge_queue,omitempty"`
+	// Lane is the lane a pull request's plan asks for (ADR 0069, ADR
+	// 0070): terraform (default), native or auto. A safety key: native
+	// is the loosest, terraform the tightest; "" (a project stored
+	// before the key) is terraform.
+	Lane engine.LaneChoice `json:"lane,omitempty"`
+	// Validate is when an apply of a native-lane plan validates it first
+	// (ADR 0069 §9): merge (default), always or never. A safety key; ""
+	// (stored before the key) is merge.
+	Validate Validate `json:"validate,omitempty"`
 }
 
 // Error is an invalid kl.yaml (or KLBOT_REPO_CONFIG file, or a pull
@@ -127,6 +154,7 @@ func Default(repo string, trigger Trigger) *Config {
 	return &Config{Version: 1, Default: true, top: top, Projects: []Project{{
 		Name: "default", Dir: ".", State: repo, Workspace: "default",
 		WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger, ApplyRequirements: []Requirement{}, OnRevert: top.OnRevert,
+		Lane: top.Lane, Validate: top.Validate,
 	}}}
 }
 

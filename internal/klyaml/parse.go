@@ -19,8 +19,8 @@ import (
 
 // Keys kl.yaml accepts, at the top level and in a project.
 var (
-	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "on_revert", "merge_queue", "plan_drafts", "projects"}
-	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements", "on_revert", "merge_queue"}
+	topKeys     = []string{"version", "apply_trigger", "apply_requirements", "on_revert", "merge_queue", "lane", "validate", "plan_drafts", "projects"}
+	projectKeys = []string{"name", "dir", "state", "workspace", "when_modified", "apply_trigger", "apply_requirements", "on_revert", "merge_queue", "lane", "validate"}
 )
 
 // extensionPrefix starts the top-level keys kl.yaml ignores, as docker
@@ -45,10 +45,11 @@ var (
 // globs valid; names, dirs, states and globs of printable characters only
 // (unicode.IsPrint: no control, format or bidirectional characters);
 // apply_trigger comment or merge; apply_requirements approved or
-// mergeable; on_revert warn or fail; merge_queue and plan_drafts true or false; top-level keys starting with "x-"
+// mergeable; on_revert warn or fail; merge_queue and plan_drafts true or false;
+// lane terraform, native or auto; validate merge, always or never; top-level keys starting with "x-"
 // are ignored (a place for shared anchors). Defaults: dir ".", workspace
-// "default", when_modified DefaultWhenModified, apply_trigger and
-// apply_requirements from the top level (whose defaults are
+// "default", when_modified DefaultWhenModified, apply_trigger,
+// apply_requirements, on_revert, merge_queue, lane and validate from the top level (whose defaults are
 // defaultTrigger — KLBOT_APPLY_TRIGGER; "" is comment — and none). A null
 // value ("dir:" with nothing) is the same as leaving the key out.
 // Anchors, aliases and merge keys ("<<") work as in YAML.
@@ -268,7 +269,7 @@ type stateUser struct {
 // none.
 func (p *parser) project(n *yaml.Node, i int, top Project, seen map[string]int, states map[string]stateUser) Project {
 	pr := Project{Dir: ".", Workspace: "default", WhenModified: DefaultWhenModified, ApplyTrigger: top.ApplyTrigger,
-		ApplyRequirements: top.ApplyRequirements, OnRevert: top.OnRevert, MergeQueue: top.MergeQueue}
+		ApplyRequirements: top.ApplyRequirements, OnRevert: top.OnRevert, MergeQueue: top.MergeQueue, Lane: top.Lane, Validate: top.Validate}
 	if n.Kind != yaml.MappingNode {
 		p.bad(n.Line, "project %d: want keys such as name and state, got %s", i, describe(n))
 		return pr
@@ -298,12 +299,13 @@ func (p *parser) project(n *yaml.Node, i int, top Project, seen map[string]int, 
 
 // defaultRules are the rules of the apply before kl.yaml says any:
 // apply_trigger defaultTrigger (KLBOT_APPLY_TRIGGER; "" is comment), no
-// apply_requirements, on_revert warn.
+// apply_requirements, on_revert warn, lane terraform, validate merge.
 func defaultRules(defaultTrigger Trigger) Project {
 	if defaultTrigger == "" {
 		defaultTrigger = TriggerComment
 	}
-	return Project{ApplyTrigger: defaultTrigger, ApplyRequirements: []Requirement{}, OnRevert: RevertWarn}
+	return Project{ApplyTrigger: defaultTrigger, ApplyRequirements: []Requirement{}, OnRevert: RevertWarn,
+		Lane: engine.LaneChoiceTerraform, Validate: ValidateMerge}
 }
 
 // rules reads the keys that say how a project's plan is applied — those
@@ -323,6 +325,12 @@ func (p *parser) rules(fs map[string]field, where string, pr *Project) {
 	}
 	if f, ok := fs["merge_queue"]; ok {
 		pr.MergeQueue = p.bool(f, where+"merge_queue")
+	}
+	if f, ok := fs["lane"]; ok {
+		pr.Lane = oneOf(p, f, where, "lane", pr.Lane, engine.LaneChoiceTerraform, engine.LaneChoiceNative, engine.LaneChoiceAuto)
+	}
+	if f, ok := fs["validate"]; ok {
+		pr.Validate = oneOf(p, f, where, "validate", pr.Validate, ValidateMerge, ValidateAlways, ValidateNever)
 	}
 }
 

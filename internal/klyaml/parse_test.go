@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 func TestParse(t *testing.T) {
@@ -33,9 +35,9 @@ projects:
 	}
 	want := []Project{
 		{Name: "infra", Dir: "infra/prod", State: "acme/infra/prod", Workspace: "default", WhenModified: DefaultWhenModified,
-			ApplyTrigger: TriggerComment, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn},
+			ApplyTrigger: TriggerComment, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn, Lane: engine.LaneChoiceTerraform, Validate: ValidateMerge},
 		{Name: "dns", Dir: "dns", State: "acme/dns", Workspace: "default", WhenModified: []string{"*.tf", "../modules/**/*.tf"},
-			ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}, OnRevert: RevertFail},
+			ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{}, OnRevert: RevertFail, Lane: engine.LaneChoiceTerraform, Validate: ValidateMerge},
 	}
 	if d := cmp.Diff(want, cfg.Projects); d != "" {
 		t.Fatalf("projects (-want +got):\n%s", d)
@@ -229,8 +231,8 @@ projects:
 		t.Fatal(err)
 	}
 	want := []Project{
-		{Name: "a", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn},
-		{Name: "b", Dir: ".", State: "acme/b", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn},
+		{Name: "a", Dir: ".", State: "acme/a", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn, Lane: engine.LaneChoiceTerraform, Validate: ValidateMerge},
+		{Name: "b", Dir: ".", State: "acme/b", Workspace: "default", WhenModified: []string{"*.tf"}, ApplyTrigger: TriggerMerge, ApplyRequirements: []Requirement{RequireApproved}, OnRevert: RevertWarn, Lane: engine.LaneChoiceTerraform, Validate: ValidateMerge},
 	}
 	if d := cmp.Diff(want, cfg.Projects); d != "" {
 		t.Fatalf("projects (-want +got):\n%s", d)

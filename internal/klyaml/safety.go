@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // safetyKey is a kl.yaml key that makes a rule of the apply looser or
@@ -34,11 +36,16 @@ var safetyKeys = []safetyKey{
 	orderedKey("apply_trigger", func(p *Project) *Trigger { return &p.ApplyTrigger }, TriggerComment, TriggerMerge),
 	orderedKey("on_revert", func(p *Project) *OnRevert { return &p.OnRevert }, RevertWarn, RevertFail),
 	boolKey("merge_queue", func(p *Project) *bool { return &p.MergeQueue }),
+	// ADR 0070: the terraform lane plans the whole configuration; auto
+	// takes the native lane only for a small closure.
+	orderedKey("lane", func(p *Project) *engine.LaneChoice { return &p.Lane },
+		engine.LaneChoiceNative, engine.LaneChoiceAuto, engine.LaneChoiceTerraform),
+	orderedKey("validate", func(p *Project) *Validate { return &p.Validate }, ValidateNever, ValidateMerge, ValidateAlways),
 }
 
 // SafetyKeys lists the names of the safety keys (ADR 0040), in the order
 // they are checked: apply_requirements, apply_trigger, on_revert,
-// merge_queue.
+// merge_queue, lane, validate.
 func SafetyKeys() []string {
 	out := make([]string, len(safetyKeys))
 	for i, k := range safetyKeys {

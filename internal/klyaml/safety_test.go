@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/kilolock/kilolock/internal/engine"
 )
 
 // baseYAML is a default branch's kl.yaml: approval at the top level, prod
@@ -375,5 +377,61 @@ func TestMergeQueueFromBase(t *testing.T) {
 	_, err = Parse([]byte("version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n    merge_queue: yes please\n"), "")
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], `kl.yaml:5: project "prod": merge_queue: want true or false`) {
 		t.Fatalf("merge_queue: yes please = %v, want one problem naming the key", err)
+	}
+}
+
+// TestLaneAndValidateFromBase: lane and validate are safety keys (ADR
+// 0070, ADR 0040): under the default branch's defaults (lane terraform,
+// validate merge) a pull request cannot ask for the native or auto lane
+// nor validate: never, may ask for validate: always; under lane: native it
+// may ask for auto or terraform; a key left out is the base's, a project
+// stored before the keys is tightened to its base at apply, and a bad
+// value is a problem naming the key and the value.
+func TestLaneAndValidateFromBase(t *testing.T) {
+	t.Parallel()
+	const pr = "version: 1\nprojects:\n  - name: prod\n    state: acme/prod\n"
+	defaults := BaseOf(mustParse(t, pr, ""))
+	_, err := Merge(mustParse(t, pr+"    lane: native\n    validate: never\n", ""), defaults)
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Merge of lane: native, validate: never over the defaults = %v, want problems", err)
+	}
+	want := []string{
+		`kl.yaml:5: project "prod": lane native loosens terraform (klbot's default: the default branch's kl.yaml does not set it): ` +
+			`a pull request may only move it along native → auto → terraform, not back; change it on the default branch first`,
+		`kl.yaml:6: project "prod": validate never loosens merge (klbot's default: the default branch's kl.yaml does not set it): ` +
+			`a pull request may only move it along never → merge → always, not back; change it on the default branch first`,
+	}
+	if d := cmp.Diff(want, ce.Problems); d != "" {
+		t.Fatalf("problems (-want +got):\n%s", d)
+	}
+	got, err := Merge(mustParse(t, pr+"    validate: always\n", ""), defaults)
+	if err != nil || got.Projects[0].Lane != engine.LaneChoiceTerraform || got.Projects[0].Validate != ValidateAlways {
+		t.Fatalf("validate: always over the defaults: %v, %+v; want lane terraform, validate always", err, got)
+	}
+	native := BaseOf(mustParse(t, "version: 1\nlane: native\nprojects:\n  - name: prod\n    state: acme/prod\n", ""))
+	for _, lane := range []engine.LaneChoice{engine.LaneChoiceAuto, engine.LaneChoiceTerraform} {
+		got, err := Merge(mustParse(t, pr+"    lane: "+string(lane)+"\n", ""), native)
+		if err != nil || got.Projects[0].Lane != lane {
+			t.Fatalf("lane: %s over native: %v, %+v; want %s (tighter)", lane, err, got, lane)
+		}
+	}
+	if got, err := Merge(mustParse(t, pr, ""), native); err != nil || got.Projects[0].Lane != engine.LaneChoiceNative {
+		t.Fatalf("lane left out under a native base: %v, %+v; want native", err, got)
+	}
+	if p := Tighten(Project{Name: "prod", State: "acme/prod"}, defaults); p.Lane != engine.LaneChoiceTerraform || p.Validate != ValidateMerge {
+		t.Fatalf("Tighten of a project stored without the keys = %q, %q; want terraform, merge", p.Lane, p.Validate)
+	}
+	if p := Tighten(Project{Name: "prod", State: "acme/prod", Lane: engine.LaneChoiceNative, Validate: ValidateNever}, defaults); p.Lane != engine.LaneChoiceTerraform || p.Validate != ValidateMerge {
+		t.Fatalf("Tighten of native, never under the defaults = %q, %q; want terraform, merge", p.Lane, p.Validate)
+	}
+	_, err = Parse([]byte("version: 1\nlane: fast\nprojects:\n  - name: prod\n    state: acme/prod\n    validate: sometimes\n"), "")
+	want = []string{`kl.yaml:2: lane "fast": want terraform or native or auto`,
+		`kl.yaml:6: project "prod": validate "sometimes": want merge or always or never`}
+	if !errors.As(err, &ce) {
+		t.Fatalf("bad lane and validate = %v, want problems", err)
+	}
+	if d := cmp.Diff(want, ce.Problems); d != "" {
+		t.Fatalf("problems (-want +got):\n%s", d)
 	}
 }

@@ -168,6 +168,11 @@ func applyFields(s *engine.RunStory, a *engine.Run) fields {
 		f = f.addField("lane", laneWords(p.Envelope))
 	}
 	f = f.addField("UNREVIEWED", unreviewedWarning(s, a))
+	if m := lastOf(s.Markers, a.ID, engine.MarkerValidated); m != nil && (m.IntentChanged == nil || !*m.IntentChanged) {
+		// A refusal by it is its own section (validationRefusal).
+		f = f.addField("validation", words(toned(toneGood, "native intent unchanged"), ": the terraform lane's plan ", runSpan(m.Other),
+			fmt.Sprintf(" of the whole configuration against head %d plans the same on the write set", m.Serial)))
+	}
 	if res := lastOf(s.Markers, a.ID, engine.MarkerReserved); res != nil {
 		f = f.addField("reserved", reservedWords(res, ofKind(s.Markers, a.ID, engine.MarkerWaited)))
 	}

@@ -574,9 +574,27 @@ func refusalFields(r refusal) fields {
 	case ruleFenced:
 		f = f.addField("fenced by", who(r.run, r.actor, r.pr))
 		f = f.addField("addresses", addrs(r.addrs))
+	case ruleValidation:
+		f = f.addField("validation plan", words(runSpan(r.run), fmt.Sprintf(" (terraform lane, whole configuration) against head %d", r.serial)))
+		f = f.addField("intent changed", addrs(r.addrs))
+		f = f.addField("native intent", intentSpans(r.intents[0]))
+		f = f.addField("terraform lane intent", intentSpans(r.intents[1]))
 	}
 	f = f.addField("next", r.next)
 	return f
+}
+
+// intentSpans is a validation marker's intent lines ("ADDRESS: ACTIONS
+// DIGEST" a line), each in code, separated by "; ".
+func intentSpans(lines string) sentence {
+	var s sentence
+	for i, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+		if i > 0 {
+			s = s.add(txt("; "))
+		}
+		s = s.add(code(l))
+	}
+	return s
 }
 
 // roles names the runs of a story for its timeline: plan, re-plan, apply.

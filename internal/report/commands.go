@@ -15,13 +15,14 @@ import (
 type cmdVerb int
 
 const (
-	verbApply       cmdVerb = iota + 1 // apply the view's plan: kl apply PLAN
-	verbApplyWait                      // apply it, waiting for reservations: kl apply --wait 10m PLAN
-	verbWaitBound                      // the bound of an apply's wait: kl apply --wait
-	verbReplan                         // re-plan the view's scope: kl plan --state S -C DIR
-	verbApplyReplan                    // apply a re-plan that stopped for review: kl apply REPLAN
-	verbRecover                        // commit what a crashed apply's Terraform wrote: kl run recover RUN
-	verbUnfence                        // lift a fence without a commit: kl run unfence RUN --reason TEXT
+	verbApply           cmdVerb = iota + 1 // apply the view's plan: kl apply PLAN
+	verbApplyWait                          // apply it, waiting for reservations: kl apply --wait 10m PLAN
+	verbWaitBound                          // the bound of an apply's wait: kl apply --wait
+	verbReplan                             // re-plan the view's scope: kl plan --state S -C DIR
+	verbApplyReplan                        // apply a re-plan that stopped for review: kl apply REPLAN
+	verbApplyValidation                    // apply the validation plan that refused a native-lane apply: kl apply VALIDATION
+	verbRecover                            // commit what a crashed apply's Terraform wrote: kl run recover RUN
+	verbUnfence                            // lift a fence without a commit: kl run unfence RUN --reason TEXT
 )
 
 // command is a next step: what it does, and for recover and unfence the
@@ -79,6 +80,12 @@ func (cm *Commands) sayHere(c command) (sentence, bool) {
 		// klbot applies the project's plan of the pull request's head, not
 		// a re-plan: plan the head anew, review it, then apply it.
 		return words(code("/kl plan"+project), " (a new plan of the PR's head to review), then ", code("/kl apply"+project)), true
+	case verbApplyValidation:
+		// The same, but a new native-lane plan may disagree with the whole
+		// configuration again: the terraform lane is a tighter kl.yaml
+		// value the pull request may set (ADR 0070).
+		return words(code("/kl plan"+project), " (a new plan of the PR's head to review), then ", code("/kl apply"+project),
+			"; if the native lane disagrees again, set ", code("lane: terraform"), " for the project in the PR's kl.yaml (a tighter value: allowed) to plan it whole"), true
 	case verbRecover, verbUnfence:
 		if c.pr == nil {
 			return nil, false

@@ -48,6 +48,7 @@ const (
 	ruleBeyond      = "replan-beyond-reservations" // the re-plan needs reservations the apply does not hold
 	ruleConflict    = "reservation-conflict"       // another run held overlapping reservations
 	ruleFenced      = "fenced"                     // a crashed apply's fence (ADR 0035)
+	ruleValidation  = "validation-changed"         // a native-lane plan's validation re-plan plans something else (ADR 0069 §9)
 	ruleOther       = "other"
 )
 
@@ -71,6 +72,7 @@ var ruleTitle = map[string]string{
 	ruleBeyond:      "re-plan needs reservations beyond those held",
 	ruleConflict:    "reservation conflict",
 	ruleFenced:      "fenced by a crashed apply",
+	ruleValidation:  "validation changed the native intent",
 	ruleOther:       "other",
 }
 
@@ -207,7 +209,10 @@ type refusal struct {
 	unreserved string
 	// holder names a conflict's holding run: a backend lock by its
 	// Terraform's lock (ADR 0056); nil: who(run, actor, pr).
-	holder  sentence
+	holder sentence
+	// intents: a validation refusal's native and terraform-lane intents
+	// of the differing instances, one "ADDRESS: ACTIONS DIGEST" a line.
+	intents [2]string
 	next    sentence
 	nextCmd string // the command of next, for JSON
 }
@@ -391,6 +396,11 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 		}
 		out = append(out, replanRefusal(a, m, afterMergeOf(ms, a.ID), sp, replans, plan))
 	}
+	for _, m := range ofKind(ms, a.ID, engine.MarkerValidated) {
+		if m.IntentChanged != nil && *m.IntentChanged {
+			out = append(out, validationRefusal(a, m, replans))
+		}
+	}
 	if len(out) > 0 {
 		return out
 	}
@@ -414,6 +424,27 @@ func refusals(a engine.Run, ms []engine.Marker, sp *engine.SincePlan, replans []
 		reason = "a rule stopped it before Terraform ran"
 	}
 	return []refusal{{rule: ruleOther, policy: reason, words: words(strongT(toneBad, reason))}}
+}
+
+// validationRefusal is apply a's refusal by its validation re-plan (a
+// "validated" marker m whose intent changed; ADR 0069 §9): the terraform
+// lane's plan m.Other of the whole configuration against head m.Serial
+// plans something else for m.Addresses than the native-lane plan; both
+// intents are the marker's (Extra "native", "terraform"). The validation
+// plan stays open for review.
+func validationRefusal(a engine.Run, m engine.Marker, replans []engine.Run) refusal {
+	r := refusal{rule: ruleValidation, serial: m.Serial, run: m.Other, plan: a.PlanRun, addrs: m.Addresses, replan: findRun(replans, m.Other),
+		reason: markerText(m), intents: [2]string{m.Extra["native"], m.Extra["terraform"]},
+		policy: "validate the native lane: the terraform lane's plan of the whole configuration against the head must plan the same on the write set → otherwise refuse before Terraform runs; the validation plan is left open for review"}
+	r.words = words(strongT(toneBad, "validation changed the native intent"), ": the terraform lane's plan ", runSpan(m.Other),
+		fmt.Sprintf(" of the whole configuration against head %d plans something else for ", m.Serial), addrs(m.Addresses))
+	if r.replan == nil || r.replan.Status == engine.StatusPlanned {
+		r.nextCmd = "kl apply " + m.Other
+		r.next = words("review and apply ", runSpan(m.Other), ": ", code("kl run show "+m.Other), ", then ", cmdSpan(r.nextCmd, command{verb: verbApplyValidation}))
+	} else {
+		r.next = words("validation plan ", runSpan(m.Other), " is ", replanStatusWords(r.replan))
+	}
+	return r
 }
 
 // holderOf names blocking run id of end: its backend lock (ADR 0056) when

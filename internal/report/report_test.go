@@ -64,6 +64,7 @@ func goldenCases() []goldenCase {
 		{"plan", "options", func(w io.Writer, o Options) error { return Plan(w, planWithOptions(), o) }},
 		{"plan", "refresh-only", func(w io.Writer, o Options) error { return Plan(w, planRefreshOnly(), o) }},
 		{"apply", "refused-intent", apply(storyRefusedIntent)},
+		{"apply", "refused-validation", apply(storyRefusedValidation)},
 		{"apply", "refused-behind-head", apply(storyRefusedBehindHead)},
 		{"apply", "refused-strict", apply(storyRefusedStrict)},
 		{"apply", "overwritten", apply(storyOverwritten)},

@@ -587,3 +587,32 @@ func storyLeaseLost() *engine.RunStory {
 		nil, 960.4)
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
 }
+
+// storyRefusedValidation: alice's native-lane plan, validated at apply
+// (ADR 0069 §9): the terraform lane's plan of the whole configuration
+// against head 13 (carol's independent version) plans another update of
+// the web server than the native plan; the apply is refused before
+// Terraform runs, the native plan superseded by the validation plan, open
+// for review. Both intents are the marker's.
+func storyRefusedValidation() *engine.RunStory {
+	plan := planRunA(engine.StatusSuperseded, applyA)
+	plan.Envelope.Lane = engine.LaneNative
+	end := &engine.End{Cause: engine.CauseValidationChanged, Run: replanA, Plan: planA, Serial: 13,
+		Replan: &engine.ReplanFacts{Addresses: []string{string(web)}}}
+	a := applyRunA(engine.StatusRefused, end)
+	a.FinishedAt, a.UpdatedAt = atp(622.3), at(622.3)
+	sp := sincePlan(13, entry13())
+	a.SincePlan = sp
+	vp := replanRunA(engine.StatusPlanned, nil)
+	ms := append(planMarkers(),
+		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(sp)},
+		engine.Marker{Run: applyA, Seq: 3, At: at(622.2), Kind: engine.MarkerValidated, Other: replanA, Serial: 13, IntentChanged: ptrBool(true),
+			Class: engine.ClassWriteChanged, Addresses: set(web), End: end, Extra: map[string]string{
+				"native":    string(web) + ": update sha256:1111111111111111111111111111111111111111111111111111111111111111",
+				"terraform": string(web) + ": update sha256:2222222222222222222222222222222222222222222222222222222222222222"}},
+		engine.Marker{Run: applyA, Seq: 4, At: at(622.2), Kind: engine.MarkerFailed, End: end},
+		engine.Marker{Run: applyA, Seq: 5, At: at(622.3), Kind: engine.MarkerReleased, Count: 6},
+	)
+	return &engine.RunStory{Run: a, Plan: &plan, Replans: []engine.Run{vp}, Markers: ms, SincePlan: sp}
+}

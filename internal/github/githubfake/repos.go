@@ -32,6 +32,7 @@ func (f *Fake) prFields(rp *repo, pr *PR) map[string]any {
 		"id": rp.id*1000 + int64(pr.Number), "number": pr.Number, "title": pr.Title, "state": pr.State,
 		"draft": pr.Draft, "merged": pr.Merged, "merged_at": mergedAt, "merged_by": mergedBy, "mergeable": mergeable,
 		"merge_commit_sha": mergeCommit,
+		"changed_files":    len(pr.Files),
 		"url":              fmt.Sprintf("%s/repos/%s/pulls/%d", f.apiBase(), full, pr.Number),
 		"html_url":         fmt.Sprintf("%s/%s/pull/%d", f.htmlBase(), full, pr.Number),
 		"user":             userFields(pr.Author),
