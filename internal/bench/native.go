@@ -82,6 +82,19 @@ type NativeRound struct {
 	// big state at once, then of applying them at once; TinyPlans,
 	// TinyApplies the same on the tiny states, one plan each.
 	SharedPlans, SharedApplies, TinyPlans, TinyApplies time.Duration
+	// Each is the median over one side's PRs of each process, Shared on the
+	// big state and Tiny on the tiny states: where 5b's time goes.
+	Shared, Tiny PRTimes
+}
+
+// PRTimes are the medians over the PRs of figure 5b on one side of each
+// `kl plan` and `kl apply` process: wall time, the Terraform runner's
+// whole Plan or Apply call (StepRunnerAll, StepApplyAll: Terraform and the
+// runner's files), and the rest (wall − runner: process start, store
+// reads and writes, closure, slice, proof, commit, report).
+type PRTimes struct {
+	Plan, PlanRunner, PlanRest    time.Duration
+	Apply, ApplyRunner, ApplyRest time.Duration
 }
 
 // NativeTotal is the native lane's plan + apply.

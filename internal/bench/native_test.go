@@ -53,6 +53,9 @@ func TestNative(t *testing.T) {
 	if !strings.Contains(res.Checked, "no changes (exit 0 of -detailed-exitcode, 12 resources refreshed") {
 		t.Errorf("correctness check: %q", res.Checked)
 	}
+	if r.Shared.ApplyRunner <= 0 || r.Tiny.PlanRunner <= 0 || r.Shared.Apply < r.Shared.ApplyRunner {
+		t.Errorf("per-process times of (b): shared %+v, tiny %+v", r.Shared, r.Tiny)
+	}
 	if r.NativePlanSteps[StepPlan] <= 0 || r.TFApplySteps[StepApply] <= 0 {
 		t.Errorf("step timings missing: native plan %v, terraform-lane apply %v", r.NativePlanSteps, r.TFApplySteps)
 	}
@@ -99,6 +102,8 @@ func fixedNative() *NativeResult {
 			TFPlanSteps:      map[string]time.Duration{StepInit: 400 * ms, StepPlan: 60 * time.Second, StepShow: 12 * time.Second, StepRunnerAll: 75 * time.Second},
 			TFApplySteps:     map[string]time.Duration{StepLinked: 5 * ms, StepApply: 7 * time.Second, StepApplyAll: 8 * time.Second},
 			SharedPlans:      9 * time.Second, SharedApplies: 6*time.Second + k, TinyPlans: 5 * time.Second, TinyApplies: 4 * time.Second,
+			Shared: PRTimes{Plan: 8 * time.Second, PlanRunner: 5 * time.Second, PlanRest: 3 * time.Second, Apply: 5 * time.Second, ApplyRunner: 3 * time.Second, ApplyRest: 2 * time.Second},
+			Tiny:   PRTimes{Plan: 4 * time.Second, PlanRunner: 3500 * ms, PlanRest: 500 * ms, Apply: 3 * time.Second, ApplyRunner: 2500 * ms, ApplyRest: 500 * ms},
 		}
 	}
 	return &NativeResult{Resources: 10000, PRs: 8, TinyResources: 8, ReadDelay: "20ms", Changed: "kltest_object.r01000",

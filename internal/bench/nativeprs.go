@@ -179,14 +179,14 @@ func (fx *nativeFixture) prsRound(ctx context.Context, dir string, tinyFirst boo
 	}
 	steps := []func() error{
 		func() (err error) {
-			round.SharedPlans, round.SharedApplies, err = shared.prsAtOnce(ctx, fx.shared)
+			round.SharedPlans, round.SharedApplies, round.Shared, err = shared.prsAtOnce(ctx, fx.shared)
 			if err == nil {
 				err = shared.checkApplied(ctx, fx.big, fx.shared)
 			}
 			return err
 		},
 		func() (err error) {
-			round.TinyPlans, round.TinyApplies, err = tiny.prsAtOnce(ctx, fx.tinyPRs)
+			round.TinyPlans, round.TinyApplies, round.Tiny, err = tiny.prsAtOnce(ctx, fx.tinyPRs)
 			return err
 		},
 	}
@@ -203,25 +203,41 @@ func (fx *nativeFixture) prsRound(ctx context.Context, dir string, tinyFirst boo
 
 // prsAtOnce makes the native-lane plans of prs at once, one kl process
 // each, then starts their applies at once, and returns the wall time of
-// each phase: from the start to the last process's end.
-func (s klSide) prsAtOnce(ctx context.Context, prs []nativePR) (plans, applies time.Duration, err error) {
+// each phase (from the start to the last process's end) and the medians
+// of each process.
+func (s klSide) prsAtOnce(ctx context.Context, prs []nativePR) (plans, applies time.Duration, each PRTimes, err error) {
 	ids := make([]string, len(prs))
+	planRes, applyRes := make([]commandResult, len(prs)), make([]commandResult, len(prs))
 	plans, err = atOnce(len(prs), func(i int) error {
 		p, err := s.plan(ctx, prs[i].state, prs[i].cfg, "native", prs[i].addr)
-		ids[i] = p.id
+		ids[i], planRes[i] = p.id, p.res
 		return err
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("plans at once: %w", err)
+		return 0, 0, each, fmt.Errorf("plans at once: %w", err)
 	}
 	applies, err = atOnce(len(prs), func(i int) error {
-		_, err := s.apply(ctx, ids[i])
+		var err error
+		applyRes[i], err = s.apply(ctx, ids[i])
 		return err
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("applies at once: %w", err)
+		return 0, 0, each, fmt.Errorf("applies at once: %w", err)
 	}
-	return plans, applies, nil
+	each.Plan, each.PlanRunner, each.PlanRest = medianSplit(planRes, StepRunnerAll)
+	each.Apply, each.ApplyRunner, each.ApplyRest = medianSplit(applyRes, StepApplyAll)
+	return plans, applies, each, nil
+}
+
+// medianSplit is the median over rs of the wall time, of the runner's
+// step (from the debug log) and of the rest.
+func medianSplit(rs []commandResult, step string) (wall, runner, rest time.Duration) {
+	var walls, runners, rests []time.Duration
+	for _, r := range rs {
+		d := StepTimings(r.Stderr)[step]
+		walls, runners, rests = append(walls, r.Wall), append(runners, d), append(rests, r.Wall-d)
+	}
+	return Median(walls), Median(runners), Median(rests)
 }
 
 // atOnce runs f(0) … f(n-1) in n goroutines started together and returns

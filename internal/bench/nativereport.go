@@ -67,6 +67,14 @@ func writeNative(w io.Writer, n *NativeResult) error {
 		n.PRs, formatCount(n.Resources), sec(func(r NativeRound) time.Duration { return r.SharedApplies }), n.PRs,
 		sec(func(r NativeRound) time.Duration { return r.TinyApplies }), FormatRatio(n.SharedRatio()),
 		sec(func(r NativeRound) time.Duration { return r.SharedPlans }), sec(func(r NativeRound) time.Duration { return r.TinyPlans }))
+	fmt.Fprintf(w, "      one process of (b), medians: kl apply %s (runner's Apply %s, rest: start, store, commit, report %s) on the shared state vs %s (%s, %s) on a tiny one;\n"+
+		"      kl plan %s (runner's Plan %s, rest: start, store, closure, slice, proof %s) vs %s (%s, %s)\n",
+		sec(func(r NativeRound) time.Duration { return r.Shared.Apply }), sec(func(r NativeRound) time.Duration { return r.Shared.ApplyRunner }),
+		sec(func(r NativeRound) time.Duration { return r.Shared.ApplyRest }), sec(func(r NativeRound) time.Duration { return r.Tiny.Apply }),
+		sec(func(r NativeRound) time.Duration { return r.Tiny.ApplyRunner }), sec(func(r NativeRound) time.Duration { return r.Tiny.ApplyRest }),
+		sec(func(r NativeRound) time.Duration { return r.Shared.Plan }), sec(func(r NativeRound) time.Duration { return r.Shared.PlanRunner }),
+		sec(func(r NativeRound) time.Duration { return r.Shared.PlanRest }), sec(func(r NativeRound) time.Duration { return r.Tiny.Plan }),
+		sec(func(r NativeRound) time.Duration { return r.Tiny.PlanRunner }), sec(func(r NativeRound) time.Duration { return r.Tiny.PlanRest }))
 	fmt.Fprintf(w, "  ratios are medians of the per-round ratios; load average at start %s\n", n.LoadAtStart)
 	fmt.Fprintf(w, "\n  where (a)'s time goes (medians of each cell; from KL_LOG_LEVEL=debug step timings):\n\n")
 	return NativeBreakdown(n).Render(indent(w))
