@@ -1,7 +1,7 @@
 // Package bench measures Kilolock's headline figures and prints them
 // beside a baseline measured in the same process, interleaved, with medians
-// (docs/style.md 16: ratios are printed, never asserted; figure 5 asserts
-// only its correctness check):
+// (docs/style.md 16: ratios are printed, never asserted; figure 5 fails
+// only when its correctness checks do):
 //
 //  1. Concurrency (Concurrency): N plans with disjoint write sets on one
 //     state, each apply slowed by a local-exec sleep, applied at once through

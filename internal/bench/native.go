@@ -279,7 +279,7 @@ type klSide struct {
 	env          []string
 }
 
-// kl runs kl with args.
+// run runs kl with args in dir.
 func (s klSide) run(ctx context.Context, args ...string) (commandResult, error) {
 	return runCommand(ctx, s.dir, s.env, s.kl, args...)
 }
