@@ -93,12 +93,17 @@ release: goreleaser
 demo: tools build
 	KL=$(BIN)/kl ./examples/big-state/conflict-visibility-demo.sh
 
-## bench: concurrency, overhead (terraform_data, and the test provider at 20 ms per API call) and commit figures beside their baselines, medians, summary table (prints, asserts nothing; ~8 min);
+## bench: concurrency, overhead (terraform_data, and the test provider at 20 ms per API call), commit, store growth and
+## native-lane figures beside their baselines, medians, summary table (prints; asserts only figure 5's correctness: a full
+## plan after the native apply shows no changes; ~8 min, plus figure 5 at 10,000 resources: 24 min for its 3 rounds at a
+## load average of 16-31 on 2 CPUs, 11 min for one round;
+## KLBENCH_FLAGS='-only native -native-resources 200 -runs 1' is a smoke run of it);
 ## the store benchmark; a plan with the test provider without a plugin cache, with Terraform's and with Kilolock's (ADR 0061, ~40 s); then the webhook load test (~40 s): WEBHOOK_LOAD signed deliveries over loopback to klbot's endpoint on
 ## PostgreSQL and to a baseline, p50/p99 beside the baseline's; it fails on a 5xx or a delivery recorded or enqueued twice
 WEBHOOK_LOAD ?= -load.rate 200 -load.duration 30s -load.redeliver 0.1
+KLBENCH_FLAGS ?=
 bench: tools build
-	$(GO) run ./internal/bench/cmd/klbench -kl $(BIN)/kl
+	$(GO) run ./internal/bench/cmd/klbench -kl $(BIN)/kl $(KLBENCH_FLAGS)
 	$(GO) test -run '^$$' -bench 'Store' -benchtime 3s -timeout 30m ./internal/store/storebench/
 	$(GO) test -run '^$$' -bench 'Commit10k' -benchtime 20x -timeout 30m ./internal/store/storebench/
 	$(GO) test -run '^$$' -bench 'PluginCache' -benchtime 10x -timeout 10m ./internal/terraform/

@@ -22,15 +22,17 @@ const (
 	OnlyProvider = "provider"
 	OnlyCommit   = "commit"
 	OnlyGrowth   = "growth"
+	// OnlyNative is figure 5: the native lane (issue 17).
+	OnlyNative = "native"
 )
 
 // CheckOnly accepts "" and the Only* figure names.
 func CheckOnly(only string) error {
 	switch only {
-	case "", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth:
+	case "", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth, OnlyNative:
 		return nil
 	}
-	return fmt.Errorf("unknown figure %q: want %s, %s, %s, %s, %s or %s", only, OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth)
+	return fmt.Errorf("unknown figure %q: want %s, %s, %s, %s, %s, %s or %s", only, OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth, OnlyNative)
 }
 
 // Options configures Run.
@@ -51,6 +53,9 @@ type Options struct {
 	// TempDir is the parent of every temporary directory ("" for the OS
 	// default).
 	TempDir string
+	// NativeResources is the size of figure 5's big state
+	// (DefaultNativeResources if zero; smaller for a smoke run).
+	NativeResources int
 }
 
 // Results is what Run measured; a nil field was not run.
@@ -63,6 +68,8 @@ type Results struct {
 	ProviderOverhead *OverheadResult
 	Commit           *CommitResult
 	Growth           *GrowthResult
+	// Native is figure 5: the native lane.
+	Native *NativeResult
 }
 
 // Run measures the figures selected by opts, printing progress, each
@@ -76,7 +83,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 	res := &Results{Machine: ReadMachine(), Runs: opts.Runs}
 	fmt.Fprintf(w, "klbench: Kilolock figures beside their baselines (prints, asserts nothing; medians of %d interleaved runs, commit: of go test -count %d)\n", opts.Runs, opts.Count)
 	fmt.Fprintln(w, res.Machine)
-	needTF := want(OnlyConcurrency) || want(OnlyOverhead) || want(OnlyProvider) || want(OnlyGrowth)
+	needTF := want(OnlyConcurrency) || want(OnlyOverhead) || want(OnlyProvider) || want(OnlyGrowth) || want(OnlyNative)
 	if needTF {
 		if opts.Terraform == "" {
 			return nil, fmt.Errorf("no terraform binary")
@@ -108,6 +115,11 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Results, error) {
 	}
 	if want(OnlyGrowth) {
 		if res.Growth, err = runGrowth(ctx, w, opts); err != nil {
+			return nil, err
+		}
+	}
+	if want(OnlyNative) {
+		if res.Native, err = runNative(ctx, w, opts); err != nil {
 			return nil, err
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 func TestCheckOnly(t *testing.T) {
 	t.Parallel()
-	for _, ok := range []string{"", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth} {
+	for _, ok := range []string{"", OnlyAll, OnlyConcurrency, OnlyOverhead, OnlyProvider, OnlyCommit, OnlyGrowth, OnlyNative} {
 		if err := CheckOnly(ok); err != nil {
 			t.Errorf("CheckOnly(%q) = %v", ok, err)
 		}

@@ -1,6 +1,7 @@
 // Package bench measures Kilolock's headline figures and prints them
 // beside a baseline measured in the same process, interleaved, with medians
-// (docs/style.md 16: ratios are printed, never asserted):
+// (docs/style.md 16: ratios are printed, never asserted; figure 5 fails
+// only when its correctness checks do):
 //
 //  1. Concurrency (Concurrency): N plans with disjoint write sets on one
 //     state, each apply slowed by a local-exec sleep, applied at once through
@@ -21,6 +22,13 @@
 //     three `kl plan` + `kl apply` cycles of a one-resource change on a
 //     2,000-resource state, and how much of it the closed plans' saved plans
 //     and archives hold until KL_RETENTION deletes them (ADR 0063).
+//  5. Native lane (Native; issue 17, ADR 0069): on 10,000 kltest_object
+//     resources (20 ms per Read, default -parallelism), (a) one changed
+//     resource planned and applied in the native lane (`kl plan --lane
+//     native --target ADDR`) beside the terraform lane, each on a fresh
+//     store, then a full `terraform plan` of `kl state pull` that must show
+//     no changes; (b) 8 disjoint native-lane plans on that state applied at
+//     once beside 8 on 8 tiny separate states.
 //
 // Run ties them together and prints a compact Markdown table (Summary) that
 // the README quotes. cmd/klbench is the command `make bench` runs. Every

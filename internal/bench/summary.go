@@ -87,6 +87,9 @@ func Summary(res *Results) *Table {
 			fmt.Sprintf("%s of it saved plans and archives, until KL_RETENTION", FormatBytes(float64(g.Retained)/n)),
 			"n/a")
 	}
+	if n := res.Native; n != nil {
+		addNativeRows(t, n)
+	}
 	return t
 }
 

@@ -1,9 +1,10 @@
 // Command klbench prints Kilolock's benchmark figures beside their
 // baselines (make bench): concurrency (reservations vs one whole-state
-// lock), overhead (kl vs bare terraform) and commit (snapshot-merge on
-// 10,000 resources). It asserts nothing. See package internal/bench.
+// lock), overhead (kl vs bare terraform), commit (snapshot-merge on
+// 10,000 resources), store growth and the native lane (against the
+// terraform lane on 10,000 resources). It asserts nothing. See package internal/bench.
 //
-//	klbench [-kl PATH] [-runs N] [-count N] [-only all|concurrency|overhead|provider|commit|growth]
+//	klbench [-kl PATH] [-runs N] [-count N] [-only all|concurrency|overhead|provider|commit|growth|native] [-native-resources N]
 package main
 
 import (
@@ -37,9 +38,10 @@ func run(ctx context.Context, args, env []string, out io.Writer) error {
 	fs.StringVar(&opts.KL, "kl", "", "kl binary for the overhead figure (default: build ./cmd/kl into a temp dir)")
 	fs.IntVar(&opts.Runs, "runs", 3, "interleaved repetitions of the concurrency and overhead figures")
 	fs.IntVar(&opts.Count, "count", 5, "go test -count of the commit benchmarks")
-	fs.StringVar(&opts.Only, "only", bench.OnlyAll, "figure to run: all, concurrency, overhead, provider, commit or growth")
+	fs.StringVar(&opts.Only, "only", bench.OnlyAll, "figure to run: all, concurrency, overhead, provider, commit, growth or native")
 	fs.StringVar(&opts.Src, "src", ".", "module root (for the commit benchmarks and building kl)")
 	fs.StringVar(&opts.TempDir, "tmp", "", "parent of the temporary directories (default: the OS temp dir)")
+	fs.IntVar(&opts.NativeResources, "native-resources", bench.DefaultNativeResources, "resources of the native-lane figure's big state (fewer for a smoke run, at least 10)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +50,9 @@ func run(ctx context.Context, args, env []string, out io.Writer) error {
 	}
 	if err := bench.CheckOnly(opts.Only); err != nil {
 		return err
+	}
+	if opts.NativeResources < 10 {
+		return fmt.Errorf("-native-resources %d: want at least 10", opts.NativeResources)
 	}
 	src, err := bench.ModuleRoot(opts.Src)
 	if err != nil {

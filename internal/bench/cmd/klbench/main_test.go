@@ -16,6 +16,7 @@ func TestRunRefusesBadArguments(t *testing.T) {
 		"unknown figure": {[]string{"-only", "speed"}, `unknown figure "speed"`},
 		"extra argument": {[]string{"now"}, "unexpected arguments"},
 		"unknown flag":   {[]string{"-fast"}, "flag provided but not defined"},
+		"tiny native":    {[]string{"-only", "native", "-native-resources", "3"}, "-native-resources 3: want at least 10"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
