@@ -73,6 +73,7 @@ func (b *Bot) laneInput(ctx context.Context, c Client, repo github.Repo, co *che
 		return err
 	}
 	in.ChangedFiles, in.BaseDir = files, filepath.Join(base, filepath.FromSlash(p.Dir))
+	in.ListedByPR = true // GitHub's list, against the merge base; the base tree is the base branch's
 	return nil
 }
 

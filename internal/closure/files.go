@@ -29,10 +29,8 @@ import (
 // What the slice cannot see returns a *Fallback with the reason: no
 // changed files; a file that is not `.tf` (a `.tfvars` file, the
 // dependency lock file, a `.tf.json` file, anything else); a `.tf` file in
-// a directory no module of the configuration is loaded from; a file of the
-// root module directory that differs from the base's but is not listed (a
-// list computed wrong must not narrow the plan); a deleted file or a block
-// the base has and the change deleted; a changed
+// a directory no module of the configuration is loaded from; a deleted
+// file or a block the base has and the change deleted; a changed
 // `terraform` or `check` block; a moved, import or removed block whose
 // address the configuration does not declare; and changes that reach no
 // resource. Errors wrap ErrInvalid for a path that is absolute or leaves
@@ -40,15 +38,6 @@ import (
 func FileScope(cfg *Config, baseDir string, changed []string) (*Scope, error) {
 	if len(changed) == 0 {
 		return nil, fallback("the scope has no changed files: an empty target set is never \"nothing to plan\"")
-	}
-	listed := map[string]bool{}
-	for _, p := range changed {
-		listed[path.Clean(filepath.ToSlash(p))] = true
-	}
-	if miss, err := unlisted(cfg.Dir, baseDir, listed); err != nil {
-		return nil, err
-	} else if miss != "" {
-		return nil, fallback("%s differs from the base but is not among the changed files: the scope would miss its change", miss)
 	}
 	roots := map[node]bool{}
 	var touched []node
@@ -257,11 +246,19 @@ func (c *Config) dependents(from []node) []node {
 	return out
 }
 
-// unlisted returns the first file (slash-separated, relative, sorted) of
-// the configuration under headDir or baseDir that is not the same in both
-// and not in listed; "" when every difference is listed. Entries that are
-// not configuration (notConfig) are not compared.
-func unlisted(headDir, baseDir string, listed map[string]bool) (string, error) {
+// Unlisted returns the first file (slash-separated, relative to the root
+// module directory, sorted) that is not the same under headDir and baseDir
+// and is not among changed (paths as FileScope takes them); "" when every
+// difference is listed. A plan scoped to a list of changed files that
+// leaves one out would miss its change: the caller falls back. Entries
+// that are not configuration (Terraform's data dir, .git, .kl, local
+// states) are not compared. Errors name the directory that could not be
+// read.
+func Unlisted(headDir, baseDir string, changed []string) (string, error) {
+	listed := map[string]bool{}
+	for _, p := range changed {
+		listed[path.Clean(filepath.ToSlash(p))] = true
+	}
 	head, err := treeFiles(headDir)
 	if err != nil {
 		return "", err

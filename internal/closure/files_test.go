@@ -76,20 +76,6 @@ func TestFileScope(t *testing.T) {
 			files:   []string{"mod/main.tf"},
 			targets: []string{"module.app.terraform_data.side", "module.app.terraform_data.svc", "module.app.terraform_data.trig"},
 		},
-		"a changed file left out of the list": {
-			change: func(t *testing.T, h string) {
-				edit(t, h, "main.tf", `input = local.other`, `input = "other"`)
-				edit(t, h, "mod/main.tf", `input = "side"`, `input = "side2"`)
-			},
-			files:    []string{"mod/main.tf"},
-			fallback: "main.tf differs from the base but is not among the changed files",
-		},
-		"a file the base has and the list leaves out": {
-			common:   map[string]string{"extra.tf": "resource \"terraform_data\" \"extra\" {}\n"},
-			change:   func(t *testing.T, h string) { writeFiles(t, h, nil); os.Remove(filepath.Join(h, "extra.tf")) },
-			files:    []string{"main.tf"},
-			fallback: "extra.tf differs from the base but is not among the changed files",
-		},
 		"a new file declares its resources": {
 			change: func(t *testing.T, h string) {
 				writeFiles(t, h, map[string]string{"extra.tf": "resource \"terraform_data\" \"extra\" {\n  input = var.unused\n}\n"})
@@ -165,5 +151,34 @@ func TestFileScope(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnlisted: a file that differs between the head and the base (changed,
+// new, deleted) and is not among the changed files is named; listed
+// differences, identical files and what is not configuration (.terraform,
+// local states) are not.
+func TestUnlisted(t *testing.T) {
+	t.Parallel()
+	base, head := copyBasic(t), copyBasic(t)
+	writeFiles(t, base, map[string]string{"extra.tf": "resource \"terraform_data\" \"extra\" {}\n", "terraform.tfstate": "{}"})
+	writeFiles(t, head, map[string]string{".terraform/x": "y", "terraform.tfstate": "{\"serial\": 2}"})
+	edit(t, head, "main.tf", `input = local.other`, `input = "other"`)
+	edit(t, head, "mod/main.tf", `input = "side"`, `input = "side2"`)
+	for _, tc := range []struct {
+		changed []string
+		want    string
+	}{
+		{[]string{"mod/main.tf"}, "extra.tf"},
+		{[]string{"mod/main.tf", "extra.tf"}, "main.tf"},
+		{[]string{"./main.tf", "mod/main.tf", "extra.tf"}, ""},
+	} {
+		got, err := closure.Unlisted(head, base, tc.changed)
+		if err != nil || got != tc.want {
+			t.Errorf("Unlisted(%v) = %q, %v; want %q", tc.changed, got, err, tc.want)
+		}
+	}
+	if _, err := closure.Unlisted(head, filepath.Join(base, "nowhere"), nil); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Errorf("Unlisted of a base that does not exist: %v, want an error naming it", err)
 	}
 }

@@ -232,6 +232,16 @@ func closureOf(in PlanInput, dir string) (*closure.Closure, *Marker, error) {
 		if in.BaseDir == "" {
 			return nil, nil, Errorf(ErrInvalid, "a native-lane plan scoped to changed files needs the base's root module directory to compare them with (kl plan --base-dir)")
 		}
+		if !in.ListedByPR {
+			miss, err := closure.Unlisted(dir, in.BaseDir, in.ChangedFiles)
+			if err != nil {
+				m, err := closureFallback("scoping the plan", err)
+				return nil, m, err
+			}
+			if miss != "" {
+				return nil, fellBack("", miss+" differs from the base but is not among the changed files: the scope would miss its change"), nil
+			}
+		}
 		scope, err = closure.FileScope(cfg, in.BaseDir, in.ChangedFiles)
 	} else {
 		scope, err = closure.TargetScope(cfg, in.Targets)

@@ -208,6 +208,20 @@ func TestNativeLaneFallsBack(t *testing.T) {
 		ChangedFiles: []string{"main.tf"}}); err == nil || !strings.Contains(err.Error(), "--base-dir") {
 		t.Errorf("changed files without a base dir: %v, want an error naming --base-dir", err)
 	}
+	// A list of changed files that leaves out a changed file falls back
+	// naming it, unless it is the pull request's own list (klbot).
+	changed := nativeConfig(h, "r1", "y0")
+	for _, pr := range []bool{false, true} {
+		out, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: changed, Actor: "alice", Lane: engine.LaneChoiceNative,
+			ChangedFiles: []string{"z.txt"}, BaseDir: base, ListedByPR: pr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := out.Run.Envelope.LaneReason
+		if left := strings.Contains(reason, "main.tf differs from the base but is not among the changed files"); left == pr {
+			t.Errorf("changed files leaving out main.tf (listed by a pull request: %v): lane reason %q", pr, reason)
+		}
+	}
 	if _, err := h.eng.Plan(h.ctx, engine.PlanInput{State: testState, Dir: base, Actor: "alice", Lane: engine.LaneChoiceNative,
 		Targets: []string{"terraform_data.r"}, ChangedFiles: []string{"main.tf"}, BaseDir: base}); !errors.Is(err, engine.ErrInvalid) ||
 		!strings.Contains(err.Error(), "not both") {

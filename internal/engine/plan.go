@@ -46,7 +46,16 @@ type PlanInput struct {
 	// marker's reason: a partial list would be a narrower scope than the
 	// change (ADR 0070). "" when the list is complete.
 	ScopeIncomplete string
-	Progress        func(Progress)
+	// ListedByPR says ChangedFiles is the pull request's own file list
+	// (klbot: GitHub's, against the merge base). Otherwise (kl plan
+	// --changed-file, a list a script computed) the native lane checks
+	// that every file differing between Dir and BaseDir is listed, and
+	// falls back naming the first that is not (closure.Unlisted): a list
+	// computed wrong must not narrow the plan. A pull request's list is not
+	// checked so: BaseDir is then the base branch's tree, which differs
+	// from the head by what the base gained since the merge base too.
+	ListedByPR bool
+	Progress   func(Progress)
 	// SupersedeOlder: once this plan is stored, the open plans of PR of
 	// the same state, scope directory and workspace are superseded by it
 	// (SupersededByNewerPlan at CommitSHA), before its overlaps are
