@@ -239,3 +239,30 @@ func TestParseWithBaseTerraformApply(t *testing.T) {
 		t.Errorf("entries parsed anew: %v, want only terraform_data.r00003 (the changed one)", fresh)
 	}
 }
+
+// FuzzParseWithBase: for any document, ParseWithBase against a fixed base
+// gives exactly what Parse gives — the same error, or the same entries and
+// the same bytes from Marshal.
+func FuzzParseWithBase(f *testing.F) {
+	doc, err := tfstate.SynthesizeTerraformData(12, 2, "lineage-fuzz", 3).Marshal()
+	if err != nil {
+		f.Fatal(err)
+	}
+	base, err := tfstate.Parse(doc)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(doc)
+	f.Add(bytes.Replace(doc, []byte(`"r00004"`), []byte(`"r00004x"`), 2))
+	f.Add(doc[:len(doc)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, werr := tfstate.Parse(b)
+		got, err := tfstate.ParseWithBase(b, base)
+		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+			t.Fatalf("ParseWithBase error %v, Parse's %v", err, werr)
+		}
+		if err == nil {
+			sameParse(t, got, want)
+		}
+	})
+}
