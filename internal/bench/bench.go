@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kilolock/kilolock/internal/store/pgtest"
 	"github.com/kilolock/kilolock/internal/testprovider"
 )
 
@@ -254,21 +256,53 @@ func klBinary(ctx context.Context, opts Options) (kl string, cleanup func(), err
 }
 
 // runGrowth measures figure 4 with opts.KL (or a kl built from opts.Src)
-// and prints its heading and result.
+// on SQLite and on PostgreSQL (TEST_DATABASE_URL, or a throwaway cluster as
+// the store tests start one: pgtest; SQLite alone when there is neither)
+// and prints its heading and result, the two stores side by side.
 func runGrowth(ctx context.Context, w io.Writer, opts Options) (*GrowthResult, error) {
 	kl, cleanup, err := klBinary(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	fmt.Fprintf(w, "\n== 4. store growth: SQLite bytes per version, 2,000 resources, 3 plan + apply cycles of a one-resource change ==\n")
-	g, err := Growth(ctx, GrowthOptions{KL: kl, Terraform: opts.Terraform, TempDir: opts.TempDir, Progress: w})
+	fmt.Fprintf(w, "\n== 4. store growth: bytes per version, SQLite and PostgreSQL, 2,000 resources, 3 plan + apply cycles of a one-resource change ==\n")
+	pg, err := growthPostgres(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "  PostgreSQL not measured: %v\n", err)
+	}
+	defer pgtest.Stop()
+	g, err := Growth(ctx, GrowthOptions{KL: kl, Terraform: opts.Terraform, TempDir: opts.TempDir, Progress: w, Postgres: pg})
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "  store after state init %s; per version (median) %s; the closed plans' saved plans and archives hold %s until KL_RETENTION\n",
-		FormatBytes(float64(g.Init)), FormatBytes(g.PerVersion()), FormatBytes(float64(g.Retained)))
-	return g, nil
+	t := Table{Header: []string{"store", "after state init", "per version (median)", "of it, saved plans and archives until KL_RETENTION", "after each apply"}}
+	add := func(name, unit string, s GrowthSeries) {
+		after := make([]string, len(s.After))
+		for i, b := range s.After {
+			after[i] = FormatBytes(float64(b))
+		}
+		t.Add(name+" ("+unit+")", FormatBytes(float64(s.Init)), FormatBytes(s.PerVersion()),
+			FormatBytes(float64(s.Retained)/float64(max(1, len(s.After)))), strings.Join(after, ", "))
+	}
+	add("SQLite", "used pages", g.GrowthSeries)
+	if g.Postgres != nil {
+		add("PostgreSQL", "pg_total_relation_size", *g.Postgres)
+	}
+	return g, t.Render(indent(w))
+}
+
+// growthPostgres is the DSN of a fresh schema on a PostgreSQL server for
+// figure 4: TEST_DATABASE_URL's, or a throwaway cluster's (pgtest).
+func growthPostgres(ctx context.Context) (string, error) {
+	base, err := pgtest.Server()
+	if err != nil {
+		if errors.Is(err, pgtest.ErrNoServerBinaries) {
+			return "", fmt.Errorf("%w: %s", err, pgtest.InstallHint)
+		}
+		return "", err
+	}
+	dsn, _, err := pgtest.NewSchema(ctx, base)
+	return dsn, err
 }
 
 // runCommit measures figure 3 and prints its heading; its medians are in

@@ -18,10 +18,13 @@
 //     API during the refresh; both plugin caches filled first).
 //  3. Commit (Commit): the snapshot-merge benchmarks of internal/tfstate on a
 //     10,000-resource state (go test -bench, -benchmem), medians per metric.
-//  4. Growth (Growth): the used bytes of a SQLite store per version, over
-//     three `kl plan` + `kl apply` cycles of a one-resource change on a
-//     2,000-resource state, and how much of it the closed plans' saved plans
-//     and archives hold until KL_RETENTION deletes them (ADR 0063).
+//  4. Growth (Growth): the bytes of a store per version, over three
+//     `kl plan` + `kl apply` cycles of a one-resource change on a
+//     2,000-resource state — a SQLite store's used pages and, side by side,
+//     a PostgreSQL store's pg_total_relation_size of its tables (a
+//     throwaway cluster, as the store tests start one) — and how much of it
+//     the closed plans' saved plans and archives hold until KL_RETENTION
+//     deletes them (ADR 0063).
 //  5. Native lane (Native; issue 17, ADR 0069): on 10,000 kltest_object
 //     resources (20 ms per Read, default -parallelism), (a) one changed
 //     resource planned and applied in the native lane (`kl plan --lane

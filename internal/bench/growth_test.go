@@ -3,11 +3,14 @@ package bench
 import (
 	"os/exec"
 	"testing"
+
+	"github.com/kilolock/kilolock/internal/store/pgtest"
 )
 
-// TestGrowth runs figure 4 small (1,001 resources — the changed one is r01000 —, 2 applies) with the real
-// kl and terraform: the store grows with each apply, and the closed plan
-// holds a saved plan and a configuration archive until the retention.
+// TestGrowth runs figure 4 small (1,001 resources — the changed one is
+// r01000 —, 2 applies) on SQLite and on PostgreSQL with the real kl and
+// terraform: each store grows with each apply, and the closed plan holds a
+// saved plan and a configuration archive until the retention.
 func TestGrowth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs kl and Terraform")
@@ -24,15 +27,23 @@ func TestGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Growth(t.Context(), GrowthOptions{KL: kl, Terraform: tf, Resources: 1001, Applies: 2, TempDir: t.TempDir()})
+	dsn := pgtest.DSN(t)
+	res, err := Growth(t.Context(), GrowthOptions{KL: kl, Terraform: tf, Resources: 1001, Applies: 2, TempDir: t.TempDir(), Postgres: dsn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.After) != 2 || res.Init <= 0 || res.After[0] <= res.Init || res.After[1] < res.After[0] {
-		t.Fatalf("store bytes: init %d, after %v; want growth with each apply", res.Init, res.After)
+	if res.Postgres == nil {
+		t.Fatal("no PostgreSQL figure")
 	}
-	if res.Retained <= 0 {
-		t.Fatalf("retained %d bytes; want the closed plans' saved plans and archives", res.Retained)
+	for name, s := range map[string]GrowthSeries{"SQLite": res.GrowthSeries, "PostgreSQL": *res.Postgres} {
+		if len(s.After) != 2 || s.Init <= 0 || s.After[0] <= s.Init || s.After[1] < s.After[0] {
+			t.Fatalf("%s store bytes: init %d, after %v; want growth with each apply", name, s.Init, s.After)
+		}
+		if s.Retained <= 0 {
+			t.Fatalf("%s: retained %d bytes; want the closed plans' saved plans and archives", name, s.Retained)
+		}
+		t.Logf("%s, 1,001 resources: init %d B, after %v, %.0f B per version, %d B retained until KL_RETENTION", name, s.Init, s.After, s.PerVersion(), s.Retained)
 	}
-	t.Logf("1,001 resources: init %d B, after %v, %.0f B per version, %d B retained until KL_RETENTION", res.Init, res.After, res.PerVersion(), res.Retained)
 }
+
+func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -81,16 +81,24 @@ func Summary(res *Results) *Table {
 		}
 	}
 	if g := res.Growth; g != nil {
-		n := float64(len(g.After))
-		t.Add(fmt.Sprintf("4. store bytes per version, %d resources (SQLite, used pages)", g.Resources),
-			FormatBytes(g.PerVersion())+" per plan + apply",
-			fmt.Sprintf("%s of it saved plans and archives, until KL_RETENTION", FormatBytes(float64(g.Retained)/n)),
-			"n/a")
+		addGrowthRow(t, g.Resources, "SQLite, used pages", g.GrowthSeries)
+		if g.Postgres != nil {
+			addGrowthRow(t, g.Resources, "PostgreSQL, pg_total_relation_size", *g.Postgres)
+		}
 	}
 	if n := res.Native; n != nil {
 		addNativeRows(t, n)
 	}
 	return t
+}
+
+// addGrowthRow adds figure 4's row of one store (what: its name and unit).
+func addGrowthRow(t *Table, resources int, what string, s GrowthSeries) {
+	n := float64(len(s.After))
+	t.Add(fmt.Sprintf("4. store bytes per version, %d resources (%s)", resources, what),
+		FormatBytes(s.PerVersion())+" per plan + apply",
+		fmt.Sprintf("%s of it saved plans and archives, until KL_RETENTION", FormatBytes(float64(s.Retained)/n)),
+		"n/a")
 }
 
 // addOverheadRows adds figure 2's rows (or 2b's, with a provider) to t,

@@ -140,7 +140,9 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 		a.e.log().Error("storing apply result", "run", a.run.ID, "err", err)
 		kept = ""
 	}
-	result, err := tfstate.Parse(state)
+	// Parsed against the base Terraform applied to: the entries it did not
+	// touch are taken from the base, not read again (issue 16's bench).
+	result, err := tfstate.ParseWithBase(state, baseState)
 	if err != nil {
 		return nil, commitSpec{}, a.fail(ctx, StatusFailed, Failed(StepParseResult, err).withArtifact(kept),
 			fmt.Errorf("parsing the state written by run %s: %w", a.run.ID, err))

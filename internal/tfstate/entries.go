@@ -1,6 +1,7 @@
 package tfstate
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +42,15 @@ func ParseEntries(raws [][]byte) ([]Resource, error) {
 		buf = append(buf, r...)
 	}
 	buf = append(buf, ']')
-	out, _, err := parseResources(buf, 0)
+	out, _, err, ok := parseResources(buf, 0, nil, 0)
+	if !ok {
+		for i, r := range raws {
+			if !json.Valid(r) {
+				return nil, invalid(nil, "resource entry %d: not valid JSON", i)
+			}
+		}
+		return nil, invalid(nil, "resource entries: not valid JSON")
+	}
 	if err != nil {
 		return nil, err
 	}

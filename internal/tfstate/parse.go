@@ -1,7 +1,6 @@
 package tfstate
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,16 +10,35 @@ import (
 
 // Parse reads a Terraform state v4 document. Errors wrap ErrInvalid (as a
 // *ParseError) and say what is wrong: not JSON or truncated ("not a
-// Terraform state: …"), a format version other than 4 (found version, and
-// that Terraform ≥ 0.12 writes version 4), no lineage, a resource entry
-// without type or name, with an unknown mode or a malformed module path, or
-// two entries for the same resource.
+// Terraform state: …", with encoding/json's message and the byte offset), a
+// format version other than 4 (found version, and that Terraform ≥ 0.12
+// writes version 4), no lineage, a resource entry without type or name,
+// with an unknown mode or a malformed module path, or two entries for the
+// same resource. A syntax error anywhere in b is reported before any of the
+// others.
 //
-// Cost: one json.Valid pass over b plus one lighter pass that splits and
-// compacts the entries — about twice json.Valid's time (BenchmarkParse10k:
-// a 10,000-resource state is 6.4 MB).
+// Cost: one pass over b that checks the JSON (what json.Valid accepts, no
+// more: valid.go) while it splits and compacts the entries
+// (BenchmarkParse10k: a 10,000-resource state is 6.4 MB). The State keeps
+// slices of b (each entry's bytes as written, for ParseWithBase): do not
+// modify b afterwards.
 func Parse(b []byte) (*State, error) {
-	return parse(b, true)
+	return parse(b, true, nil)
+}
+
+// ParseWithBase is Parse (same result, same errors) for a document that
+// shares most of its entries with base: the state Terraform wrote after
+// applying a plan to base. An entry whose bytes in b are, byte for byte,
+// the bytes base's entry at the same place in Terraform's order had in the
+// document base was parsed from is taken from base — its Raw shared, not
+// compacted or checked again, since those bytes were checked when base
+// was parsed — so the cost is a comparison of memory plus the parse of the
+// entries that changed (issue 16's bench: the whole terraform-lane commit).
+// Every other entry is parsed as Parse parses it. base must come from
+// Parse or ParseWithBase of a document not modified since; nil base, or a
+// State built otherwise, makes this Parse.
+func ParseWithBase(b []byte, base *State) (*State, error) {
+	return parse(b, true, base)
 }
 
 // ParsePrevRun reads the state Terraform keeps in a saved plan as its
@@ -29,23 +47,25 @@ func Parse(b []byte) (*State, error) {
 // Terraform writes with no lineage and serial 0. Errors are Parse's, less
 // the missing lineage.
 func ParsePrevRun(b []byte) (*State, error) {
-	return parse(b, false)
+	return parse(b, false, nil)
 }
 
-func parse(b []byte, needLineage bool) (*State, error) {
-	if len(bytes.TrimSpace(b)) == 0 {
+func parse(b []byte, needLineage bool, base *State) (*State, error) {
+	start := skipSpace(b, 0)
+	if start == len(b) {
 		return nil, invalid(nil, "not a Terraform state: empty input")
 	}
-	if !json.Valid(b) {
-		return nil, syntaxError(b)
-	}
-	start := skipSpace(b, 0)
 	if b[start] != '{' {
+		if !json.Valid(b) {
+			return nil, syntaxError(b)
+		}
 		return nil, invalid(nil, "not a Terraform state: want a JSON object, found %s", jsonKind(b[start:]))
 	}
-	m, err := splitMembers(b, start)
-	if err != nil {
-		return nil, err
+	m, ok := splitMembers(b, start, base)
+	// A walk that stopped at an error in the resources skipped the rest of
+	// them unchecked: a syntax error there still comes first.
+	if !ok || (m.unchecked && !json.Valid(b)) {
+		return nil, syntaxError(b)
 	}
 	if err := m.fill(needLineage); err != nil {
 		return nil, err
@@ -61,57 +81,97 @@ type topMembers struct {
 	s                                            *State
 	// resErr is parseResources' error, reported after the other members'.
 	resErr error
+	// unchecked: after resErr, the rest of the resources was skipped, not
+	// checked.
+	unchecked bool
 }
 
-// splitMembers walks the top-level members of the valid JSON object that
-// starts at b[start] by hand: the resources array (nearly all of the
-// document) is split and compacted in the same pass that finds its end.
-func splitMembers(b []byte, start int) (*topMembers, error) {
+// splitMembers walks the top-level members of the object that starts at
+// b[start] by hand, checking the JSON as it goes: the resources array
+// (nearly all of the document) is split and compacted in the same pass
+// (parseResources); the other members are compacted. It reports false for
+// anything json.Valid refuses (the caller says what), including anything
+// but white space after the object.
+func splitMembers(b []byte, start int, base *State) (*topMembers, bool) {
 	m := &topMembers{s: &State{Resources: []Resource{}}}
-	s := m.s
 	i := skipSpace(b, start+1)
-	for i < len(b) && b[i] == '"' {
-		ke := stringEnd(b, i)
-		key, err := unquote(b[i:ke])
-		if err != nil {
-			return nil, invalid(err, "reading a field name: %v", err)
+	if i < len(b) && b[i] == '}' {
+		return m, skipSpace(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
 		}
-		vs := skipSpace(b, skipSpace(b, ke)+1) // past ':'
+		ke, ok := validStringEnd(b, i)
+		if !ok {
+			return nil, false
+		}
+		key, err := unquote(b[i:ke])
+		if i = skipSpace(b, ke); err != nil || i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
 		var ve int
 		if key == "resources" {
-			s.Resources, ve, m.resErr = parseResources(b, vs)
-		} else {
-			ve = valueEnd(b, vs)
-			val := b[vs:ve]
-			switch key {
-			case "version":
-				m.version = val
-			case "serial":
-				m.serial = val
-			case "lineage":
-				m.lineage = val
-			case "terraform_version":
-				m.tfVersion = val
-			case "outputs":
-				m.outputs = val
-			case "check_results":
-				s.CheckResults = nil
-				if string(val) != "null" {
-					s.CheckResults = appendCompact(nil, val)
-				}
-			default:
-				if s.Extra == nil {
-					s.Extra = map[string]json.RawMessage{}
-				}
-				s.Extra[key] = appendCompact(nil, val)
+			if ve, ok = m.readResources(b, i+1, base); !ok {
+				return nil, false
 			}
+		} else {
+			var val []byte
+			if val, ve, _, ok = appendValid(nil, b, i+1, nil, 1); !ok {
+				return nil, false
+			}
+			m.set(key, val)
 		}
-		i = skipSpace(b, ve)
-		if i < len(b) && b[i] == ',' {
+		switch i = skipSpace(b, ve); {
+		case i < len(b) && b[i] == ',':
 			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+			return m, skipSpace(b, i+1) == len(b)
+		default:
+			return nil, false
 		}
 	}
-	return m, nil
+}
+
+// readResources reads the resources member's value, which starts at b[at]
+// (after white space), into m.s.Resources; it returns the index past it and
+// false for a syntax error.
+func (m *topMembers) readResources(b []byte, at int, base *State) (int, bool) {
+	var ve int
+	var ok bool
+	m.s.Resources, ve, m.resErr, ok = parseResources(b, skipSpace(b, at), base, 1)
+	if m.resErr != nil && ok {
+		// parseResources skipped the rest without checking it.
+		m.unchecked = true
+	}
+	return ve, ok
+}
+
+// set keeps the compact value val of the top-level member key.
+func (m *topMembers) set(key string, val []byte) {
+	s := m.s
+	switch key {
+	case "version":
+		m.version = val
+	case "serial":
+		m.serial = val
+	case "lineage":
+		m.lineage = val
+	case "terraform_version":
+		m.tfVersion = val
+	case "outputs":
+		m.outputs = val
+	case "check_results":
+		s.CheckResults = nil
+		if string(val) != "null" {
+			s.CheckResults = val
+		}
+	default:
+		if s.Extra == nil {
+			s.Extra = map[string]json.RawMessage{}
+		}
+		s.Extra[key] = val
+	}
 }
 
 // fill checks the format version and sets m.s's lineage (required when
@@ -225,53 +285,146 @@ func newOutput(raw []byte) (Output, error) {
 
 type entryKey struct{ module, mode, typ, name string }
 
-// parseResources reads the resources value starting at b[at]: it splits
-// the array into compacted entries and reads each entry's identifying
-// fields (instances are copied, not decoded). It returns the index past the
-// value; an error comes with the entries read so far.
-func parseResources(b []byte, at int) ([]Resource, int, error) {
+// parseResources reads the resources value starting at b[at] (no white
+// space before it), nested in depth arrays and objects: it checks the JSON
+// while it splits the array into compacted entries and reads each entry's
+// identifying fields (instances are copied, not decoded); entries found
+// byte for byte in base are taken from it (ParseWithBase). It returns the
+// index past the value and ok false for a syntax error. A semantic error
+// (err) comes with the entries read so far and the index past the value
+// found without checking the rest (valueEnd).
+func parseResources(b []byte, at int, base *State, depth int) (out []Resource, end int, err error, ok bool) {
+	if at >= len(b) {
+		return nil, at, nil, false
+	}
 	switch b[at] {
 	case 'n':
-		return []Resource{}, valueEnd(b, at), nil
+		return []Resource{}, at + 4, nil, literalAt(b, at, "null")
 	case '[':
 	default:
-		return nil, valueEnd(b, at), invalid(nil, "resources: want an array, found %s", jsonKind(b[at:]))
+		if _, end, _, ok = appendValid(nil, b, at, nil, depth); !ok {
+			return nil, end, nil, false
+		}
+		return nil, end, invalid(nil, "resources: want an array, found %s", jsonKind(b[at:])), true
 	}
-	var (
-		out   []Resource
-		seen  = map[entryKey]struct{}{}
-		strs  = map[string]string{} // decoded module and provider strings, which repeat
-		spans []span
+	p := entryParser{b: b, strs: map[string]string{}}
+	if base != nil {
+		p.base = base.Resources
+		out = make([]Resource, 0, len(base.Resources)+8)
+	} else {
 		// One backing array for all compacted entries (compact JSON is never
-		// longer than its source); each Raw is capped so appends cannot spill.
-		buf = make([]byte, 0, len(b)-at)
-	)
+		// longer than its source); each Raw is capped so appends cannot
+		// spill. With a base, few entries are compacted: buf grows as needed.
+		p.buf = make([]byte, 0, len(b)-at)
+	}
 	i := skipSpace(b, at+1)
-	for n := 0; i < len(b) && b[i] != ']'; n++ {
+	if i < len(b) && b[i] == ']' {
+		return []Resource{}, i + 1, nil, true
+	}
+	for n := 0; ; n++ {
+		if i >= len(b) {
+			return out, i, nil, false
+		}
 		if b[i] != '{' {
-			return out, valueEnd(b, at), invalid(nil, "resources[%d]: want an object, found %s", n, jsonKind(b[i:]))
+			if _, e, _, ok := appendValid(nil, b, i, nil, depth+1); !ok {
+				return out, e, nil, false
+			}
+			return out, valueEnd(b, at), invalid(nil, "resources[%d]: want an object, found %s", n, jsonKind(b[i:])), true
 		}
-		start := len(buf)
-		buf, i, spans = appendCompactObject(buf, b, i, spans[:0])
-		r := Resource{Raw: buf[start:len(buf):len(buf)]}
-		if err := r.readFields(spans, buf, strs, n); err != nil {
-			return out, valueEnd(b, at), err
+		r, e, err, ok := p.entry(i, n, depth+1)
+		if !ok || err != nil {
+			return out, valueEnd(b, at), err, ok
 		}
-		k := entryKey{r.Module, r.Mode, r.Type, r.Name}
-		if _, dup := seen[k]; dup {
-			return out, valueEnd(b, at), invalid(nil, "resources[%d]: a second entry for %s in module %q", n, r.addr, r.Module)
+		if p.dups.add(out, &r) {
+			return out, valueEnd(b, at), invalid(nil, "resources[%d]: a second entry for %s in module %q", n, r.addr, r.Module), true
 		}
-		seen[k] = struct{}{}
 		out = append(out, r)
-		i = skipSpace(b, i)
-		if i < len(b) && b[i] == ',' {
+		switch i = skipSpace(b, e); {
+		case i < len(b) && b[i] == ',':
 			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == ']':
+			return out, i + 1, nil, true
+		default:
+			return out, i, nil, false
 		}
 	}
-	if out == nil {
-		out = []Resource{}
+}
+
+// entryParser reads the entries of one resources array (parseResources).
+type entryParser struct {
+	b     []byte
+	buf   []byte
+	strs  map[string]string // decoded module and provider strings, which repeat
+	spans []span
+	// base is ParseWithBase's base entries; next the one to compare the
+	// next entry with (both in Terraform's order).
+	base []Resource
+	next int
+	dups dupCheck
+}
+
+// entry reads the entry that starts at p.b[i] == '{', the n-th: from the
+// base when its bytes are the next base entry's, else checked and
+// compacted. It returns the index past it; ok false for a syntax error.
+func (p *entryParser) entry(i, n, depth int) (Resource, int, error, bool) {
+	b := p.b
+	// The next base entry, or the one after it (an entry removed or
+	// renamed just before).
+	for k := p.next; k < len(p.base) && k < p.next+2; k++ {
+		cand := &p.base[k]
+		if src := cand.source(); len(src) > 0 && len(b)-i >= len(src) && string(b[i:i+len(src)]) == string(src) {
+			// A whole object equal to a valid one ends where it does.
+			r := *cand
+			e := i + len(src)
+			r.src = b[i:e:e]
+			p.next = k + 1
+			return r, e, nil, true
+		}
 	}
-	return out, i + 1, nil
+	start := len(p.buf)
+	var e int
+	var ok bool
+	if p.buf, e, p.spans, ok = appendValid(p.buf, b, i, p.spans[:0], depth); !ok {
+		return Resource{}, e, nil, false
+	}
+	r := Resource{Raw: p.buf[start:len(p.buf):len(p.buf)], src: b[i:e:e]}
+	if err := r.readFields(p.spans, p.buf, p.strs, n); err != nil {
+		return Resource{}, e, err, true
+	}
+	// Step over the base entries r comes after or replaces.
+	for p.next < len(p.base) && compareEntries(&p.base[p.next], &r) < 0 {
+		p.next++
+	}
+	if p.next < len(p.base) && compareEntries(&p.base[p.next], &r) == 0 {
+		p.next++
+	}
+	return r, e, nil, true
+}
+
+// dupCheck finds a second entry for one resource (module instance, mode,
+// type, name). While the entries come in Terraform's order, strictly
+// ascending, none can repeat an earlier one and no set is kept; from the
+// first entry out of order on, a set of all of them is.
+type dupCheck struct{ seen map[entryKey]struct{} }
+
+// add reports whether r repeats one of out (the entries before it) and
+// counts r.
+func (d *dupCheck) add(out []Resource, r *Resource) bool {
+	if d.seen == nil {
+		if len(out) == 0 || compareEntries(&out[len(out)-1], r) < 0 {
+			return false
+		}
+		d.seen = make(map[entryKey]struct{}, 2*len(out))
+		for i := range out {
+			d.seen[entryKey{out[i].Module, out[i].Mode, out[i].Type, out[i].Name}] = struct{}{}
+		}
+	}
+	k := entryKey{r.Module, r.Mode, r.Type, r.Name}
+	if _, dup := d.seen[k]; dup {
+		return true
+	}
+	d.seen[k] = struct{}{}
+	return false
 }
 
 // readFields sets the identifying fields of r from its members (spans are

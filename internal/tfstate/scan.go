@@ -6,10 +6,11 @@ import (
 	"unicode/utf8"
 )
 
-// Byte-level helpers over JSON that json.Valid has already accepted. They
-// replace encoding/json's reflection and state-machine scanner on the hot
-// paths (a 10,000-resource state is ~6 MB): each is one tight loop, and
-// none of them may be called on unchecked input.
+// Byte-level helpers over JSON that is already known valid (checked by
+// appendValid or json.Valid). They replace encoding/json's reflection and
+// state-machine scanner on the hot paths (a 10,000-resource state is
+// ~6 MB): each is one tight loop, and none of them may be called on
+// unchecked input.
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -111,52 +112,9 @@ func appendCompact(dst, b []byte) []byte {
 	return dst
 }
 
-// span locates one member of a compacted object: key at [k0,k1), the
-// value at [k1+1, v1) (after the ':').
+// span locates one member of a compacted object (appendValid): key at
+// [k0,k1), the value at [k1+1, v1) (after the ':').
 type span struct{ k0, k1, v1 int }
-
-// appendCompactObject appends the object starting at b[i] == '{', compacted,
-// to dst and returns the index past it in b. It records the top-level
-// members' spans (offsets into the returned dst) in spans, so the caller
-// reads an entry's fields without another pass.
-func appendCompactObject(dst, b []byte, i int, spans []span) ([]byte, int, []span) {
-	depth := 0
-	for ; i < len(b); i++ {
-		c := b[i]
-		switch c {
-		case '"':
-			e := stringEnd(b, i)
-			if depth == 1 {
-				if last := dst[len(dst)-1]; last == '{' || last == ',' {
-					spans = append(spans, span{k0: len(dst), k1: len(dst) + e - i})
-				}
-			}
-			dst = append(dst, b[i:e]...)
-			i = e - 1
-			continue
-		case ' ', '\t', '\n', '\r':
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 1 && len(spans) > 0 {
-				spans[len(spans)-1].v1 = len(dst)
-			}
-			depth--
-			dst = append(dst, c)
-			if depth == 0 {
-				return dst, i + 1, spans
-			}
-			continue
-		case ',':
-			if depth == 1 {
-				spans[len(spans)-1].v1 = len(dst)
-			}
-		}
-		dst = append(dst, c)
-	}
-	return dst, i, spans
-}
 
 // appendIndent appends JSON b indented exactly as json.Indent(dst, b,
 // prefix, "  ") would: a new line per element, "{}" and "[]" for empty

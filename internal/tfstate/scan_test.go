@@ -76,9 +76,9 @@ func checkScan(t *testing.T, b []byte) {
 		t.Fatalf("valueEnd(%q) = %d: leaves %q", b, end, b[end:])
 	}
 	if b[start] == '{' {
-		dst, end, spans := appendCompactObject([]byte("x"), b, start, nil)
-		if !bytes.Equal(dst[1:], want.Bytes()) || len(bytes.TrimSpace(b[end:])) != 0 {
-			t.Fatalf("appendCompactObject(%q) = %q, end %d", b, dst[1:], end)
+		dst, end, spans, ok := appendValid([]byte("x"), b, start, nil, 0)
+		if !ok || !bytes.Equal(dst[1:], want.Bytes()) || len(bytes.TrimSpace(b[end:])) != 0 {
+			t.Fatalf("appendValid(%q) = %q, end %d, %v", b, dst[1:], end, ok)
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(b, &m); err != nil {
@@ -100,12 +100,12 @@ func checkScan(t *testing.T, b []byte) {
 				t.Fatal(err)
 			}
 			if n == 1 && !bytes.Equal(vals[k], c.Bytes()) {
-				t.Fatalf("appendCompactObject(%q): key %q spans %q, want %q", b, k, vals[k], c.Bytes())
+				t.Fatalf("appendValid(%q): key %q spans %q, want %q", b, k, vals[k], c.Bytes())
 			}
 		}
 		for k := range m {
 			if count[k] == 0 {
-				t.Fatalf("appendCompactObject(%q): no span for key %q", b, k)
+				t.Fatalf("appendValid(%q): no span for key %q", b, k)
 			}
 		}
 	}

@@ -111,6 +111,20 @@ type Resource struct {
 	// replaced since is validated again by Marshal.
 	checked    *byte
 	checkedLen int
+
+	// src is the entry's bytes as written in the document Parse read it
+	// from (white space and all); it stands for Raw only while Raw is the
+	// one Parse checked (source). ParseWithBase compares with it.
+	src []byte
+}
+
+// source is the entry's bytes in the document it was parsed from, nil when
+// unknown or when Raw has been replaced since.
+func (r *Resource) source() []byte {
+	if !r.rawChecked() {
+		return nil
+	}
+	return r.src
 }
 
 func (r *Resource) markChecked() {

@@ -71,6 +71,20 @@ func TestParseErrors(t *testing.T) {
 			{"module": "module.a[0]", "mode": "managed", "type": "t", "name": "n"},
 			{"module": "module.a[0]", "mode": "managed", "type": "t", "name": "n"}]}`, `resources[1]: a second entry for module.a.t.n in module "module.a[0]"`},
 		"output not object": {`{"version": 4, "lineage": "l", "outputs": {"o": "secret"}}`, `output "o": want an object, found a string`},
+		// Syntax errors inside the entries, found by the pass that splits
+		// them, keep encoding/json's message and offset.
+		"bad escape in an entry": {`{"version": 4, "lineage": "l", "resources": [{"mode": "managed", "type": "t", "name": "n\q"}]}`,
+			`invalid character 'q' in string escape code (at byte 90)`},
+		"control character in an entry": {"{\"version\": 4, \"lineage\": \"l\", \"resources\": [{\"name\": \"a\nb\"}]}",
+			`invalid character '\n' in string literal`},
+		"trailing comma in resources": {`{"version": 4, "lineage": "l", "resources": [{"mode": "managed", "type": "t", "name": "n"},]}`,
+			`invalid character ']' looking for beginning of value`},
+		"bad number in an entry": {`{"version": 4, "lineage": "l", "resources": [{"mode": "managed", "type": "t", "name": "n", "x": 01}]}`,
+			`invalid character '1' after object key:value pair`},
+		"syntax error after a bad entry": {`{"version": 4, "lineage": "l", "resources": [{"mode": "x", "type": "t", "name": "n"}, {"a": tru}]}`,
+			`invalid character '}' in literal true (expecting 'e')`},
+		"nested too deep": {`{"version": 4, "lineage": "l", "resources": [{"x": ` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}]}`,
+			`exceeded max depth`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -112,13 +112,9 @@ func BaseDSN(t testing.TB) string {
 func DSN(t testing.TB) string {
 	t.Helper()
 	b := BaseDSN(t)
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		t.Fatalf("naming a test schema: %v", err)
-	}
-	schema := "kl_" + hex.EncodeToString(rnd[:])
-	if err := exec1(context.Background(), b, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("creating test schema %s: %v", schema, err)
+	dsn, schema, err := NewSchema(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if os.Getenv(EnvURL) != "" {
 		t.Cleanup(func() {
@@ -127,11 +123,33 @@ func DSN(t testing.TB) string {
 			}
 		})
 	}
-	dsn, err := WithParam(b, "search_path", schema)
-	if err != nil {
-		t.Fatalf("test DSN: %v", err)
-	}
 	return dsn
+}
+
+// Server is BaseDSN for a program that is not a test (klbench): the DSN of
+// TEST_DATABASE_URL, or of the throwaway cluster's "postgres" database,
+// started on first use. It returns ErrNoServerBinaries when there is
+// neither. Call Stop when done.
+func Server() (string, error) {
+	return serverDSN()
+}
+
+// NewSchema creates a fresh schema kl_<16 hex digits> on the server at
+// base (a DSN) and returns a DSN whose search_path is that schema, and the
+// schema's name. Nothing drops it: a throwaway cluster goes whole at Stop.
+func NewSchema(ctx context.Context, base string) (dsn, schema string, err error) {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", "", fmt.Errorf("naming a test schema: %w", err)
+	}
+	schema = "kl_" + hex.EncodeToString(rnd[:])
+	if err := exec1(ctx, base, "CREATE SCHEMA "+schema); err != nil {
+		return "", "", fmt.Errorf("creating test schema %s: %w", schema, err)
+	}
+	if dsn, err = WithParam(base, "search_path", schema); err != nil {
+		return "", "", fmt.Errorf("test DSN: %w", err)
+	}
+	return dsn, schema, nil
 }
 
 // WithParam returns dsn (a postgres:// URL or a key=value string) with the
