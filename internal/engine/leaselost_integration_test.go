@@ -194,7 +194,8 @@ func TestRecoverLapsedReadInputChanged(t *testing.T) {
 			t.Errorf("recovered story says %q although version %d changed a plan input:\n%s", bad, source+1, text.String())
 		}
 	}
-	if !strings.Contains(outcome, fmt.Sprintf("plan input changed in version %d", source+1)) || !strings.Contains(outcome, "Since plan (at commit)") {
+	if !strings.Contains(outcome, fmt.Sprintf("plan input changed in version %d", source+1)) || !strings.Contains(outcome, "Since plan (at commit)") ||
+		!strings.Contains(outcome, fmt.Sprintf("meanwhile version %d", source+1)) {
 		t.Errorf("recovered story does not name the changed plan input:\n%s", text.String())
 	}
 }
