@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/tfstate"
@@ -225,32 +226,21 @@ func withoutStrings(a, b []string) []string {
 	return out
 }
 
-// commitOrLeaseLost commits spec; when the run's reservations expired
-// before the commit (ErrLeaseLost), it commits again by the lease-lost
-// rule: merge only what the head has not changed since the plan and no
-// other live run holds, keep the head elsewhere and say so (the version is
-// committed even when the head keeps every address: it is the provenance
-// of an apply that ran, and its deviation names what no version holds). The
-// raw result is kept as an artifact: nothing Terraform wrote is dropped
+// commitOrLeaseLost commits spec (commitChecked). When the run's
+// reservations expired before the commit (ErrLeaseLost), it commits by the
+// lease-lost rule: merge only what the head has not changed since the plan
+// and no other live run holds, keep the head elsewhere and say so (the
+// version is committed even when the head keeps every address: it is the
+// provenance of an apply that ran, and its deviation names what no version
+// holds). When a version committed after the snapshot Terraform applied to
+// changed the applied plan's footprint — its lease lapsed and its reads
+// were dropped (ADR 0072) — what Terraform did is committed all the same,
+// but the run fails with ErrLeaseLost and nothing says exact. The raw
+// result is kept as an artifact: nothing Terraform wrote is dropped
 // silently.
 func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result *tfstate.State, spec commitSpec, applyErr error) (*ApplyOutcome, error) {
 	e := a.e
-	v, err := a.commit(cctx, baseState, result, spec)
-	leaseLost := errors.Is(err, ErrLeaseLost)
-	if leaseLost {
-		spec = spec.afterLeaseLost(applyErr == nil)
-		var held []Reservation
-		if spec.keep, held, err = a.heldByOthers(cctx, spec.changed); err == nil {
-			serial := a.pf.run.Envelope.SourceSerial
-			if spec.since, err = e.Store.VersionsAfter(cctx, a.state.Name, serial); err != nil {
-				err = fmt.Errorf("reading versions after %d of state %s: %w", serial, a.state.Name, err)
-			}
-		}
-		if err == nil {
-			spec.held = held
-			v, err = a.commit(cctx, baseState, result, spec)
-		}
-	}
+	v, spec, err := a.commitChecked(cctx, baseState, result, spec, applyErr == nil)
 	if err != nil {
 		return nil, a.fail(ctx, StatusFailed, Failed(StepCommit, err).withArtifact(spec.kept), fmt.Errorf("committing run %s: %w", a.run.ID, err))
 	}
@@ -261,19 +251,170 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 	if applyErr != nil {
 		err = fmt.Errorf("partial result committed as version %d: %w", v.Serial, applyErr)
 	}
-	if leaseLost {
+	if spec.leaseLost {
 		// The run failed even when Terraform did not: say so to the caller.
-		lost := Errorf(ErrLeaseLost, "the reservations expired before the commit; version %d holds only what the head had not changed since the plan", v.Serial)
-		if d := v.Provenance.Deviation; d != nil && len(d.Lost) > 0 {
-			lost = fmt.Errorf("%w; the head kept %d of the addresses this apply changed: what it did there is in no version — check the real objects, then import or remove it (`kl run show %s` names them)",
-				lost, len(d.Lost), a.run.ID)
-		}
+		lost := a.leaseLostError(v, spec)
 		if err != nil {
 			lost = fmt.Errorf("%w; %w", lost, err)
 		}
 		err = lost
 	}
 	return out, err
+}
+
+// maxCommitAttempts bounds the commits commitChecked (and a recovery)
+// tries when the head moves between its since-plan check and the commit
+// (errHeadMoved): each retry means another commit landed meanwhile. Past
+// it the commit fails; what Terraform wrote stays an artifact, which `kl
+// run recover` commits.
+const maxCommitAttempts = 64
+
+// errHeadMoved is a commit's merge finding the head past the one its
+// since-plan check read: the check is redone, then the commit.
+var errHeadMoved = errors.New("the head moved after the since-plan check of the commit")
+
+// commitChecked commits spec after checking, against every version
+// committed after the snapshot Terraform applied to, whether one changed
+// the applied plan's footprint (sinceApplied, withInputs); the merge
+// refuses a head other than the one checked (errHeadMoved), and the check
+// and the commit are then tried again. A commit refused with ErrLeaseLost
+// is tried again by the lease-lost rule (afterLeaseLost, with the
+// addresses other live runs hold kept at the head). It returns the version
+// and the spec it committed with.
+func (a *applier) commitChecked(ctx context.Context, baseState, result *tfstate.State, spec0 commitSpec, terraformDone bool) (*Version, commitSpec, error) {
+	lapsed := false
+	var held []Reservation
+	var keep []string
+	for attempt := 1; ; attempt++ {
+		spec := spec0
+		if lapsed {
+			spec = spec.afterLeaseLost(terraformDone)
+			spec.keep, spec.held = keep, held
+		}
+		ch, err := a.sinceApplied(ctx)
+		if err != nil {
+			return nil, spec, err
+		}
+		spec = spec.withInputs(ch, terraformDone)
+		v, err := a.commit(ctx, baseState, result, spec)
+		switch {
+		case errors.Is(err, errHeadMoved) && attempt < maxCommitAttempts:
+			continue
+		case errors.Is(err, ErrLeaseLost) && !lapsed:
+			lapsed = true
+			if keep, held, err = a.heldByOthers(ctx, spec0.changed); err != nil {
+				return nil, spec, err
+			}
+			continue
+		}
+		return v, spec, err
+	}
+}
+
+// leaseLostError is the ErrLeaseLost an apply returns after committing v
+// by spec when its lease had lapsed: what the version holds, what the head
+// kept, and the plan inputs that changed meanwhile.
+func (a *applier) leaseLostError(v *Version, spec commitSpec) error {
+	lost := Errorf(ErrLeaseLost, "the reservations expired before the commit; version %d holds only what the head had not changed since the plan", v.Serial)
+	if spec.requireRes {
+		// The write set stayed fenced (ADR 0035): all of it is committed.
+		lost = Errorf(ErrLeaseLost, "the lease lapsed while Terraform ran: the write set stayed fenced and version %d holds it, but the read reservations were dropped", v.Serial)
+	}
+	if d := v.Provenance.Deviation; d != nil && len(d.Lost) > 0 {
+		lost = fmt.Errorf("%w; the head kept %d of the addresses this apply changed: what it did there is in no version — check the real objects, then import or remove it (`kl run show %s` names them)",
+			lost, len(d.Lost), a.run.ID)
+	}
+	if ch := spec.deviation.InputsChanged; len(ch) > 0 {
+		lost = fmt.Errorf("%w; meanwhile %s: Terraform applied values computed from serial %d, so re-plan to check them (`kl run show %s`)",
+			lost, InputsChangedText(ch), a.pf.run.Envelope.SourceSerial, a.run.ID)
+	}
+	return lost
+}
+
+// InputsChangedText says which versions changed which part of a plan's
+// footprint (ADR D3 words): "version 7 (run X) changed terraform_data.x,
+// a plan input" — "a planned target" for a write-changed one.
+func InputsChangedText(entries []SincePlanEntry) string {
+	parts := make([]string, 0, len(entries))
+	for _, en := range entries {
+		by := ""
+		if en.Run != "" {
+			by = " (run " + en.Run + ")"
+		}
+		what := "a plan input"
+		if en.Class == ClassWriteChanged {
+			what = "a planned target"
+		}
+		parts = append(parts, fmt.Sprintf("version %d%s changed %s, %s", en.Serial, by, strings.Join(en.Addresses.Strings(), ", "), what))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sinceCheck is a commit's since-plan check (applier.sinceApplied): the
+// versions after the snapshot Terraform applied to, the head they reach,
+// those that changed the applied plan's footprint, and the reviewed plan's
+// since-plan as it stands at commit.
+type sinceCheck struct {
+	versions []Version
+	head     int64
+	changed  []SincePlanEntry
+	atCommit SincePlan
+}
+
+// sinceApplied reads every version committed after the reviewed plan's
+// source serial and classifies those after the snapshot Terraform applied
+// to (the applied plan's source serial) against the applied plan's
+// footprint (ADR D3): a version other than independent can only have been
+// committed while this run's lease had lapsed (ADR 0072).
+func (a *applier) sinceApplied(ctx context.Context) (sinceCheck, error) {
+	env, reviewed := a.pf.run.Envelope, a.plan.Envelope
+	from := min(env.SourceSerial, reviewed.SourceSerial)
+	vs, err := a.e.Store.VersionsAfter(ctx, a.state.Name, from)
+	if err != nil {
+		return sinceCheck{}, fmt.Errorf("reading versions after %d of state %s: %w", from, a.state.Name, err)
+	}
+	ch := sinceCheck{atCommit: ClassifySincePlan(a.plan.ID, reviewed.SourceSerial, reviewed.Footprint, vs)}
+	applied := ClassifySincePlan(a.pf.run.ID, env.SourceSerial, env.Footprint, vs)
+	ch.head = max(applied.HeadSerial, ch.atCommit.HeadSerial)
+	for _, v := range vs {
+		if v.Serial > env.SourceSerial {
+			ch.versions = append(ch.versions, v)
+		}
+	}
+	for _, en := range applied.Entries {
+		if en.Class != ClassIndependent && en.Run != a.run.ID {
+			en.Changed = nil // the version's own list; Addresses say what matters
+			ch.changed = append(ch.changed, en)
+		}
+	}
+	return ch, nil
+}
+
+// withInputs is spec after the since-plan check ch: the merge refuses any
+// head but ch's, the lost writes are told from ch's versions, and, when a
+// version changed the applied plan's footprint, the deviation and the end
+// name it (ADR 0072) — the run fails by its lapsed lease (terraformDone:
+// Terraform itself finished), and its since-plan is the one at commit.
+func (spec commitSpec) withInputs(ch sinceCheck, terraformDone bool) commitSpec {
+	spec.checkedHead, spec.since = ch.head, ch.versions
+	if len(ch.changed) == 0 {
+		return spec
+	}
+	spec.deviation.InputsChanged = ch.changed
+	sp := ch.atCommit
+	sp.AtCommit = true
+	spec.atCommit = &sp
+	if spec.recovered != nil {
+		return spec // a recovery keeps the run's end
+	}
+	if !spec.leaseLost {
+		spec.status, spec.leaseLost = StatusFailed, true
+		spec.end = &End{Cause: CauseLeaseLost, TerraformDone: terraformDone, Then: spec.end}
+	}
+	end := *spec.end
+	end.InputsChanged = ch.changed
+	spec.end = &end
+	return spec
 }
 
 // afterLeaseLost is spec for the lease-lost commit: nothing merged
@@ -383,6 +524,13 @@ type commitSpec struct {
 	leaseLost bool
 	since     []Version
 	held      []Reservation
+	// checkedHead is the head the commit's since-plan check read
+	// (withInputs): the merge refuses another (errHeadMoved). 0: no check.
+	checkedHead int64
+	// atCommit, when set, is the reviewed plan's since-plan at commit,
+	// stored on the run in place of the preflight's (a version after
+	// the preflight changed the footprint: ADR 0072).
+	atCommit *SincePlan
 	// recovered makes the commit a recovery (Engine.Recover) of a run that
 	// ended without committing: the run keeps its status, end and finish
 	// time and gains only CommittedSerial; this marker (Serial and Count set
@@ -463,6 +611,9 @@ func (m mergeInput) mode() CommitMode {
 // run's end.
 func (m mergeInput) merge(head Version, snapshot []byte) (CommitResult, error) {
 	spec := m.spec
+	if spec.checkedHead != 0 && head.Serial != spec.checkedHead {
+		return CommitResult{}, fmt.Errorf("head %d, checked %d: %w", head.Serial, spec.checkedHead, errHeadMoved)
+	}
 	headState, err := tfstate.Parse(snapshot)
 	if err != nil {
 		return CommitResult{}, fmt.Errorf("parsing head %d: %w", head.Serial, err)
@@ -579,6 +730,7 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 			// must not write twice).
 			return Errorf(ErrConflict, "run %s already committed version %d", r.ID, r.CommittedSerial)
 		}
+		m.spec.sincePlanAtCommit(r)
 		if m.spec.recovered != nil {
 			if r.InProgress() {
 				return Errorf(ErrConflict, "run %s is %s again", r.ID, r.Status)
@@ -606,6 +758,21 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 		r.FinishedAt = &t
 		return nil
 	}
+}
+
+// sincePlanAtCommit stores on r the since-plan at commit, when the
+// commit made one (a version after the preflight changed the footprint:
+// ADR 0072), in place of the preflight's, and drops the preflight's
+// staleness-passed fact, which no longer holds: "head unchanged" or
+// "independent versions only" was true when the apply was allowed, not
+// when it committed.
+func (spec commitSpec) sincePlanAtCommit(r *Run) {
+	if spec.atCommit == nil {
+		return
+	}
+	sp := *spec.atCommit
+	r.SincePlan = &sp
+	r.AllowedBecause = slices.DeleteFunc(slices.Clone(r.AllowedBecause), func(f Fact) bool { return f.Kind == FactStalenessPassed })
 }
 
 // finishPlans marks the reviewed plan consumed: applied, or failed when the

@@ -231,6 +231,10 @@ type End struct {
 	Lost          []LostWrite `json:"lost,omitempty"`
 	TerraformDone bool        `json:"terraform_done,omitempty"`
 	NoChange      bool        `json:"no_change,omitempty"`
+	// InputsChanged: the versions committed after the snapshot Terraform
+	// applied to that changed the applied plan's footprint while the
+	// run's lease had lapsed (ADR 0072; Deviation.InputsChanged).
+	InputsChanged []SincePlanEntry `json:"inputs_changed,omitempty"`
 	// Then is a second end that happened too: how Terraform ended in a
 	// lease-lost commit; what ended the apply of a plan (CauseApplyEnded).
 	Then *End `json:"then,omitempty"`

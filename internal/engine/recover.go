@@ -100,23 +100,19 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: %w", id, err)
 	}
-	since, err := e.Store.VersionsAfter(ctx, st.Name, lo.baseSerial)
-	if err != nil {
-		return nil, fmt.Errorf("recovering run %s: reading versions after %d: %w", id, lo.baseSerial, err)
-	}
 	tainted, err := parseAddresses(lo.result.Tainted())
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: reading tainted addresses: %w", id, err)
 	}
 	planned := a.pf.run.Envelope.Footprint.Write
 	spec := commitSpec{
-		keep: keep, status: run.Status, end: run.End, partial: true, since: since, held: held,
+		keep: keep, status: run.Status, end: run.End, partial: true, held: held,
 		deviation: Deviation{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
 		recovered: &Marker{Kind: MarkerRecovered, Extra: map[string]string{
 			extraArtifact: lo.artifact, "holder": e.Holder.String(),
 		}},
 	}
-	v, err := a.commit(ctx, lo.base, lo.result, spec)
+	v, err := a.commitRecovery(ctx, lo, spec)
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
 			if ce := e.committedMeanwhile(ctx, id); ce != nil {
@@ -135,6 +131,24 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// commitRecovery commits what Terraform last wrote (lo) by spec after the
+// since-plan check (sinceApplied, withInputs): a version committed after
+// the snapshot Terraform applied to that changed the plan's footprint is
+// named in the deviation, and the run's since-plan becomes the one at
+// commit (ADR 0072). A head that moved after the check is checked again.
+func (a *applier) commitRecovery(ctx context.Context, lo *leftover, spec commitSpec) (*Version, error) {
+	for attempt := 1; ; attempt++ {
+		ch, err := a.sinceApplied(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v, err := a.commit(ctx, lo.base, lo.result, spec.withInputs(ch, false))
+		if !errors.Is(err, errHeadMoved) || attempt >= maxCommitAttempts {
+			return v, err
+		}
+	}
 }
 
 // recoverable is what run's Terraform last wrote (leftover) when there is

@@ -72,6 +72,11 @@ type SincePlan struct {
 	SourceSerial int64            `json:"source_serial"`
 	HeadSerial   int64            `json:"head_serial"`
 	Entries      []SincePlanEntry `json:"entries"`
+	// AtCommit marks the classification an apply's commit made (ADR
+	// 0072): stored on the run in place of the preflight's when a version
+	// committed after the preflight changed the footprint (the run's lease
+	// had lapsed), so that no view shows the preflight's as the last word.
+	AtCommit bool `json:"at_commit,omitempty"`
 }
 
 // SincePlanSummary counts a SincePlan's entries by class.

@@ -181,6 +181,12 @@ type Deviation struct {
 	// it is in no version: the real object may be untracked (orphaned)
 	// until someone checks it and imports or removes it.
 	Lost []LostWrite `json:"lost,omitempty"`
+	// InputsChanged lists the versions committed after the snapshot
+	// Terraform applied to that changed what the applied plan read or
+	// wrote (its footprint) — possible only once the run's lease had
+	// lapsed and its read reservations were dropped (ADR 0072): Terraform
+	// applied values computed from inputs the head no longer holds.
+	InputsChanged []SincePlanEntry `json:"inputs_changed,omitempty"`
 }
 
 // LostWrite is one address a run's Terraform wrote that its commit left
@@ -199,7 +205,7 @@ type LostWrite struct {
 
 // empty reports whether the commit matched the plan exactly.
 func (d *Deviation) empty() bool {
-	return len(d.Unplanned)+len(d.Unchanged)+len(d.Kept)+len(d.Overwritten)+len(d.Tainted) == 0
+	return len(d.Unplanned)+len(d.Unchanged)+len(d.Kept)+len(d.Overwritten)+len(d.Tainted)+len(d.InputsChanged) == 0
 }
 
 // PullRequest identifies the pull request a run belongs to, when any.

@@ -178,8 +178,11 @@ func applyFields(s *engine.RunStory, a *engine.Run) fields {
 	}
 	if s.SincePlan != nil {
 		when := "at preflight"
-		if s.SincePlanLive {
+		switch {
+		case s.SincePlanLive:
 			when = "now"
+		case s.SincePlan.AtCommit:
+			when = "at commit" // a version after the preflight changed the footprint (ADR 0072)
 		}
 		f = f.addField("since plan", countsWords(s.SincePlan.Summary(), when))
 	}
@@ -501,8 +504,11 @@ func sincePlanSection(d *doc, sp *engine.SincePlan, live bool) {
 		return
 	}
 	when := "at preflight"
-	if live {
+	switch {
+	case live:
 		when = "live, now"
+	case sp.AtCommit:
+		when = "at commit" // a version after the preflight changed the footprint (ADR 0072)
 	}
 	d.section(words(fmt.Sprintf("Since plan (%s): serial %d → head %d", when, sp.SourceSerial, sp.HeadSerial)), sincePlanTable(sp)...)
 	readChangeSections(d, sp)

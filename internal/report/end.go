@@ -363,7 +363,18 @@ func leaseLostText(id string, end *engine.End, cm *Commands) string {
 	if end.NoChange {
 		s += fmt.Sprintf("; version %d changes nothing: it records that this apply ran and where its changes went", end.Serial)
 	}
+	if len(end.InputsChanged) > 0 {
+		s += "; " + inputsChangedText(end.InputsChanged)
+	}
 	return s
+}
+
+// inputsChangedText puts engine.End.InputsChanged into words (ADR 0072):
+// "meanwhile version 7 (run X) changed terraform_data.x, a plan input:
+// Terraform applied values computed from the older head — re-plan to
+// check them".
+func inputsChangedText(entries []engine.SincePlanEntry) string {
+	return "meanwhile " + engine.InputsChangedText(entries) + ": Terraform applied values computed from the older head — re-plan to check them"
 }
 
 // lostText puts lost writes into words: "the head kept terraform_data.a

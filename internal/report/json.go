@@ -331,6 +331,9 @@ type jDeviation struct {
 	Overwritten []string `json:"overwritten"`
 	Tainted     []string `json:"tainted"`
 	Lost        []jLost  `json:"lost,omitempty"`
+	// InputsChanged: versions committed after the snapshot Terraform
+	// applied to that changed the plan's footprint (ADR 0072).
+	InputsChanged []jEntry `json:"inputs_changed,omitempty"`
 }
 
 // jLost is one engine.LostWrite: an address the head kept after the run's
@@ -352,6 +355,9 @@ func toDeviation(d *engine.Deviation) *jDeviation {
 		Tainted: strs(d.Tainted)}
 	for _, l := range d.Lost {
 		j.Lost = append(j.Lost, jLost{Address: string(l.Address), Serial: l.Serial, Run: l.Run, Actor: l.Actor, PR: toPR(l.PR), Held: l.Held})
+	}
+	for _, e := range d.InputsChanged {
+		j.InputsChanged = append(j.InputsChanged, toEntry(e))
 	}
 	return j
 }
@@ -433,6 +439,7 @@ type jSincePlan struct {
 	SourceSerial int64     `json:"source_serial"`
 	HeadSerial   int64     `json:"head_serial"`
 	Live         bool      `json:"live"`
+	AtCommit     bool      `json:"at_commit,omitempty"`
 	Counts       jCounts   `json:"counts"`
 	Entries      []jEntry  `json:"entries"`
 	Verdict      *jVerdict `json:"verdict,omitempty"`
@@ -442,17 +449,22 @@ type jSincePlan struct {
 // it adds what an apply of plan would do now under the default policy.
 // The version the plan's own apply committed is the engine's
 // (engine.SincePlanEntry.OwnApply), counted apart from the classes.
+// toEntry encodes one since-plan entry.
+func toEntry(e engine.SincePlanEntry) jEntry {
+	return jEntry{Serial: e.Serial, Class: string(e.Class), Label: e.Class.Label(), Mark: entryMark(e).sym,
+		OwnApply: e.OwnApply, Addresses: strs(e.Addresses), Changed: strs(e.Changed), Run: e.Run, PlanRun: e.PlanRun,
+		Actor: e.Actor, PR: toPR(e.PR), CommittedAt: jtime(e.CommittedAt), CommitMode: string(e.Mode),
+		ReadChanges: toReadChanges(e.ReadChanges)}
+}
+
 func toSincePlan(sp *engine.SincePlan, plan *engine.Run, live, verdict bool) *jSincePlan {
 	if sp == nil {
 		return nil
 	}
-	j := &jSincePlan{PlanRun: sp.PlanRun, SourceSerial: sp.SourceSerial, HeadSerial: sp.HeadSerial, Live: live,
+	j := &jSincePlan{PlanRun: sp.PlanRun, SourceSerial: sp.SourceSerial, HeadSerial: sp.HeadSerial, Live: live, AtCommit: sp.AtCommit,
 		Counts: toCounts(sp.Summary()), Entries: []jEntry{}}
 	for _, e := range sp.Entries {
-		j.Entries = append(j.Entries, jEntry{Serial: e.Serial, Class: string(e.Class), Label: e.Class.Label(), Mark: entryMark(e).sym,
-			OwnApply: e.OwnApply, Addresses: strs(e.Addresses), Changed: strs(e.Changed), Run: e.Run, PlanRun: e.PlanRun,
-			Actor: e.Actor, PR: toPR(e.PR), CommittedAt: jtime(e.CommittedAt), CommitMode: string(e.Mode),
-			ReadChanges: toReadChanges(e.ReadChanges)})
+		j.Entries = append(j.Entries, toEntry(e))
 	}
 	if plan != nil && verdict {
 		action, v := sincePlanVerdict(sp, *plan)

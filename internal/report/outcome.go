@@ -723,7 +723,12 @@ func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) 
 		what += ", partial"
 	}
 	if recovered != nil {
-		return words(s, "; ", code("kl run recover"), " committed what Terraform had written ("+what+")")
+		s = words(s, "; ", code("kl run recover"), " committed what Terraform had written ("+what+")")
+		if v != nil && v.Provenance.Deviation != nil && len(v.Provenance.Deviation.InputsChanged) > 0 {
+			// The run keeps its end, which cannot say it (ADR 0072).
+			s = s.add(toned(toneBad, "; "+inputsChangedText(v.Provenance.Deviation.InputsChanged)))
+		}
+		return s
 	}
 	if saysCommitted(a.End) {
 		return s.add(txt(" (" + what + ")"))

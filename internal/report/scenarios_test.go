@@ -554,6 +554,47 @@ func storyNoChanges() *engine.RunStory {
 	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms}
 }
 
+// storyLeaseLostInputsChanged (ADR 0072): alice's apply stalled while
+// Terraform ran past its lease; the sweep fenced her writes and dropped her
+// reads, and erin's apply changed the VPC — a plan input — as version 13.
+// Alice's holder came back while the fence stood: version 14 holds all
+// Terraform did, but it is not exact, the run failed as lease-lost naming
+// erin's version, and its since-plan is the one at commit.
+func storyLeaseLostInputsChanged() *engine.RunStory {
+	e13 := entry14()
+	e13.Serial, e13.CommittedAt = 13, at(700)
+	changed := []engine.SincePlanEntry{e13}
+	changed[0].Changed = nil
+	end := &engine.End{Cause: engine.CauseLeaseLost, Serial: 14, TerraformDone: true, InputsChanged: changed}
+	plan := planRunA(engine.StatusFailed, applyA)
+	plan.End = &engine.End{Cause: engine.CauseApplyLeaseLost, Run: applyA, Serial: 14}
+	a := applyRunA(engine.StatusFailed, end)
+	a.CommittedSerial = 14
+	sp := sincePlan(13, e13)
+	sp.AtCommit = true
+	a.SincePlan = sp
+	pre := sincePlan(12)
+	writes := set(web, worker, webURL)
+	fenced := &engine.End{Cause: engine.CauseLeaseExpired, Holder: holder, LeaseEnd: at(720), Fenced: writes, TerraformStarted: at(600.15)}
+	drift := &engine.Deviation{InputsChanged: changed}
+	ms := append(planMarkers(),
+		engine.Marker{Run: applyA, Seq: 1, At: at(600.05), Kind: engine.MarkerReserved, Count: 6, Addresses: set(web, worker, webURL, vpc, subnet, shared)},
+		engine.Marker{Run: applyA, Seq: 2, At: at(600.1), Kind: engine.MarkerPreflight, SincePlan: summaryOf(pre)},
+		engine.Marker{Run: applyA, Seq: 3, At: at(600.1), Kind: engine.MarkerStalenessPassed, SincePlan: summaryOf(pre)},
+		engine.Marker{Run: applyA, Seq: 4, At: at(600.15), Kind: engine.MarkerApplyStarted, Serial: 12},
+		engine.Marker{Run: applyA, Seq: 5, At: at(720), Kind: engine.MarkerLeaseExpired, Addresses: set(web, worker, webURL, vpc, subnet, shared), End: fenced},
+		engine.Marker{Run: applyA, Seq: 6, At: at(960), Kind: engine.MarkerApplied, Count: 3, Addresses: writes},
+		engine.Marker{Run: applyA, Seq: 7, At: at(960.4), Kind: engine.MarkerDeviation, Deviation: drift},
+		engine.Marker{Run: applyA, Seq: 8, At: at(960.4), Kind: engine.MarkerCommitted, Serial: 14, FromSerial: 13, Mode: engine.CommitSnapshotMerge, Count: 3},
+		engine.Marker{Run: applyA, Seq: 9, At: at(960.4), Kind: engine.MarkerFailed, End: end},
+		engine.Marker{Run: applyA, Seq: 10, At: at(960.4), Kind: engine.MarkerFenceLifted, Lift: engine.LiftCommitted, Addresses: writes},
+	)
+	v := version(14, engine.Provenance{Run: applyA, PlanRun: planA, SourceSerial: 12,
+		PlanDigest: plan.Envelope.PlanDigest, Mode: engine.CommitSnapshotMerge, Deviation: drift, Actor: "alice", PR: pr(42)},
+		writes, 960.4)
+	return &engine.RunStory{Run: a, Plan: &plan, Markers: ms, SincePlan: sp, Version: v}
+}
+
 // storyLeaseLost: alice's apply stalled while Terraform ran (SIGSTOP) past
 // its lease; erin's apply took the web server meanwhile and committed
 // version 13. Terraform then finished — not part-way — but its change to

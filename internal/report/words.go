@@ -264,6 +264,9 @@ func deviationWords(d *engine.Deviation) sentence {
 	if len(d.Kept) > 0 {
 		parts = append(parts, words("kept at head ", addrs(d.Kept)))
 	}
+	for _, e := range d.InputsChanged {
+		parts = append(parts, inputChangedWords(e))
+	}
 	if len(parts) == 0 {
 		return words("deviation")
 	}
@@ -291,7 +294,34 @@ func deviationShort(d *engine.Deviation) string {
 	if n := len(d.Kept); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d kept at head", n))
 	}
+	read, write := 0, 0
+	for _, e := range d.InputsChanged {
+		if e.Class == engine.ClassWriteChanged {
+			write++
+		} else {
+			read++
+		}
+	}
+	if read > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s", read, engine.ClassReadChanged.Label()))
+	}
+	if write > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s", write, engine.ClassWriteChanged.Label()))
+	}
 	return "deviation (" + strings.Join(parts, ", ") + ")"
+}
+
+// inputChangedWords tells one version that changed an apply's footprint
+// after the snapshot its Terraform applied to, while its lease had lapsed
+// (engine.Deviation.InputsChanged, ADR 0072): "plan input changed in
+// version 7 by run X (bob): terraform_data.x — Terraform applied values
+// computed from the older head".
+func inputChangedWords(e engine.SincePlanEntry) sentence {
+	s := words(toned(toneBad, e.Class.Label()), fmt.Sprintf(" in version %d", e.Serial))
+	if e.Run != "" {
+		s = words(s, " by ", who(e.Run, e.Actor, e.PR))
+	}
+	return words(s, ": ", addrs(e.Addresses), toned(toneBad, " (committed while this apply's lease had lapsed: Terraform applied values computed from the older head; re-plan to check them)"))
 }
 
 // overwritten reports whether a deviation merged planned writes over newer
