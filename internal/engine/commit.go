@@ -62,7 +62,7 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	if err := a.e.Store.AddMarkers(cctx, a.run.ID, applied); err != nil {
 		a.e.log().Error("recording applied marker", "run", a.run.ID, "err", err)
 	}
-	return a.commitOrLeaseLost(ctx, cctx, baseState, result, spec, applyErr)
+	return a.commitOrLeaseLost(ctx, cctx, baseState, result, res.State, spec, applyErr)
 }
 
 // baseSnapshot reads and parses the snapshot the applied plan was made from
@@ -229,9 +229,10 @@ func withoutStrings(a, b []string) []string {
 // other live run holds, keep the head elsewhere and say so (the version is
 // committed even when the head keeps every address: it is the provenance
 // of an apply that ran, and its deviation names what no version holds). The
-// raw result is kept as an artifact: nothing Terraform wrote is dropped
-// silently.
-func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result *tfstate.State, spec commitSpec, applyErr error) (*ApplyOutcome, error) {
+// raw result (state) is kept as an artifact: nothing Terraform wrote is
+// dropped silently — also when `kl run recover` committed the run
+// meanwhile (recoveredMeanwhile).
+func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result *tfstate.State, state []byte, spec commitSpec, applyErr error) (*ApplyOutcome, error) {
 	e := a.e
 	v, err := a.commit(cctx, baseState, result, spec)
 	leaseLost := errors.Is(err, ErrLeaseLost)
@@ -247,6 +248,11 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 		if err == nil {
 			spec.held = held
 			v, err = a.commit(cctx, baseState, result, spec)
+		}
+	}
+	if errors.Is(err, ErrConflict) {
+		if out, lerr := a.recoveredMeanwhile(cctx, state, applyErr); out != nil {
+			return out, lerr // `kl run recover` committed it meanwhile (ADR 0071)
 		}
 	}
 	if err != nil {
@@ -387,6 +393,11 @@ type commitSpec struct {
 	// here) is appended instead of a "failed" one; the plan is left to the
 	// caller.
 	recovered *Marker
+	// lateAfter, in a recovery, is the version an earlier recovery of the
+	// run committed: this one commits the run's late result (LateResult,
+	// ADR 0071) — a second commit of the run, allowed only while the run
+	// still names that version — else 0.
+	lateAfter int64
 }
 
 // commit writes version head+1: the snapshot-merge of result into the head
@@ -572,9 +583,10 @@ func (m mergeInput) markers(from, serial int64, changed int, d Deviation, end *E
 // with the spec's status and end.
 func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 	return func(r *Run) error {
-		if r.CommittedSerial != 0 {
+		if r.CommittedSerial != 0 && (m.spec.lateAfter == 0 || r.CommittedSerial != m.spec.lateAfter || !LateResult(*r)) {
 			// A run commits once (a retried commit, or a second recovery,
-			// must not write twice).
+			// must not write twice) — but for the recovery of its late
+			// result, which follows the version it still names (ADR 0071).
 			return Errorf(ErrConflict, "run %s already committed version %d", r.ID, r.CommittedSerial)
 		}
 		if m.spec.recovered != nil {

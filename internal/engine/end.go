@@ -75,6 +75,13 @@ const (
 	// finished; NoChange: the version changes nothing. Then is how
 	// Terraform ended when it did not finish.
 	CauseLeaseLost Cause = "lease-lost"
+	// CauseRecoveredMeanwhile: the holder came back after `kl run recover`
+	// had committed version Serial from Terraform's checkpoint (its lease
+	// had run out, ADR 0071): what Terraform wrote last — its final state
+	// when TerraformDone, else Then says how it ended — was not committed
+	// and is kept as artifact Artifact; Recoverable: `kl run recover`
+	// commits what it adds to the recovered version.
+	CauseRecoveredMeanwhile Cause = "recovered-meanwhile"
 )
 
 // Causes of plan runs.

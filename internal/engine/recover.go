@@ -82,6 +82,10 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err := checkRecoverable(run); err != nil {
 		return nil, err
 	}
+	unchecked, err := e.holderLive(ctx, run)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := e.getRun(ctx, run.PlanRun)
 	if err != nil {
 		return nil, err
@@ -100,9 +104,13 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err != nil {
 		return nil, fmt.Errorf("recovering run %s: %w", id, err)
 	}
-	since, err := e.Store.VersionsAfter(ctx, st.Name, lo.baseSerial)
+	from := lo.baseSerial
+	if LateResult(run) {
+		from = run.End.Serial // its own recovery is no one else's change
+	}
+	since, err := e.Store.VersionsAfter(ctx, st.Name, from)
 	if err != nil {
-		return nil, fmt.Errorf("recovering run %s: reading versions after %d: %w", id, lo.baseSerial, err)
+		return nil, fmt.Errorf("recovering run %s: reading versions after %d: %w", id, from, err)
 	}
 	tainted, err := parseAddresses(lo.result.Tainted())
 	if err != nil {
@@ -112,9 +120,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	spec := commitSpec{
 		keep: keep, status: run.Status, end: run.End, partial: true, since: since, held: held,
 		deviation: Deviation{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
-		recovered: &Marker{Kind: MarkerRecovered, Extra: map[string]string{
-			extraArtifact: lo.artifact, "holder": e.Holder.String(),
-		}},
+		recovered: recoveredMarker(lo.artifact, e.Holder, unchecked), lateAfter: lateAfter(run),
 	}
 	v, err := a.commit(ctx, lo.base, lo.result, spec)
 	if err != nil {
@@ -135,6 +141,32 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// recoveredMarker is the "recovered" marker of a recovery by holder from
+// artifact; unchecked names the run's holder when Recover could not check
+// that it had stopped (another host: the lease rule alone decided, ADR
+// 0071).
+func recoveredMarker(artifact string, holder Holder, unchecked string) *Marker {
+	m := &Marker{Kind: MarkerRecovered, Extra: map[string]string{extraArtifact: artifact, "holder": holder.String()}}
+	if unchecked != "" {
+		m.Extra[ExtraUncheckedHolder] = unchecked
+	}
+	return m
+}
+
+// ExtraUncheckedHolder is the Marker.Extra key of a "recovered" marker
+// naming the run's holder (host:pid) that Recover could not check was
+// gone: it runs on another host (ADR 0071).
+const ExtraUncheckedHolder = "unchecked-holder"
+
+// lateAfter is the commitSpec.lateAfter of a recovery of run: the version
+// its first recovery committed when run holds a late result, else 0.
+func lateAfter(run Run) int64 {
+	if LateResult(run) {
+		return run.End.Serial
+	}
+	return 0
 }
 
 // recoverable is what run's Terraform last wrote (leftover) when there is
@@ -230,7 +262,7 @@ func checkRecoverable(r Run) error {
 		return refuse(ErrInvalid, "it is a plan run: only an apply run has what Terraform wrote")
 	case r.PlanRun == "":
 		return refuse(ErrInvalid, "it is a day-2 operation (`kl state …`, ADR 0055): it ran no Terraform and commits in one transaction: nothing to recover")
-	case r.CommittedSerial != 0:
+	case r.CommittedSerial != 0 && !LateResult(r):
 		return refuse(ErrConflict, "it committed version %d already: what Terraform wrote is there (`kl run show %s`)", r.CommittedSerial, r.ID)
 	case r.InProgress():
 		until := ""
@@ -313,6 +345,11 @@ func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error)
 	if lo.base, err = tfstate.Parse(b); err != nil {
 		return nil, fmt.Errorf("parsing snapshot %d of state %s: %w", lo.baseSerial, run.State, err)
 	}
+	if LateResult(run) && lo.artifact == ArtifactApplyResult {
+		if lo.base, err = e.lateBase(ctx, run, lo.base); err != nil {
+			return nil, err
+		}
+	}
 	if lo.result, err = tfstate.Parse(doc); err != nil {
 		return nil, Errorf(ErrInvalid, "artifact %s of run %s is not a readable state: %v", lo.artifact, run.ID, err)
 	}
@@ -388,4 +425,99 @@ func (e *Engine) nothingSeen(ctx context.Context, run Run) error {
 	return &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
 		"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, %s",
 		id, ArtifactApplyResult, ArtifactApplyCheckpoint, then)}
+}
+
+// holderLive refuses the recovery of run while its holder may still be
+// working on it (ADR 0071): the lease sweep ended it (lease-expired) and
+// the holder never said it stopped — no end of its own (End.Then, a
+// "failed" marker), no late result (CauseRecoveredMeanwhile) — and that
+// holder is alive: this very process with the run live in it, or a live
+// process of this host (processAlive: the same pid, started before the run
+// was created). What its Terraform writes from now on would otherwise be
+// lost to a recovery of an older checkpoint. The refusal is a conflict
+// (exit 3) naming the pid, the host and what to do. unchecked is the
+// holder Recover cannot check (another host, or a system where it cannot
+// tell): the lease rule alone decides there, and the recovered marker says
+// so.
+func (e *Engine) holderLive(ctx context.Context, run Run) (unchecked string, err error) {
+	h := run.Holder
+	if run.Status != StatusLeaseExpired || run.End == nil || run.End.Then != nil || run.End.Is(CauseRecoveredMeanwhile) || e.holderEnded(ctx, run.ID) {
+		return "", nil // the holder ended the run itself: it is done with it
+	}
+	if h == (Holder{}) {
+		return "", nil
+	}
+	alive, known := false, true
+	switch {
+	case h.Host != e.Holder.Host:
+		return h.String(), nil
+	case h.PID == e.Holder.PID:
+		alive = e.live.has(run.ID)
+	default:
+		alive, known = processAlive(h.PID, run.CreatedAt)
+	}
+	if !known {
+		return h.String(), nil
+	}
+	if !alive {
+		return "", nil
+	}
+	return "", &RecoverError{Run: run.ID, Err: ErrConflict, Reason: fmt.Sprintf(
+		"its holder process %d on host %s is alive: its lease ran out, but it may still be running Terraform for this run (slow or stalled, not dead), "+
+			"and what Terraform writes from now on would be lost to a recovery of its last checkpoint; wait for it to finish (its own commit lifts the fence), "+
+			"or stop it first (kill %d on %s), then recover", h.PID, h.Host, h.PID, h.Host)}
+}
+
+// holderEnded reports whether run id's holder wrote the run's end itself
+// (a "failed" marker: a killed Terraform's fenceKilled, a failure before
+// the commit). A failure to read the markers says false.
+func (e *Engine) holderEnded(ctx context.Context, id string) bool {
+	ms, err := e.Store.Markers(ctx, id)
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if m.Kind == MarkerFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// LateResult reports whether apply run r holds a late result (ADR 0071):
+// `kl run recover` committed its checkpoint while its holder's lease had
+// run out, the holder then came back with what Terraform wrote last, and
+// no recovery has committed that yet — r's end is CauseRecoveredMeanwhile
+// and recoverable. Its ArtifactApplyResult is kept (never collected) until
+// Recover commits it.
+func LateResult(r Run) bool {
+	return r.Kind == KindApply && r.CommittedSerial != 0 && r.End.Is(CauseRecoveredMeanwhile) && r.End.Recoverable
+}
+
+// lateBase is the base a late result is compared and merged against
+// (ADR 0071): the snapshot Terraform applied to, with the entries the first
+// recovery committed (version End.Serial's changed addresses) as that
+// version holds them. So what Terraform changed beyond the recovery is
+// what differs from it, and the merge takes an address only where the head
+// still holds what this run itself committed (or, for one the recovery
+// kept at the head, what Terraform started from).
+func (e *Engine) lateBase(ctx context.Context, run Run, base *tfstate.State) (*tfstate.State, error) {
+	serial := run.End.Serial
+	v, err := e.Store.GetVersion(ctx, run.State, serial)
+	if err != nil {
+		return nil, fmt.Errorf("reading version %d, the recovery of run %s: %w", serial, run.ID, err)
+	}
+	b, err := e.Store.Snapshot(ctx, run.State, serial)
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot %d, the recovery of run %s: %w", serial, run.ID, err)
+	}
+	rec, err := tfstate.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("parsing snapshot %d: %w", serial, err)
+	}
+	merged, _, err := tfstate.MergeWith(tfstate.MergeInput{Head: base, Base: base, Result: rec, Written: v.Changed.Strings(), Serial: base.Serial})
+	if err != nil {
+		return nil, fmt.Errorf("merging version %d, the recovery of run %s, into its base: %w", serial, run.ID, err)
+	}
+	return merged, nil
 }

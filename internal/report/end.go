@@ -73,6 +73,8 @@ func endText(id string, end *engine.End, cm *Commands) string {
 		return leaseExpiredText(id, end, cm)
 	case engine.CauseLeaseLost:
 		return leaseLostText(id, end, cm)
+	case engine.CauseRecoveredMeanwhile:
+		return recoveredMeanwhileText(id, end, cm)
 	case engine.CauseUnlocked:
 		return unlockedText(end)
 	}
@@ -349,6 +351,29 @@ func leaseExpiredText(id string, end *engine.End, cm *Commands) string {
 	return orWords(s, "its holder stopped renewing: its lease ran out")
 }
 
+// recoveredMeanwhileText is the end of a run whose holder came back after
+// `kl run recover` committed its checkpoint (ADR 0071): its result was not
+// committed, where what Terraform wrote last is kept, and the command that
+// commits it — or that a recovery committed it since.
+func recoveredMeanwhileText(id string, end *engine.End, cm *Commands) string {
+	s := fmt.Sprintf("result not committed: its holder %s came back after `kl run recover` had committed version %d from Terraform's checkpoint (its lease had run out)", end.Holder, end.Serial)
+	what := "Terraform finished; its final state"
+	if !end.TerraformDone {
+		what = "what Terraform wrote last"
+		if t := endText(id, end.Then, cm); t != "" {
+			what = "Terraform then stopped (" + t + "); what it wrote last"
+		}
+	}
+	switch {
+	case end.Artifact == "":
+		return s + "; " + what + " could not be stored: check the real objects, then re-plan"
+	case !end.Recoverable:
+		return s + "; " + what + " was committed since by a second recovery"
+	}
+	c := command{verb: verbRecover, run: id, pr: ownPR(cm), self: true}
+	return fmt.Sprintf("%s; %s is kept as artifact %s: %s commits what it adds to version %d", s, what, end.Artifact, commandText(recoverCommand(id), c, cm), end.Serial)
+}
+
 func leaseLostText(id string, end *engine.End, cm *Commands) string {
 	s := "lease lost before commit: merged only addresses unchanged at the head since the plan and not held by another run"
 	if end.TerraformDone {
@@ -583,6 +608,8 @@ func endShort(id string, end *engine.End) string {
 		}
 	case engine.CauseLeaseLost:
 		s = "lease lost before commit"
+	case engine.CauseRecoveredMeanwhile:
+		s = "recovered meanwhile: result not committed"
 	case engine.CauseRefusedClaim:
 		s = "claiming plan " + end.Plan
 	default:
@@ -624,6 +651,9 @@ func markerFactsText(m engine.Marker) string {
 		s := fmt.Sprintf("committed version %d from the last state Terraform wrote (artifact %s)", m.Serial, m.Extra["artifact"])
 		if len(m.Addresses) > 0 {
 			s += "; kept at the head, which changed them since the plan or another run holds them: " + strings.Join(m.Addresses.Strings(), ", ")
+		}
+		if h := m.Extra[engine.ExtraUncheckedHolder]; h != "" {
+			s += "; its holder " + h + " runs on another host, so kl could not check that it had stopped: its lease had run out. If it still runs, its result is not committed but kept for `kl run recover` (ADR 0071)"
 		}
 		return s
 	case engine.MarkerReplanned:
