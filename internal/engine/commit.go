@@ -599,6 +599,9 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 				// and the fence this commit lifts is gone.
 				e := *r.End
 				e.Recoverable = false
+				if m.spec.lateAfter != 0 {
+					e.LateSerial = serial
+				}
 				if len(e.Fenced) > 0 && e.Lifted == "" {
 					e.Lifted = LiftRecovered
 				}

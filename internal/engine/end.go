@@ -80,7 +80,8 @@ const (
 	// had run out, ADR 0071): what Terraform wrote last — its final state
 	// when TerraformDone, else Then says how it ended — was not committed
 	// and is kept as artifact Artifact; Recoverable: `kl run recover`
-	// commits what it adds to the recovered version.
+	// commits what it adds to the recovered version — as LateSerial, once
+	// it has.
 	CauseRecoveredMeanwhile Cause = "recovered-meanwhile"
 )
 
@@ -238,6 +239,9 @@ type End struct {
 	Lost          []LostWrite `json:"lost,omitempty"`
 	TerraformDone bool        `json:"terraform_done,omitempty"`
 	NoChange      bool        `json:"no_change,omitempty"`
+	// LateSerial: the version a second recovery committed of a
+	// CauseRecoveredMeanwhile run's late result (ADR 0071).
+	LateSerial int64 `json:"late_serial,omitempty"`
 	// Then is a second end that happened too: how Terraform ended in a
 	// lease-lost commit; what ended the apply of a plan (CauseApplyEnded).
 	Then *End `json:"then,omitempty"`

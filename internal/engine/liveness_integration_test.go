@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -92,6 +93,10 @@ func TestRecoverRefusesALiveHolder(t *testing.T) {
 		t.Fatalf("Recover while the holder lives = %v; want a conflict naming process %s on host %s and what to do", err, pid, h.eng.Holder.Host)
 	}
 	t.Logf("refusal: %v", err)
+	// kl run show says the same: not "recover now".
+	if text := h.storyText(other, run); !strings.Contains(text, "its holder process "+pid+" on host "+h.eng.Holder.Host+" is still alive: wait for it to finish, or stop it (kill "+pid+"), then kl run recover "+run) {
+		t.Errorf("kl run show of the fenced run whose holder lives does not say so:\n%s", text)
+	}
 	if got := h.headSerial(); got != source {
 		t.Fatalf("the refused recovery moved the head to %d", got)
 	}
@@ -195,6 +200,10 @@ func TestLateHolderAfterRecovery(t *testing.T) {
 	if err != nil || story.Recoverable == nil || !sameSet(story.Recoverable.Changed, rest) {
 		t.Fatalf("story: %v, recoverable %+v; want %v recoverable", err, story.Recoverable, rest)
 	}
+	if text := h.storyText(h.eng, run); !strings.Contains(text, fmt.Sprintf("Terraform's final state, kept after version %d was recovered, changes %d resource", source+1, len(rest))) ||
+		!strings.Contains(text, "kl run recover "+run) || !strings.Contains(text, "result not committed") {
+		t.Errorf("kl run show of the late run does not say its final state waits for kl run recover:\n%s", text)
+	}
 	if hs, _ := h.head(); hs.inputs()["z"] != "" {
 		t.Fatalf("head holds z before the second recovery: %v", hs.inputs())
 	}
@@ -214,7 +223,27 @@ func TestLateHolderAfterRecovery(t *testing.T) {
 	if r := h.run(run); r.CommittedSerial != source+2 || r.End.Recoverable {
 		t.Errorf("run after the final recovery: committed %d, end %+v; want %d, no longer recoverable", r.CommittedSerial, r.End, source+2)
 	}
+	if text := report.EndText(run, h.run(run).End); !strings.Contains(text, fmt.Sprintf("was committed by a second `kl run recover` as version %d", source+2)) {
+		t.Errorf("the run's end after the final recovery: %q; want it to name version %d", text, source+2)
+	}
+	if text := h.storyText(h.eng, run); strings.Contains(text, "was recovered, changes") || !strings.Contains(text, "committed by a second `kl run recover`") {
+		t.Errorf("kl run show after the final recovery still offers the late result:\n%s", text)
+	}
 	if _, err := h.eng.Recover(h.ctx, run); !errors.Is(err, engine.ErrConflict) || !strings.Contains(err.Error(), "committed version") {
 		t.Errorf("third Recover = %v; want refused: committed", err)
 	}
+}
+
+// storyText is `kl run show RUN` as eng reads it, in plain text.
+func (h *harness) storyText(eng *engine.Engine, run string) string {
+	h.t.Helper()
+	story, err := eng.RunStory(h.ctx, run)
+	if err != nil {
+		h.t.Fatalf("RunStory: %v", err)
+	}
+	var b strings.Builder
+	if err := report.RunStory(&b, story, report.Options{Format: report.Text}); err != nil {
+		h.t.Fatalf("rendering the story: %v", err)
+	}
+	return b.String()
 }

@@ -38,6 +38,13 @@ type Recoverable struct {
 	Artifact   string     `json:"artifact"`
 	BaseSerial int64      `json:"base_serial"`
 	Changed    AddressSet `json:"changed"`
+	// LateAfter is the version a first recovery committed when this is
+	// the run's late result (LateResult, ADR 0071): Changed is then what
+	// Terraform's final state adds to it.
+	LateAfter int64 `json:"late_after,omitempty"`
+	// HolderAlive is the run's holder when it is alive on this host
+	// (ADR 0071): Recover refuses until it finishes or is stopped.
+	HolderAlive *Holder `json:"holder_alive,omitempty"`
 }
 
 // Recover commits what Terraform last wrote for apply run id, which
@@ -377,7 +384,12 @@ func (e *Engine) recoverableOf(ctx context.Context, run Run, plan *Run) *Recover
 	if len(lo.changed) == 0 {
 		return nil
 	}
-	return &Recoverable{Run: run.ID, Artifact: lo.artifact, BaseSerial: lo.baseSerial, Changed: lo.changed}
+	rec := &Recoverable{Run: run.ID, Artifact: lo.artifact, BaseSerial: lo.baseSerial, Changed: lo.changed, LateAfter: lateAfter(run)}
+	if _, err := e.holderLive(ctx, run); err != nil {
+		h := run.Holder
+		rec.HolderAlive = &h
+	}
+	return rec
 }
 
 // recoveredPlan marks the reviewed plan of recovered apply run a failed,

@@ -395,7 +395,7 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 // recoverableOf returns rec when it is apply run a's: what a's Terraform
 // wrote that no version holds yet.
 func recoverableOf(rec *engine.Recoverable, a *engine.Run) *engine.Recoverable {
-	if rec == nil || a == nil || rec.Run != a.ID || a.CommittedSerial != 0 {
+	if rec == nil || a == nil || rec.Run != a.ID || (a.CommittedSerial != 0 && !engine.LateResult(*a)) {
 		return nil
 	}
 	return rec
@@ -410,9 +410,22 @@ func unfenceCommand(run string) string { return "kl run unfence " + run + " --re
 
 // recoverWords: "Terraform had written 2 resources when it stopped: `kl run
 // recover RUN`"; pr is the apply's pull request (on it: `/kl recover -p P`).
+//
+// A late result (ADR 0071): "Terraform's final state, kept after version 5
+// was recovered, changes 1 resource more: …". A holder alive on this host:
+// "Terraform has written 2 resources so far; its holder process 42 on host
+// h is still alive: wait for it to finish, or stop it (kill 42), then …".
 func recoverWords(rec *engine.Recoverable, pr *engine.PullRequest) sentence {
-	return words(toned(toneBad, "Terraform had written "+countWords(rec.Changed)+" when it stopped"), ": ",
-		cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: pr, self: true}))
+	cmd := cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: pr, self: true})
+	switch {
+	case rec.HolderAlive != nil:
+		h := rec.HolderAlive
+		return words(toned(toneBad, "Terraform has written "+countWords(rec.Changed)+" so far"),
+			fmt.Sprintf("; its holder process %d on host %s is still alive: wait for it to finish, or stop it (kill %d), then ", h.PID, h.Host, h.PID), cmd)
+	case rec.LateAfter != 0:
+		return words(toned(toneBad, fmt.Sprintf("Terraform's final state, kept after version %d was recovered, changes %s more", rec.LateAfter, countWords(rec.Changed))), ": ", cmd)
+	}
+	return words(toned(toneBad, "Terraform had written "+countWords(rec.Changed)+" when it stopped"), ": ", cmd)
 }
 
 // startedUnseenWords: Terraform ran for an apply that committed nothing,

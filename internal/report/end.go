@@ -367,8 +367,10 @@ func recoveredMeanwhileText(id string, end *engine.End, cm *Commands) string {
 	switch {
 	case end.Artifact == "":
 		return s + "; " + what + " could not be stored: check the real objects, then re-plan"
+	case end.LateSerial != 0:
+		return fmt.Sprintf("%s; %s was committed by a second `kl run recover` as version %d", s, what, end.LateSerial)
 	case !end.Recoverable:
-		return s + "; " + what + " was committed since by a second recovery"
+		return s + "; " + what + " is kept as artifact " + end.Artifact
 	}
 	c := command{verb: verbRecover, run: id, pr: ownPR(cm), self: true}
 	return fmt.Sprintf("%s; %s is kept as artifact %s: %s commits what it adds to version %d", s, what, end.Artifact, commandText(recoverCommand(id), c, cm), end.Serial)
