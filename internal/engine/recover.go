@@ -442,8 +442,9 @@ func (e *Engine) nothingSeen(ctx context.Context, run Run) error {
 // holderLive refuses the recovery of run while its holder may still be
 // working on it (ADR 0071): the lease sweep ended it (lease-expired) and
 // the holder never said it stopped — no end of its own (End.Then, a
-// "failed" marker), no late result (CauseRecoveredMeanwhile) — and that
-// holder is alive: this very process with the run live in it, or a live
+// "failed" marker), no late result (CauseRecoveredMeanwhile) — after its
+// Terraform had started (End.Recoverable or End.Fenced), and that holder
+// is alive: this very process with the run live in it, or a live
 // process of this host (processAlive: the same pid, started before the run
 // was created). What its Terraform writes from now on would otherwise be
 // lost to a recovery of an older checkpoint. The refusal is a conflict
@@ -453,8 +454,11 @@ func (e *Engine) nothingSeen(ctx context.Context, run Run) error {
 // so.
 func (e *Engine) holderLive(ctx context.Context, run Run) (unchecked string, err error) {
 	h := run.Holder
-	if run.Status != StatusLeaseExpired || run.End == nil || run.End.Then != nil || run.End.Is(CauseRecoveredMeanwhile) || e.holderEnded(ctx, run.ID) {
+	switch {
+	case run.Status != StatusLeaseExpired || run.End == nil || run.End.Then != nil || run.End.Is(CauseRecoveredMeanwhile) || e.holderEnded(ctx, run.ID):
 		return "", nil // the holder ended the run itself: it is done with it
+	case !run.End.Recoverable && len(run.End.Fenced) == 0:
+		return "", nil // swept before its Terraform started: it never will
 	}
 	if h == (Holder{}) {
 		return "", nil
