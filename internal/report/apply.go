@@ -360,6 +360,11 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 		// First commit what Terraform wrote, or the next plan creates it
 		// again.
 		next, _ := replanNext(*a, afterMergeOf(s.Markers, a.ID), p)
+		if h := rec.HolderAlive; h != nil {
+			// Recover refuses while it lives (ADR 0071).
+			return words(fmt.Sprintf("wait for its holder, process %d on host %s, to finish (its own commit lifts the fence), or stop it (kill %d); then ", h.PID, h.Host, h.PID),
+				cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: a.PR, self: true}), " commits what Terraform wrote; then ", next)
+		}
 		return words("recover first: ", cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: a.PR, self: true}), " commits what Terraform wrote as a partial version (otherwise the next plan creates it again); then ", next)
 	}
 	if a.End != nil && len(a.End.Fenced) > 0 && a.End.Lifted == "" && a.CommittedSerial == 0 {
@@ -441,7 +446,7 @@ func recoveredWords(m engine.Marker) sentence {
 	if len(m.Addresses) > 0 {
 		s = words(s, "; kept at the head: ", addrs(m.Addresses))
 	}
-	return s
+	return words(s, uncheckedHolderWords(m))
 }
 
 // applySections adds what an apply decided and committed: refusal or how

@@ -654,10 +654,7 @@ func markerFactsText(m engine.Marker) string {
 		if len(m.Addresses) > 0 {
 			s += "; kept at the head, which changed them since the plan or another run holds them: " + strings.Join(m.Addresses.Strings(), ", ")
 		}
-		if h := m.Extra[engine.ExtraUncheckedHolder]; h != "" {
-			s += "; its holder " + h + " runs on another host, so kl could not check that it had stopped: its lease had run out. If it still runs, its result is not committed but kept for `kl run recover` (ADR 0071)"
-		}
-		return s
+		return s + uncheckedHolderWords(m).plain()
 	case engine.MarkerReplanned:
 		if m.IntentChanged != nil && !*m.IntentChanged {
 			var outside []string
