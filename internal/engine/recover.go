@@ -72,8 +72,14 @@ type Recoverable struct {
 //
 // Refusals are *RecoverError: a plan run; a run that committed; a run
 // still in progress (its holder may still be running: wait for its lease);
-// a run that never ran Terraform; no state Terraform wrote (no artifact);
-// a state that changes nothing. ErrNotFound for an unknown run.
+// a run whose lease ran out but whose holder process is alive on this host
+// (holderLive, ADR 0071: wait for it, or stop it first); a run that never
+// ran Terraform; no state Terraform wrote (no artifact); a state that
+// changes nothing. ErrNotFound for an unknown run.
+//
+// A run recovered already whose holder came back with Terraform's final
+// state (LateResult, ADR 0071) is recovered a second time: what that state
+// adds to the recovered version, by the same rule (lateBase).
 func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) {
 	e.expireLeases(ctx) // a dead holder's run reads lease-expired, not applying
 	run, err := e.getRun(ctx, id)
