@@ -38,6 +38,9 @@ is, with no newline after. --json prints a kilolock/state-output/v1 document who
 terraform output -json's object. Reads only: no run, no reservation.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSerialFlag(cmd, "serial", serial); err != nil {
+				return err
+			}
 			in := engine.OutputsInput{State: args[0], Serial: serial}
 			if len(args) == 2 {
 				in.Name = args[1]
@@ -91,6 +94,9 @@ serials that can.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("to") {
 				return engine.Errorf(engine.ErrInvalid, "--to SERIAL is required: the version whose content becomes the head")
+			}
+			if err := checkSerialFlag(cmd, "to", in.Serial); err != nil {
+				return err
 			}
 			if in.Reason == "" {
 				return engine.Errorf(engine.ErrInvalid, "--reason is required: say why the versions after %d are undone", in.Serial)

@@ -82,6 +82,9 @@ func (a *app) statePullCommand() *cobra.Command {
 		Short: "Print a version of state NAME as a Terraform state v4 document (the head by default)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSerialFlag(cmd, "serial", serial); err != nil {
+				return err
+			}
 			e, err := a.engine(cmd.Context(), false)
 			if err != nil {
 				return err
@@ -123,6 +126,18 @@ func (a *app) stateListCommand() *cobra.Command {
 			return report.States(a.io.Out, states, a.reportOptions())
 		},
 	}
+}
+
+// checkSerialFlag refuses a negative value of the serial flag name once
+// it is given (ErrInvalid, exit 1): a version serial is 0 or more, as
+// Terraform's state "serial" (`kl history --state NAME` lists them); the
+// flags' -1 default only means "not given" (the head), and is never
+// accepted spelt out.
+func checkSerialFlag(cmd *cobra.Command, name string, v int64) error {
+	if cmd.Flags().Changed(name) && v < 0 {
+		return engine.Errorf(engine.ErrInvalid, "--%s %d: want a version serial, 0 or more (kl history --state NAME lists them)", name, v)
+	}
+	return nil
 }
 
 // maxInputBytes bounds a document kl reads from a file or stdin (a state,

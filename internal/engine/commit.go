@@ -63,7 +63,7 @@ func (a *applier) applyAndCommit(ctx context.Context) (*ApplyOutcome, error) {
 	if err := a.e.Store.AddMarkers(cctx, a.run.ID, applied); err != nil {
 		a.e.log().Error("recording applied marker", "run", a.run.ID, "err", err)
 	}
-	return a.commitOrLeaseLost(ctx, cctx, baseState, result, spec, applyErr)
+	return a.commitOrLeaseLost(ctx, cctx, baseState, result, res.State, spec, applyErr)
 }
 
 // baseSnapshot reads and parses the snapshot the applied plan was made from
@@ -236,11 +236,17 @@ func withoutStrings(a, b []string) []string {
 // changed the applied plan's footprint — its lease lapsed and its reads
 // were dropped (ADR 0072) — what Terraform did is committed all the same,
 // but the run fails with ErrLeaseLost and nothing says exact. The raw
-// result is kept as an artifact: nothing Terraform wrote is dropped
-// silently.
-func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result *tfstate.State, spec commitSpec, applyErr error) (*ApplyOutcome, error) {
+// result (state) is kept as an artifact: nothing Terraform wrote is
+// dropped silently — also when `kl run recover` committed the run
+// meanwhile (recoveredMeanwhile, ADR 0071).
+func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result *tfstate.State, state []byte, spec commitSpec, applyErr error) (*ApplyOutcome, error) {
 	e := a.e
 	v, spec, err := a.commitChecked(cctx, baseState, result, spec, applyErr == nil)
+	if errors.Is(err, ErrConflict) {
+		if out, lerr := a.recoveredMeanwhile(cctx, state, applyErr); out != nil {
+			return out, lerr // `kl run recover` committed it meanwhile (ADR 0071)
+		}
+	}
 	if err != nil {
 		return nil, a.fail(ctx, StatusFailed, Failed(StepCommit, err).withArtifact(spec.kept), fmt.Errorf("committing run %s: %w", a.run.ID, err))
 	}
@@ -537,6 +543,11 @@ type commitSpec struct {
 	// here) is appended instead of a "failed" one; the plan is left to the
 	// caller.
 	recovered *Marker
+	// lateAfter, in a recovery, is the version an earlier recovery of the
+	// run committed: this one commits the run's late result (LateResult,
+	// ADR 0071) — a second commit of the run, allowed only while the run
+	// still names that version — else 0.
+	lateAfter int64
 }
 
 // commit writes version head+1: the snapshot-merge of result into the head
@@ -725,9 +736,10 @@ func (m mergeInput) markers(from, serial int64, changed int, d Deviation, end *E
 // with the spec's status and end.
 func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 	return func(r *Run) error {
-		if r.CommittedSerial != 0 {
+		if r.CommittedSerial != 0 && (m.spec.lateAfter == 0 || r.CommittedSerial != m.spec.lateAfter || !LateResult(*r)) {
 			// A run commits once (a retried commit, or a second recovery,
-			// must not write twice).
+			// must not write twice) — but for the recovery of its late
+			// result, which follows the version it still names (ADR 0071).
 			return Errorf(ErrConflict, "run %s already committed version %d", r.ID, r.CommittedSerial)
 		}
 		m.spec.sincePlanAtCommit(r)
@@ -741,6 +753,9 @@ func (m mergeInput) updateRun(serial int64, end *End) func(*Run) error {
 				// and the fence this commit lifts is gone.
 				e := *r.End
 				e.Recoverable = false
+				if m.spec.lateAfter != 0 {
+					e.LateSerial = serial
+				}
 				if len(e.Fenced) > 0 && e.Lifted == "" {
 					e.Lifted = LiftRecovered
 				}

@@ -75,6 +75,14 @@ const (
 	// finished; NoChange: the version changes nothing. Then is how
 	// Terraform ended when it did not finish.
 	CauseLeaseLost Cause = "lease-lost"
+	// CauseRecoveredMeanwhile: the holder came back after `kl run recover`
+	// had committed version Serial from Terraform's checkpoint (its lease
+	// had run out, ADR 0071): what Terraform wrote last — its final state
+	// when TerraformDone, else Then says how it ended — was not committed
+	// and is kept as artifact Artifact; Recoverable: `kl run recover`
+	// commits what it adds to the recovered version — as LateSerial, once
+	// it has.
+	CauseRecoveredMeanwhile Cause = "recovered-meanwhile"
 )
 
 // Causes of plan runs.
@@ -235,6 +243,9 @@ type End struct {
 	// applied to that changed the applied plan's footprint while the
 	// run's lease had lapsed (ADR 0072; Deviation.InputsChanged).
 	InputsChanged []SincePlanEntry `json:"inputs_changed,omitempty"`
+	// LateSerial: the version a second recovery committed of a
+	// CauseRecoveredMeanwhile run's late result (ADR 0071).
+	LateSerial int64 `json:"late_serial,omitempty"`
 	// Then is a second end that happened too: how Terraform ended in a
 	// lease-lost commit; what ended the apply of a plan (CauseApplyEnded).
 	Then *End `json:"then,omitempty"`

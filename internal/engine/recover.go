@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kilolock/kilolock/internal/tfstate"
 )
@@ -38,6 +39,13 @@ type Recoverable struct {
 	Artifact   string     `json:"artifact"`
 	BaseSerial int64      `json:"base_serial"`
 	Changed    AddressSet `json:"changed"`
+	// LateAfter is the version a first recovery committed when this is
+	// the run's late result (LateResult, ADR 0071): Changed is then what
+	// Terraform's final state adds to it.
+	LateAfter int64 `json:"late_after,omitempty"`
+	// HolderAlive is the run's holder when it is alive on this host
+	// (ADR 0071): Recover refuses until it finishes or is stopped.
+	HolderAlive *Holder `json:"holder_alive,omitempty"`
 }
 
 // Recover commits what Terraform last wrote for apply run id, which
@@ -65,8 +73,14 @@ type Recoverable struct {
 //
 // Refusals are *RecoverError: a plan run; a run that committed; a run
 // still in progress (its holder may still be running: wait for its lease);
-// a run that never ran Terraform; no state Terraform wrote (no artifact);
-// a state that changes nothing. ErrNotFound for an unknown run.
+// a run whose lease ran out but whose holder process is alive on this host
+// (holderLive, ADR 0071: wait for it, or stop it first); a run that never
+// ran Terraform; no state Terraform wrote (no artifact); a state that
+// changes nothing. ErrNotFound for an unknown run.
+//
+// A run recovered already whose holder came back with Terraform's final
+// state (LateResult, ADR 0071) is recovered a second time: what that state
+// adds to the recovered version, by the same rule (lateBase).
 func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) {
 	e.expireLeases(ctx) // a dead holder's run reads lease-expired, not applying
 	run, err := e.getRun(ctx, id)
@@ -80,6 +94,10 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 		return e.recoverLock(ctx, l) // a backend lock (ADR 0056): its last checkpoint
 	}
 	if err := checkRecoverable(run); err != nil {
+		return nil, err
+	}
+	unchecked, err := e.holderLive(ctx, run)
+	if err != nil {
 		return nil, err
 	}
 	plan, err := e.getRun(ctx, run.PlanRun)
@@ -108,9 +126,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	spec := commitSpec{
 		keep: keep, status: run.Status, end: run.End, partial: true, held: held,
 		deviation: Deviation{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
-		recovered: &Marker{Kind: MarkerRecovered, Extra: map[string]string{
-			extraArtifact: lo.artifact, "holder": e.Holder.String(),
-		}},
+		recovered: recoveredMarker(lo.artifact, e.Holder, unchecked), lateAfter: lateAfter(run),
 	}
 	v, err := a.commitRecovery(ctx, lo, spec)
 	if err != nil {
@@ -137,18 +153,51 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 // since-plan check (sinceApplied, withInputs): a version committed after
 // the snapshot Terraform applied to that changed the plan's footprint is
 // named in the deviation, and the run's since-plan becomes the one at
-// commit (ADR 0072). A head that moved after the check is checked again.
+// commit (ADR 0072); for a late result (ADR 0071) the versions up to its
+// first recovery's are not others' changes. A head that moved after the
+// check is checked again.
 func (a *applier) commitRecovery(ctx context.Context, lo *leftover, spec commitSpec) (*Version, error) {
 	for attempt := 1; ; attempt++ {
 		ch, err := a.sinceApplied(ctx)
 		if err != nil {
 			return nil, err
 		}
-		v, err := a.commit(ctx, lo.base, lo.result, spec.withInputs(ch, false))
+		sp := spec.withInputs(ch, false)
+		if spec.lateAfter != 0 {
+			// A late result's own first recovery is no one else's change.
+			sp.since = slices.DeleteFunc(slices.Clone(sp.since), func(v Version) bool { return v.Serial <= spec.lateAfter })
+		}
+		v, err := a.commit(ctx, lo.base, lo.result, sp)
 		if !errors.Is(err, errHeadMoved) || attempt >= maxCommitAttempts {
 			return v, err
 		}
 	}
+}
+
+// recoveredMarker is the "recovered" marker of a recovery by holder from
+// artifact; unchecked names the run's holder when Recover could not check
+// that it had stopped (another host: the lease rule alone decided, ADR
+// 0071).
+func recoveredMarker(artifact string, holder Holder, unchecked string) *Marker {
+	m := &Marker{Kind: MarkerRecovered, Extra: map[string]string{extraArtifact: artifact, "holder": holder.String()}}
+	if unchecked != "" {
+		m.Extra[ExtraUncheckedHolder] = unchecked
+	}
+	return m
+}
+
+// ExtraUncheckedHolder is the Marker.Extra key of a "recovered" marker
+// naming the run's holder (host:pid) that Recover could not check was
+// gone: it runs on another host (ADR 0071).
+const ExtraUncheckedHolder = "unchecked-holder"
+
+// lateAfter is the commitSpec.lateAfter of a recovery of run: the version
+// its first recovery committed when run holds a late result, else 0.
+func lateAfter(run Run) int64 {
+	if LateResult(run) {
+		return run.End.Serial
+	}
+	return 0
 }
 
 // recoverable is what run's Terraform last wrote (leftover) when there is
@@ -244,7 +293,7 @@ func checkRecoverable(r Run) error {
 		return refuse(ErrInvalid, "it is a plan run: only an apply run has what Terraform wrote")
 	case r.PlanRun == "":
 		return refuse(ErrInvalid, "it is a day-2 operation (`kl state …`, ADR 0055): it ran no Terraform and commits in one transaction: nothing to recover")
-	case r.CommittedSerial != 0:
+	case r.CommittedSerial != 0 && !LateResult(r):
 		return refuse(ErrConflict, "it committed version %d already: what Terraform wrote is there (`kl run show %s`)", r.CommittedSerial, r.ID)
 	case r.InProgress():
 		until := ""
@@ -327,6 +376,11 @@ func (e *Engine) leftover(ctx context.Context, run, plan Run) (*leftover, error)
 	if lo.base, err = tfstate.Parse(b); err != nil {
 		return nil, fmt.Errorf("parsing snapshot %d of state %s: %w", lo.baseSerial, run.State, err)
 	}
+	if LateResult(run) && lo.artifact == ArtifactApplyResult {
+		if lo.base, err = e.lateBase(ctx, run, lo.base); err != nil {
+			return nil, err
+		}
+	}
 	if lo.result, err = tfstate.Parse(doc); err != nil {
 		return nil, Errorf(ErrInvalid, "artifact %s of run %s is not a readable state: %v", lo.artifact, run.ID, err)
 	}
@@ -354,7 +408,12 @@ func (e *Engine) recoverableOf(ctx context.Context, run Run, plan *Run) *Recover
 	if len(lo.changed) == 0 {
 		return nil
 	}
-	return &Recoverable{Run: run.ID, Artifact: lo.artifact, BaseSerial: lo.baseSerial, Changed: lo.changed}
+	rec := &Recoverable{Run: run.ID, Artifact: lo.artifact, BaseSerial: lo.baseSerial, Changed: lo.changed, LateAfter: lateAfter(run)}
+	if _, err := e.holderLive(ctx, run); err != nil {
+		h := run.Holder
+		rec.HolderAlive = &h
+	}
+	return rec
 }
 
 // recoveredPlan marks the reviewed plan of recovered apply run a failed,
@@ -402,4 +461,103 @@ func (e *Engine) nothingSeen(ctx context.Context, run Run) error {
 	return &RecoverError{Run: id, Err: ErrNotFound, Reason: fmt.Sprintf(
 		"Terraform wrote nothing Kilolock saw: run %s has no %s or %s artifact (Terraform may not have completed a resource before its holder died); check the infrastructure, %s",
 		id, ArtifactApplyResult, ArtifactApplyCheckpoint, then)}
+}
+
+// holderLive refuses the recovery of run while its holder may still be
+// working on it (ADR 0071): the lease sweep ended it (lease-expired) and
+// the holder never said it stopped — no end of its own (End.Then, a
+// "failed" marker), no late result (CauseRecoveredMeanwhile) — after its
+// Terraform had started (End.Recoverable or End.Fenced), and that holder
+// is alive: this very process with the run live in it, or a live
+// process of this host (processAlive: the same pid, started before the run
+// was created). What its Terraform writes from now on would otherwise be
+// lost to a recovery of an older checkpoint. The refusal is a conflict
+// (exit 3) naming the pid, the host and what to do. unchecked is the
+// holder Recover cannot check (another host, or a system where it cannot
+// tell): the lease rule alone decides there, and the recovered marker says
+// so.
+func (e *Engine) holderLive(ctx context.Context, run Run) (unchecked string, err error) {
+	h := run.Holder
+	switch {
+	case run.Status != StatusLeaseExpired || run.End == nil || run.End.Then != nil || run.End.Is(CauseRecoveredMeanwhile) || e.holderEnded(ctx, run.ID):
+		return "", nil // the holder ended the run itself: it is done with it
+	case !run.End.Recoverable && len(run.End.Fenced) == 0:
+		return "", nil // swept before its Terraform started: it never will
+	}
+	if h == (Holder{}) {
+		return "", nil
+	}
+	alive, known := false, true
+	switch {
+	case h.Host != e.Holder.Host:
+		return h.String(), nil
+	case h.PID == e.Holder.PID:
+		alive = e.live.has(run.ID)
+	default:
+		alive, known = processAlive(h.PID, run.CreatedAt)
+	}
+	if !known {
+		return h.String(), nil
+	}
+	if !alive {
+		return "", nil
+	}
+	return "", &RecoverError{Run: run.ID, Err: ErrConflict, Reason: fmt.Sprintf(
+		"its holder process %d on host %s is alive: its lease ran out, but it may still be running Terraform for this run (slow or stalled, not dead), "+
+			"and what Terraform writes from now on would be lost to a recovery of its last checkpoint; wait for it to finish (its own commit lifts the fence), "+
+			"or stop it first (kill %d on %s), then recover", h.PID, h.Host, h.PID, h.Host)}
+}
+
+// holderEnded reports whether run id's holder wrote the run's end itself
+// (a "failed" marker: a killed Terraform's fenceKilled, a failure before
+// the commit). A failure to read the markers says false.
+func (e *Engine) holderEnded(ctx context.Context, id string) bool {
+	ms, err := e.Store.Markers(ctx, id)
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if m.Kind == MarkerFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// LateResult reports whether apply run r holds a late result (ADR 0071):
+// `kl run recover` committed its checkpoint while its holder's lease had
+// run out, the holder then came back with what Terraform wrote last, and
+// no recovery has committed that yet — r's end is CauseRecoveredMeanwhile
+// and recoverable. Its ArtifactApplyResult is kept (never collected) until
+// Recover commits it.
+func LateResult(r Run) bool {
+	return r.Kind == KindApply && r.CommittedSerial != 0 && r.End.Is(CauseRecoveredMeanwhile) && r.End.Recoverable
+}
+
+// lateBase is the base a late result is compared and merged against
+// (ADR 0071): the snapshot Terraform applied to, with the entries the first
+// recovery committed (version End.Serial's changed addresses) as that
+// version holds them. So what Terraform changed beyond the recovery is
+// what differs from it, and the merge takes an address only where the head
+// still holds what this run itself committed (or, for one the recovery
+// kept at the head, what Terraform started from).
+func (e *Engine) lateBase(ctx context.Context, run Run, base *tfstate.State) (*tfstate.State, error) {
+	serial := run.End.Serial
+	v, err := e.Store.GetVersion(ctx, run.State, serial)
+	if err != nil {
+		return nil, fmt.Errorf("reading version %d, the recovery of run %s: %w", serial, run.ID, err)
+	}
+	b, err := e.Store.Snapshot(ctx, run.State, serial)
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot %d, the recovery of run %s: %w", serial, run.ID, err)
+	}
+	rec, err := tfstate.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("parsing snapshot %d: %w", serial, err)
+	}
+	merged, _, err := tfstate.MergeWith(tfstate.MergeInput{Head: base, Base: base, Result: rec, Written: v.Changed.Strings(), Serial: base.Serial})
+	if err != nil {
+		return nil, fmt.Errorf("merging version %d, the recovery of run %s, into its base: %w", serial, run.ID, err)
+	}
+	return merged, nil
 }

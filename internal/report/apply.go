@@ -368,6 +368,11 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 		// First commit what Terraform wrote, or the next plan creates it
 		// again.
 		next, _ := replanNext(*a, afterMergeOf(s.Markers, a.ID), p)
+		if h := rec.HolderAlive; h != nil {
+			// Recover refuses while it lives (ADR 0071).
+			return words(fmt.Sprintf("wait for its holder, process %d on host %s, to finish (its own commit lifts the fence), or stop it (kill %d); then ", h.PID, h.Host, h.PID),
+				cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: a.PR, self: true}), " commits what Terraform wrote; then ", next)
+		}
 		return words("recover first: ", cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: a.PR, self: true}), " commits what Terraform wrote as a partial version (otherwise the next plan creates it again); then ", next)
 	}
 	if a.End != nil && len(a.End.Fenced) > 0 && a.End.Lifted == "" && a.CommittedSerial == 0 {
@@ -403,7 +408,7 @@ func endNext(s *engine.RunStory, a *engine.Run) sentence {
 // recoverableOf returns rec when it is apply run a's: what a's Terraform
 // wrote that no version holds yet.
 func recoverableOf(rec *engine.Recoverable, a *engine.Run) *engine.Recoverable {
-	if rec == nil || a == nil || rec.Run != a.ID || a.CommittedSerial != 0 {
+	if rec == nil || a == nil || rec.Run != a.ID || (a.CommittedSerial != 0 && !engine.LateResult(*a)) {
 		return nil
 	}
 	return rec
@@ -418,9 +423,22 @@ func unfenceCommand(run string) string { return "kl run unfence " + run + " --re
 
 // recoverWords: "Terraform had written 2 resources when it stopped: `kl run
 // recover RUN`"; pr is the apply's pull request (on it: `/kl recover -p P`).
+//
+// A late result (ADR 0071): "Terraform's final state, kept after version 5
+// was recovered, changes 1 resource more: …". A holder alive on this host:
+// "Terraform has written 2 resources so far; its holder process 42 on host
+// h is still alive: wait for it to finish, or stop it (kill 42), then …".
 func recoverWords(rec *engine.Recoverable, pr *engine.PullRequest) sentence {
-	return words(toned(toneBad, "Terraform had written "+countWords(rec.Changed)+" when it stopped"), ": ",
-		cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: pr, self: true}))
+	cmd := cmdSpan(recoverCommand(rec.Run), command{verb: verbRecover, run: rec.Run, pr: pr, self: true})
+	switch {
+	case rec.HolderAlive != nil:
+		h := rec.HolderAlive
+		return words(toned(toneBad, "Terraform has written "+countWords(rec.Changed)+" so far"),
+			fmt.Sprintf("; its holder process %d on host %s is still alive: wait for it to finish, or stop it (kill %d), then ", h.PID, h.Host, h.PID), cmd)
+	case rec.LateAfter != 0:
+		return words(toned(toneBad, fmt.Sprintf("Terraform's final state, kept after version %d was recovered, changes %s more", rec.LateAfter, countWords(rec.Changed))), ": ", cmd)
+	}
+	return words(toned(toneBad, "Terraform had written "+countWords(rec.Changed)+" when it stopped"), ": ", cmd)
 }
 
 // startedUnseenWords: Terraform ran for an apply that committed nothing,
@@ -436,7 +454,7 @@ func recoveredWords(m engine.Marker) sentence {
 	if len(m.Addresses) > 0 {
 		s = words(s, "; kept at the head: ", addrs(m.Addresses))
 	}
-	return s
+	return words(s, uncheckedHolderWords(m))
 }
 
 // applySections adds what an apply decided and committed: refusal or how

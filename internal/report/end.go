@@ -73,6 +73,8 @@ func endText(id string, end *engine.End, cm *Commands) string {
 		return leaseExpiredText(id, end, cm)
 	case engine.CauseLeaseLost:
 		return leaseLostText(id, end, cm)
+	case engine.CauseRecoveredMeanwhile:
+		return recoveredMeanwhileText(id, end, cm)
 	case engine.CauseUnlocked:
 		return unlockedText(end)
 	}
@@ -349,6 +351,31 @@ func leaseExpiredText(id string, end *engine.End, cm *Commands) string {
 	return orWords(s, "its holder stopped renewing: its lease ran out")
 }
 
+// recoveredMeanwhileText is the end of a run whose holder came back after
+// `kl run recover` committed its checkpoint (ADR 0071): its result was not
+// committed, where what Terraform wrote last is kept, and the command that
+// commits it — or that a recovery committed it since.
+func recoveredMeanwhileText(id string, end *engine.End, cm *Commands) string {
+	s := fmt.Sprintf("result not committed: its holder %s came back after `kl run recover` had committed version %d from Terraform's checkpoint (its lease had run out)", end.Holder, end.Serial)
+	what := "Terraform finished; its final state"
+	if !end.TerraformDone {
+		what = "what Terraform wrote last"
+		if t := endText(id, end.Then, cm); t != "" {
+			what = "Terraform then stopped (" + t + "); what it wrote last"
+		}
+	}
+	switch {
+	case end.Artifact == "":
+		return s + "; " + what + " could not be stored: check the real objects, then re-plan"
+	case end.LateSerial != 0:
+		return fmt.Sprintf("%s; %s was committed by a second `kl run recover` as version %d", s, what, end.LateSerial)
+	case !end.Recoverable:
+		return s + "; " + what + " is kept as artifact " + end.Artifact
+	}
+	c := command{verb: verbRecover, run: id, pr: ownPR(cm), self: true}
+	return fmt.Sprintf("%s; %s is kept as artifact %s: %s commits what it adds to version %d", s, what, end.Artifact, commandText(recoverCommand(id), c, cm), end.Serial)
+}
+
 func leaseLostText(id string, end *engine.End, cm *Commands) string {
 	s := "lease lost before commit: merged only addresses unchanged at the head since the plan and not held by another run"
 	if end.TerraformDone {
@@ -594,6 +621,8 @@ func endShort(id string, end *engine.End) string {
 		}
 	case engine.CauseLeaseLost:
 		s = "lease lost before commit"
+	case engine.CauseRecoveredMeanwhile:
+		s = "recovered meanwhile: result not committed"
 	case engine.CauseRefusedClaim:
 		s = "claiming plan " + end.Plan
 	default:
@@ -636,7 +665,7 @@ func markerFactsText(m engine.Marker) string {
 		if len(m.Addresses) > 0 {
 			s += "; kept at the head, which changed them since the plan or another run holds them: " + strings.Join(m.Addresses.Strings(), ", ")
 		}
-		return s
+		return s + uncheckedHolderWords(m).plain()
 	case engine.MarkerReplanned:
 		if m.IntentChanged != nil && !*m.IntentChanged {
 			var outside []string

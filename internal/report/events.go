@@ -511,5 +511,16 @@ func recoveredMarkerWords(m engine.Marker, v func(string) span) sentence {
 	if len(m.Addresses) > 0 {
 		s = words(s, "; kept at the head (changed there since the plan, or held by another run): ", addrs(m.Addresses))
 	}
-	return s
+	return words(s, uncheckedHolderWords(m))
+}
+
+// uncheckedHolderWords is what a "recovered" marker says of a holder kl
+// could not check (engine.ExtraUncheckedHolder, ADR 0071); nothing else.
+func uncheckedHolderWords(m engine.Marker) sentence {
+	h := m.Extra[engine.ExtraUncheckedHolder]
+	if h == "" {
+		return nil
+	}
+	return words(toned(toneWarn, "; its holder "+h+" runs on another host: kl could not check that it had stopped"),
+		", only that its lease had run out (if it still runs, its result is kept for `kl run recover`)")
 }

@@ -576,12 +576,19 @@ type jRecoverable struct {
 	Changed     []string `json:"changed"`
 	Text        string   `json:"text"`
 	NextCommand string   `json:"next_command"`
+	// LateAfter, HolderAlive: engine.Recoverable's (ADR 0071).
+	LateAfter   int64  `json:"late_after,omitempty"`
+	HolderAlive string `json:"holder_alive,omitempty"`
 }
 
 func toRecoverable(r *engine.Recoverable) *jRecoverable {
 	if r == nil {
 		return nil
 	}
-	return &jRecoverable{Run: r.Run, Artifact: r.Artifact, BaseSerial: r.BaseSerial, Changed: strs(r.Changed),
-		Text: recoverWords(r, nil).plain(), NextCommand: recoverCommand(r.Run)}
+	j := &jRecoverable{Run: r.Run, Artifact: r.Artifact, BaseSerial: r.BaseSerial, Changed: strs(r.Changed),
+		Text: recoverWords(r, nil).plain(), NextCommand: recoverCommand(r.Run), LateAfter: r.LateAfter}
+	if r.HolderAlive != nil {
+		j.HolderAlive = r.HolderAlive.String()
+	}
+	return j
 }

@@ -695,8 +695,9 @@ func endVerdictWords(a engine.Run, v *engine.Version, recovered *engine.Marker) 
 	if a.End != nil {
 		end = *a.End
 	}
-	if recovered != nil {
-		// Done: the end's "kl run recover" hint is not news.
+	if recovered != nil && !engine.LateResult(a) {
+		// Done: the end's "kl run recover" hint is not news (but for a
+		// late result that waits for its own recovery, ADR 0071).
 		end.Recoverable = false
 	}
 	lost := 0

@@ -91,6 +91,8 @@ func goldenCases() []goldenCase {
 		{"run", "plan-open-again", story(storyPlanOpenAgain)},
 		{"run", "apply-interrupted-tainted", story(storyInterrupted)},
 		{"run", "apply-lease-expired-recoverable", story(storyLeaseExpiredRecoverable)},
+		{"run", "apply-late-result", story(storyLateResult)},
+		{"run", "apply-holder-alive", story(storyHolderAlive)},
 		{"run", "apply-recovered", story(storyRecovered)},
 		{"run", "apply-lease-lost-inputs-changed", story(storyLeaseLostInputsChanged)},
 		{"run", "apply-no-changes", story(storyNoChanges)},
@@ -127,6 +129,7 @@ func goldenCases() []goldenCase {
 		})},
 		{"why", "plan-lease-expired", why(whyPlanLeaseExpired)},
 		{"why", "recovered", why(func() *engine.Why { return whyFrom(storyRecovered(), engine.VerdictFailed) })},
+		{"why", "late-result", why(func() *engine.Why { return whyFrom(storyLateResult(), engine.VerdictFailed) })},
 		{"status", "waiter", func(w io.Writer, o Options) error { return Status(w, statusWaiter(), o) }},
 		{"footprint", "widening", func(w io.Writer, o Options) error {
 			return Footprint(w, "plan.json", footprintWidened(), engine.PlanSummary{Add: 1, Change: 1, Outputs: 1}, o)

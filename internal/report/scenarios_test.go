@@ -537,6 +537,32 @@ func storyRecovered() *engine.RunStory {
 	return s
 }
 
+// storyLateResult (ADR 0071): alice's apply on another host stalled past
+// its lease; `kl run recover` committed its checkpoint as version 13 (the
+// recovered marker says the holder could not be checked); then her kl came
+// back with Terraform's final state, which adds the worker: not committed,
+// kept as apply-result.tfstate, recoverable.
+func storyLateResult() *engine.RunStory {
+	s := storyRecovered()
+	s.Markers[len(s.Markers)-1].Extra[engine.ExtraUncheckedHolder] = holder.String()
+	late := &engine.End{Cause: engine.CauseRecoveredMeanwhile, Serial: 13, Artifact: engine.ArtifactApplyResult, TerraformDone: true,
+		Recoverable: true, Holder: holder}
+	s.Run.End = late
+	s.Markers = append(s.Markers, engine.Marker{Run: applyA, Seq: 9, At: at(960), Kind: engine.MarkerFailed, End: late})
+	s.Recoverable = &engine.Recoverable{Run: applyA, Artifact: engine.ArtifactApplyResult, BaseSerial: 12, Changed: set(worker), LateAfter: 13}
+	return s
+}
+
+// storyHolderAlive (ADR 0071): the sweep fenced alice's apply, but its
+// holder, on this host, is alive: the recover line says to wait for it or
+// stop it first.
+func storyHolderAlive() *engine.RunStory {
+	s := storyLeaseExpiredRecoverable()
+	h := holder
+	s.Recoverable.HolderAlive = &h
+	return s
+}
+
 // storyNoChanges: alice applied a plan without changes (terraform plan
 // said "No changes"): nothing reserved, Terraform not run, nothing
 // committed; the run and the plan are applied.

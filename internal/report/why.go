@@ -158,10 +158,24 @@ func whyVerdict(y *engine.Why) verdict {
 	return v
 }
 
+// whyTitleWord is the word after "Why run ID: ": the verdict (allowed,
+// pending, closed: the answer to "why"), or, where the verdict is a run
+// status word (failed, refused, interrupted, waiting, released), the status
+// word every other view prints for run y.Run (lockStatus: `kl runs`, `kl run
+// show`, `kl status`): one run, one word — a lease-expired run is never
+// "failed" here (ADR 0071). The JSON keeps the verdict as a field of its own.
+func whyTitleWord(y *engine.Why) string {
+	switch y.Verdict {
+	case engine.VerdictFailed, engine.VerdictRefused, engine.VerdictInterrupted, engine.VerdictWaiting, engine.VerdictReleased:
+		return lockStatus(y.Run)
+	}
+	return string(y.Verdict)
+}
+
 func whyDoc(y *engine.Why) *doc {
 	t := whyTarget(y)
 	v := whyVerdict(y)
-	d := &doc{tone: v.tone, more: "kl run show " + y.Run.ID, title: words("Why run ", runSpan(y.Run.ID), ": ", string(y.Verdict))}
+	d := &doc{tone: v.tone, more: "kl run show " + y.Run.ID, title: words("Why run ", runSpan(y.Run.ID), ": ", whyTitleWord(y))}
 	d.summary = append(d.summary, para(v.words))
 	last := lastAttempt(y.Run, y.Apply)
 	switch {

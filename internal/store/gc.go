@@ -143,7 +143,9 @@ func (a Algorithms) gcRun(ctx context.Context, req engine.GCRequest, id string, 
 // gcNames is which artifacts of run r the gc deletes at now, and why
 // (engine.GCCommitted, engine.GCRetention), read through x (under r's lock
 // outside a dry run):
-//   - an apply run that committed: its state artifacts;
+//   - an apply run that committed: its state artifacts — unless it holds a
+//     late result (engine.LateResult, ADR 0071), which waits for its
+//     recovery whatever the retention;
 //   - an apply run that did not, is not in progress, holds no fence and no
 //     live reservation, and last changed (UpdatedAt, FinishedAt) and had
 //     its fence lifted (a "fence-lifted" marker) more than retention ago:
@@ -167,6 +169,9 @@ func gcNames(ctx context.Context, x Executor, r engine.Run, now time.Time, reten
 	}
 	switch r.Kind {
 	case engine.KindApply:
+		if engine.LateResult(r) {
+			return nil, "", nil // a late result waits for its recovery (ADR 0071)
+		}
 		if r.CommittedSerial != 0 {
 			return engine.GCStateArtifacts, engine.GCCommitted, nil
 		}

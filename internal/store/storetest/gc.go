@@ -115,6 +115,27 @@ func testGC(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		}
 		diff(t, "artifacts after the failed commit", f.artifactsOf(a.ID), applyArtifact)
 	})
+	t.Run("LateResultKept", func(t *testing.T) {
+		// ADR 0071: a recovered run whose holder came back keeps
+		// Terraform's final state for its second recovery, whatever the
+		// retention; a recovered run without one does not.
+		t.Parallel()
+		f := setup(t, newStore)
+		f.state("s")
+		old := now().Add(-3 * time.Hour)
+		late := f.run("s", engine.KindApply, engine.StatusLeaseExpired, finished(engine.StatusLeaseExpired, old), func(r *engine.Run) {
+			r.CommittedSerial = 1
+			r.End = &engine.End{Cause: engine.CauseRecoveredMeanwhile, Serial: 1, Artifact: engine.ArtifactApplyResult, Recoverable: true}
+		})
+		done := f.run("s", engine.KindApply, engine.StatusLeaseExpired, finished(engine.StatusLeaseExpired, old), func(r *engine.Run) {
+			r.CommittedSerial = 1
+			r.End = &engine.End{Cause: engine.CauseRecoveredMeanwhile, Serial: 1, Artifact: engine.ArtifactApplyResult, LateSerial: 2}
+		})
+		f.putArtifacts(late.ID, engine.ArtifactApplyResult)
+		f.putArtifacts(done.ID, engine.ArtifactApplyResult)
+		diff(t, "gc deletions", deleted(f.gc(time.Minute, false)), []string{done.ID + " apply-result.tfstate committed"})
+		diff(t, "artifacts of the late run", f.artifactsOf(late.ID), []string{engine.ArtifactApplyResult})
+	})
 	t.Run("Retention", func(t *testing.T) {
 		t.Parallel()
 		f := setup(t, newStore)
