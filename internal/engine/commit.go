@@ -169,7 +169,7 @@ func (a *applier) readResult(ctx, cctx context.Context, baseState *tfstate.State
 	}
 	return result, commitSpec{
 		written: planned, status: status, end: end, partial: end != nil, requireRes: true, changed: changed, kept: kept, upgraded: upgraded,
-		deviation: Deviation{Unplanned: changed.Minus(planned), Unchanged: planned.Minus(changed), Tainted: tainted.Overlapping(changed)},
+		deviation: Deviation{Unplanned: changed.Minus(planned), Unchanged: unchangedOf(planned, changed), Tainted: tainted.Overlapping(changed)},
 	}, nil
 }
 
@@ -266,6 +266,15 @@ func (a *applier) commitOrLeaseLost(ctx, cctx context.Context, baseState, result
 		err = lost
 	}
 	return out, err
+}
+
+// unchangedOf is the planned writes the run did not change: those no
+// changed address meets. A changed address is at the resource level where
+// the state cannot say which module instance changed (module.m.x.y covers
+// module.m[0].x.y when count was added to the call), and then none of its
+// planned instances is called unchanged.
+func unchangedOf(planned, changed AddressSet) AddressSet {
+	return planned.Minus(planned.Overlapping(changed))
 }
 
 // maxCommitAttempts bounds the commits commitChecked (and a recovery)

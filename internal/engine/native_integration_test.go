@@ -416,3 +416,28 @@ func objectIDs(t *testing.T, doc []byte) map[string]string {
 	}
 	return out
 }
+
+// TestModuleCountAdded: adding count to a module call destroys
+// module.m's object and creates module.m[0]'s and module.m[1]'s. The
+// version's changed set names the resource (module.m.terraform_data.inner,
+// every module instance), and the deviation must not call the created
+// instances "planned but unchanged" (a fresh-eyes tester saw it do so).
+func TestModuleCountAdded(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	inner := map[string]string{"m/main.tf": "resource \"terraform_data\" \"inner\" {\n  input = \"inner\"\n}\n"}
+	base := filepath.Join(h.dir, "count0")
+	writeTree(t, base, inner)
+	writeTree(t, base, map[string]string{"main.tf": "module \"m\" {\n  source = \"./m\"\n}\n"})
+	h.apply(h.planIn(base, "").ID)
+	head := filepath.Join(h.dir, "count2")
+	writeTree(t, head, inner)
+	writeTree(t, head, map[string]string{"main.tf": "module \"m\" {\n  source = \"./m\"\n  count  = 2\n}\n"})
+	ap := h.apply(h.planIn(head, "").ID)
+	if d := ap.Version.Provenance.Deviation; d != nil && len(d.Unchanged) > 0 {
+		t.Errorf("deviation %+v: the created module instances were changed", d)
+	}
+	if !ap.Version.Provenance.Exact {
+		t.Errorf("commit not exact: %+v", ap.Version.Provenance.Deviation)
+	}
+}

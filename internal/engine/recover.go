@@ -125,7 +125,7 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	planned := a.pf.run.Envelope.Footprint.Write
 	spec := commitSpec{
 		keep: keep, status: run.Status, end: run.End, partial: true, held: held,
-		deviation: Deviation{Unplanned: lo.changed.Minus(planned), Unchanged: planned.Minus(lo.changed), Tainted: tainted.Overlapping(lo.changed)},
+		deviation: Deviation{Unplanned: lo.changed.Minus(planned), Unchanged: unchangedOf(planned, lo.changed), Tainted: tainted.Overlapping(lo.changed)},
 		recovered: recoveredMarker(lo.artifact, e.Holder, unchecked), lateAfter: lateAfter(run),
 	}
 	v, err := a.commitRecovery(ctx, lo, spec)
