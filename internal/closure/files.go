@@ -33,8 +33,9 @@ import (
 // file or a block the base has and the change deleted; a changed
 // `terraform` or `check` block; a moved, import or removed block whose
 // address the configuration does not declare; and changes that reach no
-// resource. Errors wrap ErrInvalid for a path that is absolute or leaves
-// the root module directory, and name the file of a parse error.
+// resource. Errors wrap ErrInvalid for a path that is absolute, leaves
+// the root module directory or is in neither tree (a mistyped path), and
+// name the file of a parse error.
 func FileScope(cfg *Config, baseDir string, changed []string) (*Scope, error) {
 	if len(changed) == 0 {
 		return nil, fallback("the scope has no changed files: an empty target set is never \"nothing to plan\"")
@@ -68,6 +69,9 @@ func FileScope(cfg *Config, baseDir string, changed []string) (*Scope, error) {
 			return nil, fallback("%s changed: no module of the configuration is loaded from %s", clean, dir)
 		}
 		if _, err := os.Stat(filepath.Join(cfg.Dir, filepath.FromSlash(clean))); errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(baseDir, filepath.FromSlash(clean))); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("scoping to changed files: %w: %s is neither in the configuration nor in the base: not a file the change touched", ErrInvalid, clean)
+			}
 			return nil, fallback("%s was deleted: the resources it declared are no longer in the configuration", clean)
 		}
 		old, err := oldBlocks(filepath.Join(baseDir, filepath.FromSlash(clean)), base)
@@ -202,6 +206,8 @@ func fileChanges(m *Module, name, shown string, old map[string]*Block) (out map[
 			what := old[id].Key
 			if strings.Contains(what, "#") {
 				what = "a " + old[id].Kind + " block"
+			} else if kind := relocatedBy(m, what); kind != "" {
+				return nil, nil, fallback("%s: %s is named by a %s block, which the slice does not plan", shown, what, kind)
 			}
 			return nil, nil, fallback("%s: %s was deleted, which the slice cannot plan (its objects are not in the configuration)", shown, what)
 		}
@@ -338,4 +344,24 @@ func sameFile(a, b string) (bool, error) {
 		return false, fmt.Errorf("comparing the configuration with the base: %w", err)
 	}
 	return bytes.Equal(x, y), nil
+}
+
+// relocatedBy is the kind of the moved or removed block of m whose from
+// names the resource key (a resource deleted from the configuration but
+// moved or removed from the state by it), "" when none does.
+func relocatedBy(m *Module, key string) string {
+	for _, k := range m.keys {
+		b := m.blocks[k]
+		if b.Kind != "moved" && b.Kind != "removed" {
+			continue
+		}
+		a, ok := b.body.Attributes["from"]
+		if !ok {
+			continue
+		}
+		if t, diags := hcl.AbsTraversalForExpr(a.Expr); !diags.HasErrors() && keyless(t) == key {
+			return b.Kind
+		}
+	}
+	return ""
 }

@@ -102,6 +102,14 @@ func TestFileScope(t *testing.T) {
 			files:    []string{"mod/main.tf"},
 			fallback: "terraform_data.side was deleted",
 		},
+		"a renamed resource with its moved block": {
+			change: func(t *testing.T, h string) {
+				edit(t, h, "mod/main.tf", `resource "terraform_data" "side" {`, `resource "terraform_data" "side2" {`)
+				writeFiles(t, h, map[string]string{"mod/moves.tf": "moved {\n  from = terraform_data.side\n  to   = terraform_data.side2\n}\n"})
+			},
+			files:    []string{"mod/main.tf", "mod/moves.tf"},
+			fallback: "terraform_data.side is named by a moved block, which the slice does not plan",
+		},
 		"a deleted moved block": {
 			change: func(t *testing.T, h string) {
 				edit(t, h, "main.tf", "moved {\n  from = terraform_data.old_base\n  to   = terraform_data.base\n}\n", "")
@@ -114,8 +122,9 @@ func TestFileScope(t *testing.T) {
 			files:    []string{"gone.tf"},
 			fallback: "gone.tf was deleted",
 		},
-		"a path outside":   {files: []string{"../x.tf"}, invalid: `"../x.tf" is not a path inside`},
-		"an absolute path": {files: []string{"/etc/x.tf"}, invalid: `"/etc/x.tf" is not a path inside`},
+		"a path in neither tree": {files: []string{"nope.tf"}, invalid: "nope.tf is neither in the configuration nor in the base"},
+		"a path outside":         {files: []string{"../x.tf"}, invalid: `"../x.tf" is not a path inside`},
+		"an absolute path":       {files: []string{"/etc/x.tf"}, invalid: `"/etc/x.tf" is not a path inside`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

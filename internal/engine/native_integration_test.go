@@ -182,7 +182,7 @@ func TestNativeLaneFallsBack(t *testing.T) {
 		"a refresh-only plan": {engine.PlanInput{Lane: engine.LaneChoiceNative, Targets: []string{"terraform_data.r"}, Options: engine.PlanOptions{RefreshOnly: true}},
 			"a refresh-only plan refreshes every object of the state"},
 		"auto on a small state": {engine.PlanInput{Lane: engine.LaneChoiceAuto, Targets: []string{"terraform_data.r"}},
-			"lane auto: the closure holds 2 of the state's 0 resources"},
+			"lane auto: a closure of 2 resources against the state's 0"},
 	} {
 		in := tc.in
 		in.State, in.Dir, in.Actor = testState, base, "alice"
