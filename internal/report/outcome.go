@@ -514,7 +514,8 @@ func prOf(a engine.Run, plan *engine.Run) *engine.PullRequest {
 }
 
 // replanCommand is the `kl plan` that re-plans the reviewed plan's scope
-// (engine.Scope: dir, -target, -var-file, -replace, and after "--" its
+// (engine.Scope: dir, -target, -var-file, -replace, a native-lane plan's
+// --lane native and its changed files with --base-dir BASE, and after "--" its
 // Terraform plan options: -destroy, -refresh-only, -refresh=false,
 // -parallelism=N, and -var NAME=VALUE for each -var name, whose value no
 // view holds: ADR 0045) against the head of its state. Without the plan's
@@ -536,6 +537,17 @@ func replanCommand(a engine.Run, plan *engine.Run) string {
 	}{{"--target", sc.Targets}, {"--var-file", sc.VarFiles}, {"--replace", sc.Replace}} {
 		for _, v := range flag.vals {
 			args = append(args, flag.name, shellWord(v))
+		}
+	}
+	if sl := plan.Envelope.Slice; plan.Envelope.Lane == engine.LaneNative && sl != nil {
+		// The native lane again, with its scope; the base's directory
+		// is not kept, so it is a placeholder (ADR 0069).
+		args = append(args, "--lane", "native")
+		if sl.Scoped == "changed-files" {
+			for _, f := range sc.ChangedFiles {
+				args = append(args, "--changed-file", shellWord(f))
+			}
+			args = append(args, "--base-dir", "BASE")
 		}
 	}
 	if o := sc.Options; !o.IsZero() {
