@@ -44,7 +44,10 @@ func FileScope(cfg *Config, baseDir string, changed []string) (*Scope, error) {
 	var touched []node
 	for _, p := range changed {
 		clean := path.Clean(filepath.ToSlash(p))
-		if p == "" || path.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+		if path.IsAbs(clean) {
+			return nil, fmt.Errorf("scoping to changed files: %w: %q is absolute: give it relative to the root module directory (kl plan -C)", ErrInvalid, p)
+		}
+		if p == "" || clean == ".." || strings.HasPrefix(clean, "../") {
 			return nil, fmt.Errorf("scoping to changed files: %w: %q is not a path inside the root module directory", ErrInvalid, p)
 		}
 		base := path.Base(clean)

@@ -124,7 +124,7 @@ func TestFileScope(t *testing.T) {
 		},
 		"a path in neither tree": {files: []string{"nope.tf"}, invalid: "nope.tf is neither in the configuration nor in the base"},
 		"a path outside":         {files: []string{"../x.tf"}, invalid: `"../x.tf" is not a path inside`},
-		"an absolute path":       {files: []string{"/etc/x.tf"}, invalid: `"/etc/x.tf" is not a path inside`},
+		"an absolute path":       {files: []string{"/etc/x.tf"}, invalid: `"/etc/x.tf" is absolute: give it relative to the root module directory`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
