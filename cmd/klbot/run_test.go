@@ -20,6 +20,7 @@ import (
 	"github.com/kilolock/kilolock/internal/seal"
 	"github.com/kilolock/kilolock/internal/store/pgtest"
 	"github.com/kilolock/kilolock/internal/store/postgres"
+	"github.com/kilolock/kilolock/internal/store/storetest"
 )
 
 // TestRunConfigErrors: run() refuses to start on a bad environment and the
@@ -57,6 +58,11 @@ func TestRunConfigErrors(t *testing.T) {
 	}
 	sealed, err := postgres.Open(t.Context(), encrypted, postgres.WithKeyring(kr))
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The key is recorded with the store's first write (a binary that only
+	// reads records nothing): a state, its first version sealed.
+	if _, err := sealed.CreateState(t.Context(), storetest.NewState("acme/sealed")); err != nil {
 		t.Fatal(err)
 	}
 	sealed.Close()
