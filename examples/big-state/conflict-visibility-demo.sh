@@ -70,7 +70,7 @@ pr() {
 }
 # merge NAME: the PR's change lands on main (its tfvars, and any tiers/ file it added).
 merge() {
-  cat "$WORK/pr-$1/pr.auto.tfvars" >> "$WORK/main/main.auto.tfvars"
+  if [ -f "$WORK/pr-$1/pr.auto.tfvars" ]; then cat "$WORK/pr-$1/pr.auto.tfvars" >> "$WORK/main/main.auto.tfvars"; fi
   if [ -d "$WORK/pr-$1/tiers" ]; then mkdir -p "$WORK/main/tiers" && cp "$WORK/pr-$1/tiers/"* "$WORK/main/tiers/"; fi
 }
 # plan NAME: kl plan of the PR; prints the report, sets PLAN_<NAME>.
@@ -199,6 +199,9 @@ show "$KL" why "$("$KL" runs --state "$STATE" --limit 1 | ulid)"
 
 step "(g) The native lane: plan the change, not the state; and a fall-back with its reason"
 pr audit '# audit: a new resource in audit.tf'
+# It changes audit.tf only: no tfvars of its own (kl compares the PR's tree
+# with main's, and a file that differs but is not listed falls back).
+rm "$WORK/pr-audit/pr.auto.tfvars"
 cat > "$WORK/pr-audit/audit.tf" <<'TF'
 # A new resource in a file of its own: the native lane plans its closure only.
 resource "terraform_data" "audit" {
