@@ -229,6 +229,18 @@ func TestUnboundedInput(t *testing.T) {
 		t.Errorf("a state was created from /dev/zero:\n%s", out)
 	}
 
+	// An empty file (what a failed `terraform state pull > FILE` leaves)
+	// is not adopted as a new empty state.
+	for _, from := range []string{"/dev/null", "-"} {
+		r := k.runWith(k.env, "", "state", "init", "void", "--from", from)
+		if r.err == nil || !strings.Contains(r.err.Error(), "it is empty, not a Terraform state") || r.code() != 1 {
+			t.Errorf("kl state init --from %s (empty): exit %d, err %v; want exit 1 saying it is empty", from, r.code(), r.err)
+		}
+	}
+	if out := k.ok("state", "list"); strings.Contains(out, "void") {
+		t.Errorf("a state was created from an empty file:\n%s", out)
+	}
+
 	// stdin that never ends nor sends: an interrupt stops the read.
 	pr, pw := io.Pipe()
 	defer pw.Close()

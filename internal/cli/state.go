@@ -48,6 +48,11 @@ on stderr.`,
 				if err != nil {
 					return err
 				}
+				if len(b) == 0 {
+					// What a failed `terraform state pull > FILE` leaves:
+					// adopting it would start a new, empty state.
+					return engine.Errorf(engine.ErrInvalid, "reading state file %s: it is empty, not a Terraform state (kl state init NAME without --from creates an empty state)", inputName(from))
+				}
 				doc = b
 			}
 			a.createStore = true // the one command that creates a SQLite store
@@ -151,10 +156,8 @@ const maxInputBytes = api.MaxBodyMiB << 20
 // parser to refuse; input over maxInputBytes is refused; and the read stops when ctx is done (an interrupt while stdin
 // sends nothing). Errors name the input; ctx's error is returned as it is.
 func readInput(ctx context.Context, path string, stdin io.Reader) ([]byte, error) {
-	name, r := path, stdin
-	if path == "-" {
-		name = "stdin"
-	} else {
+	name, r := inputName(path), stdin
+	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", path, err)
@@ -177,6 +180,14 @@ func readInput(ctx context.Context, path string, stdin io.Reader) ([]byte, error
 	case got := <-done:
 		return got.b, got.err
 	}
+}
+
+// inputName is how errors name the input path ("-" is stdin).
+func inputName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	return path
 }
 
 // readJSON reads r to its end, checking as it reads that it starts with
