@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 )
 
 // DefaultVariable is the variable an error names when no keyring (so no
@@ -80,10 +81,16 @@ type key struct {
 // key configured": Seal returns its input, Open opens clear blobs only,
 // Hash is plain SHA-256. A Keyring is safe for concurrent use.
 type Keyring struct {
-	variable string // where the keys came from, for errors
-	keys     []key  // keys[0] seals
-	hashKey  []byte // HKDF-SHA256 of keys[0]
+	variable string      // where the keys came from, for errors
+	keys     []key       // keys[0] seals
+	hashKey  []byte      // HKDF-SHA256 of keys[0]
+	used     atomic.Bool // Seal or Hash ran (Used)
 }
+
+// Used reports whether Seal or Hash has run with a key: whether this
+// keyring has put anything of its own into a store, which then must
+// record its key (ADR 0066 §5; a binary that only reads records none).
+func (kr *Keyring) Used() bool { return kr != nil && kr.used.Load() }
 
 // Parse reads a keyring from value, the text of variable (named in every
 // error): "ID:BASE64[,ID:BASE64…]", blanks around entries ignored. An id is
@@ -226,6 +233,19 @@ func header(id string) []byte {
 // Without a key it returns plain itself. The result is len(plain) +
 // Overhead(id) bytes.
 func (kr *Keyring) Seal(place string, plain []byte) ([]byte, error) {
+	if kr.Enabled() {
+		kr.used.Store(true)
+	}
+	return kr.seal(place, plain)
+}
+
+// SealCanary is Seal without counting as Used: the store's record of its
+// own key (a canary) is not content the keyring put into the store.
+func (kr *Keyring) SealCanary(place string, plain []byte) ([]byte, error) {
+	return kr.seal(place, plain)
+}
+
+func (kr *Keyring) seal(place string, plain []byte) ([]byte, error) {
 	if !kr.Enabled() {
 		return plain, nil
 	}
@@ -310,6 +330,7 @@ func (kr *Keyring) Hash(b []byte) []byte {
 		s := sha256.Sum256(b)
 		return s[:]
 	}
+	kr.used.Store(true)
 	m := hmac.New(sha256.New, kr.hashKey)
 	m.Write(b)
 	return m.Sum(nil)

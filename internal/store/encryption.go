@@ -119,7 +119,7 @@ func CheckEncryption(kr *seal.Keyring, keys []EncryptionKey, now time.Time) (add
 	if slices.Contains(live, id) {
 		return nil, nil
 	}
-	canary, err := kr.Seal(CanaryPlace(id), []byte(CanaryText))
+	canary, err := kr.SealCanary(CanaryPlace(id), []byte(CanaryText))
 	if err != nil {
 		return nil, err
 	}

@@ -81,8 +81,9 @@ type Store struct {
 	compat store.Compat  // the store's, as Open found it
 	keys   *seal.Keyring // seals artifacts and snapshots (nil: none; ADR 0066)
 	// keyPending: the keyring's sealing key may be used but has no
-	// kl_encryption row yet; the first write transaction records it
-	// (recordKey), so a binary that only reads records nothing.
+	// kl_encryption row yet; the first write transaction once the keyring
+	// has sealed or hashed records it (recordKey), so a binary that only
+	// reads records nothing.
 	keyPending atomic.Bool
 }
 
@@ -387,16 +388,24 @@ func retryable(err error) bool {
 // txAttempts times, with a short random back-off).
 func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
 	fn = s.guarded(ctx, fn)
-	if pending := s.keyPending.Load(); pending {
+	if s.keyPending.Load() {
+		// The first transaction after the keyring sealed or hashed
+		// something (in it or before it) records the key; one that only
+		// sweeps leases or writes stories for a reader records nothing
+		// (ADR 0066 §5).
 		write := fn
+		recorded := false
 		fn = func(tx pgx.Tx) error {
-			if err := s.recordKey(ctx, tx); err != nil {
+			if err := write(tx); err != nil {
 				return err
 			}
-			return write(tx)
+			if recorded = s.keys.Used(); recorded {
+				return s.recordKey(ctx, tx)
+			}
+			return nil
 		}
 		defer func() {
-			if err == nil {
+			if err == nil && recorded {
 				s.keyPending.Store(false)
 			}
 		}()

@@ -66,8 +66,9 @@ type Store struct {
 	compat      store.Compat  // the store's, as Open found it
 	keys        *seal.Keyring // seals artifacts and snapshots (nil: none; ADR 0066)
 	// keyPending: the keyring's sealing key may be used but has no
-	// kl_encryption row yet; the first write transaction records it
-	// (recordKey), so a binary that only reads records nothing.
+	// kl_encryption row yet; the first write transaction once the keyring
+	// has sealed or hashed records it (recordKey), so a binary that only
+	// reads records nothing.
 	keyPending atomic.Bool
 }
 
@@ -548,19 +549,22 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := s.guardWrite(ctx, tx); err != nil {
 		return err
 	}
-	pending := s.keyPending.Load()
-	if pending {
+	if err := fn(tx); err != nil {
+		return err
+	}
+	// The first transaction after the keyring sealed or hashed something
+	// (in it or before it) records the key; one that only sweeps leases or
+	// writes stories for a reader records nothing (ADR 0066 §5).
+	record := s.keyPending.Load() && s.keys.Used()
+	if record {
 		if err := s.recordKey(ctx, tx); err != nil {
 			return err
 		}
 	}
-	if err := fn(tx); err != nil {
-		return err
-	}
 	if err := tx.Commit(); err != nil {
 		return s.mapErr(err)
 	}
-	if pending {
+	if record {
 		s.keyPending.Store(false)
 	}
 	return nil
