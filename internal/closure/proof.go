@@ -125,13 +125,31 @@ func NoCreateOutside(plan *tfjson.Plan, head, slice *tfstate.State) Check {
 // which falls back, the safe side.
 func TargetsPlanned(plan *tfjson.Plan, c *Closure) Check {
 	have := map[string]bool{}
+	var modules []string // module instance paths with something planned
+	add := func(addr, module, mode, typ, name string) {
+		have[addr] = true
+		have[tfstate.ResourceAddress(module, mode, typ, name)] = true
+		if module != "" {
+			modules = append(modules, module)
+		}
+	}
 	for _, rc := range plan.ResourceChanges {
-		have[rc.Address] = true
-		have[tfstate.ResourceAddress(rc.ModuleAddress, string(rc.Mode), rc.Type, rc.Name)] = true
+		add(rc.Address, rc.ModuleAddress, string(rc.Mode), rc.Type, rc.Name)
+	}
+	// A data source read while planning has no resource change: its
+	// planned value (or prior state) is the entry that says it was read.
+	for _, sv := range []*tfjson.StateValues{plan.PlannedValues, stateValues(plan.PriorState)} {
+		if sv != nil {
+			walkModule(sv.RootModule, func(r *tfjson.StateResource, module string) {
+				if r.Mode == tfjson.DataResourceMode {
+					add(r.Address, module, string(r.Mode), r.Type, r.Name)
+				}
+			})
+		}
 	}
 	var out []string
 	for _, t := range c.Scope.Targets {
-		if !have[t] {
+		if !have[t] && !moduleTargetPlanned(t, modules) {
 			out = append(out, t)
 		}
 	}
@@ -139,4 +157,55 @@ func TargetsPlanned(plan *tfjson.Plan, c *Closure) Check {
 		return fail(CheckTargetsPlanned, out, "the plan has no entry for the targets %s")
 	}
 	return pass(CheckTargetsPlanned)
+}
+
+// moduleTargetPlanned reports whether target names a module (an instance,
+// `module.a["k"]`, or a call, `module.a`) in which something is planned:
+// Terraform plans a module target's resources, never the module itself.
+func moduleTargetPlanned(target string, modules []string) bool {
+	t, err := tfstate.ParseTarget(target)
+	if err != nil || t.Resource != nil {
+		return false
+	}
+	keyed, call := tfstate.ModulePath(t.Module), modulePathKeyless(t.Module)
+	within := func(m, mod string) bool { return m == mod || strings.HasPrefix(m, mod+".") }
+	for _, m := range modules {
+		if within(m, keyed) {
+			return true
+		}
+		if mt, err := tfstate.ParseTarget(m); err == nil && keyed == call && within(modulePathKeyless(mt.Module), call) {
+			return true // a call without keys targets every instance
+		}
+	}
+	return false
+}
+
+// modulePathKeyless is a module instance path without its instance keys.
+func modulePathKeyless(steps []tfstate.ModuleStep) string {
+	var parts []string
+	for _, s := range steps {
+		parts = append(parts, "module."+s.Name)
+	}
+	return strings.Join(parts, ".")
+}
+
+func stateValues(s *tfjson.State) *tfjson.StateValues {
+	if s == nil {
+		return nil
+	}
+	return s.Values
+}
+
+// walkModule calls f for every resource of m and its child modules, with
+// the module's address.
+func walkModule(m *tfjson.StateModule, f func(*tfjson.StateResource, string)) {
+	if m == nil {
+		return
+	}
+	for _, r := range m.Resources {
+		f(r, m.Address)
+	}
+	for _, c := range m.ChildModules {
+		walkModule(c, f)
+	}
 }

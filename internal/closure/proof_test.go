@@ -89,3 +89,38 @@ func TestProofChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetsPlannedModulesAndData: a module target is planned when a
+// resource of it (any instance, for a call without keys) has a change —
+// Terraform plans a module's resources, never the module — and a data
+// source read while planning has no change, only its planned value.
+func TestTargetsPlannedModulesAndData(t *testing.T) {
+	t.Parallel()
+	cfg := load(t, "testdata/basic")
+	inMod := &tfjson.ResourceChange{Address: `module.app.terraform_data.svc["a"]`, ModuleAddress: "module.app", Mode: tfjson.ManagedResourceMode,
+		Type: "terraform_data", Name: "svc", Change: &tfjson.Change{Actions: tfjson.Actions{tfjson.ActionUpdate}}}
+	plan := &tfjson.Plan{ResourceChanges: []*tfjson.ResourceChange{inMod}, PlannedValues: &tfjson.StateValues{RootModule: &tfjson.StateModule{
+		Resources: []*tfjson.StateResource{{Address: "data.terraform_remote_state.net", Mode: tfjson.DataResourceMode, Type: "terraform_remote_state", Name: "net"}},
+	}}}
+	for _, tc := range []struct {
+		targets []string
+		passed  bool
+	}{
+		{[]string{"module.app"}, true},
+		{[]string{"data.terraform_remote_state.net"}, true},
+		{[]string{"data.terraform_remote_state.other"}, false},
+	} {
+		s, err := closure.TargetScope(cfg, []string{"terraform_data.base"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Targets = tc.targets
+		c, err := closure.Compute(cfg, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch := closure.TargetsPlanned(plan, c); ch.Passed != tc.passed {
+			t.Errorf("targets %v: %+v, want passed %v", tc.targets, ch, tc.passed)
+		}
+	}
+}
