@@ -108,6 +108,9 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := e.salvageLeft(ctx, run); err != nil {
+		return nil, fmt.Errorf("recovering run %s: %w", id, err)
+	}
 	lo, err := e.recoverable(ctx, run, plan)
 	if err != nil {
 		return nil, err
@@ -141,7 +144,11 @@ func (e *Engine) Recover(ctx context.Context, id string) (*ApplyOutcome, error) 
 	if rp := a.replanApplied(); rp != "" {
 		e.finishPlan(ctx, rp, run.ID, StatusFailed, &End{Cause: CauseApplyRecovered, Run: run.ID, Serial: v.Serial})
 	}
-	e.removeWorkDir(id)
+	if unchecked == "" {
+		// A holder on another host may share this work root (one volume,
+		// two containers) and still be writing in the dir: kept there.
+		e.removeWorkDir(id)
+	}
 	out := &ApplyOutcome{Version: v}
 	if out.Run, err = e.getRun(ctx, id); err != nil {
 		return nil, err
@@ -262,6 +269,22 @@ func (e *Engine) neverReserved(ctx context.Context, id string) bool {
 		}
 	}
 	return true
+}
+
+// salvageLeft stores what run's Terraform last wrote in its work dir on
+// this machine as its checkpoint when that is newer than the stored one
+// (salvage): a holder stopped while its Terraform ran on, then killed,
+// leaves Terraform's final state in the dir, not in the store. Errors: the
+// dir's state is unreadable or of another lineage (it is kept, for an
+// operator), or the store fails.
+func (e *Engine) salvageLeft(ctx context.Context, run Run) error {
+	w, ok := e.WorkDirs.(LeftWorkDirs)
+	if !ok {
+		if w, ok = e.Terraform.(LeftWorkDirs); !ok {
+			return nil
+		}
+	}
+	return e.salvage(ctx, w, run)
 }
 
 // removeWorkDir removes the work dir of recovered run id: what its killed

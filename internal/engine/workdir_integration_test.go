@@ -162,3 +162,39 @@ func TestRemoveLeftWorkDirsKeepsOwnRuns(t *testing.T) {
 		t.Errorf("work dir %s after the apply returned: want removed by its own cleanup", dir)
 	}
 }
+
+// TestRecoverTakesTheWorkDirsNewerState: a holder stopped (SIGSTOP) while
+// its Terraform ran on, then killed: Terraform finished and wrote its
+// final state in the work dir, the store holds only an older checkpoint.
+// Recover commits the newer state the dir holds (salvage), not the older
+// checkpoint — which would have committed less than Terraform created and
+// removed the dir, the only copy of the rest (a fresh-eyes tester's case).
+func TestRecoverTakesTheWorkDirsNewerState(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	cfg := config{"a": {Value: "a0"}, "b": {Value: "b0"}}
+	h.base(cfg)
+	next := cfg.with(map[string]string{"a": "a1", "b": "b1"})
+	next["d"] = res{Value: "d1", Sleep: 2, DependsOn: []string{"a", "b"}}
+	plan := h.plan(next)
+	older := h.checkpointOf(plan, func(hs headState) bool { _, d := hs.inputs()["d"]; return hs.inputs()["a"] == "a1" && !d })
+	final := h.checkpointOf(plan, func(hs headState) bool { return hs.inputs()["d"] == "d1" })
+	killed := h.killedApply(plan, older)
+	// Its holder ran on this host, and is dead.
+	if _, err := h.store.UpdateRun(h.ctx, killed.ID, nil, func(r *engine.Run) error {
+		r.Holder = engine.Holder{Host: h.eng.Holder.Host, PID: 4194000}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dir := h.leftDir(killed.ID, final)
+	if _, err := h.eng.Recover(h.ctx, killed.ID); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if hs, _ := h.head(); hs.inputs()["d"] != "d1" || hs.inputs()["a"] != "a1" {
+		t.Errorf("head after Recover = %v; want a1, b1 and d1, the final state the work dir held", hs.inputs())
+	}
+	if exists(t, dir) {
+		t.Errorf("the work dir %s is still there after its state was committed", dir)
+	}
+}

@@ -14,19 +14,30 @@ import (
 	"github.com/kilolock/kilolock/internal/engine"
 )
 
-var _ engine.LeftWorkDirs = (*Runner)(nil)
+var (
+	_ engine.LeftWorkDirs = (*Runner)(nil)
+	_ engine.LeftWorkDirs = WorkDirs{}
+)
 
-// WorkDirRuns lists the run ids of the work dirs below the Runner's work
-// root, sorted (engine.LeftWorkDirs): directories named like a run id (a
-// ULID), as newWorkDir makes them; nothing else kept under the root is
-// listed. A missing root lists nothing.
-func (r *Runner) WorkDirRuns() ([]string, error) {
-	ents, err := os.ReadDir(r.workRoot)
+// WorkDirRuns is WorkDirs.WorkDirRuns of the Runner's work root.
+func (r *Runner) WorkDirRuns() ([]string, error) { return r.dirs().WorkDirRuns() }
+
+// LastState is WorkDirs.LastState of the Runner's work root.
+func (r *Runner) LastState(run string) ([]byte, error) { return r.dirs().LastState(run) }
+
+func (r *Runner) dirs() WorkDirs { return WorkDirs{Root: r.workRoot, Keep: r.keep, Logger: r.log} }
+
+// WorkDirRuns lists the run ids of the work dirs below the work root,
+// sorted (engine.LeftWorkDirs): directories named like a run id (a ULID),
+// as newWorkDir makes them; nothing else kept under the root is listed. A
+// missing root lists nothing.
+func (w WorkDirs) WorkDirRuns() ([]string, error) {
+	ents, err := os.ReadDir(w.Root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing work dirs below %s: %w", r.workRoot, err)
+		return nil, fmt.Errorf("listing work dirs below %s: %w", w.Root, err)
 	}
 	var out []string
 	for _, e := range ents {
@@ -50,11 +61,11 @@ func (r *Runner) WorkDirRuns() ([]string, error) {
 // (excluded), so an errored.tfstate below cfg/ is Terraform's. nil, nil
 // when the dir holds neither; engine.ErrInvalid for a run id that is not a
 // plain name.
-func (r *Runner) LastState(run string) ([]byte, error) {
+func (w WorkDirs) LastState(run string) ([]byte, error) {
 	if run == "" || run == "." || run == ".." || strings.ContainsAny(run, `/\`) || !filepath.IsLocal(run) {
 		return nil, engine.Errorf(engine.ErrInvalid, "reading the work dir: run id %q is not a plain name", run)
 	}
-	dir := filepath.Join(r.workRoot, run)
+	dir := filepath.Join(w.Root, run)
 	errored := ""
 	err := filepath.WalkDir(filepath.Join(dir, "cfg"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -829,13 +829,12 @@ func (r *Runner) cleanup(w workDir, log *slog.Logger) {
 // the stale sweep (DefaultStaleAfter); Engine.Recover removes it once it
 // has committed what that Terraform wrote. It is WorkDirs.RemoveWorkDir
 // with the Runner's work root and KeepWorkDirs.
-func (r *Runner) RemoveWorkDir(run string) error {
-	return WorkDirs{Root: r.workRoot, Keep: r.keep, Logger: r.log}.RemoveWorkDir(run)
-}
+func (r *Runner) RemoveWorkDir(run string) error { return r.dirs().RemoveWorkDir(run) }
 
 // WorkDirs is the per-run work dirs below a work root, without a Terraform
 // binary: what removes a killed run's work dir where no Runner is made
-// (kl run recover runs no Terraform). It implements engine.WorkDirRemover.
+// (kl run recover runs no Terraform), and what reads the state a killed
+// run's Terraform left there. It implements engine.LeftWorkDirs.
 type WorkDirs struct {
 	// Root is the work root, RunnerOptions.WorkRoot.
 	Root string
@@ -844,8 +843,6 @@ type WorkDirs struct {
 	// Logger receives the note on a kept dir (nil: discarded).
 	Logger *slog.Logger
 }
-
-var _ engine.WorkDirRemover = WorkDirs{}
 
 // RemoveWorkDir removes Root/<run> if it is there. A missing dir is no
 // error; a run id that is not a plain name is engine.ErrInvalid. With Keep
