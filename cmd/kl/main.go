@@ -17,11 +17,13 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// run runs kl and returns its exit status: 0, 3 for a refusal, 130 or 143
-// for a command SIGINT or SIGTERM stopped, 1 for any other error.
+// run runs kl and returns its exit status: 0, 3 for a refusal, 129, 130 or
+// 143 for a command SIGHUP, SIGINT or SIGTERM stopped, 1 for any other
+// error.
 func run(args []string) int {
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal must not kill an apply mid-way.
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)

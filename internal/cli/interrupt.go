@@ -10,7 +10,7 @@ import (
 )
 
 // Interrupted is the cause a caller cancels Run's context with when the
-// process gets a signal (cmd/kl: SIGINT, SIGTERM). While a command runs,
+// process gets a signal (cmd/kl: SIGINT, SIGTERM, SIGHUP). While a command runs,
 // Run then prints on stderr what the command does about it (which depends
 // on how far it got), and a command that stops with an error exits
 // 128+signal — 130 for SIGINT, 143 for SIGTERM, as a shell reports a

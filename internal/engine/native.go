@@ -140,7 +140,11 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 	}
 	why := "" // asked for
 	if in.Lane == LaneChoiceAuto {
-		held := fmt.Sprintf("lane auto: a closure of %d resources against the state's %d", len(c.Addresses), head.Resources)
+		noun := "resources"
+		if len(c.Addresses) == 1 {
+			noun = "resource"
+		}
+		held := fmt.Sprintf("lane auto: a closure of %d %s against the state's %d", len(c.Addresses), noun, head.Resources)
 		if head.Resources == 0 || len(c.Addresses)*AutoShare > head.Resources {
 			return &lanePlan{lane: LaneTerraform, why: fmt.Sprintf("%s, more than 1/%d", held, AutoShare)}, nil, nil
 		}
