@@ -140,15 +140,10 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 	}
 	why := "" // asked for
 	if in.Lane == LaneChoiceAuto {
-		noun := "resources"
-		if len(c.Addresses) == 1 {
-			noun = "resource"
+		var native bool
+		if why, native = autoChoice(len(c.Addresses), head.Resources); !native {
+			return &lanePlan{lane: LaneTerraform, why: why}, nil, nil
 		}
-		held := fmt.Sprintf("lane auto: a closure of %d %s against the state's %d", len(c.Addresses), noun, head.Resources)
-		if head.Resources == 0 || len(c.Addresses)*AutoShare > head.Resources {
-			return &lanePlan{lane: LaneTerraform, why: fmt.Sprintf("%s, more than 1/%d", held, AutoShare)}, nil, nil
-		}
-		why = fmt.Sprintf("%s, at most 1/%d", held, AutoShare)
 	}
 	closed, err := addressesOf(c.Addresses)
 	if err != nil {
@@ -198,6 +193,21 @@ func (e *Engine) nativePlan(ctx context.Context, run Run, st State, in PlanInput
 		}
 	}
 	return lp, nil, nil
+}
+
+// autoChoice is --lane auto's choice for a closure of closure resources
+// in a state of state resource entries: native when the closure is at most
+// 1/AutoShare of the state, with the words saying why.
+func autoChoice(closure, state int) (why string, native bool) {
+	noun := "resources"
+	if closure == 1 {
+		noun = "resource"
+	}
+	held := fmt.Sprintf("lane auto: a closure of %d %s against the state's %d", closure, noun, state)
+	if state == 0 || closure*AutoShare > state {
+		return fmt.Sprintf("%s, more than 1/%d", held, AutoShare), false
+	}
+	return fmt.Sprintf("%s, at most 1/%d", held, AutoShare), true
 }
 
 // optionsFallBack is the fell-back marker of plan options a slice cannot
