@@ -182,20 +182,11 @@ func runOverhead(ctx context.Context, w io.Writer, opts Options) (*OverheadResul
 // provider built from opts.Src into a filesystem mirror, 20 ms per API call
 // — and prints its heading and medians.
 func runProviderOverhead(ctx context.Context, w io.Writer, opts Options) (*OverheadResult, error) {
-	kl, cleanup, err := klBinary(ctx, opts)
+	kl, mirror, cleanup, err := klWithProvider(ctx, opts, "klbench-provider-")
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	dir, err := os.MkdirTemp(opts.TempDir, "klbench-provider-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	mirror, err := BuildProviderMirror(ctx, opts.Src, dir)
-	if err != nil {
-		return nil, err
-	}
 	fmt.Fprintf(w, "\n== 2b. overhead with a real provider: kl plan + kl apply vs bare terraform, 2,000 %s resources, %s per Read, one changed ==\n",
 		testprovider.Type+"_object", DefaultReadDelay)
 	fmt.Fprintf(w, "  kl: %s; provider %s %s from a filesystem mirror; plugin caches filled before the first round (kl's, ADR 0061; terraform's plugin_cache_dir)\n",
@@ -208,6 +199,28 @@ func runProviderOverhead(ctx context.Context, w io.Writer, opts Options) (*Overh
 		return nil, err
 	}
 	return o, nil
+}
+
+// klWithProvider is what the figures of the test provider need: the kl
+// binary (klBinary) and the provider's filesystem mirror built from
+// opts.Src into a temporary dir named with prefix (BuildProviderMirror).
+// cleanup removes both; on an error nothing is left.
+func klWithProvider(ctx context.Context, opts Options, prefix string) (kl, mirror string, cleanup func(), err error) {
+	kl, rmKL, err := klBinary(ctx, opts)
+	if err != nil {
+		return "", "", nil, err
+	}
+	dir, err := os.MkdirTemp(opts.TempDir, prefix)
+	if err != nil {
+		rmKL()
+		return "", "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir); rmKL() }
+	if mirror, err = BuildProviderMirror(ctx, opts.Src, dir); err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	return kl, mirror, cleanup, nil
 }
 
 // BuildProviderMirror builds the test provider

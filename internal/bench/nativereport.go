@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/kilolock/kilolock/internal/testprovider"
@@ -14,20 +13,11 @@ import (
 // lane on a big state of the test provider built from opts.Src — and
 // prints its heading, medians and time breakdown.
 func runNative(ctx context.Context, w io.Writer, opts Options) (*NativeResult, error) {
-	kl, cleanup, err := klBinary(ctx, opts)
+	kl, mirror, cleanup, err := klWithProvider(ctx, opts, "klbench-native-provider-")
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	dir, err := os.MkdirTemp(opts.TempDir, "klbench-native-provider-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	mirror, err := BuildProviderMirror(ctx, opts.Src, dir)
-	if err != nil {
-		return nil, err
-	}
 	no := NativeOptions{KL: kl, Terraform: opts.Terraform, Mirror: mirror, Resources: opts.NativeResources, Runs: opts.Runs, TempDir: opts.TempDir, Progress: w}
 	no.defaults()
 	fmt.Fprintf(w, "\n== 5. native lane (issue 17): %s %s resources, %s per Read, default -parallelism ==\n",
